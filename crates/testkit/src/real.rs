@@ -1,0 +1,627 @@
+//! Real Apache Kafka clusters (KRaft combined mode) as child JVM processes.
+
+use std::collections::HashMap;
+use std::fs;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use rdkafka::ClientConfig;
+use rdkafka::admin::{AdminClient, AdminOptions, NewPartitions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+
+use crate::process::{kill_and_wait, spawn_tied};
+use crate::util::{block_on, free_port, produce_records, tail_lines};
+use crate::{DEFAULT_READY_TIMEOUT, Produced, TestCluster, TestRecord, TestkitError, kafka_libs};
+
+/// How to start a [`KafkaCluster`].
+#[derive(Clone, Debug)]
+pub struct ClusterOptions {
+    /// Logical cluster id (names directories, logs and errors).
+    pub logical_id: String,
+    /// Number of brokers (default 1). The first min(3, n) run as combined
+    /// broker+controller when n ≥ 3, otherwise only the first one is a controller.
+    pub brokers: usize,
+    /// JVM options for each broker.
+    pub jvm_options: Vec<String>,
+    /// Extra `server.properties` entries, applied last.
+    pub broker_config: Vec<(String, String)>,
+    /// How long a broker may take to answer a metadata request.
+    pub ready_timeout: Duration,
+}
+
+impl ClusterOptions {
+    /// One broker with small-heap defaults.
+    pub fn new(logical_id: impl Into<String>) -> Self {
+        Self {
+            logical_id: logical_id.into(),
+            brokers: 1,
+            jvm_options: [
+                "-Xms256m",
+                "-Xmx512m",
+                "-XX:+UseSerialGC",
+                "-XX:TieredStopAtLevel=1",
+                "-Xshare:auto",
+                "-Djava.awt.headless=true",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+            broker_config: Vec::new(),
+            ready_timeout: DEFAULT_READY_TIMEOUT,
+        }
+    }
+
+    /// Sets the broker count.
+    pub fn brokers(mut self, n: usize) -> Self {
+        self.brokers = n.max(1);
+        self
+    }
+
+    /// Adds a `server.properties` entry.
+    pub fn broker_config(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.broker_config.push((key.into(), value.into()));
+        self
+    }
+
+    /// Replaces the JVM options (for example to let C2 compile for benchmarks).
+    pub fn jvm_options<I: IntoIterator<Item = S>, S: Into<String>>(mut self, opts: I) -> Self {
+        self.jvm_options = opts.into_iter().map(Into::into).collect();
+        self
+    }
+}
+
+struct Node {
+    node_id: usize,
+    port: u16,
+    data_dir: PathBuf,
+    config: PathBuf,
+    log_dir: PathBuf,
+    child: Option<Child>,
+}
+
+/// A running Apache Kafka cluster of child JVM processes on loopback ports.
+///
+/// Dropping it kills every broker and deletes its data; broker logs stay under
+/// `target/kafka-tests/logs/`. Brokers also die with the test process, whatever
+/// ends it.
+pub struct KafkaCluster {
+    options: ClusterOptions,
+    kafka_cluster_id: String,
+    libs: PathBuf,
+    data_root: PathBuf,
+    log_root: PathBuf,
+    nodes: Mutex<Vec<Node>>,
+    started_in: Duration,
+}
+
+impl std::fmt::Debug for KafkaCluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KafkaCluster")
+            .field("logical_id", &self.options.logical_id)
+            .field("kafka_cluster_id", &self.kafka_cluster_id)
+            .field("bootstrap", &self.bootstrap_servers())
+            .finish()
+    }
+}
+
+fn target_dir() -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(d) => PathBuf::from(d),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"),
+    }
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> TestkitError + '_ {
+    move |source| TestkitError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// A fresh Kafka `cluster.id`: 16 random bytes, URL-safe base64 without padding.
+fn random_cluster_id() -> String {
+    let mut bytes = [0u8; 16];
+    let read = fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
+    if read.is_err() {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default();
+        bytes = (nanos ^ (u128::from(std::process::id()) << 64)).to_le_bytes();
+    }
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
+/// Removes data directories left by test processes that died without cleaning up.
+fn sweep_stale(data_base: &Path) {
+    let Ok(entries) = fs::read_dir(data_base) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name.split('-').next().and_then(|p| p.parse::<i32>().ok()) else {
+            continue;
+        };
+        // SAFETY: kill with signal 0 only checks for existence.
+        let alive = unsafe { libc::kill(pid, 0) } == 0;
+        if !alive {
+            let _ = fs::remove_dir_all(e.path());
+        }
+    }
+}
+
+impl KafkaCluster {
+    /// Starts a cluster and waits until every broker answers a metadata request.
+    pub fn start(options: ClusterOptions) -> Result<KafkaCluster, TestkitError> {
+        static SEQ: AtomicUsize = AtomicUsize::new(0);
+        let began = Instant::now();
+        let libs = kafka_libs()?;
+        let base = target_dir().join("kafka-tests");
+        let data_base = base.join("data");
+        sweep_stale(&data_base);
+        let run = format!(
+            "{}-{}-{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed),
+            options.logical_id
+        );
+        let data_root = data_base.join(&run);
+        let log_root = base.join("logs").join(&run);
+        let _ = fs::remove_dir_all(&log_root);
+        fs::create_dir_all(&data_root).map_err(io(&data_root))?;
+        fs::create_dir_all(&log_root).map_err(io(&log_root))?;
+        let log4j = log_root.join("log4j2.properties");
+        fs::write(
+            &log4j,
+            "appender.f.type=File\nappender.f.name=F\n\
+             appender.f.fileName=${sys:kafka.logs.dir}/server.log\n\
+             appender.f.layout.type=PatternLayout\n\
+             appender.f.layout.pattern=[%d] %p %m (%c)%n\n\
+             rootLogger.level=INFO\nrootLogger.appenderRef.f.ref=F\n\
+             logger.state.name=state.change.logger\nlogger.state.level=WARN\n",
+        )
+        .map_err(io(&log4j))?;
+
+        let n = options.brokers.max(1);
+        let controllers = if n >= 3 { 3 } else { 1 };
+        let mut ports = Vec::new();
+        for _ in 0..n {
+            let p = free_port().map_err(io(&data_root))?;
+            let c = free_port().map_err(io(&data_root))?;
+            ports.push((p, c));
+        }
+        let voters: Vec<String> = (0..controllers)
+            .map(|i| format!("{}@127.0.0.1:{}", i + 1, ports[i].1))
+            .collect();
+        let rf = n.min(3);
+        let mut nodes = Vec::new();
+        for (i, (port, cport)) in ports.iter().enumerate() {
+            let node_id = i + 1;
+            let is_controller = i < controllers;
+            let data_dir = data_root.join(format!("node-{node_id}"));
+            let log_dir = log_root.join(format!("node-{node_id}"));
+            fs::create_dir_all(&log_dir).map_err(io(&log_dir))?;
+            let mut props: Vec<(String, String)> = vec![
+                (
+                    "process.roles".into(),
+                    if is_controller { "broker,controller" } else { "broker" }.into(),
+                ),
+                ("node.id".into(), node_id.to_string()),
+                ("controller.quorum.voters".into(), voters.join(",")),
+                (
+                    "listeners".into(),
+                    if is_controller {
+                        format!("PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{cport}")
+                    } else {
+                        format!("PLAINTEXT://127.0.0.1:{port}")
+                    },
+                ),
+                ("advertised.listeners".into(), format!("PLAINTEXT://127.0.0.1:{port}")),
+                ("controller.listener.names".into(), "CONTROLLER".into()),
+                ("inter.broker.listener.name".into(), "PLAINTEXT".into()),
+                (
+                    "listener.security.protocol.map".into(),
+                    "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT".into(),
+                ),
+                ("log.dirs".into(), data_dir.display().to_string()),
+                ("num.partitions".into(), "1".into()),
+                ("default.replication.factor".into(), rf.to_string()),
+                ("min.insync.replicas".into(), "1".into()),
+                ("offsets.topic.replication.factor".into(), rf.to_string()),
+                ("offsets.topic.num.partitions".into(), "3".into()),
+                ("transaction.state.log.replication.factor".into(), rf.to_string()),
+                ("transaction.state.log.min.isr".into(), "1".into()),
+                ("transaction.state.log.num.partitions".into(), "3".into()),
+                ("share.coordinator.state.topic.replication.factor".into(), rf.to_string()),
+                ("share.coordinator.state.topic.min.isr".into(), "1".into()),
+                ("share.coordinator.state.topic.num.partitions".into(), "3".into()),
+                ("group.initial.rebalance.delay.ms".into(), "0".into()),
+                ("auto.create.topics.enable".into(), "false".into()),
+                ("log.flush.interval.messages".into(), "9223372036854775807".into()),
+            ];
+            props.extend(options.broker_config.iter().cloned());
+            let config = log_root.join(format!("node-{node_id}.properties"));
+            let text: String = props.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
+            fs::write(&config, text).map_err(io(&config))?;
+            nodes.push(Node {
+                node_id,
+                port: *port,
+                data_dir,
+                config,
+                log_dir,
+                child: None,
+            });
+        }
+        let cluster = KafkaCluster {
+            kafka_cluster_id: random_cluster_id(),
+            libs,
+            data_root,
+            log_root,
+            nodes: Mutex::new(Vec::new()),
+            options,
+            started_in: Duration::ZERO,
+        };
+        cluster.format(&nodes)?;
+        for node in &mut nodes {
+            node.child = Some(cluster.spawn_broker(node)?);
+        }
+        *cluster.nodes.lock().unwrap_or_else(|p| p.into_inner()) = nodes;
+        for i in 0..n {
+            cluster.await_ready(i)?;
+        }
+        let mut cluster = cluster;
+        cluster.started_in = began.elapsed();
+        tracing::info!(
+            cluster = %cluster.options.logical_id,
+            bootstrap = %cluster.bootstrap_servers(),
+            secs = cluster.started_in.as_secs_f64(),
+            "kafka cluster ready"
+        );
+        Ok(cluster)
+    }
+
+    fn java(&self) -> Command {
+        let java = std::env::var_os("JAVA_HOME")
+            .map(|h| PathBuf::from(h).join("bin/java"))
+            .filter(|p| p.exists())
+            .unwrap_or_else(|| PathBuf::from("java"));
+        let mut cmd = Command::new(java);
+        cmd.args(&self.options.jvm_options);
+        cmd.arg(format!(
+            "-Dlog4j2.configurationFile={}",
+            self.log_root.join("log4j2.properties").display()
+        ));
+        cmd.arg("-cp").arg(format!("{}/*", self.libs.display()));
+        cmd
+    }
+
+    /// Formats every node's log dir (in parallel; each format is one short JVM).
+    fn format(&self, nodes: &[Node]) -> Result<(), TestkitError> {
+        let mut children = Vec::new();
+        for node in nodes {
+            let out_path = node.log_dir.join("format.log");
+            let out = fs::File::create(&out_path).map_err(io(&out_path))?;
+            let err = out.try_clone().map_err(io(&out_path))?;
+            let mut cmd = self.java();
+            cmd.arg(format!("-Dkafka.logs.dir={}", node.log_dir.display()))
+                .arg("kafka.tools.StorageTool")
+                .arg("format")
+                .arg("-t")
+                .arg(&self.kafka_cluster_id)
+                .arg("-c")
+                .arg(&node.config)
+                .stdin(Stdio::null())
+                .stdout(out)
+                .stderr(err);
+            let child = spawn_tied(cmd).map_err(|e| TestkitError::Java(e.to_string()))?;
+            children.push((node, child, out_path));
+        }
+        for (node, mut child, out_path) in children {
+            let status = child.wait().map_err(|e| TestkitError::Java(e.to_string()))?;
+            if !status.success() {
+                let text = fs::read_to_string(&out_path).unwrap_or_default();
+                return Err(TestkitError::BrokerNotReady {
+                    cluster: self.options.logical_id.clone(),
+                    broker: node.node_id - 1,
+                    reason: format!("formatting the log dir failed ({status})"),
+                    log: out_path,
+                    tail: tail_lines(&text, 30),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn spawn_broker(&self, node: &Node) -> Result<Child, TestkitError> {
+        let out_path = node.log_dir.join("stdout.log");
+        let out = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&out_path)
+            .map_err(io(&out_path))?;
+        let err = out.try_clone().map_err(io(&out_path))?;
+        let mut cmd = self.java();
+        cmd.arg(format!("-Dkafka.logs.dir={}", node.log_dir.display()))
+            .arg("kafka.Kafka")
+            .arg(&node.config)
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err);
+        spawn_tied(cmd).map_err(|e| TestkitError::Java(format!("{e} (is a JDK 17+ installed?)")))
+    }
+
+    fn log_tail(node_log_dir: &Path) -> String {
+        let mut text = String::new();
+        for f in ["server.log", "stdout.log"] {
+            if let Ok(t) = fs::read_to_string(node_log_dir.join(f)) {
+                text.push_str(&format!("[{f}]\n{}\n", tail_lines(&t, 25)));
+            }
+        }
+        text
+    }
+
+    /// Waits until broker `index` answers a metadata request that lists it.
+    fn await_ready(&self, index: usize) -> Result<(), TestkitError> {
+        let deadline = Instant::now() + self.options.ready_timeout;
+        let (port, node_id, log_dir) = {
+            let nodes = self.nodes.lock().unwrap_or_else(|p| p.into_inner());
+            let n = &nodes[index];
+            (n.port, n.node_id, n.log_dir.clone())
+        };
+        let consumer: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", format!("127.0.0.1:{port}"))
+            .set("socket.connection.setup.timeout.ms", "1000")
+            .set("reconnect.backoff.max.ms", "200")
+            .set("log_level", "0")
+            .create()
+            .map_err(|e| self.kafka_err(format!("cannot create client: {e}")))?;
+        loop {
+            {
+                let mut nodes = self.nodes.lock().unwrap_or_else(|p| p.into_inner());
+                if let Some(child) = nodes[index].child.as_mut()
+                    && let Ok(Some(status)) = child.try_wait()
+                {
+                    return Err(self.not_ready(index, &log_dir, format!("the JVM exited ({status})")));
+                }
+            }
+            let last = match consumer.fetch_metadata(None, Duration::from_millis(1000)) {
+                Ok(md) if md.brokers().iter().any(|b| b.id() as usize == node_id) => return Ok(()),
+                Ok(md) => format!(
+                    "metadata lists brokers {:?}",
+                    md.brokers().iter().map(|b| b.id()).collect::<Vec<_>>()
+                ),
+                Err(e) => e.to_string(),
+            };
+            if Instant::now() > deadline {
+                return Err(self.not_ready(
+                    index,
+                    &log_dir,
+                    format!("no metadata answer within {:?}; last: {last}", self.options.ready_timeout),
+                ));
+            }
+        }
+    }
+
+    fn not_ready(&self, index: usize, log_dir: &Path, reason: String) -> TestkitError {
+        TestkitError::BrokerNotReady {
+            cluster: self.options.logical_id.clone(),
+            broker: index,
+            reason,
+            log: log_dir.join("server.log"),
+            tail: Self::log_tail(log_dir),
+        }
+    }
+
+    fn kafka_err(&self, message: String) -> TestkitError {
+        TestkitError::Kafka {
+            cluster: self.options.logical_id.clone(),
+            message,
+        }
+    }
+
+    /// The Kafka `cluster.id` the log dirs were formatted with.
+    pub fn kafka_cluster_id(&self) -> &str {
+        &self.kafka_cluster_id
+    }
+
+    /// How long [`KafkaCluster::start`] took (jar fetch excluded when cached).
+    pub fn startup_time(&self) -> Duration {
+        self.started_in
+    }
+
+    /// Where the brokers' logs are.
+    pub fn log_dir(&self) -> &Path {
+        &self.log_root
+    }
+
+    /// A client config pointing at this cluster.
+    pub fn client_config(&self) -> ClientConfig {
+        let mut c = ClientConfig::new();
+        c.set("bootstrap.servers", self.bootstrap_servers());
+        c
+    }
+
+    fn admin(&self) -> Result<AdminClient<DefaultClientContext>, TestkitError> {
+        self.client_config()
+            .create()
+            .map_err(|e| self.kafka_err(format!("cannot create admin client: {e}")))
+    }
+
+    /// Grows a topic to `total` partitions.
+    pub fn add_partitions(&self, topic: &str, total: usize) -> Result<(), TestkitError> {
+        let admin = self.admin()?;
+        let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
+        let results = block_on(admin.create_partitions(&[NewPartitions::new(topic, total)], &opts))
+            .map_err(|e| self.kafka_err(format!("create partitions for {topic}: {e}")))?;
+        for r in results {
+            r.map_err(|(t, e)| self.kafka_err(format!("create partitions for {t}: {e}")))?;
+        }
+        self.await_partitions(topic, total)
+    }
+
+    /// Deletes a topic.
+    pub fn delete_topic(&self, topic: &str) -> Result<(), TestkitError> {
+        let admin = self.admin()?;
+        let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
+        let results = block_on(admin.delete_topics(&[topic], &opts))
+            .map_err(|e| self.kafka_err(format!("delete topic {topic}: {e}")))?;
+        for r in results {
+            r.map_err(|(t, e)| self.kafka_err(format!("delete topic {t}: {e}")))?;
+        }
+        Ok(())
+    }
+
+    /// Waits until metadata shows `topic` with `count` partitions, each with a leader.
+    fn await_partitions(&self, topic: &str, count: usize) -> Result<(), TestkitError> {
+        let consumer: BaseConsumer = self
+            .client_config()
+            .create()
+            .map_err(|e| self.kafka_err(format!("cannot create client: {e}")))?;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(md) = consumer.fetch_metadata(Some(topic), Duration::from_secs(2))
+                && let Some(t) = md.topics().first()
+                && t.error().is_none()
+                && t.partitions().len() == count
+                && t.partitions().iter().all(|p| p.leader() >= 0 && p.error().is_none())
+            {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(self.kafka_err(format!(
+                    "topic {topic} did not show {count} partitions with leaders within 30s"
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Kills every broker and removes the data (logs are kept).
+    pub fn shutdown(&self) {
+        let mut nodes = self.nodes.lock().unwrap_or_else(|p| p.into_inner());
+        for node in nodes.iter_mut() {
+            if let Some(mut child) = node.child.take() {
+                kill_and_wait(&mut child);
+            }
+        }
+        let _ = fs::remove_dir_all(&self.data_root);
+    }
+}
+
+impl Drop for KafkaCluster {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+impl TestCluster for KafkaCluster {
+    fn logical_id(&self) -> &str {
+        &self.options.logical_id
+    }
+
+    fn bootstrap_servers(&self) -> String {
+        let nodes = self.nodes.lock().unwrap_or_else(|p| p.into_inner());
+        nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    fn create_topic(&self, topic: &str, partitions: i32) -> Result<(), TestkitError> {
+        let admin = self.admin()?;
+        let rf = self.broker_count().min(3) as i32;
+        let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
+        let new = NewTopic::new(topic, partitions, TopicReplication::Fixed(rf));
+        let results = block_on(admin.create_topics(&[new], &opts))
+            .map_err(|e| self.kafka_err(format!("create topic {topic}: {e}")))?;
+        for r in results {
+            r.map_err(|(t, e)| self.kafka_err(format!("create topic {t}: {e}")))?;
+        }
+        self.await_partitions(topic, partitions as usize)
+    }
+
+    fn produce(&self, topic: &str, records: &[TestRecord]) -> Result<Vec<Produced>, TestkitError> {
+        produce_records(
+            &self.options.logical_id,
+            &self.bootstrap_servers(),
+            topic,
+            records,
+            &[],
+        )
+    }
+
+    fn kill_broker(&self, index: usize) -> Result<(), TestkitError> {
+        let mut nodes = self.nodes.lock().unwrap_or_else(|p| p.into_inner());
+        let node = nodes
+            .get_mut(index)
+            .ok_or_else(|| self.kafka_err(format!("no broker {index}")))?;
+        if let Some(mut child) = node.child.take() {
+            kill_and_wait(&mut child);
+        }
+        Ok(())
+    }
+
+    fn restart_broker(&self, index: usize) -> Result<(), TestkitError> {
+        {
+            let mut nodes = self.nodes.lock().unwrap_or_else(|p| p.into_inner());
+            let node = nodes
+                .get_mut(index)
+                .ok_or_else(|| self.kafka_err(format!("no broker {index}")))?;
+            if let Some(mut child) = node.child.take() {
+                kill_and_wait(&mut child);
+            }
+            // The data dir survives a kill; the broker recovers its log on start.
+            debug_assert!(node.data_dir.exists());
+            let child = self.spawn_broker(node)?;
+            node.child = Some(child);
+        }
+        self.await_ready(index)
+    }
+
+    fn broker_count(&self) -> usize {
+        self.nodes.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+}
+
+type Registry = HashMap<String, &'static KafkaCluster>;
+
+static REGISTRY: OnceLock<Mutex<Registry>> = OnceLock::new();
+
+extern "C" fn shutdown_shared() {
+    if let Some(reg) = REGISTRY.get() {
+        let reg = reg.lock().unwrap_or_else(|p| p.into_inner());
+        for c in reg.values() {
+            c.shutdown();
+        }
+    }
+}
+
+/// A single-broker cluster shared by every test of this test binary that asks for the
+/// same `name`. Started on first use; killed and deleted when the process exits.
+///
+/// Share a cluster only between tests that use their own topics and never kill its
+/// broker.
+pub fn shared_cluster(name: &str) -> Result<&'static KafkaCluster, TestkitError> {
+    let reg = REGISTRY.get_or_init(|| {
+        // SAFETY: registers a plain extern "C" function that captures nothing.
+        unsafe {
+            libc::atexit(shutdown_shared);
+        }
+        Mutex::new(HashMap::new())
+    });
+    let mut guard = reg.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(c) = guard.get(name) {
+        return Ok(c);
+    }
+    let cluster: &'static KafkaCluster =
+        Box::leak(Box::new(KafkaCluster::start(ClusterOptions::new(name))?));
+    guard.insert(name.to_string(), cluster);
+    Ok(cluster)
+}

@@ -1,0 +1,155 @@
+//! Small helpers shared by the real and mock clusters.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::net::TcpListener;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use rdkafka::ClientConfig;
+use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
+use rdkafka::{ClientContext, Message};
+
+use crate::{Produced, TestRecord, TestkitError};
+
+/// The last `n` lines of `text`.
+pub(crate) fn tail_lines(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// A free TCP port on 127.0.0.1 (bound and released; ports are kept for restarts).
+pub(crate) fn free_port() -> std::io::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// Runs a future to completion on a fresh thread with its own current-thread runtime,
+/// so it works whether or not the caller is inside a tokio runtime.
+pub(crate) fn block_on<F>(fut: F) -> F::Output
+where
+    F: Future + Send,
+    F::Output: Send,
+{
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("the test kit cannot build a tokio runtime")
+                .block_on(fut)
+        })
+        .join()
+        .unwrap_or_else(|p| std::panic::resume_unwind(p))
+    })
+}
+
+struct Collect {
+    results: Mutex<HashMap<usize, Result<Produced, String>>>,
+}
+
+impl ClientContext for Collect {}
+
+impl ProducerContext for Collect {
+    type DeliveryOpaque = Box<usize>;
+
+    fn delivery(&self, result: &DeliveryResult<'_>, index: Box<usize>) {
+        let outcome = match result {
+            Ok(m) => Ok(Produced {
+                partition: m.partition(),
+                offset: m.offset(),
+            }),
+            Err((e, _)) => Err(e.to_string()),
+        };
+        self.results
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(*index, outcome);
+    }
+}
+
+/// Produces `records` to `topic` in order (idempotent producer, so per-partition order
+/// holds even on retries) and waits for every acknowledgement.
+pub(crate) fn produce_records(
+    cluster: &str,
+    bootstrap: &str,
+    topic: &str,
+    records: &[TestRecord],
+    extra: &[(&str, &str)],
+) -> Result<Vec<Produced>, TestkitError> {
+    let fail = |message: String| TestkitError::Kafka {
+        cluster: cluster.to_string(),
+        message,
+    };
+    let mut config = ClientConfig::new();
+    config
+        .set("bootstrap.servers", bootstrap)
+        .set("enable.idempotence", "true")
+        .set("linger.ms", "5")
+        .set("message.timeout.ms", "60000");
+    for (k, v) in extra {
+        config.set(*k, *v);
+    }
+    let producer: ThreadedProducer<Collect> = config
+        .create_with_context(Collect {
+            results: Mutex::new(HashMap::new()),
+        })
+        .map_err(|e| fail(format!("cannot create producer: {e}")))?;
+    for (i, r) in records.iter().enumerate() {
+        let mut rec: BaseRecord<'_, [u8], [u8], Box<usize>> =
+            BaseRecord::with_opaque_to(topic, Box::new(i)).payload(r.value.as_slice());
+        if let Some(k) = &r.key {
+            rec = rec.key(k.as_slice());
+        }
+        if let Some(p) = r.partition {
+            rec = rec.partition(p);
+        }
+        if let Some(ts) = r.timestamp {
+            rec = rec.timestamp(ts);
+        }
+        if !r.headers.is_empty() {
+            let mut h = OwnedHeaders::new_with_capacity(r.headers.len());
+            for (name, value) in &r.headers {
+                h = h.insert(Header {
+                    key: name,
+                    value: Some(value.as_slice()),
+                });
+            }
+            rec = rec.headers(h);
+        }
+        let mut rec = rec;
+        loop {
+            match producer.send(rec) {
+                Ok(()) => break,
+                Err((e, back)) => {
+                    if matches!(
+                        e.rdkafka_error_code(),
+                        Some(rdkafka::types::RDKafkaErrorCode::QueueFull)
+                    ) {
+                        std::thread::sleep(Duration::from_millis(5));
+                        rec = back;
+                    } else {
+                        return Err(fail(format!("send to {topic}: {e}")));
+                    }
+                }
+            }
+        }
+    }
+    producer
+        .flush(Duration::from_secs(90))
+        .map_err(|e| fail(format!("flush to {topic}: {e}")))?;
+    let mut results = producer
+        .context()
+        .results
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    let mut out = Vec::with_capacity(records.len());
+    for i in 0..records.len() {
+        match results.remove(&i) {
+            Some(Ok(p)) => out.push(p),
+            Some(Err(e)) => return Err(fail(format!("record {i} to {topic} failed: {e}"))),
+            None => return Err(fail(format!("record {i} to {topic} was never acknowledged"))),
+        }
+    }
+    Ok(out)
+}
