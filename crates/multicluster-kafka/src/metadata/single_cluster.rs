@@ -1,3 +1,303 @@
-/// Placeholder replaced by the single-cluster service implementation.
-#[derive(Debug)]
-pub struct SingleClusterMetadataService;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use rdkafka::ClientConfig;
+use rdkafka::admin::AdminClient;
+use rdkafka::client::DefaultClientContext;
+use rdkafka::types::RDKafkaRespErr;
+
+use super::{ClusterMetadata, KafkaMetadataService, KafkaStream, MetadataError};
+use crate::properties::{ClientProperties, REDACTED};
+
+type Admin = AdminClient<DefaultClientContext>;
+
+/// Every topic of one cluster is a stream of the same name.
+///
+/// The stream `orders` is the topic `orders` on the cluster, with the service's client
+/// properties. Topics are discovered with a metadata request on every call, so a topic
+/// created later shows up on the next call and a deleted one disappears. Topics whose
+/// name starts with `__` (Kafka's internal topics such as `__consumer_offsets` and
+/// `__transaction_state`) are never streams.
+///
+/// The metadata request blocks inside librdkafka, so it runs on tokio's blocking pool
+/// (`spawn_blocking`): the methods must be called from within a tokio runtime. A call
+/// waits at most [`metadata_timeout`](Self::with_metadata_timeout) for the cluster.
+///
+/// `Debug` output and error messages never contain secret property values.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), multicluster_kafka::metadata::MetadataError> {
+/// use multicluster_kafka::metadata::{KafkaMetadataService, SingleClusterMetadataService};
+/// use multicluster_kafka::properties::ClientProperties;
+///
+/// let properties: ClientProperties = [("bootstrap.servers", "127.0.0.1:9092")]
+///     .into_iter()
+///     .collect();
+/// let service = SingleClusterMetadataService::new("east", properties)?;
+/// let streams = service.describe_streams(&["orders".to_string()]).await?;
+/// if let Some(orders) = streams.get("orders") {
+///     assert!(orders.clusters["east"].topics.contains("orders"));
+/// }
+/// service.close().await?;
+/// # Ok(())
+/// # }
+/// ```
+pub struct SingleClusterMetadataService {
+    cluster_id: String,
+    properties: ClientProperties,
+    metadata_timeout: Duration,
+    /// `None` once closed.
+    client: Mutex<Option<Arc<Admin>>>,
+}
+
+impl SingleClusterMetadataService {
+    /// How long a metadata request may take unless
+    /// [`with_metadata_timeout`](Self::with_metadata_timeout) says otherwise.
+    pub const DEFAULT_METADATA_TIMEOUT: Duration = Duration::from_secs(30);
+
+    /// A service for the cluster with this logical id, reached with these librdkafka
+    /// client properties.
+    ///
+    /// Fails with [`MetadataError::MissingBootstrapServers`] when `bootstrap.servers`
+    /// is missing or blank, and with [`MetadataError::Cluster`] when librdkafka
+    /// rejects the properties. Creating the client does not wait for the cluster.
+    pub fn new(cluster_id: impl Into<String>, properties: ClientProperties) -> Result<Self, MetadataError> {
+        let cluster_id = cluster_id.into();
+        if properties.bootstrap_servers().unwrap_or_default().trim().is_empty() {
+            return Err(MetadataError::MissingBootstrapServers {
+                location: None,
+                cluster: cluster_id,
+            });
+        }
+        let mut config = ClientConfig::new();
+        for (key, value) in properties.iter() {
+            config.set(key, value);
+        }
+        let client: Admin = config.create().map_err(|e| MetadataError::Cluster {
+            message: redact(&properties, format!("cannot create a Kafka client: {e}")),
+            cluster: cluster_id.clone(),
+        })?;
+        Ok(Self {
+            cluster_id,
+            properties,
+            metadata_timeout: Self::DEFAULT_METADATA_TIMEOUT,
+            client: Mutex::new(Some(Arc::new(client))),
+        })
+    }
+
+    /// Sets how long one metadata request may wait for the cluster before the call
+    /// fails with [`MetadataError::Cluster`].
+    pub fn with_metadata_timeout(mut self, timeout: Duration) -> Self {
+        self.metadata_timeout = timeout;
+        self
+    }
+
+    /// The logical id of the cluster this service reads.
+    pub fn cluster_id(&self) -> &str {
+        &self.cluster_id
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Option<Arc<Admin>>> {
+        self.client.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn cluster_error(&self, message: String) -> MetadataError {
+        MetadataError::Cluster {
+            cluster: self.cluster_id.clone(),
+            message: redact(&self.properties, message),
+        }
+    }
+
+    /// The names of the cluster's non-internal topics, from a fresh metadata request.
+    async fn topics(&self) -> Result<BTreeSet<String>, MetadataError> {
+        let client = self.lock().clone().ok_or(MetadataError::Closed)?;
+        let timeout = self.metadata_timeout;
+        // The client moves into the blocking task, so if the service is closed
+        // meanwhile, the client is destroyed there and not on an async worker.
+        let fetched = tokio::task::spawn_blocking(move || {
+            let metadata = client.inner().fetch_metadata(None, timeout)?;
+            Ok::<_, rdkafka::error::KafkaError>(
+                metadata
+                    .topics()
+                    .iter()
+                    .filter(|t| t.error() != Some(RDKafkaRespErr::RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART))
+                    .map(|t| t.name())
+                    .filter(|name| !is_internal_topic(name))
+                    .map(str::to_string)
+                    .collect::<BTreeSet<String>>(),
+            )
+        })
+        .await;
+        match fetched {
+            Ok(Ok(topics)) => {
+                tracing::debug!(cluster = %self.cluster_id, topics = topics.len(), "listed topics");
+                Ok(topics)
+            }
+            Ok(Err(e)) => {
+                let err = self.cluster_error(format!("cannot fetch topic metadata: {e}"));
+                tracing::warn!(cluster = %self.cluster_id, error = %err, "metadata request failed");
+                Err(err)
+            }
+            Err(e) => Err(self.cluster_error(format!("the metadata request task failed: {e}"))),
+        }
+    }
+
+    fn stream(&self, topic: &str) -> KafkaStream {
+        let metadata = ClusterMetadata {
+            topics: BTreeSet::from([topic.to_string()]),
+            properties: self.properties.clone(),
+            starting_offsets: None,
+            stopping_offsets: None,
+        };
+        KafkaStream::new(topic).with_cluster(self.cluster_id.clone(), metadata)
+    }
+}
+
+#[async_trait]
+impl KafkaMetadataService for SingleClusterMetadataService {
+    /// Ids naming an existing, non-internal topic become one-topic streams; other ids
+    /// are absent. One metadata request answers all ids.
+    async fn describe_streams(
+        &self,
+        stream_ids: &[String],
+    ) -> Result<BTreeMap<String, KafkaStream>, MetadataError> {
+        if stream_ids.is_empty() {
+            return self.lock().as_ref().map(|_| BTreeMap::new()).ok_or(MetadataError::Closed);
+        }
+        let topics = self.topics().await?;
+        Ok(stream_ids
+            .iter()
+            .filter(|id| topics.contains(id.as_str()))
+            .map(|id| (id.clone(), self.stream(id)))
+            .collect())
+    }
+
+    /// One stream per non-internal topic.
+    async fn all_streams(&self) -> Result<BTreeMap<String, KafkaStream>, MetadataError> {
+        let topics = self.topics().await?;
+        Ok(topics.iter().map(|t| (t.clone(), self.stream(t))).collect())
+    }
+
+    /// True exactly for this service's own cluster id, without asking the cluster.
+    async fn is_cluster_active(&self, cluster_id: &str) -> Result<bool, MetadataError> {
+        if self.lock().is_none() {
+            return Err(MetadataError::Closed);
+        }
+        Ok(cluster_id == self.cluster_id)
+    }
+
+    /// Destroys the client (on the blocking pool, since that waits for librdkafka's
+    /// threads). Closing twice is not an error.
+    async fn close(&self) -> Result<(), MetadataError> {
+        let client = self.lock().take();
+        if let Some(client) = client {
+            // A metadata request still running holds another reference; the client is
+            // then destroyed when that request ends, also on the blocking pool.
+            let _ = tokio::task::spawn_blocking(move || drop(client)).await;
+            tracing::debug!(cluster = %self.cluster_id, "single-cluster metadata service closed");
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for SingleClusterMetadataService {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SingleClusterMetadataService")
+            .field("cluster_id", &self.cluster_id)
+            .field("properties", &self.properties)
+            .field("metadata_timeout", &self.metadata_timeout)
+            .field("closed", &self.lock().is_none())
+            .finish()
+    }
+}
+
+/// Kafka's internal topics (`__consumer_offsets`, `__transaction_state`, …) start with
+/// two underscores.
+fn is_internal_topic(name: &str) -> bool {
+    name.starts_with("__")
+}
+
+/// Replaces every secret property value that occurs in `message` (librdkafka quotes
+/// rejected values in its configuration errors).
+fn redact(properties: &ClientProperties, mut message: String) -> String {
+    for (key, value) in properties.iter() {
+        if properties.is_secret(key) && !value.is_empty() && message.contains(value) {
+            message = message.replace(value, REDACTED);
+        }
+    }
+    message
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn props(pairs: &[(&str, &str)]) -> ClientProperties {
+        pairs.iter().copied().collect()
+    }
+
+    #[test]
+    fn blank_bootstrap_servers_are_refused() {
+        for p in [props(&[]), props(&[("bootstrap.servers", "  ")])] {
+            let err = SingleClusterMetadataService::new("east", p).unwrap_err();
+            assert_eq!(
+                err,
+                MetadataError::MissingBootstrapServers {
+                    location: None,
+                    cluster: "east".into()
+                }
+            );
+        }
+    }
+
+    #[test]
+    fn a_rejected_secret_value_is_not_repeated_in_the_error() {
+        let mut p = props(&[("bootstrap.servers", "127.0.0.1:1")]);
+        // A value librdkafka rejects, marked secret as if it came from `${file:…}`.
+        p.set_secret("security.protocol", "hunter2-protocol");
+        let err = SingleClusterMetadataService::new("east", p).unwrap_err();
+        let shown = err.to_string();
+        assert!(matches!(err, MetadataError::Cluster { .. }), "{shown}");
+        assert!(shown.contains("security.protocol"), "{shown}");
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(shown.contains(REDACTED), "{shown}");
+    }
+
+    #[test]
+    fn debug_output_redacts_secrets() {
+        let p = props(&[("bootstrap.servers", "127.0.0.1:1"), ("sasl.password", "hunter2")]);
+        let svc = SingleClusterMetadataService::new("east", p).unwrap();
+        let shown = format!("{svc:?}");
+        assert!(shown.contains("east") && shown.contains("127.0.0.1:1"), "{shown}");
+        assert!(!shown.contains("hunter2"), "{shown}");
+    }
+
+    #[test]
+    fn internal_topics_are_recognised_by_their_double_underscore() {
+        assert!(is_internal_topic("__consumer_offsets"));
+        assert!(is_internal_topic("__transaction_state"));
+        assert!(!is_internal_topic("_schemas"));
+        assert!(!is_internal_topic("orders__v2"));
+    }
+
+    #[tokio::test]
+    async fn a_closed_service_refuses_every_call() {
+        let p = props(&[("bootstrap.servers", "127.0.0.1:1")]);
+        let svc = SingleClusterMetadataService::new("east", p).unwrap();
+        assert!(svc.is_cluster_active("east").await.unwrap());
+        assert!(!svc.is_cluster_active("west").await.unwrap());
+        svc.close().await.unwrap();
+        svc.close().await.unwrap();
+        assert_eq!(svc.all_streams().await.unwrap_err(), MetadataError::Closed);
+        assert_eq!(
+            svc.describe_streams(&["t".into()]).await.unwrap_err(),
+            MetadataError::Closed
+        );
+        assert_eq!(svc.describe_streams(&[]).await.unwrap_err(), MetadataError::Closed);
+        assert_eq!(svc.is_cluster_active("east").await.unwrap_err(), MetadataError::Closed);
+        assert!(format!("{svc:?}").contains("closed: true"));
+    }
+}

@@ -1,0 +1,330 @@
+//! The two file layouts as serde types that keep their source positions, and the
+//! conversion of YAML / JSON parser errors into located [`MetadataError::Syntax`].
+//!
+//! Nothing here checks meaning (ids, references, consistency): that is `build.rs`.
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::path::Path;
+
+use serde::Deserialize;
+use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_saphyr::{DuplicateKeyPolicy, Spanned};
+
+use crate::metadata::{MetadataError, SourceLocation};
+use crate::offsets::{StartingOffsets, StoppingOffsets};
+
+/// What the top-level visitor expects; also recognises its own error message.
+const EXPECTING_DOCUMENT: &str =
+    "a list of streams (Flink layout) or a map with `clusters` and `streams`";
+
+/// The entries of a YAML mapping in file order, keys with their positions.
+///
+/// Repeated keys are kept, so the caller can report them with the right error.
+#[derive(Debug)]
+pub(super) struct Entries<V>(pub Vec<(Spanned<String>, V)>);
+
+impl<V> Default for Entries<V> {
+    fn default() -> Self {
+        Self(Vec::new())
+    }
+}
+
+impl<'de, V: Deserialize<'de>> Deserialize<'de> for Entries<V> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct EntriesVisitor<V>(PhantomData<V>);
+        impl<'de, V: Deserialize<'de>> Visitor<'de> for EntriesVisitor<V> {
+            type Value = Entries<V>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a map")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut entries = Vec::new();
+                while let Some(key) = map.next_key::<Spanned<String>>()? {
+                    entries.push((key, map.next_value()?));
+                }
+                Ok(Entries(entries))
+            }
+        }
+        deserializer.deserialize_map(EntriesVisitor(PhantomData))
+    }
+}
+
+/// A parsed file in one of the two layouts.
+#[derive(Debug)]
+pub(super) enum Document {
+    /// Flink's `YamlFileMetadataService` layout: a list of streams.
+    Flink(Vec<FlinkStream>),
+    /// Our layout: clusters defined once, referenced by streams.
+    Rich(RichDocument),
+}
+
+impl<'de> Deserialize<'de> for Document {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct DocumentVisitor;
+        impl<'de> Visitor<'de> for DocumentVisitor {
+            type Value = Document;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(EXPECTING_DOCUMENT)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Document, A::Error> {
+                Deserialize::deserialize(de::value::SeqAccessDeserializer::new(seq)).map(Document::Flink)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Document, A::Error> {
+                Deserialize::deserialize(de::value::MapAccessDeserializer::new(map)).map(Document::Rich)
+            }
+        }
+        deserializer.deserialize_any(DocumentVisitor)
+    }
+}
+
+/// Property values as written (any scalar, kept as its source text).
+pub(super) type RawProperties = Entries<Spanned<String>>;
+
+/// One entry of the Flink layout.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct FlinkStream {
+    pub stream_id: Spanned<String>,
+    pub cluster_metadata_list: Spanned<Vec<FlinkCluster>>,
+}
+
+/// One cluster of a Flink-layout stream (`properties` and offsets are our extension).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct FlinkCluster {
+    pub cluster_id: Spanned<String>,
+    pub bootstrap_servers: Option<Spanned<String>>,
+    pub topics: Spanned<Vec<Spanned<String>>>,
+    pub properties: Option<RawProperties>,
+    pub starting_offsets: Option<Spanned<StartingOffsets>>,
+    pub stopping_offsets: Option<Spanned<StoppingOffsets>>,
+}
+
+/// The richer layout.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct RichDocument {
+    pub version: Option<Spanned<u32>>,
+    pub clusters: Entries<RichCluster>,
+    pub streams: Entries<RichStream>,
+}
+
+/// A cluster definition of the richer layout.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct RichCluster {
+    pub bootstrap_servers: Option<Spanned<String>>,
+    pub properties: Option<RawProperties>,
+    pub starting_offsets: Option<Spanned<StartingOffsets>>,
+    pub stopping_offsets: Option<Spanned<StoppingOffsets>>,
+}
+
+/// A stream of the richer layout.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct RichStream {
+    pub clusters: Entries<RichStreamCluster>,
+}
+
+/// What a stream reads on one cluster, with optional overrides.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct RichStreamCluster {
+    pub topics: Spanned<Vec<Spanned<String>>>,
+    pub properties: Option<RawProperties>,
+    pub starting_offsets: Option<Spanned<StartingOffsets>>,
+    pub stopping_offsets: Option<Spanned<StoppingOffsets>>,
+}
+
+/// Converts a parser position to ours.
+pub(super) fn location(path: &Path, at: &serde_saphyr::Location) -> SourceLocation {
+    let clamp = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
+    SourceLocation::new(path, clamp(at.line()), clamp(at.column()))
+}
+
+/// True when the file is read as strict JSON (by its extension).
+pub(super) fn is_json_path(path: &Path) -> bool {
+    path.extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("json"))
+}
+
+/// Parses the text of `path` (YAML, or strict JSON when the name ends in `.json`).
+pub(super) fn parse_document(text: &str, path: &Path) -> Result<Document, MetadataError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    if is_json_path(path) {
+        check_json(text, path)?;
+    }
+    // Repeated keys reach our own visitors, which report them by kind (a repeated
+    // stream id is a `DuplicateStream`, not a syntax error).
+    let first = match parse_with(text, DuplicateKeyPolicy::PassThrough) {
+        Ok(doc) => return Ok(doc),
+        Err(e) => e,
+    };
+    // Serde reports a repeated struct field without a position (or with the first
+    // one): the strict policy pins it to the repeated key.
+    if first.location().is_none() || first.to_string().starts_with("duplicate field") {
+        if let Err(strict) = parse_with(text, DuplicateKeyPolicy::Error) {
+            if strict.location().is_some() {
+                return Err(yaml_error(&strict, text, path));
+            }
+        }
+    }
+    Err(yaml_error(&first, text, path))
+}
+
+fn parse_with(text: &str, duplicates: DuplicateKeyPolicy) -> Result<Document, serde_saphyr::Error> {
+    let mut options = serde_saphyr::Options::default();
+    options.with_snippet = false;
+    options.duplicate_keys = duplicates;
+    serde_saphyr::from_str_with_options(text, options)
+}
+
+fn yaml_error(err: &serde_saphyr::Error, text: &str, path: &Path) -> MetadataError {
+    let message = clean_message(&err.without_snippet().to_string());
+    let location = match err.location() {
+        Some(at) if at.line() > 0 => Some(location(path, &at)),
+        // The top-level type error has no position: it is about the first value.
+        _ if message.contains(EXPECTING_DOCUMENT) => {
+            let (line, column) = first_content(text);
+            Some(SourceLocation::new(path, line, column))
+        }
+        _ => Some(SourceLocation::new(path, 0, 0)),
+    };
+    MetadataError::Syntax { location, message }
+}
+
+/// Checks strict JSON syntax, reporting serde_json's line and column.
+fn check_json(text: &str, path: &Path) -> Result<(), MetadataError> {
+    match serde_json::from_str::<de::IgnoredAny>(text) {
+        Ok(_) => Ok(()),
+        Err(e) => {
+            let clamp = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+            Err(MetadataError::Syntax {
+                location: Some(SourceLocation::new(path, clamp(e.line()), clamp(e.column()))),
+                message: format!("invalid JSON: {}", clean_message(&e.to_string())),
+            })
+        }
+    }
+}
+
+/// One line, without the parser's own position suffix and developer hints.
+fn clean_message(raw: &str) -> String {
+    let mut message = raw.replace(", set DuplicateKeyPolicy in Options if acceptable", "");
+    // "… at line 4, column 5" (YAML) or "… at line 4 column 5" (JSON).
+    if let Some(i) = message.rfind(" at line ") {
+        let tail = message[i + " at line ".len()..].replace(',', "");
+        let words: Vec<&str> = tail.split_whitespace().collect();
+        let is_position = matches!(words.as_slice(), [l, "column", c]
+            if l.parse::<u64>().is_ok() && c.parse::<u64>().is_ok());
+        if is_position {
+            message.truncate(i);
+        }
+    }
+    let one_line: Vec<&str> = message.split_whitespace().collect();
+    one_line.join(" ")
+}
+
+/// 1-based line and column of the first character that is not blank or a comment.
+fn first_content(text: &str) -> (u32, u32) {
+    for (n, line) in text.lines().enumerate() {
+        let trimmed = line.trim_start();
+        if trimmed.is_empty() || trimmed.starts_with('#') || trimmed == "---" {
+            continue;
+        }
+        let column = line.chars().count() - trimmed.chars().count() + 1;
+        let clamp = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        return (clamp(n + 1), clamp(column));
+    }
+    (1, 1)
+}
+
+/// The position just after the last valid UTF-8 byte, for an undecodable file.
+pub(super) fn utf8_error(bytes: &[u8], err: &std::str::Utf8Error, path: &Path) -> MetadataError {
+    let valid = &bytes[..err.valid_up_to()];
+    let line = valid.iter().filter(|b| **b == b'\n').count() + 1;
+    let line_start = valid.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+    let column = String::from_utf8_lossy(&valid[line_start..]).chars().count() + 1;
+    let clamp = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+    MetadataError::Syntax {
+        location: Some(SourceLocation::new(path, clamp(line), clamp(column))),
+        message: "the file is not valid UTF-8".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn syntax_at(text: &str, name: &str) -> (u32, u32, String) {
+        match parse_document(text, Path::new(name)) {
+            Err(MetadataError::Syntax {
+                location: Some(l),
+                message,
+            }) => (l.line, l.column, message),
+            other => panic!("expected a located syntax error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_top_level_list_is_the_flink_layout_and_a_map_the_rich_one() {
+        let flink = "- streamId: s\n  clusterMetadataList: []\n";
+        assert!(matches!(parse_document(flink, Path::new("a.yaml")), Ok(Document::Flink(v)) if v.len() == 1));
+        let rich = "clusters: {}\nstreams: {}\n";
+        assert!(matches!(parse_document(rich, Path::new("a.yaml")), Ok(Document::Rich(_))));
+    }
+
+    #[test]
+    fn unknown_fields_are_located_syntax_errors() {
+        let text = "clusters:\n  east:\n    bootstrapServers: a:1\n    bootstrap: a:2\nstreams: {}\n";
+        let (line, column, message) = syntax_at(text, "s.yaml");
+        assert_eq!((line, column), (4, 5));
+        assert!(message.contains("unknown field `bootstrap`"), "{message}");
+        assert!(!message.contains("line"), "{message}");
+    }
+
+    #[test]
+    fn a_repeated_field_points_at_the_repetition() {
+        let text = "clusters: {}\nstreams: {}\nclusters: {}\n";
+        let (line, _, message) = syntax_at(text, "s.yaml");
+        assert_eq!(line, 3, "{message}");
+        assert!(!message.contains("DuplicateKeyPolicy"), "{message}");
+    }
+
+    #[test]
+    fn a_scalar_document_points_at_its_first_value() {
+        let (line, column, message) = syntax_at("# comment\n\n  42\n", "s.yaml");
+        assert_eq!((line, column), (3, 3));
+        assert!(message.contains("list of streams"), "{message}");
+    }
+
+    #[test]
+    fn json_files_are_strict_and_report_json_positions() {
+        let (line, _, message) = syntax_at("{\"clusters\": {},\n \"streams\": {},\n}", "s.json");
+        assert_eq!(line, 3, "{message}");
+        assert!(message.starts_with("invalid JSON"), "{message}");
+        // The same text is accepted as YAML (flow mappings allow a trailing comma).
+        assert!(parse_document("{\"clusters\": {},\n \"streams\": {},\n}", Path::new("s.yaml")).is_ok());
+    }
+
+    #[test]
+    fn valid_json_with_tabs_parses() {
+        let text = "{\n\t\"clusters\": {},\n\t\"streams\": {}\n}\n";
+        assert!(parse_document(text, Path::new("s.json")).is_ok());
+    }
+
+    #[test]
+    fn the_first_content_skips_comments_and_blank_lines() {
+        assert_eq!(first_content("\n# x\n---\n   - a\n"), (4, 4));
+        assert_eq!(first_content(""), (1, 1));
+    }
+
+    #[test]
+    fn utf8_errors_point_at_the_bad_byte() {
+        let bytes = b"a: 1\nbb: \xff\n";
+        let err = std::str::from_utf8(bytes).unwrap_err();
+        let e = utf8_error(bytes, &err, Path::new("x.yaml"));
+        assert_eq!(e.location().map(|l| (l.line, l.column)), Some((2, 5)));
+    }
+}
