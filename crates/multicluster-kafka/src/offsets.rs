@@ -41,7 +41,7 @@ pub struct PartitionOffset {
 /// assert_eq!(parsed, StartingOffsets::Committed { reset: OffsetReset::Earliest });
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "lowercase", deny_unknown_fields)]
 pub enum StartingOffsets {
     /// The earliest offset in the log.
     Earliest,
@@ -71,7 +71,7 @@ fn default_reset() -> OffsetReset {
 
 /// Where a split stops in bounded mode.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "lowercase", deny_unknown_fields)]
 pub enum StoppingOffsets {
     /// The end of the log when the split is discovered.
     Latest,
@@ -84,4 +84,199 @@ pub enum StoppingOffsets {
         /// Explicit per-partition stop offsets.
         offsets: Vec<PartitionOffset>,
     },
+}
+
+/// What the cluster said about one partition, as needed to resolve offsets.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PartitionFacts {
+    /// Earliest offset still in the log.
+    pub earliest: i64,
+    /// End of the log (high watermark).
+    pub latest: i64,
+    /// Offset committed under the group id, if any.
+    pub committed: Option<i64>,
+    /// First offset at or after the requested timestamp, if any (`None`: no such
+    /// record, or no timestamp was asked).
+    pub at_timestamp: Option<i64>,
+}
+
+/// Why an offset could not be resolved.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum OffsetError {
+    /// No committed offset and the reset policy is `none`.
+    #[error("{split}: no committed offset and the reset policy is `none`")]
+    NoCommittedOffset {
+        /// The split, as `cluster/topic/partition`.
+        split: String,
+    },
+    /// Bounded by committed offsets, but there is none.
+    #[error("{split}: stopping at the committed offset, but the group has none")]
+    NoCommittedStop {
+        /// The split.
+        split: String,
+    },
+}
+
+fn reset_to(reset: OffsetReset, facts: &PartitionFacts) -> Option<i64> {
+    match reset {
+        OffsetReset::Earliest => Some(facts.earliest),
+        OffsetReset::Latest => Some(facts.latest),
+        OffsetReset::None => None,
+    }
+}
+
+/// Where a split starts, from the spec and the partition facts. A committed offset
+/// outside `[earliest, latest]` is clamped into it only through the explicit reset
+/// policy; it is never silently reset.
+///
+/// ```
+/// use multicluster_kafka::offsets::*;
+/// let facts = PartitionFacts { earliest: 10, latest: 50, committed: None, at_timestamp: Some(30) };
+/// assert_eq!(resolve_start(&StartingOffsets::Timestamp(0), "t/0", "east", 0, &facts), Ok(30));
+/// let spec = StartingOffsets::Committed { reset: OffsetReset::Latest };
+/// assert_eq!(resolve_start(&spec, "t/0", "east", 0, &facts), Ok(50));
+/// ```
+pub fn resolve_start(
+    spec: &StartingOffsets,
+    topic: &str,
+    cluster: &str,
+    partition: i32,
+    facts: &PartitionFacts,
+) -> Result<i64, OffsetError> {
+    let split = || format!("{cluster}/{topic}/{partition}");
+    Ok(match spec {
+        StartingOffsets::Earliest => facts.earliest,
+        StartingOffsets::Latest => facts.latest,
+        StartingOffsets::Committed { reset } => match facts.committed {
+            Some(c) if c >= facts.earliest && c <= facts.latest => c,
+            Some(_) | None => reset_to(*reset, facts)
+                .ok_or_else(|| OffsetError::NoCommittedOffset { split: split() })?,
+        },
+        StartingOffsets::Timestamp(_) => facts.at_timestamp.unwrap_or(facts.latest),
+        StartingOffsets::Specific { offsets, default } => offsets
+            .iter()
+            .find(|o| o.topic == topic && o.partition == partition)
+            .map(|o| o.offset)
+            .or_else(|| reset_to(*default, facts))
+            .ok_or_else(|| OffsetError::NoCommittedOffset { split: split() })?,
+    })
+}
+
+/// Where a bounded split stops (exclusive).
+pub fn resolve_stop(
+    spec: &StoppingOffsets,
+    topic: &str,
+    cluster: &str,
+    partition: i32,
+    facts: &PartitionFacts,
+) -> Result<i64, OffsetError> {
+    Ok(match spec {
+        StoppingOffsets::Latest => facts.latest,
+        StoppingOffsets::Committed => {
+            facts
+                .committed
+                .ok_or_else(|| OffsetError::NoCommittedStop {
+                    split: format!("{cluster}/{topic}/{partition}"),
+                })?
+        }
+        StoppingOffsets::Timestamp(_) => facts.at_timestamp.unwrap_or(facts.latest),
+        StoppingOffsets::Specific { offsets } => offsets
+            .iter()
+            .find(|o| o.topic == topic && o.partition == partition)
+            .map(|o| o.offset)
+            .unwrap_or(facts.latest),
+    })
+}
+
+impl StartingOffsets {
+    /// The timestamp to look up, if this spec needs one.
+    pub fn timestamp(&self) -> Option<i64> {
+        match self {
+            StartingOffsets::Timestamp(t) => Some(*t),
+            _ => None,
+        }
+    }
+
+    /// True when resolving needs the group's committed offsets.
+    pub fn needs_committed(&self) -> bool {
+        matches!(self, StartingOffsets::Committed { .. })
+    }
+}
+
+impl StoppingOffsets {
+    /// The timestamp to look up, if this spec needs one.
+    pub fn timestamp(&self) -> Option<i64> {
+        match self {
+            StoppingOffsets::Timestamp(t) => Some(*t),
+            _ => None,
+        }
+    }
+
+    /// True when resolving needs the group's committed offsets.
+    pub fn needs_committed(&self) -> bool {
+        matches!(self, StoppingOffsets::Committed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts(committed: Option<i64>) -> PartitionFacts {
+        PartitionFacts {
+            earliest: 10,
+            latest: 100,
+            committed,
+            at_timestamp: None,
+        }
+    }
+
+    #[test]
+    fn committed_offsets_use_the_fallback_only_when_missing_or_out_of_range() {
+        let spec = StartingOffsets::Committed {
+            reset: OffsetReset::Earliest,
+        };
+        assert_eq!(resolve_start(&spec, "t", "c", 0, &facts(Some(42))), Ok(42));
+        assert_eq!(resolve_start(&spec, "t", "c", 0, &facts(None)), Ok(10));
+        assert_eq!(resolve_start(&spec, "t", "c", 0, &facts(Some(5))), Ok(10));
+        let strict = StartingOffsets::Committed {
+            reset: OffsetReset::None,
+        };
+        let e = resolve_start(&strict, "t", "c", 3, &facts(None)).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "c/t/3: no committed offset and the reset policy is `none`"
+        );
+    }
+
+    #[test]
+    fn a_timestamp_after_every_record_starts_at_the_end() {
+        assert_eq!(
+            resolve_start(&StartingOffsets::Timestamp(9), "t", "c", 0, &facts(None)),
+            Ok(100)
+        );
+    }
+
+    #[test]
+    fn specific_offsets_fall_back_to_their_default() {
+        let spec = StartingOffsets::Specific {
+            offsets: vec![PartitionOffset {
+                topic: "t".into(),
+                partition: 1,
+                offset: 77,
+            }],
+            default: OffsetReset::Latest,
+        };
+        assert_eq!(resolve_start(&spec, "t", "c", 1, &facts(None)), Ok(77));
+        assert_eq!(resolve_start(&spec, "t", "c", 0, &facts(None)), Ok(100));
+    }
+
+    #[test]
+    fn stopping_at_committed_without_a_commit_is_an_error() {
+        assert!(resolve_stop(&StoppingOffsets::Committed, "t", "c", 0, &facts(None)).is_err());
+        assert_eq!(
+            resolve_stop(&StoppingOffsets::Latest, "t", "c", 0, &facts(None)),
+            Ok(100)
+        );
+    }
 }

@@ -4,7 +4,9 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use mck_testkit::{MockKafkaCluster, TestCluster};
-use multicluster_kafka::metadata::{KafkaMetadataService, MetadataError, SingleClusterMetadataService};
+use multicluster_kafka::metadata::{
+    KafkaMetadataService, MetadataError, SingleClusterMetadataService,
+};
 use multicluster_kafka::properties::ClientProperties;
 
 /// A mock cluster with these topics. The test kit blocks, so this runs before the
@@ -18,7 +20,9 @@ fn cluster_with_topics(id: &str, topics: &[&str]) -> MockKafkaCluster {
 }
 
 fn properties_for(cluster: &MockKafkaCluster) -> ClientProperties {
-    [("bootstrap.servers", cluster.bootstrap_servers())].into_iter().collect()
+    [("bootstrap.servers", cluster.bootstrap_servers())]
+        .into_iter()
+        .collect()
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -67,7 +71,10 @@ fn describe_returns_existing_topics_and_leaves_unknown_and_internal_ones_out() {
             .describe_streams(&ids(&["orders", "missing", "__consumer_offsets"]))
             .await
             .unwrap();
-        assert_eq!(got.keys().map(String::as_str).collect::<Vec<_>>(), ["orders"]);
+        assert_eq!(
+            got.keys().map(String::as_str).collect::<Vec<_>>(),
+            ["orders"]
+        );
         assert_eq!(
             got["orders"].clusters["east"].topics,
             BTreeSet::from(["orders".to_string()])
@@ -86,7 +93,9 @@ fn a_topic_created_later_is_found_on_the_next_call() {
     assert!(!before.contains_key("refunds"));
 
     cluster.create_topic("refunds", 1).unwrap();
-    let after = rt.block_on(svc.describe_streams(&ids(&["refunds"]))).unwrap();
+    let after = rt
+        .block_on(svc.describe_streams(&ids(&["refunds"])))
+        .unwrap();
     assert!(after.contains_key("refunds"), "{after:?}");
 }
 
@@ -142,7 +151,11 @@ fn a_cluster_that_goes_away_and_comes_back_is_listed_again() {
     let svc = SingleClusterMetadataService::new("east", properties)
         .unwrap()
         .with_metadata_timeout(Duration::from_secs(2));
-    assert!(rt.block_on(svc.all_streams()).unwrap().contains_key("orders"));
+    assert!(
+        rt.block_on(svc.all_streams())
+            .unwrap()
+            .contains_key("orders")
+    );
 
     for broker in 0..cluster.broker_count() {
         cluster.broker_down(broker).unwrap();
@@ -155,7 +168,11 @@ fn a_cluster_that_goes_away_and_comes_back_is_listed_again() {
     }
     // librdkafka reconnects with backoff; the request waits for it.
     let svc = svc.with_metadata_timeout(Duration::from_secs(60));
-    assert!(rt.block_on(svc.all_streams()).unwrap().contains_key("orders"));
+    assert!(
+        rt.block_on(svc.all_streams())
+            .unwrap()
+            .contains_key("orders")
+    );
 }
 
 #[test]

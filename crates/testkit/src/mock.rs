@@ -65,7 +65,12 @@ impl MockKafkaCluster {
         };
         let count = match i32::try_from(brokers) {
             Ok(n) if n > 0 => n,
-            _ => return Err(fail(format!("a mock cluster needs 1 to {} brokers, not {brokers}", i32::MAX))),
+            _ => {
+                return Err(fail(format!(
+                    "a mock cluster needs 1 to {} brokers, not {brokers}",
+                    i32::MAX
+                )));
+            }
         };
         let (ready_tx, ready_rx) = mpsc::channel::<Result<String, String>>();
         let (jobs_tx, jobs_rx) = mpsc::channel::<Job>();
@@ -93,11 +98,15 @@ impl MockKafkaCluster {
             Ok(Ok(bootstrap)) => bootstrap,
             Ok(Err(message)) => {
                 let _ = owner.join();
-                return Err(fail(format!("cannot create a librdkafka mock cluster: {message}")));
+                return Err(fail(format!(
+                    "cannot create a librdkafka mock cluster: {message}"
+                )));
             }
             Err(_) => {
                 let _ = owner.join();
-                return Err(fail("the mock cluster's owner thread stopped while starting".into()));
+                return Err(fail(
+                    "the mock cluster's owner thread stopped while starting".into(),
+                ));
             }
         };
         tracing::debug!(cluster = logical_id, brokers, %bootstrap, "mock Kafka cluster started");
@@ -136,7 +145,9 @@ impl MockKafkaCluster {
     pub fn broker_down(&self, index: usize) -> Result<(), TestkitError> {
         let id = self.broker_id(index)?;
         tracing::debug!(cluster = %self.logical_id, broker = index, "mock broker down");
-        self.run_op(format!("take broker {index} down"), move |m| m.broker_down(id))
+        self.run_op(format!("take broker {index} down"), move |m| {
+            m.broker_down(id)
+        })
     }
 
     /// Makes a broker accept connections again.
@@ -150,9 +161,10 @@ impl MockKafkaCluster {
     /// delay).
     pub fn set_round_trip_delay(&self, index: usize, delay: Duration) -> Result<(), TestkitError> {
         let id = self.broker_id(index)?;
-        self.run_op(format!("set the round-trip delay of broker {index}"), move |m| {
-            m.broker_round_trip_time(id, delay)
-        })
+        self.run_op(
+            format!("set the round-trip delay of broker {index}"),
+            move |m| m.broker_round_trip_time(id, delay),
+        )
     }
 
     /// Makes the next requests of kind `api`, on any broker, fail with these errors,
@@ -160,7 +172,11 @@ impl MockKafkaCluster {
     ///
     /// `RDKafkaRespErr::RD_KAFKA_RESP_ERR__TRANSPORT` makes the broker drop the
     /// connection instead of answering.
-    pub fn request_errors(&self, api: RDKafkaApiKey, errors: &[RDKafkaRespErr]) -> Result<(), TestkitError> {
+    pub fn request_errors(
+        &self,
+        api: RDKafkaApiKey,
+        errors: &[RDKafkaRespErr],
+    ) -> Result<(), TestkitError> {
         let errors = errors.to_vec();
         self.run(format!("inject {api:?} request errors"), move |m| {
             m.request_errors(api, &errors)
@@ -252,7 +268,11 @@ impl MockKafkaCluster {
         F: FnOnce(&Mock) -> R + Send + 'static,
         R: Send + 'static,
     {
-        let stopped = || self.error(format!("{what}: the mock cluster's owner thread has stopped"));
+        let stopped = || {
+            self.error(format!(
+                "{what}: the mock cluster's owner thread has stopped"
+            ))
+        };
         let jobs = self.jobs.as_ref().ok_or_else(stopped)?;
         let (reply_tx, reply_rx) = mpsc::channel();
         jobs.send(Box::new(move |mock: &Mock| {

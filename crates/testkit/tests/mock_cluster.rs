@@ -47,7 +47,12 @@ fn read_until(consumer: &BaseConsumer, seen: &mut Seen, total: usize) {
             Some(Ok(m)) => {
                 let value = m.payload().unwrap_or_default().to_vec();
                 let previous = seen.insert((m.partition(), m.offset()), value);
-                assert!(previous.is_none(), "record {}@{} read twice", m.partition(), m.offset());
+                assert!(
+                    previous.is_none(),
+                    "record {}@{} read twice",
+                    m.partition(),
+                    m.offset()
+                );
                 last_progress = Instant::now();
             }
             Some(Err(e)) => errors.push(e.to_string()),
@@ -184,7 +189,13 @@ fn an_injected_retriable_produce_error_fails_without_retries_and_is_retried_othe
     let acks = cluster
         .produce("t", &[TestRecord::value("y").to_partition(0)])
         .unwrap();
-    assert_eq!(acks, [Produced { partition: 0, offset: 0 }]);
+    assert_eq!(
+        acks,
+        [Produced {
+            partition: 0,
+            offset: 0
+        }]
+    );
 
     let consumer = assigned_consumer(&cluster, "t", 1);
     let mut seen = Seen::new();
@@ -211,7 +222,9 @@ fn an_injected_fatal_produce_error_fails_the_produce_until_cleared() {
         other => panic!("unexpected error: {other}"),
     }
 
-    cluster.clear_request_errors(RDKafkaApiKey::Produce).unwrap();
+    cluster
+        .clear_request_errors(RDKafkaApiKey::Produce)
+        .unwrap();
     let acks = cluster
         .produce("t", &[TestRecord::value("y").to_partition(0)])
         .unwrap();
@@ -230,7 +243,13 @@ fn a_delayed_broker_still_serves_and_unknown_brokers_are_refused() {
     let acks = cluster
         .produce("t", &[TestRecord::value("slow").to_partition(0)])
         .unwrap();
-    assert_eq!(acks, [Produced { partition: 0, offset: 0 }]);
+    assert_eq!(
+        acks,
+        [Produced {
+            partition: 0,
+            offset: 0
+        }]
+    );
 
     assert!(cluster.set_round_trip_delay(2, Duration::ZERO).is_err());
     assert!(cluster.kill_broker(2).is_err());
@@ -284,7 +303,10 @@ fn the_cluster_can_be_shared_between_threads() {
                 })
             })
             .collect();
-        handles.into_iter().flat_map(|h| h.join().unwrap()).collect()
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
     });
     let mut partitions: Vec<i32> = acks.iter().map(|a| a.partition).collect();
     partitions.sort();

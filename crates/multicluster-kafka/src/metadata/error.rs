@@ -85,13 +85,16 @@ pub enum MetadataError {
         cluster: String,
         /// The first bootstrap list seen.
         first: String,
-        /// Where the first definition is.
-        first_location: Option<SourceLocation>,
+        /// Where the first definition is (boxed to keep the error small).
+        first_location: Option<Box<SourceLocation>>,
         /// The conflicting bootstrap list.
         second: String,
     },
     /// A stream references a cluster that is not defined.
-    #[error("{}stream `{stream}` references undefined cluster `{cluster}`", at(location))]
+    #[error(
+        "{}stream `{stream}` references undefined cluster `{cluster}`",
+        at(location)
+    )]
     UnknownCluster {
         /// Where the reference is.
         location: Option<SourceLocation>,

@@ -25,6 +25,9 @@ type Admin = AdminClient<DefaultClientContext>;
 /// The metadata request blocks inside librdkafka, so it runs on tokio's blocking pool
 /// (`spawn_blocking`): the methods must be called from within a tokio runtime. A call
 /// waits at most [`metadata_timeout`](Self::with_metadata_timeout) for the cluster.
+/// [`close`](KafkaMetadataService::close) destroys the client on the blocking pool as
+/// well; a service dropped without `close` destroys it on the dropping thread, which
+/// may block it briefly.
 ///
 /// `Debug` output and error messages never contain secret property values.
 ///
@@ -64,9 +67,17 @@ impl SingleClusterMetadataService {
     /// Fails with [`MetadataError::MissingBootstrapServers`] when `bootstrap.servers`
     /// is missing or blank, and with [`MetadataError::Cluster`] when librdkafka
     /// rejects the properties. Creating the client does not wait for the cluster.
-    pub fn new(cluster_id: impl Into<String>, properties: ClientProperties) -> Result<Self, MetadataError> {
+    pub fn new(
+        cluster_id: impl Into<String>,
+        properties: ClientProperties,
+    ) -> Result<Self, MetadataError> {
         let cluster_id = cluster_id.into();
-        if properties.bootstrap_servers().unwrap_or_default().trim().is_empty() {
+        if properties
+            .bootstrap_servers()
+            .unwrap_or_default()
+            .trim()
+            .is_empty()
+        {
             return Err(MetadataError::MissingBootstrapServers {
                 location: None,
                 cluster: cluster_id,
@@ -123,7 +134,9 @@ impl SingleClusterMetadataService {
                 metadata
                     .topics()
                     .iter()
-                    .filter(|t| t.error() != Some(RDKafkaRespErr::RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART))
+                    .filter(|t| {
+                        t.error() != Some(RDKafkaRespErr::RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART)
+                    })
                     .map(|t| t.name())
                     .filter(|name| !is_internal_topic(name))
                     .map(str::to_string)
@@ -165,7 +178,11 @@ impl KafkaMetadataService for SingleClusterMetadataService {
         stream_ids: &[String],
     ) -> Result<BTreeMap<String, KafkaStream>, MetadataError> {
         if stream_ids.is_empty() {
-            return self.lock().as_ref().map(|_| BTreeMap::new()).ok_or(MetadataError::Closed);
+            return self
+                .lock()
+                .as_ref()
+                .map(|_| BTreeMap::new())
+                .ok_or(MetadataError::Closed);
         }
         let topics = self.topics().await?;
         Ok(stream_ids
@@ -268,10 +285,16 @@ mod tests {
 
     #[test]
     fn debug_output_redacts_secrets() {
-        let p = props(&[("bootstrap.servers", "127.0.0.1:1"), ("sasl.password", "hunter2")]);
+        let p = props(&[
+            ("bootstrap.servers", "127.0.0.1:1"),
+            ("sasl.password", "hunter2"),
+        ]);
         let svc = SingleClusterMetadataService::new("east", p).unwrap();
         let shown = format!("{svc:?}");
-        assert!(shown.contains("east") && shown.contains("127.0.0.1:1"), "{shown}");
+        assert!(
+            shown.contains("east") && shown.contains("127.0.0.1:1"),
+            "{shown}"
+        );
         assert!(!shown.contains("hunter2"), "{shown}");
     }
 
@@ -296,8 +319,14 @@ mod tests {
             svc.describe_streams(&["t".into()]).await.unwrap_err(),
             MetadataError::Closed
         );
-        assert_eq!(svc.describe_streams(&[]).await.unwrap_err(), MetadataError::Closed);
-        assert_eq!(svc.is_cluster_active("east").await.unwrap_err(), MetadataError::Closed);
+        assert_eq!(
+            svc.describe_streams(&[]).await.unwrap_err(),
+            MetadataError::Closed
+        );
+        assert_eq!(
+            svc.is_cluster_active("east").await.unwrap_err(),
+            MetadataError::Closed
+        );
         assert!(format!("{svc:?}").contains("closed: true"));
     }
 }

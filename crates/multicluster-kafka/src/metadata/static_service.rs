@@ -124,7 +124,7 @@ mod tests {
     #[tokio::test]
     async fn replace_is_seen_by_describe_and_notifies_subscribers() {
         let svc = StaticMetadataService::new([stream("s", "a", "a:1")]).unwrap();
-        let mut rx = svc.changes().unwrap();
+        let rx = svc.changes().unwrap();
         svc.replace([stream("s", "b", "b:1")]).unwrap();
         assert!(rx.has_changed().unwrap());
         let got = svc.describe_streams(&["s".into(), "missing".into()]).await.unwrap();

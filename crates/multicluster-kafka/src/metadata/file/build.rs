@@ -66,7 +66,10 @@ impl Context<'_> {
         }
     }
 
-    fn flink(&self, entries: Vec<FlinkStream>) -> Result<BTreeMap<String, KafkaStream>, MetadataError> {
+    fn flink(
+        &self,
+        entries: Vec<FlinkStream>,
+    ) -> Result<BTreeMap<String, KafkaStream>, MetadataError> {
         let mut streams = BTreeMap::new();
         let mut bootstraps: BTreeMap<String, Bootstrap> = BTreeMap::new();
         for entry in entries {
@@ -85,7 +88,8 @@ impl Context<'_> {
             for cluster in entry.cluster_metadata_list.value {
                 let cluster_id = self.id("cluster id", &cluster.cluster_id)?;
                 if stream.clusters.contains_key(&cluster_id) {
-                    let message = format!("cluster `{cluster_id}` is listed twice in stream `{stream_id}`");
+                    let message =
+                        format!("cluster `{cluster_id}` is listed twice in stream `{stream_id}`");
                     return Err(self.invalid(&cluster.cluster_id, message));
                 }
                 let def = self.cluster_def(
@@ -120,7 +124,10 @@ impl Context<'_> {
         for (key, cluster) in &doc.clusters.0 {
             let cluster_id = self.id("cluster id", key)?;
             if defs.contains_key(&cluster_id) {
-                return Err(self.invalid(key, format!("cluster `{cluster_id}` is defined more than once")));
+                return Err(self.invalid(
+                    key,
+                    format!("cluster `{cluster_id}` is defined more than once"),
+                ));
             }
             let mut def = self.cluster_def(
                 &cluster_id,
@@ -156,7 +163,8 @@ impl Context<'_> {
                     });
                 };
                 if stream.clusters.contains_key(&cluster_id) {
-                    let message = format!("cluster `{cluster_id}` is listed twice in stream `{stream_id}`");
+                    let message =
+                        format!("cluster `{cluster_id}` is listed twice in stream `{stream_id}`");
                     return Err(self.invalid(&cluster_key, message));
                 }
                 let (overrides, bootstrap) = self.properties(reading.properties.as_ref())?;
@@ -213,7 +221,12 @@ impl Context<'_> {
             }
         };
         let at = self.at(raw);
-        let value = self.resolver.resolve(&raw.value, &at)?.value.trim().to_string();
+        let value = self
+            .resolver
+            .resolve(&raw.value, &at)?
+            .value
+            .trim()
+            .to_string();
         if value.is_empty() {
             return Err(MetadataError::MissingBootstrapServers {
                 location: Some(at),
@@ -239,14 +252,23 @@ impl Context<'_> {
     fn properties<'p>(
         &self,
         raw: Option<&'p RawProperties>,
-    ) -> Result<(ClientProperties, Option<(&'p Spanned<String>, &'p Spanned<String>)>), MetadataError> {
+    ) -> Result<
+        (
+            ClientProperties,
+            Option<(&'p Spanned<String>, &'p Spanned<String>)>,
+        ),
+        MetadataError,
+    > {
         let mut properties = ClientProperties::new();
         let mut bootstrap = None;
         let mut seen = BTreeSet::new();
         for (key, value) in raw.map(|p| p.0.as_slice()).unwrap_or_default() {
             let name = key.value.trim();
             if name.is_empty() || name != key.value {
-                return Err(self.invalid(key, format!("property name `{}` is empty or padded", key.value)));
+                return Err(self.invalid(
+                    key,
+                    format!("property name `{}` is empty or padded", key.value),
+                ));
             }
             if !seen.insert(name) {
                 return Err(self.invalid(key, format!("property `{name}` is set twice")));
@@ -277,7 +299,9 @@ impl Context<'_> {
             None
         };
         match problem {
-            Some(problem) => Err(self.invalid(id, format!("{what} `{}` {problem}", text.escape_debug()))),
+            Some(problem) => {
+                Err(self.invalid(id, format!("{what} `{}` {problem}", text.escape_debug())))
+            }
             None => Ok(text.to_string()),
         }
     }
@@ -314,13 +338,15 @@ fn same_bootstrap_everywhere(
     bootstrap: &Bootstrap,
 ) -> Result<(), MetadataError> {
     match seen.get(cluster_id) {
-        Some(first) if first.value != bootstrap.value => Err(MetadataError::ConflictingBootstrapServers {
-            location: Some(bootstrap.at.clone()),
-            cluster: cluster_id.to_string(),
-            first: first.raw.clone(),
-            first_location: Some(first.at.clone()),
-            second: bootstrap.raw.clone(),
-        }),
+        Some(first) if first.value != bootstrap.value => {
+            Err(MetadataError::ConflictingBootstrapServers {
+                location: Some(bootstrap.at.clone()),
+                cluster: cluster_id.to_string(),
+                first: first.raw.clone(),
+                first_location: Some(Box::new(first.at.clone())),
+                second: bootstrap.raw.clone(),
+            })
+        }
         Some(_) => Ok(()),
         None => {
             seen.insert(cluster_id.to_string(), bootstrap.clone());
@@ -335,7 +361,9 @@ fn is_legal_topic(topic: &str) -> bool {
         && topic.len() <= MAX_TOPIC_LEN
         && topic != "."
         && topic != ".."
-        && topic.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+        && topic
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
 }
 
 #[cfg(test)]

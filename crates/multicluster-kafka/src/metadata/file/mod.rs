@@ -1,5 +1,432 @@
-//! The file-backed metadata service (YAML or JSON, hot reloaded).
+//! The file-backed metadata service: a YAML or JSON file, hot reloaded.
+//!
+//! Two layouts are accepted (see `docs/metadata-file.md` for the full schema):
+//!
+//! - **Flink's layout** (`YamlFileMetadataService`): a list of
+//!   `{streamId, clusterMetadataList: [{clusterId, bootstrapServers, topics}]}`, so
+//!   existing files work unchanged;
+//! - **the richer layout**: a map with `clusters` (each defined once, with
+//!   properties and offsets) and `streams` that reference them.
+//!
+//! Property values and bootstrap lists may hold `${env:NAME}` and `${file:PATH}`
+//! references (relative paths start at the metadata file's directory, one trailing
+//! newline is trimmed, `$${` is a literal `${`). Resolved values are secrets: `Debug`
+//! shows them as `<redacted>` and no error message contains one.
+//!
+//! Every error names the file, line and column.
+//!
+//! ```
+//! use std::path::Path;
+//! use multicluster_kafka::metadata::file::parse_metadata;
+//!
+//! let text = "
+//! - streamId: orders
+//!   clusterMetadataList:
+//!     - clusterId: east
+//!       bootstrapServers: east-1:9092
+//!       topics: [orders]
+//! ";
+//! let streams = parse_metadata(text, Path::new("streams.yaml")).unwrap();
+//! assert_eq!(streams["orders"].clusters["east"].bootstrap_servers(), "east-1:9092");
+//!
+//! let err = parse_metadata("- streamId: orders\n  clusters: []\n", Path::new("streams.yaml"))
+//!     .unwrap_err();
+//! assert!(err.to_string().starts_with("streams.yaml:2:3: unknown field `clusters`"), "{err}");
+//! ```
 
-/// Placeholder replaced by the file service implementation.
-#[derive(Debug)]
-pub struct FileMetadataService;
+mod build;
+mod refs;
+mod syntax;
+mod watcher;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::sync::watch;
+
+use super::{KafkaMetadataService, KafkaStream, MetadataError};
+use refs::Resolver;
+use watcher::{Timing, WatchThread};
+
+/// Parses the text of a metadata file, resolving references from the process
+/// environment and from files next to `path`.
+///
+/// `path` names the file in errors and anchors relative `${file:…}` references; it is
+/// not read. Use it to validate a file without starting a service.
+pub fn parse_metadata(
+    text: &str,
+    path: &Path,
+) -> Result<BTreeMap<String, KafkaStream>, MetadataError> {
+    parse_metadata_with(text, path, &|name| std::env::var(name).ok())
+}
+
+/// Like [`parse_metadata`], with `env` answering `${env:NAME}` references instead of
+/// the process environment.
+///
+/// ```
+/// use std::path::Path;
+/// use multicluster_kafka::metadata::file::parse_metadata_with;
+///
+/// let text = r#"
+/// clusters:
+///   east:
+///     bootstrapServers: east-1:9092
+///     properties: { sasl.password: "${env:EAST_PASSWORD}" }
+/// streams:
+///   orders:
+///     clusters:
+///       east: { topics: [orders] }
+/// "#;
+/// let env = |name: &str| (name == "EAST_PASSWORD").then(|| "hunter2".to_string());
+/// let streams = parse_metadata_with(text, Path::new("streams.yaml"), &env).unwrap();
+/// let east = &streams["orders"].clusters["east"];
+/// assert_eq!(east.properties.get("sasl.password"), Some("hunter2"));
+/// assert!(!format!("{streams:?}").contains("hunter2"));
+/// ```
+pub fn parse_metadata_with(
+    text: &str,
+    path: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<BTreeMap<String, KafkaStream>, MetadataError> {
+    let doc = syntax::parse_document(text, path)?;
+    let base_dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    build::build(doc, path, &Resolver::new(base_dir, env))
+}
+
+/// Reads and parses a metadata file once (see [`parse_metadata`]).
+pub fn read_metadata(
+    path: impl AsRef<Path>,
+) -> Result<BTreeMap<String, KafkaStream>, MetadataError> {
+    let path = path.as_ref();
+    let bytes = std::fs::read(path).map_err(|e| MetadataError::Io {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    let text = std::str::from_utf8(&bytes).map_err(|e| syntax::utf8_error(&bytes, &e, path))?;
+    parse_metadata(text, path)
+}
+
+/// How [`FileMetadataService::watch_with`] notices changes.
+///
+/// ```
+/// use std::time::Duration;
+/// use multicluster_kafka::metadata::file::{FileMetadataService, FileWatchOptions};
+///
+/// let options = FileWatchOptions::new()
+///     .poll_interval(Duration::from_secs(30))
+///     .debounce(Duration::from_millis(250));
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let path = dir.path().join("streams.yaml");
+/// # std::fs::write(&path, "[]").unwrap();
+/// let service = FileMetadataService::watch_with(&path, options).unwrap();
+/// assert_eq!(service.generation(), 0);
+/// ```
+#[derive(Clone, Debug)]
+pub struct FileWatchOptions {
+    poll_interval: Duration,
+    debounce: Duration,
+    file_events: bool,
+}
+
+impl Default for FileWatchOptions {
+    fn default() -> Self {
+        Self {
+            poll_interval: Duration::from_secs(10),
+            debounce: Duration::from_millis(100),
+            file_events: true,
+        }
+    }
+}
+
+impl FileWatchOptions {
+    /// Defaults: file events on, re-read every 10 s, 100 ms debounce.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// How often the file is re-read whatever the file events say (default 10 s,
+    /// at least 10 ms). This catches what events cannot: network file systems, and
+    /// `${file:…}` secrets rotated in place.
+    pub fn poll_interval(mut self, interval: Duration) -> Self {
+        self.poll_interval = interval.max(Duration::from_millis(10));
+        self
+    }
+
+    /// How long events must stay quiet before the file is read (default 100 ms), so a
+    /// truncate-then-write is read once, complete.
+    pub fn debounce(mut self, debounce: Duration) -> Self {
+        self.debounce = debounce;
+        self
+    }
+
+    /// Whether to watch file-system events at all (default true). Without them
+    /// changes are seen at the next poll.
+    pub fn file_events(mut self, enabled: bool) -> Self {
+        self.file_events = enabled;
+        self
+    }
+}
+
+/// Stream metadata from a YAML or JSON file, optionally hot reloaded.
+///
+/// [`load`](Self::load) reads the file once. [`watch`](Self::watch) reads it once
+/// (failing if it is bad), then follows it: file-system events on the file's
+/// directory (correct for in-place writes, atomic renames and Kubernetes ConfigMap
+/// `..data` symlink swaps) plus a periodic re-read as a fallback. Changes are decided
+/// by comparing the parsed metadata, not modification times.
+///
+/// During hot reload a bad file keeps the last good metadata in force; the error is
+/// logged once (`tracing` warning, one line, no secrets) and available from
+/// [`last_error`](Self::last_error) until a good file clears it.
+///
+/// The watch runs on its own thread, never on an async worker. It ends on
+/// [`close`](KafkaMetadataService::close) or when the service is dropped.
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// use multicluster_kafka::metadata::{FileMetadataService, KafkaMetadataService};
+///
+/// let dir = tempfile::tempdir().unwrap();
+/// let path = dir.path().join("streams.yaml");
+/// std::fs::write(&path, "
+/// - streamId: orders
+///   clusterMetadataList:
+///     - { clusterId: east, bootstrapServers: 'east-1:9092', topics: [orders] }
+/// ").unwrap();
+///
+/// let service = FileMetadataService::watch(&path).unwrap();
+/// assert!(service.is_cluster_active("east").await.unwrap());
+/// service.close().await.unwrap();
+/// # });
+/// ```
+pub struct FileMetadataService {
+    shared: Arc<Shared>,
+    watch: Mutex<Option<WatchThread>>,
+}
+
+struct State {
+    streams: BTreeMap<String, KafkaStream>,
+    last_error: Option<MetadataError>,
+}
+
+/// What the service and its watch thread share.
+struct Shared {
+    path: PathBuf,
+    state: RwLock<State>,
+    /// The generation: bumped on every applied change.
+    changes: watch::Sender<u64>,
+    /// Bumped whenever a reload changes what the service reports, errors included.
+    reloads: watch::Sender<u64>,
+    closed: AtomicBool,
+}
+
+impl FileMetadataService {
+    /// Reads the file once; no watching. Fails when the file cannot be read or is
+    /// invalid.
+    pub fn load(path: impl AsRef<Path>) -> Result<Self, MetadataError> {
+        let path = path.as_ref().to_path_buf();
+        let streams = read_metadata(&path)?;
+        Ok(Self {
+            shared: Arc::new(Shared::new(path, streams)),
+            watch: Mutex::new(None),
+        })
+    }
+
+    /// Reads the file once (failing if it is bad), then hot-reloads it with the
+    /// default [`FileWatchOptions`].
+    pub fn watch(path: impl AsRef<Path>) -> Result<Self, MetadataError> {
+        Self::watch_with(path, FileWatchOptions::default())
+    }
+
+    /// Reads the file once (failing if it is bad), then hot-reloads it.
+    pub fn watch_with(
+        path: impl AsRef<Path>,
+        options: FileWatchOptions,
+    ) -> Result<Self, MetadataError> {
+        let service = Self::load(path)?;
+        let timing = Timing {
+            poll_interval: options.poll_interval,
+            debounce: options.debounce,
+            file_events: options.file_events,
+        };
+        let shared = service.shared.clone();
+        let thread = WatchThread::spawn(&service.shared.path, timing, move || {
+            let _ = shared.reload();
+        })
+        .map_err(|e| MetadataError::Io {
+            path: service.shared.path.clone(),
+            message: format!("cannot start the watch thread: {e}"),
+        })?;
+        *service.watch.lock().unwrap_or_else(PoisonError::into_inner) = Some(thread);
+        // A change between the first read and the start of the watch.
+        let _ = service.shared.reload();
+        Ok(service)
+    }
+
+    /// The metadata file.
+    pub fn path(&self) -> &Path {
+        &self.shared.path
+    }
+
+    /// How many changes were applied since the service started (0 at first).
+    pub fn generation(&self) -> u64 {
+        *self.shared.changes.borrow()
+    }
+
+    /// Why the file on disk is not in force, if it is not: the last reload failed and
+    /// the previous good metadata is still served. Cleared by the next good reload.
+    pub fn last_error(&self) -> Option<MetadataError> {
+        self.shared.read().last_error.clone()
+    }
+
+    /// The metadata currently in force.
+    pub fn streams(&self) -> BTreeMap<String, KafkaStream> {
+        self.shared.read().streams.clone()
+    }
+
+    /// Re-reads the file now. Returns whether the metadata changed; on error the last
+    /// good metadata stays in force and the error is also kept for
+    /// [`last_error`](Self::last_error).
+    pub fn reload(&self) -> Result<bool, MetadataError> {
+        self.shared.check_open()?;
+        self.shared.reload()
+    }
+
+    /// A channel that ticks whenever a reload changes what the service reports: new
+    /// metadata applied, a new error recorded, or an error cleared. (Use
+    /// [`KafkaMetadataService::changes`] for metadata changes only.)
+    pub fn reloads(&self) -> watch::Receiver<u64> {
+        self.shared.reloads.subscribe()
+    }
+}
+
+impl Shared {
+    fn new(path: PathBuf, streams: BTreeMap<String, KafkaStream>) -> Self {
+        Self {
+            path,
+            state: RwLock::new(State {
+                streams,
+                last_error: None,
+            }),
+            changes: watch::Sender::new(0),
+            reloads: watch::Sender::new(0),
+            closed: AtomicBool::new(false),
+        }
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
+        self.state.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn check_open(&self) -> Result<(), MetadataError> {
+        if self.closed.load(Ordering::Acquire) {
+            Err(MetadataError::Closed)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn reload(&self) -> Result<bool, MetadataError> {
+        let outcome = read_metadata(&self.path);
+        let mut state = self.state.write().unwrap_or_else(PoisonError::into_inner);
+        match outcome {
+            Ok(streams) => {
+                let changed = state.streams != streams;
+                let recovered = state.last_error.take().is_some();
+                if changed {
+                    state.streams = streams;
+                }
+                let count = state.streams.len();
+                drop(state);
+                if changed {
+                    let mut generation = 0;
+                    self.changes.send_modify(|g| {
+                        *g += 1;
+                        generation = *g;
+                    });
+                    tracing::info!(path = %self.path.display(), generation, streams = count, "metadata file reloaded");
+                } else if recovered {
+                    tracing::info!(path = %self.path.display(), "metadata file is valid again");
+                }
+                if changed || recovered {
+                    self.reloads.send_modify(|n| *n += 1);
+                }
+                Ok(changed)
+            }
+            Err(error) => {
+                let is_new = state.last_error.as_ref() != Some(&error);
+                state.last_error = Some(error.clone());
+                drop(state);
+                if is_new {
+                    tracing::warn!(%error, "metadata file rejected; keeping the last good metadata");
+                    self.reloads.send_modify(|n| *n += 1);
+                }
+                Err(error)
+            }
+        }
+    }
+}
+
+impl fmt::Debug for FileMetadataService {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let watching = self.watch.lock().map(|w| w.is_some()).unwrap_or(false);
+        f.debug_struct("FileMetadataService")
+            .field("path", &self.shared.path)
+            .field("generation", &self.generation())
+            .field("watching", &watching)
+            .field("last_error", &self.last_error())
+            .finish()
+    }
+}
+
+#[async_trait]
+impl KafkaMetadataService for FileMetadataService {
+    async fn describe_streams(
+        &self,
+        stream_ids: &[String],
+    ) -> Result<BTreeMap<String, KafkaStream>, MetadataError> {
+        self.shared.check_open()?;
+        let state = self.shared.read();
+        Ok(stream_ids
+            .iter()
+            .filter_map(|id| state.streams.get(id).map(|s| (id.clone(), s.clone())))
+            .collect())
+    }
+
+    async fn all_streams(&self) -> Result<BTreeMap<String, KafkaStream>, MetadataError> {
+        self.shared.check_open()?;
+        Ok(self.streams())
+    }
+
+    /// Stops the watch thread (waiting for it, at most one file read) and refuses
+    /// later calls. Calling it twice is fine.
+    async fn close(&self) -> Result<(), MetadataError> {
+        self.shared.closed.store(true, Ordering::Release);
+        let thread = self
+            .watch
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(mut thread) = thread {
+            thread.stop();
+        }
+        Ok(())
+    }
+
+    /// Ticks with the new [`generation`](FileMetadataService::generation) after every
+    /// applied change (hot reload or [`reload`](FileMetadataService::reload)).
+    fn changes(&self) -> Option<watch::Receiver<u64>> {
+        Some(self.shared.changes.subscribe())
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -38,7 +38,11 @@ impl<'a> Resolver<'a> {
     }
 
     /// Resolves every reference in `raw`, a value found at `at`.
-    pub(super) fn resolve(&self, raw: &str, at: &SourceLocation) -> Result<Resolved, MetadataError> {
+    pub(super) fn resolve(
+        &self,
+        raw: &str,
+        at: &SourceLocation,
+    ) -> Result<Resolved, MetadataError> {
         let mut value = String::with_capacity(raw.len());
         let mut referenced = false;
         let mut rest = raw;
@@ -52,7 +56,8 @@ impl<'a> Resolver<'a> {
                 let Some(end) = after.find('}') else {
                     return Err(MetadataError::Invalid {
                         location: Some(at.clone()),
-                        message: "unterminated `${` reference (write `$${` for a literal `${`)".into(),
+                        message: "unterminated `${` reference (write `$${` for a literal `${`)"
+                            .into(),
                     });
                 };
                 value.push_str(&self.lookup(&after[..end], at)?);
@@ -97,7 +102,9 @@ impl<'a> Resolver<'a> {
                 }
                 Ok(text)
             }
-            _ => Err(fail("unknown reference kind; expected `${env:NAME}` or `${file:PATH}`".into())),
+            _ => Err(fail(
+                "unknown reference kind; expected `${env:NAME}` or `${file:PATH}`".into(),
+            )),
         }
     }
 }
@@ -172,7 +179,9 @@ mod tests {
         let err = resolve("${env:NOPE}").unwrap_err();
         match &err {
             MetadataError::UnresolvedReference {
-                location, reference, ..
+                location,
+                reference,
+                ..
             } => {
                 assert_eq!(reference, "env:NOPE");
                 assert_eq!(location.as_ref().unwrap().line, 7);
@@ -187,7 +196,14 @@ mod tests {
 
     #[test]
     fn malformed_references_are_errors_that_show_no_value() {
-        for raw in ["${env:PW", "x ${", "${vault:x}", "${env:}", "${env:A-B}", "${file:}"] {
+        for raw in [
+            "${env:PW",
+            "x ${",
+            "${vault:x}",
+            "${env:}",
+            "${env:A-B}",
+            "${file:}",
+        ] {
             let err = resolve(raw).unwrap_err();
             let shown = err.to_string();
             assert!(!shown.contains("s3cret"), "{shown}");
@@ -204,7 +220,10 @@ mod tests {
         let r = resolve_in(dir.path(), "${file:pw}").unwrap();
         assert_eq!(r.value, "from-file\n");
         assert!(r.referenced);
-        assert_eq!(resolve_in(dir.path(), "${file:crlf}").unwrap().value, "windows");
+        assert_eq!(
+            resolve_in(dir.path(), "${file:crlf}").unwrap().value,
+            "windows"
+        );
         let absolute = format!("${{file:{}}}", dir.path().join("pw").display());
         assert_eq!(resolve("a").unwrap().value, "a");
         assert_eq!(resolve(&absolute).unwrap().value, "from-file\n");

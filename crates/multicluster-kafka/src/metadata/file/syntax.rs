@@ -68,10 +68,12 @@ impl<'de> Deserialize<'de> for Document {
                 f.write_str(EXPECTING_DOCUMENT)
             }
             fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Document, A::Error> {
-                Deserialize::deserialize(de::value::SeqAccessDeserializer::new(seq)).map(Document::Flink)
+                Deserialize::deserialize(de::value::SeqAccessDeserializer::new(seq))
+                    .map(Document::Flink)
             }
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Document, A::Error> {
-                Deserialize::deserialize(de::value::MapAccessDeserializer::new(map)).map(Document::Rich)
+                Deserialize::deserialize(de::value::MapAccessDeserializer::new(map))
+                    .map(Document::Rich)
             }
         }
         deserializer.deserialize_any(DocumentVisitor)
@@ -202,7 +204,11 @@ fn check_json(text: &str, path: &Path) -> Result<(), MetadataError> {
         Err(e) => {
             let clamp = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
             Err(MetadataError::Syntax {
-                location: Some(SourceLocation::new(path, clamp(e.line()), clamp(e.column()))),
+                location: Some(SourceLocation::new(
+                    path,
+                    clamp(e.line()),
+                    clamp(e.column()),
+                )),
                 message: format!("invalid JSON: {}", clean_message(&e.to_string())),
             })
         }
@@ -245,7 +251,10 @@ pub(super) fn utf8_error(bytes: &[u8], err: &std::str::Utf8Error, path: &Path) -
     let valid = &bytes[..err.valid_up_to()];
     let line = valid.iter().filter(|b| **b == b'\n').count() + 1;
     let line_start = valid.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
-    let column = String::from_utf8_lossy(&valid[line_start..]).chars().count() + 1;
+    let column = String::from_utf8_lossy(&valid[line_start..])
+        .chars()
+        .count()
+        + 1;
     let clamp = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
     MetadataError::Syntax {
         location: Some(SourceLocation::new(path, clamp(line), clamp(column))),
@@ -270,14 +279,20 @@ mod tests {
     #[test]
     fn a_top_level_list_is_the_flink_layout_and_a_map_the_rich_one() {
         let flink = "- streamId: s\n  clusterMetadataList: []\n";
-        assert!(matches!(parse_document(flink, Path::new("a.yaml")), Ok(Document::Flink(v)) if v.len() == 1));
+        assert!(
+            matches!(parse_document(flink, Path::new("a.yaml")), Ok(Document::Flink(v)) if v.len() == 1)
+        );
         let rich = "clusters: {}\nstreams: {}\n";
-        assert!(matches!(parse_document(rich, Path::new("a.yaml")), Ok(Document::Rich(_))));
+        assert!(matches!(
+            parse_document(rich, Path::new("a.yaml")),
+            Ok(Document::Rich(_))
+        ));
     }
 
     #[test]
     fn unknown_fields_are_located_syntax_errors() {
-        let text = "clusters:\n  east:\n    bootstrapServers: a:1\n    bootstrap: a:2\nstreams: {}\n";
+        let text =
+            "clusters:\n  east:\n    bootstrapServers: a:1\n    bootstrap: a:2\nstreams: {}\n";
         let (line, column, message) = syntax_at(text, "s.yaml");
         assert_eq!((line, column), (4, 5));
         assert!(message.contains("unknown field `bootstrap`"), "{message}");
@@ -305,7 +320,13 @@ mod tests {
         assert_eq!(line, 3, "{message}");
         assert!(message.starts_with("invalid JSON"), "{message}");
         // The same text is accepted as YAML (flow mappings allow a trailing comma).
-        assert!(parse_document("{\"clusters\": {},\n \"streams\": {},\n}", Path::new("s.yaml")).is_ok());
+        assert!(
+            parse_document(
+                "{\"clusters\": {},\n \"streams\": {},\n}",
+                Path::new("s.yaml")
+            )
+            .is_ok()
+        );
     }
 
     #[test]
@@ -322,9 +343,10 @@ mod tests {
 
     #[test]
     fn utf8_errors_point_at_the_bad_byte() {
-        let bytes = b"a: 1\nbb: \xff\n";
-        let err = std::str::from_utf8(bytes).unwrap_err();
-        let e = utf8_error(bytes, &err, Path::new("x.yaml"));
+        let mut bytes = b"a: 1\nbb: ".to_vec();
+        bytes.extend([0xff, b'\n']);
+        let err = std::str::from_utf8(&bytes).unwrap_err();
+        let e = utf8_error(&bytes, &err, Path::new("x.yaml"));
         assert_eq!(e.location().map(|l| (l.line, l.column)), Some((2, 5)));
     }
 }

@@ -39,15 +39,6 @@ pub(super) struct WatchThread {
     handle: Option<JoinHandle<()>>,
 }
 
-impl std::fmt::Debug for Message {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Message::Fs(_) => f.write_str("Fs"),
-            Message::Stop => f.write_str("Stop"),
-        }
-    }
-}
-
 impl WatchThread {
     /// Starts watching `path`, calling `on_change` after file events (once they
     /// settle) and every `poll_interval`. File-system watch failures are logged and
@@ -70,6 +61,8 @@ impl WatchThread {
             watcher,
             timing,
         };
+        // Before the thread starts, so a write right after `spawn` returns is seen.
+        state.follow_symlink();
         let handle = std::thread::Builder::new()
             .name("mck-metadata-watch".into())
             .spawn(move || state.run(rx, on_change))?;
@@ -147,7 +140,6 @@ struct Loop {
 
 impl Loop {
     fn run(&mut self, rx: mpsc::Receiver<Message>, mut on_change: impl FnMut()) {
-        self.follow_symlink();
         let mut next_poll = Instant::now() + self.timing.poll_interval;
         loop {
             let wait = next_poll.saturating_duration_since(Instant::now());
@@ -177,7 +169,10 @@ impl Loop {
     fn settle(&self, rx: &mpsc::Receiver<Message>) -> bool {
         let give_up = Instant::now() + MAX_SETTLE;
         loop {
-            let wait = self.timing.debounce.min(give_up.saturating_duration_since(Instant::now()));
+            let wait = self
+                .timing
+                .debounce
+                .min(give_up.saturating_duration_since(Instant::now()));
             if wait.is_zero() {
                 return true;
             }
@@ -194,7 +189,8 @@ impl Loop {
         let Some(watcher) = self.watcher.as_mut() else {
             return;
         };
-        let is_link = std::fs::symlink_metadata(&self.path).is_ok_and(|m| m.file_type().is_symlink());
+        let is_link =
+            std::fs::symlink_metadata(&self.path).is_ok_and(|m| m.file_type().is_symlink());
         let wanted = if is_link {
             std::fs::canonicalize(&self.path)
                 .ok()
@@ -213,7 +209,9 @@ impl Loop {
         if let Some(dir) = wanted {
             match watcher.watch(&dir, RecursiveMode::NonRecursive) {
                 Ok(()) => self.target_dir = Some(dir),
-                Err(e) => tracing::debug!(dir = %dir.display(), error = %e, "cannot watch the symlink target's directory"),
+                Err(e) => {
+                    tracing::debug!(dir = %dir.display(), error = %e, "cannot watch the symlink target's directory")
+                }
             }
         }
     }
@@ -239,16 +237,20 @@ mod tests {
         let path = dir.path().join("streams.yaml");
         std::fs::write(&path, "x").unwrap();
         let (tx, rx) = std_mpsc::channel();
-        let mut thread = WatchThread::spawn(&path, timing(Duration::from_millis(10), false), move || {
-            let _ = tx.send(());
-        })
-        .unwrap();
+        let mut thread =
+            WatchThread::spawn(&path, timing(Duration::from_millis(10), false), move || {
+                let _ = tx.send(());
+            })
+            .unwrap();
         rx.recv_timeout(Duration::from_secs(30)).expect("a poll");
         thread.stop();
         assert!(thread.handle.is_none());
         // The callback (and its sender) went away with the thread.
         while rx.try_recv().is_ok() {}
-        assert!(matches!(rx.try_recv(), Err(std_mpsc::TryRecvError::Disconnected)));
+        assert!(matches!(
+            rx.try_recv(),
+            Err(std_mpsc::TryRecvError::Disconnected)
+        ));
     }
 
     #[test]
@@ -259,22 +261,30 @@ mod tests {
         let calls = Arc::new(AtomicU64::new(0));
         let (tx, rx) = std_mpsc::channel();
         let seen = calls.clone();
-        let thread = WatchThread::spawn(&path, timing(Duration::from_secs(3600), true), move || {
-            seen.fetch_add(1, Ordering::SeqCst);
-            let _ = tx.send(());
-        })
-        .unwrap();
+        let thread =
+            WatchThread::spawn(&path, timing(Duration::from_secs(3600), true), move || {
+                seen.fetch_add(1, Ordering::SeqCst);
+                let _ = tx.send(());
+            })
+            .unwrap();
         std::fs::write(&path, "b").unwrap();
-        rx.recv_timeout(Duration::from_secs(30)).expect("a file event");
+        rx.recv_timeout(Duration::from_secs(30))
+            .expect("a file event");
         drop(thread);
         assert!(calls.load(Ordering::SeqCst) >= 1);
     }
 
     #[test]
     fn own_reads_are_not_changes() {
-        let open = Ok(Event::new(EventKind::Access(AccessKind::Open(AccessMode::Any))));
-        let closed_after_write = Ok(Event::new(EventKind::Access(AccessKind::Close(AccessMode::Write))));
-        let created = Ok(Event::new(EventKind::Create(notify::event::CreateKind::File)));
+        let open = Ok(Event::new(EventKind::Access(AccessKind::Open(
+            AccessMode::Any,
+        ))));
+        let closed_after_write = Ok(Event::new(EventKind::Access(AccessKind::Close(
+            AccessMode::Write,
+        ))));
+        let created = Ok(Event::new(EventKind::Create(
+            notify::event::CreateKind::File,
+        )));
         assert!(!is_relevant(&open));
         assert!(is_relevant(&closed_after_write));
         assert!(is_relevant(&created));
@@ -283,6 +293,9 @@ mod tests {
     #[test]
     fn a_bare_file_name_lives_in_the_current_directory() {
         assert_eq!(parent_dir(Path::new("streams.yaml")), PathBuf::from("."));
-        assert_eq!(parent_dir(Path::new("/etc/mck/streams.yaml")), PathBuf::from("/etc/mck"));
+        assert_eq!(
+            parent_dir(Path::new("/etc/mck/streams.yaml")),
+            PathBuf::from("/etc/mck")
+        );
     }
 }

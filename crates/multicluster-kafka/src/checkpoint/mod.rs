@@ -1,0 +1,265 @@
+//! Checkpoints: a snapshot of every split's position, consistent with the records
+//! handed out, that a new source restores from.
+//!
+//! The encoding is self-describing JSON with a format name and a version. It holds
+//! logical cluster ids, Kafka `cluster.id`s, topics, partitions and offsets, and never a
+//! client property (so no bootstrap list and no credential).
+
+mod store;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+pub use store::{CheckpointStore, FileCheckpointStore};
+
+use crate::split::{KafkaSplit, SplitId};
+
+/// The format name written into every encoded checkpoint.
+pub const CHECKPOINT_FORMAT: &str = "multicluster-kafka/checkpoint";
+
+/// The version [`Checkpoint::encode`] writes. Every earlier version stays readable.
+pub const CHECKPOINT_VERSION: u32 = 1;
+
+/// Why a checkpoint could not be read, written or applied.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CheckpointError {
+    /// The bytes are not a checkpoint of a known version.
+    #[error("{origin}: not a readable checkpoint: {reason}")]
+    Decode {
+        /// Where the bytes came from (a file path, or `<bytes>`).
+        origin: String,
+        /// What was wrong.
+        reason: String,
+    },
+    /// File-system trouble.
+    #[error("{path}: {source}")]
+    Io {
+        /// The path.
+        path: String,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// One split's position in a checkpoint.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SplitCheckpoint {
+    /// Topic.
+    pub topic: String,
+    /// Partition.
+    pub partition: i32,
+    /// Offset of the next record to hand out.
+    pub next_offset: i64,
+    /// First offset not to read, in bounded mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_offset: Option<i64>,
+}
+
+/// One logical cluster's part of a checkpoint.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ClusterCheckpoint {
+    /// The Kafka `cluster.id` the positions belong to, when known. Positions are never
+    /// applied to a different physical cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kafka_cluster_id: Option<String>,
+    /// True once the cluster's first partition discovery finished: partitions found
+    /// later are new and start at the new-partition position (earliest).
+    #[serde(default)]
+    pub initial_discovery_done: bool,
+    /// Positions, sorted by topic and partition.
+    pub splits: Vec<SplitCheckpoint>,
+}
+
+/// A consistent snapshot of a source.
+///
+/// ```
+/// use multicluster_kafka::checkpoint::Checkpoint;
+/// use multicluster_kafka::split::{KafkaSplit, SplitId};
+/// let cp = Checkpoint::from_splits([KafkaSplit {
+///     id: SplitId::new("east", "orders", 0), next_offset: 42, stop_offset: None }]);
+/// let bytes = cp.encode();
+/// assert_eq!(Checkpoint::decode(&bytes).unwrap(), cp);
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Checkpoint {
+    /// Logical cluster id → positions.
+    pub clusters: BTreeMap<String, ClusterCheckpoint>,
+    /// Small values an application stores beside the positions (for example the length
+    /// of an output file). Never put secrets here.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub user_data: BTreeMap<String, String>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Envelope<T> {
+    format: String,
+    version: u32,
+    checkpoint: T,
+}
+
+impl Checkpoint {
+    /// A checkpoint holding these splits.
+    pub fn from_splits(splits: impl IntoIterator<Item = KafkaSplit>) -> Self {
+        let mut cp = Checkpoint::default();
+        for s in splits {
+            cp.put(&s);
+        }
+        cp.normalize();
+        cp
+    }
+
+    /// Records (or replaces) one split's position.
+    pub fn put(&mut self, split: &KafkaSplit) {
+        let cluster = self.clusters.entry(split.id.cluster.to_string()).or_default();
+        let entry = SplitCheckpoint {
+            topic: split.id.topic.to_string(),
+            partition: split.id.partition,
+            next_offset: split.next_offset,
+            stop_offset: split.stop_offset,
+        };
+        match cluster
+            .splits
+            .iter_mut()
+            .find(|s| s.topic == entry.topic && s.partition == entry.partition)
+        {
+            Some(s) => *s = entry,
+            None => cluster.splits.push(entry),
+        }
+    }
+
+    /// Merges the checkpoints of several readers into one. A split present in several
+    /// keeps the furthest position.
+    pub fn merge(parts: impl IntoIterator<Item = Checkpoint>) -> Checkpoint {
+        let mut out = Checkpoint::default();
+        for part in parts {
+            for (cluster, c) in part.clusters {
+                let o = out.clusters.entry(cluster).or_default();
+                if o.kafka_cluster_id.is_none() {
+                    o.kafka_cluster_id = c.kafka_cluster_id;
+                }
+                o.initial_discovery_done |= c.initial_discovery_done;
+                for s in c.splits {
+                    match o
+                        .splits
+                        .iter_mut()
+                        .find(|x| x.topic == s.topic && x.partition == s.partition)
+                    {
+                        Some(x) if x.next_offset >= s.next_offset => {}
+                        Some(x) => *x = s,
+                        None => o.splits.push(s),
+                    }
+                }
+            }
+            out.user_data.extend(part.user_data);
+        }
+        out.normalize();
+        out
+    }
+
+    /// Sorts splits so equal checkpoints encode to equal bytes.
+    pub fn normalize(&mut self) {
+        for c in self.clusters.values_mut() {
+            c.splits.sort();
+        }
+    }
+
+    /// Every split in the checkpoint.
+    pub fn splits(&self) -> impl Iterator<Item = KafkaSplit> + '_ {
+        self.clusters.iter().flat_map(|(cluster, c)| {
+            c.splits.iter().map(move |s| KafkaSplit {
+                id: SplitId::new(cluster, &s.topic, s.partition),
+                next_offset: s.next_offset,
+                stop_offset: s.stop_offset,
+            })
+        })
+    }
+
+    /// Number of splits.
+    pub fn split_count(&self) -> usize {
+        self.clusters.values().map(|c| c.splits.len()).sum()
+    }
+
+    /// Encodes the checkpoint (current version).
+    pub fn encode(&self) -> Vec<u8> {
+        let envelope = Envelope {
+            format: CHECKPOINT_FORMAT.to_string(),
+            version: CHECKPOINT_VERSION,
+            checkpoint: self,
+        };
+        serde_json::to_vec(&envelope).expect("a checkpoint always serializes")
+    }
+
+    /// Decodes a checkpoint of any supported version.
+    pub fn decode(bytes: &[u8]) -> Result<Checkpoint, CheckpointError> {
+        Self::decode_from(bytes, "<bytes>")
+    }
+
+    pub(crate) fn decode_from(bytes: &[u8], origin: &str) -> Result<Checkpoint, CheckpointError> {
+        let err = |reason: String| CheckpointError::Decode {
+            origin: origin.to_string(),
+            reason,
+        };
+        let head: Envelope<serde_json::Value> =
+            serde_json::from_slice(bytes).map_err(|e| err(format!("invalid JSON: {e}")))?;
+        if head.format != CHECKPOINT_FORMAT {
+            return Err(err(format!("format is `{}`, expected `{CHECKPOINT_FORMAT}`", head.format)));
+        }
+        match head.version {
+            1 => {
+                let mut cp: Checkpoint = serde_json::from_value(head.checkpoint)
+                    .map_err(|e| err(format!("version 1: {e}")))?;
+                cp.normalize();
+                Ok(cp)
+            }
+            v => Err(err(format!(
+                "version {v} is newer than this build reads (up to {CHECKPOINT_VERSION})"
+            ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_version_1_checkpoint_written_by_hand_stays_readable() {
+        let v1 = br#"{"format":"multicluster-kafka/checkpoint","version":1,"checkpoint":{
+            "clusters":{"east":{"kafkaClusterId":"abc","initialDiscoveryDone":true,
+            "splits":[{"topic":"t","partition":1,"nextOffset":5},
+                      {"topic":"t","partition":0,"nextOffset":7,"stopOffset":9}]}}}}"#;
+        let cp = Checkpoint::decode(v1).unwrap();
+        let east = &cp.clusters["east"];
+        assert_eq!(east.kafka_cluster_id.as_deref(), Some("abc"));
+        assert_eq!(east.splits[0].partition, 0, "splits are sorted");
+        assert_eq!(east.splits[0].stop_offset, Some(9));
+        assert_eq!(cp.split_count(), 2);
+    }
+
+    #[test]
+    fn unknown_versions_and_formats_are_refused() {
+        let future = br#"{"format":"multicluster-kafka/checkpoint","version":99,"checkpoint":{}}"#;
+        let e = Checkpoint::decode(future).unwrap_err().to_string();
+        assert!(e.contains("version 99"), "{e}");
+        let other = br#"{"format":"something-else","version":1,"checkpoint":{}}"#;
+        assert!(Checkpoint::decode(other).is_err());
+        assert!(Checkpoint::decode(b"\x00garbage").is_err());
+    }
+
+    #[test]
+    fn put_replaces_a_split_position() {
+        let id = SplitId::new("c", "t", 0);
+        let mut cp = Checkpoint::default();
+        cp.put(&KafkaSplit { id: id.clone(), next_offset: 1, stop_offset: None });
+        cp.put(&KafkaSplit { id, next_offset: 2, stop_offset: None });
+        assert_eq!(cp.split_count(), 1);
+        assert_eq!(cp.splits().next().unwrap().next_offset, 2);
+    }
+}

@@ -1,0 +1,189 @@
+//! The blocking IO shell towards one Kafka cluster: metadata, watermarks, offset
+//! lookups and commits. Every method blocks; the source calls them on the blocking
+//! pool (`spawn_blocking`), never on an async worker thread.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+
+use crate::error::SourceError;
+use crate::offsets::PartitionFacts;
+use crate::properties::ClientProperties;
+
+/// What [`ClusterClient::describe`] found for a set of topics.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct TopicPartitions {
+    /// Topic → partition ids, for topics that exist.
+    pub partitions: BTreeMap<String, Vec<i32>>,
+    /// Requested topics the cluster does not have (yet).
+    pub missing: BTreeSet<String>,
+}
+
+/// A consumer handle used only for lookups and commits (never polled for records).
+pub(crate) struct ClusterClient {
+    cluster: Arc<str>,
+    consumer: BaseConsumer,
+    timeout: Duration,
+}
+
+impl std::fmt::Debug for ClusterClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterClient").field("cluster", &self.cluster).finish()
+    }
+}
+
+/// Builds an rdkafka config from properties; secret values never reach error text.
+pub(crate) fn client_config(props: &ClientProperties) -> ClientConfig {
+    let mut config = ClientConfig::new();
+    for (k, v) in props.iter() {
+        config.set(k, v);
+    }
+    config
+}
+
+impl ClusterClient {
+    /// Creates the client. `props` are the merged client properties of the cluster;
+    /// `group_id` is used for committed-offset lookups and commits.
+    pub fn new(
+        cluster: Arc<str>,
+        props: &ClientProperties,
+        group_id: Option<&str>,
+        timeout: Duration,
+    ) -> Result<Self, SourceError> {
+        let mut config = client_config(props);
+        config
+            .set("group.id", group_id.unwrap_or("multicluster-kafka-lookups"))
+            .set("enable.auto.commit", "false")
+            .set("enable.auto.offset.store", "false");
+        let consumer: BaseConsumer = config.create().map_err(|e| SourceError::cluster(&cluster, "create client", &e, props))?;
+        Ok(Self {
+            cluster,
+            consumer,
+            timeout,
+        })
+    }
+
+    fn err(&self, what: &str, e: &KafkaError) -> SourceError {
+        SourceError::Cluster {
+            cluster: self.cluster.to_string(),
+            message: format!("{what}: {e}"),
+        }
+    }
+
+    /// The Kafka `cluster.id` (the physical identity of the cluster).
+    pub fn kafka_cluster_id(&self) -> Result<String, SourceError> {
+        self.consumer
+            .client()
+            .fetch_cluster_id(self.timeout)
+            .ok_or_else(|| SourceError::Cluster {
+                cluster: self.cluster.to_string(),
+                message: format!("no answer to a metadata request within {:?}", self.timeout),
+            })
+    }
+
+    /// Partitions of each topic (one metadata request for all topics).
+    pub fn describe(&self, topics: &BTreeSet<String>) -> Result<TopicPartitions, SourceError> {
+        let md = self
+            .consumer
+            .fetch_metadata(None, self.timeout)
+            .map_err(|e| self.err("metadata request", &e))?;
+        let mut out = TopicPartitions::default();
+        for t in md.topics() {
+            if topics.contains(t.name()) && t.error().is_none() && !t.partitions().is_empty() {
+                let mut parts: Vec<i32> = t.partitions().iter().map(|p| p.id()).collect();
+                parts.sort_unstable();
+                out.partitions.insert(t.name().to_string(), parts);
+            }
+        }
+        for t in topics {
+            if !out.partitions.contains_key(t) {
+                out.missing.insert(t.clone());
+            }
+        }
+        Ok(out)
+    }
+
+    /// Earliest/latest offsets, committed offsets (when `committed`), and the offset
+    /// for `timestamp` (when given) of each partition.
+    pub fn facts(
+        &self,
+        partitions: &[(String, i32)],
+        committed: bool,
+        timestamp: Option<i64>,
+    ) -> Result<BTreeMap<(String, i32), PartitionFacts>, SourceError> {
+        let mut out = BTreeMap::new();
+        for (topic, p) in partitions {
+            let (low, high) = self
+                .consumer
+                .fetch_watermarks(topic, *p, self.timeout)
+                .map_err(|e| self.err(&format!("watermarks of {topic}/{p}"), &e))?;
+            out.insert(
+                (topic.clone(), *p),
+                PartitionFacts {
+                    earliest: low,
+                    latest: high,
+                    committed: None,
+                    at_timestamp: None,
+                },
+            );
+        }
+        if partitions.is_empty() {
+            return Ok(out);
+        }
+        if committed {
+            let mut tpl = TopicPartitionList::new();
+            for (topic, p) in partitions {
+                tpl.add_partition(topic, *p);
+            }
+            let got = self
+                .consumer
+                .committed_offsets(tpl, self.timeout)
+                .map_err(|e| self.err("committed offsets", &e))?;
+            for e in got.elements() {
+                if let Offset::Offset(o) = e.offset()
+                    && let Some(f) = out.get_mut(&(e.topic().to_string(), e.partition()))
+                {
+                    f.committed = Some(o);
+                }
+            }
+        }
+        if let Some(ts) = timestamp {
+            let mut tpl = TopicPartitionList::new();
+            for (topic, p) in partitions {
+                tpl.add_partition_offset(topic, *p, Offset::Offset(ts))
+                    .map_err(|e| self.err("timestamp lookup", &e))?;
+            }
+            let got = self
+                .consumer
+                .offsets_for_times(tpl, self.timeout)
+                .map_err(|e| self.err("timestamp lookup", &e))?;
+            for e in got.elements() {
+                if let Offset::Offset(o) = e.offset()
+                    && let Some(f) = out.get_mut(&(e.topic().to_string(), e.partition()))
+                {
+                    f.at_timestamp = Some(o);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Commits `next offsets` (the next record to read) for the group, synchronously.
+    pub fn commit(&self, offsets: &[(String, i32, i64)]) -> Result<(), SourceError> {
+        if offsets.is_empty() {
+            return Ok(());
+        }
+        let mut tpl = TopicPartitionList::new();
+        for (topic, p, o) in offsets {
+            tpl.add_partition_offset(topic, *p, Offset::Offset(*o))
+                .map_err(|e| self.err("commit", &e))?;
+        }
+        self.consumer
+            .commit(&tpl, CommitMode::Sync)
+            .map_err(|e| self.err("commit", &e))
+    }
+}

@@ -1,0 +1,200 @@
+//! Turning record bytes into values.
+//!
+//! A [`Deserializer`] sees the whole [`RawRecord`] (cluster id included) and returns the
+//! value the user gets in [`Record::value`](crate::record::Record). Ready-made ones:
+//! [`Bytes`], [`Utf8`], [`Json`]; [`ValueOnly`] gathers them under the names used in the
+//! design (`ValueOnly::<String>::utf8()`).
+
+use std::marker::PhantomData;
+
+use serde::de::DeserializeOwned;
+
+use crate::record::RawRecord;
+
+/// A record that could not be deserialized.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("cannot deserialize {cluster}/{topic}/{partition} offset {offset}: {reason}")]
+pub struct DeserializeError {
+    /// Logical cluster id.
+    pub cluster: String,
+    /// Topic.
+    pub topic: String,
+    /// Partition.
+    pub partition: i32,
+    /// Offset.
+    pub offset: i64,
+    /// What was wrong.
+    pub reason: String,
+}
+
+impl DeserializeError {
+    /// An error about `record`.
+    pub fn at(record: &RawRecord<'_>, reason: impl Into<String>) -> Self {
+        Self {
+            cluster: record.cluster.to_string(),
+            topic: record.topic.to_string(),
+            partition: record.partition,
+            offset: record.offset,
+            reason: reason.into(),
+        }
+    }
+}
+
+/// Turns a raw record into a value. Called on the reader's fetch threads, so it must be
+/// `Send + Sync`; it should not block.
+pub trait Deserializer: Send + Sync + 'static {
+    /// The value type.
+    type Value: Send + 'static;
+
+    /// Deserializes one record.
+    fn deserialize(&self, record: &RawRecord<'_>) -> Result<Self::Value, DeserializeError>;
+}
+
+impl<F, V> Deserializer for F
+where
+    F: Fn(&RawRecord<'_>) -> Result<V, DeserializeError> + Send + Sync + 'static,
+    V: Send + 'static,
+{
+    type Value = V;
+
+    fn deserialize(&self, record: &RawRecord<'_>) -> Result<V, DeserializeError> {
+        self(record)
+    }
+}
+
+/// The value bytes as they are (a tombstone gives an empty vector).
+///
+/// ```
+/// use multicluster_kafka::deserializer::{Bytes, Deserializer};
+/// use multicluster_kafka::record::RawRecord;
+/// let raw = RawRecord { cluster: "c", topic: "t", partition: 0, offset: 0,
+///     timestamp: None, key: None, value: Some(b"hi") };
+/// assert_eq!(Bytes.deserialize(&raw).unwrap(), b"hi".to_vec());
+/// ```
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Bytes;
+
+impl Deserializer for Bytes {
+    type Value = Vec<u8>;
+
+    fn deserialize(&self, record: &RawRecord<'_>) -> Result<Vec<u8>, DeserializeError> {
+        Ok(record.value.unwrap_or_default().to_vec())
+    }
+}
+
+/// The value as UTF-8 text; invalid UTF-8 is an error naming the record.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Utf8;
+
+impl Deserializer for Utf8 {
+    type Value = String;
+
+    fn deserialize(&self, record: &RawRecord<'_>) -> Result<String, DeserializeError> {
+        let bytes = record.value.unwrap_or_default();
+        std::str::from_utf8(bytes)
+            .map(str::to_owned)
+            .map_err(|e| DeserializeError::at(record, format!("value is not UTF-8: {e}")))
+    }
+}
+
+/// The value as JSON, deserialized with serde into `T`.
+///
+/// ```
+/// use multicluster_kafka::deserializer::{Deserializer, Json};
+/// use multicluster_kafka::record::RawRecord;
+/// #[derive(serde::Deserialize, PartialEq, Debug)]
+/// struct Order { id: u32 }
+/// let raw = RawRecord { cluster: "c", topic: "t", partition: 0, offset: 7,
+///     timestamp: None, key: None, value: Some(br#"{"id": 5}"#) };
+/// assert_eq!(Json::<Order>::new().deserialize(&raw).unwrap(), Order { id: 5 });
+/// ```
+pub struct Json<T>(PhantomData<fn() -> T>);
+
+impl<T> Json<T> {
+    /// A JSON deserializer for `T`.
+    pub fn new() -> Self {
+        Json(PhantomData)
+    }
+}
+
+impl<T> Default for Json<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T> std::fmt::Debug for Json<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Json")
+    }
+}
+
+impl<T: DeserializeOwned + Send + 'static> Deserializer for Json<T> {
+    type Value = T;
+
+    fn deserialize(&self, record: &RawRecord<'_>) -> Result<T, DeserializeError> {
+        let bytes = record.value.unwrap_or_default();
+        serde_json::from_slice(bytes).map_err(|e| DeserializeError::at(record, format!("invalid JSON: {e}")))
+    }
+}
+
+/// Constructors for deserializers that look only at the value.
+///
+/// ```
+/// use multicluster_kafka::deserializer::ValueOnly;
+/// let _utf8 = ValueOnly::<String>::utf8();
+/// let _bytes = ValueOnly::<Vec<u8>>::bytes();
+/// ```
+#[derive(Debug)]
+pub struct ValueOnly<T>(PhantomData<fn() -> T>);
+
+impl ValueOnly<String> {
+    /// UTF-8 text values.
+    pub fn utf8() -> Utf8 {
+        Utf8
+    }
+}
+
+impl ValueOnly<Vec<u8>> {
+    /// Raw byte values.
+    pub fn bytes() -> Bytes {
+        Bytes
+    }
+}
+
+impl<T: DeserializeOwned + Send + 'static> ValueOnly<T> {
+    /// JSON values deserialized into `T`.
+    pub fn json() -> Json<T> {
+        Json::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(value: &[u8]) -> RawRecord<'_> {
+        RawRecord {
+            cluster: "east",
+            topic: "t",
+            partition: 2,
+            offset: 9,
+            timestamp: None,
+            key: None,
+            value: Some(value),
+        }
+    }
+
+    #[test]
+    fn invalid_utf8_is_an_error_naming_the_record() {
+        let err = Utf8.deserialize(&raw(&[0xff, 0xfe])).unwrap_err();
+        assert_eq!((err.cluster.as_str(), err.partition, err.offset), ("east", 2, 9));
+        assert!(err.to_string().starts_with("cannot deserialize east/t/2 offset 9"));
+    }
+
+    #[test]
+    fn a_closure_can_use_the_cluster_id() {
+        let d = |r: &RawRecord<'_>| Ok::<_, DeserializeError>(format!("{}:{}", r.cluster, r.offset));
+        assert_eq!(d.deserialize(&raw(b"x")).unwrap(), "east:9");
+    }
+}

@@ -1,0 +1,484 @@
+//! The enumerator: the single coordinator. It reads the metadata service, discovers
+//! partitions on every cluster, resolves where new splits start, assigns splits to
+//! readers, rediscovers partitions on an interval, reassigns the splits of readers
+//! that went away, and commits checkpointed offsets.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot};
+
+use crate::assignment::{AssignmentStrategy, assign};
+use crate::checkpoint::Checkpoint;
+use crate::cluster_client::ClusterClient;
+use crate::error::SourceError;
+use crate::metadata::{KafkaMetadataService, KafkaStream};
+use crate::metrics as m;
+use crate::offsets::{StartingOffsets, StoppingOffsets, resolve_start, resolve_stop};
+use crate::properties::ClientProperties;
+use crate::reader::{ReaderEvent, ReaderNotice};
+use crate::split::{KafkaSplit, SplitId};
+
+/// Which streams a source reads.
+#[derive(Clone, Debug)]
+pub(crate) enum Subscription {
+    Ids(Vec<String>),
+    Pattern(regex::Regex),
+}
+
+/// Everything the builder decided.
+#[derive(Clone, Debug)]
+pub(crate) struct SourceConfig {
+    pub subscription: Subscription,
+    pub group_id: Option<String>,
+    pub starting: StartingOffsets,
+    pub stopping: Option<StoppingOffsets>,
+    pub properties: ClientProperties,
+    pub parallelism: usize,
+    pub partition_discovery: Option<Duration>,
+    pub strategy: AssignmentStrategy,
+    pub restore: Option<Checkpoint>,
+    pub discard_mismatched_positions: bool,
+    pub client_timeout: Duration,
+    pub channel_capacity: usize,
+    pub max_batch: usize,
+    pub poll_timeout: Duration,
+}
+
+impl SourceConfig {
+    pub fn bounded(&self) -> bool {
+        self.stopping.is_some()
+    }
+}
+
+/// Requests from the source handles.
+pub(crate) enum Command {
+    Commit(Checkpoint, oneshot::Sender<Result<(), SourceError>>),
+}
+
+struct ClusterState {
+    reader_props: ClientProperties,
+    topics: BTreeSet<String>,
+    client: Arc<ClusterClient>,
+    kafka_cluster_id: Option<String>,
+    initial_discovery_done: bool,
+    start: StartingOffsets,
+    stop: Option<StoppingOffsets>,
+    known: BTreeSet<(String, i32)>,
+}
+
+pub(crate) struct Enumerator {
+    cfg: Arc<SourceConfig>,
+    service: Arc<dyn KafkaMetadataService>,
+    clusters: BTreeMap<Arc<str>, ClusterState>,
+    owners: BTreeMap<SplitId, usize>,
+    unassigned: Vec<KafkaSplit>,
+    readers: BTreeMap<usize, mpsc::UnboundedSender<ReaderEvent>>,
+    notices: mpsc::UnboundedReceiver<ReaderNotice>,
+    commands: mpsc::Receiver<Command>,
+}
+
+/// The clusters of the subscribed streams: topics united over streams; properties
+/// are the source's, overridden by the cluster's; per-cluster offsets from the first
+/// stream that sets them.
+fn clusters_of(
+    cfg: &SourceConfig,
+    streams: &BTreeMap<String, KafkaStream>,
+) -> BTreeMap<Arc<str>, (ClientProperties, BTreeSet<String>, StartingOffsets, Option<StoppingOffsets>)> {
+    let mut out: BTreeMap<Arc<str>, (ClientProperties, BTreeSet<String>, StartingOffsets, Option<StoppingOffsets>)> =
+        BTreeMap::new();
+    for stream in streams.values() {
+        for (cluster, meta) in &stream.clusters {
+            let entry = out.entry(Arc::from(cluster.as_str())).or_insert_with(|| {
+                let mut props = cfg.properties.merged_with(&meta.properties);
+                if let Some(g) = &cfg.group_id {
+                    props.set("group.id", g.clone());
+                }
+                // Stopping offsets apply in bounded mode, or when set per cluster.
+                let stop = meta.stopping_offsets.clone().or_else(|| cfg.stopping.clone());
+                (
+                    props,
+                    BTreeSet::new(),
+                    meta.starting_offsets.clone().unwrap_or_else(|| cfg.starting.clone()),
+                    stop,
+                )
+            });
+            entry.1.extend(meta.topics.iter().cloned());
+        }
+    }
+    out
+}
+
+/// Resolves the subscription against the metadata service.
+pub(crate) async fn subscribed_streams(
+    cfg: &SourceConfig,
+    service: &dyn KafkaMetadataService,
+) -> Result<BTreeMap<String, KafkaStream>, SourceError> {
+    match &cfg.subscription {
+        Subscription::Ids(ids) => {
+            let found = service.describe_streams(ids).await?;
+            let missing: Vec<String> = ids.iter().filter(|id| !found.contains_key(*id)).cloned().collect();
+            if !missing.is_empty() {
+                return Err(SourceError::UnknownStreams(missing));
+            }
+            Ok(found)
+        }
+        Subscription::Pattern(re) => Ok(service
+            .all_streams()
+            .await?
+            .into_iter()
+            .filter(|(id, _)| re.is_match(id))
+            .collect()),
+    }
+}
+
+/// Splits found on one cluster that the enumerator did not know yet.
+fn discover_blocking(
+    cluster: &str,
+    client: &ClusterClient,
+    topics: &BTreeSet<String>,
+    known: &BTreeSet<(String, i32)>,
+    start: &StartingOffsets,
+    stop: Option<&StoppingOffsets>,
+    initial_discovery_done: bool,
+) -> Result<Vec<KafkaSplit>, SourceError> {
+    let found = client.describe(topics)?;
+    if !found.missing.is_empty() {
+        tracing::warn!(cluster, missing = ?found.missing, "topics not found on the cluster (yet); will look again at the next discovery");
+    }
+    let new: Vec<(String, i32)> = found
+        .partitions
+        .iter()
+        .flat_map(|(t, ps)| ps.iter().map(move |p| (t.clone(), *p)))
+        .filter(|tp| !known.contains(tp))
+        .collect();
+    if new.is_empty() {
+        return Ok(Vec::new());
+    }
+    // Partitions found after a cluster's first discovery are new: they start at the
+    // earliest offset so nothing produced to them is missed.
+    let start = if initial_discovery_done {
+        &StartingOffsets::Earliest
+    } else {
+        start
+    };
+    let needs_committed = start.needs_committed() || stop.is_some_and(StoppingOffsets::needs_committed);
+    let start_facts = client.facts(&new, needs_committed, start.timestamp())?;
+    let stop_facts = match stop.and_then(StoppingOffsets::timestamp) {
+        Some(ts) => Some(client.facts(&new, false, Some(ts))?),
+        None => None,
+    };
+    let mut out = Vec::with_capacity(new.len());
+    for (topic, p) in new {
+        let facts = &start_facts[&(topic.clone(), p)];
+        let next_offset = resolve_start(start, &topic, cluster, p, facts)?;
+        let stop_offset = match stop {
+            Some(spec) => {
+                let f = stop_facts.as_ref().map(|s| &s[&(topic.clone(), p)]).unwrap_or(facts);
+                Some(resolve_stop(spec, &topic, cluster, p, f)?)
+            }
+            None => None,
+        };
+        out.push(KafkaSplit {
+            id: SplitId::new(cluster, &topic, p),
+            next_offset,
+            stop_offset,
+        });
+    }
+    Ok(out)
+}
+
+impl Enumerator {
+    /// Reads metadata, connects to every cluster, restores and discovers splits, and
+    /// hands out the first assignment. Fails when a stream is unknown or a cluster is
+    /// unreachable: a source never starts on half its input.
+    pub async fn start(
+        cfg: Arc<SourceConfig>,
+        service: Arc<dyn KafkaMetadataService>,
+        readers: BTreeMap<usize, mpsc::UnboundedSender<ReaderEvent>>,
+        notices: mpsc::UnboundedReceiver<ReaderNotice>,
+        commands: mpsc::Receiver<Command>,
+    ) -> Result<Enumerator, SourceError> {
+        let streams = subscribed_streams(&cfg, service.as_ref()).await?;
+        let wanted = clusters_of(&cfg, &streams);
+        let mut connects = tokio::task::JoinSet::new();
+        for (cluster, (props, topics, start, stop)) in wanted {
+            let timeout = cfg.client_timeout;
+            let group = cfg.group_id.clone();
+            connects.spawn_blocking(move || {
+                let client = ClusterClient::new(cluster.clone(), &props, group.as_deref(), timeout)?;
+                let id = client.kafka_cluster_id()?;
+                Ok::<_, SourceError>((cluster, props, topics, start, stop, client, id))
+            });
+        }
+        let mut clusters = BTreeMap::new();
+        while let Some(joined) = connects.join_next().await {
+            let (cluster, props, topics, start, stop, client, id) =
+                joined.map_err(|e| SourceError::Config(format!("cluster connect task failed: {e}")))??;
+            clusters.insert(
+                cluster,
+                ClusterState {
+                    reader_props: props,
+                    topics,
+                    client: Arc::new(client),
+                    kafka_cluster_id: Some(id),
+                    initial_discovery_done: false,
+                    start,
+                    stop,
+                    known: BTreeSet::new(),
+                },
+            );
+        }
+        metrics::gauge!(m::CLUSTERS).set(clusters.len() as f64);
+        let mut e = Enumerator {
+            cfg: cfg.clone(),
+            service,
+            clusters,
+            owners: BTreeMap::new(),
+            unassigned: Vec::new(),
+            readers,
+            notices,
+            commands,
+        };
+        let restored = e.restore()?;
+        e.broadcast_cluster_info();
+        let discovered = e.discover_all(true).await?;
+        let mut splits = restored;
+        splits.extend(discovered);
+        e.hand_out(splits);
+        if cfg.bounded() {
+            for tx in e.readers.values() {
+                let _ = tx.send(ReaderEvent::NoMoreSplits);
+            }
+        }
+        Ok(e)
+    }
+
+    /// Positions from the checkpoint, for clusters and topics still subscribed.
+    fn restore(&mut self) -> Result<Vec<KafkaSplit>, SourceError> {
+        let Some(cp) = self.cfg.restore.clone() else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        for (cluster, saved) in &cp.clusters {
+            let Some(state) = self.clusters.get_mut(cluster.as_str()) else {
+                tracing::info!(cluster, "checkpointed cluster is no longer subscribed; dropping its positions");
+                continue;
+            };
+            if let (Some(expected), Some(actual)) = (&saved.kafka_cluster_id, &state.kafka_cluster_id)
+                && expected != actual
+            {
+                if self.cfg.discard_mismatched_positions {
+                    tracing::warn!(cluster, expected, actual, "cluster identity changed; starting this cluster fresh as configured");
+                    continue;
+                }
+                return Err(SourceError::ClusterIdentity {
+                    cluster: cluster.clone(),
+                    expected: expected.clone(),
+                    actual: actual.clone(),
+                });
+            }
+            state.initial_discovery_done = saved.initial_discovery_done;
+            for s in &saved.splits {
+                if !state.topics.contains(&s.topic) {
+                    continue;
+                }
+                state.known.insert((s.topic.clone(), s.partition));
+                out.push(KafkaSplit {
+                    id: SplitId::new(cluster, &s.topic, s.partition),
+                    next_offset: s.next_offset,
+                    stop_offset: s.stop_offset,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    fn broadcast_cluster_info(&self) {
+        for (cluster, state) in &self.clusters {
+            for tx in self.readers.values() {
+                let _ = tx.send(ReaderEvent::ClusterInfo {
+                    cluster: cluster.clone(),
+                    kafka_cluster_id: state.kafka_cluster_id.clone(),
+                    initial_discovery_done: true,
+                });
+            }
+        }
+    }
+
+    /// Discovers new partitions on every cluster, concurrently. At start-up
+    /// (`strict`) any failure is returned; later, a failing cluster is reported and
+    /// retried at the next discovery while the others go on.
+    async fn discover_all(&mut self, strict: bool) -> Result<Vec<KafkaSplit>, SourceError> {
+        let mut tasks = tokio::task::JoinSet::new();
+        for (cluster, state) in &self.clusters {
+            let cluster = cluster.clone();
+            let client = state.client.clone();
+            let topics = state.topics.clone();
+            let known = state.known.clone();
+            let start = state.start.clone();
+            let stop = state.stop.clone();
+            let done = state.initial_discovery_done;
+            tasks.spawn_blocking(move || {
+                let r = discover_blocking(&cluster, &client, &topics, &known, &start, stop.as_ref(), done);
+                (cluster, r)
+            });
+        }
+        let mut out = Vec::new();
+        while let Some(joined) = tasks.join_next().await {
+            let (cluster, result) =
+                joined.map_err(|e| SourceError::Config(format!("discovery task failed: {e}")))?;
+            match result {
+                Ok(splits) => {
+                    if let Some(state) = self.clusters.get_mut(&cluster) {
+                        state.initial_discovery_done = true;
+                        for s in &splits {
+                            state.known.insert((s.id.topic.to_string(), s.id.partition));
+                        }
+                    }
+                    out.extend(splits);
+                }
+                Err(e) if strict => return Err(e),
+                Err(e) => {
+                    let active = self.service.is_cluster_active(&cluster).await.unwrap_or(true);
+                    if active {
+                        tracing::warn!(cluster = %cluster, error = %e, "partition discovery failed; retrying at the next interval");
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Assigns splits to live readers and sends them, grouped by reader and cluster.
+    fn hand_out(&mut self, mut splits: Vec<KafkaSplit>) {
+        splits.append(&mut self.unassigned);
+        if splits.is_empty() {
+            return;
+        }
+        let alive: Vec<usize> = self.readers.keys().copied().collect();
+        let ids: Vec<SplitId> = splits.iter().map(|s| s.id.clone()).collect();
+        let chosen: BTreeMap<SplitId, usize> = assign(&self.owners, &ids, &alive, self.cfg.strategy)
+            .into_iter()
+            .collect();
+        let mut per_reader: BTreeMap<(usize, Arc<str>), Vec<KafkaSplit>> = BTreeMap::new();
+        for s in splits {
+            match chosen.get(&s.id) {
+                Some(r) => {
+                    self.owners.insert(s.id.clone(), *r);
+                    per_reader.entry((*r, s.id.cluster.clone())).or_default().push(s);
+                }
+                None if self.owners.contains_key(&s.id) => {}
+                None => self.unassigned.push(s),
+            }
+        }
+        for ((reader, cluster), splits) in per_reader {
+            let Some(state) = self.clusters.get(&cluster) else {
+                continue;
+            };
+            if let Some(tx) = self.readers.get(&reader) {
+                tracing::debug!(reader, cluster = %cluster, count = splits.len(), "assigning splits");
+                let _ = tx.send(ReaderEvent::Assign {
+                    cluster: cluster.clone(),
+                    properties: state.reader_props.clone(),
+                    splits,
+                });
+            }
+        }
+    }
+
+    fn reader_closed(&mut self, reader: usize, splits: Vec<KafkaSplit>) {
+        self.readers.remove(&reader);
+        self.owners.retain(|_, r| *r != reader);
+        tracing::info!(reader, splits = splits.len(), "reader closed; reassigning its splits");
+        let live: Vec<KafkaSplit> = splits
+            .into_iter()
+            .filter(|s| self.clusters.contains_key(&s.id.cluster))
+            .collect();
+        self.hand_out(live);
+    }
+
+    async fn commit(&self, cp: &Checkpoint) -> Result<(), SourceError> {
+        if self.cfg.group_id.is_none() {
+            return Err(SourceError::Config("committing offsets needs a group id".into()));
+        }
+        let mut tasks = tokio::task::JoinSet::new();
+        for (cluster, saved) in &cp.clusters {
+            let Some(state) = self.clusters.get(cluster.as_str()) else {
+                continue;
+            };
+            let offsets: Vec<(String, i32, i64)> = saved
+                .splits
+                .iter()
+                .filter(|s| s.next_offset >= 0)
+                .map(|s| (s.topic.clone(), s.partition, s.next_offset))
+                .collect();
+            let client = state.client.clone();
+            let cluster = cluster.clone();
+            tasks.spawn_blocking(move || (cluster.clone(), client.commit(&offsets)));
+        }
+        let mut failures = Vec::new();
+        while let Some(joined) = tasks.join_next().await {
+            let Ok((cluster, result)) = joined else {
+                failures.push("a commit task panicked".to_string());
+                continue;
+            };
+            match result {
+                Ok(()) => metrics::counter!(m::COMMITS_SUCCEEDED, "cluster" => cluster).increment(1),
+                Err(e) => {
+                    metrics::counter!(m::COMMITS_FAILED, "cluster" => cluster).increment(1);
+                    failures.push(e.to_string());
+                }
+            }
+        }
+        if failures.is_empty() {
+            Ok(())
+        } else {
+            Err(SourceError::Cluster {
+                cluster: "commit".into(),
+                message: failures.join("; "),
+            })
+        }
+    }
+
+    /// Runs until every handle is gone.
+    pub async fn run(mut self) {
+        let interval = if self.cfg.bounded() {
+            None
+        } else {
+            self.cfg.partition_discovery
+        };
+        let mut ticker = interval.map(|d| {
+            let mut t = tokio::time::interval_at(tokio::time::Instant::now() + d, d);
+            t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            t
+        });
+        let mut handles_open = true;
+        loop {
+            tokio::select! {
+                cmd = self.commands.recv(), if handles_open => match cmd {
+                    Some(Command::Commit(cp, reply)) => {
+                        let r = self.commit(&cp).await;
+                        let _ = reply.send(r);
+                    }
+                    // The coordinator is gone; keep discovering for the readers.
+                    None => handles_open = false,
+                },
+                notice = self.notices.recv() => match notice {
+                    Some(ReaderNotice::Closed { reader, splits }) => self.reader_closed(reader, splits),
+                    None => break,
+                },
+                _ = async { ticker.as_mut().expect("guarded").tick().await }, if ticker.is_some() => {
+                    if let Ok(splits) = self.discover_all(false).await {
+                        if !splits.is_empty() {
+                            tracing::info!(count = splits.len(), "new partitions discovered");
+                        }
+                        self.hand_out(splits);
+                    }
+                }
+            }
+        }
+        let _ = self.service.close().await;
+    }
+}

@@ -1,0 +1,514 @@
+use std::collections::BTreeSet;
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::offsets::{OffsetReset, StartingOffsets, StoppingOffsets};
+
+const SECRET: &str = "S3CRET-do-not-print";
+
+fn env(name: &str) -> Option<String> {
+    match name {
+        "PASSWORD" => Some(SECRET.into()),
+        "EAST_BOOTSTRAP" => Some(format!("{SECRET}-east:9092")),
+        "OTHER_BOOTSTRAP" => Some(format!("{SECRET}-other:9092")),
+        "WEST_BOOTSTRAP" => Some("west-1:9092".into()),
+        _ => None,
+    }
+}
+
+fn parse(text: &str) -> Result<BTreeMap<String, KafkaStream>, MetadataError> {
+    parse_metadata_with(text, Path::new("streams.yaml"), &env)
+}
+
+/// The error and the line it points at; also checks every error is one line and
+/// shows no secret.
+fn error_line(text: &str) -> (MetadataError, u32) {
+    let err = parse(text).expect_err("the file must be rejected");
+    let shown = err.to_string();
+    assert!(!shown.contains(SECRET), "secret in {shown}");
+    assert!(!shown.contains('\n'), "multi-line {shown}");
+    assert!(shown.starts_with("streams.yaml:"), "no file in {shown}");
+    let line = err.location().map(|l| l.line).unwrap_or(0);
+    (err, line)
+}
+
+const FLINK: &str = "\
+- streamId: orders
+  clusterMetadataList:
+    - clusterId: east
+      bootstrapServers: east-1:9092,east-2:9092
+      topics: [orders, orders-v2]
+    - clusterId: west
+      bootstrapServers: west-1:9092
+      topics:
+        - orders
+- streamId: payments
+  clusterMetadataList:
+    - clusterId: east
+      bootstrapServers: east-1:9092,east-2:9092
+      topics: [payments]
+";
+
+const RICH: &str = r#"
+version: 1
+clusters:
+  east:
+    bootstrapServers: east-1:9092
+    properties:
+      security.protocol: SASL_SSL
+      sasl.username: app
+      sasl.password: "${env:PASSWORD}"
+      session.timeout.ms: 30000
+      enable.auto.commit: false
+    startingOffsets: earliest
+    stoppingOffsets: {timestamp: 1700000000000}
+  west:
+    properties: { bootstrap.servers: "${env:WEST_BOOTSTRAP}" }
+streams:
+  orders:
+    clusters:
+      east: { topics: [orders] }
+      west:
+        topics: [orders, orders-v2]
+        startingOffsets: {committed: {reset: latest}}
+        properties: { client.id: orders-west }
+"#;
+
+#[test]
+fn the_flink_layout_reads_as_streams_of_clusters() {
+    let streams = parse(FLINK).unwrap();
+    assert_eq!(streams.keys().collect::<Vec<_>>(), ["orders", "payments"]);
+    let orders = &streams["orders"];
+    assert_eq!(orders.stream_id, "orders");
+    let east = &orders.clusters["east"];
+    assert_eq!(east.bootstrap_servers(), "east-1:9092,east-2:9092");
+    assert_eq!(
+        east.topics,
+        BTreeSet::from(["orders".into(), "orders-v2".into()])
+    );
+    assert_eq!(east.properties.len(), 1);
+    assert_eq!(east.starting_offsets, None);
+    assert_eq!(orders.clusters["west"].topics.len(), 1);
+    assert_eq!(
+        streams["payments"].clusters["east"].bootstrap_servers(),
+        east.bootstrap_servers()
+    );
+}
+
+#[test]
+fn the_rich_layout_merges_cluster_definitions_with_stream_overrides() {
+    let streams = parse(RICH).unwrap();
+    let east = &streams["orders"].clusters["east"];
+    assert_eq!(east.bootstrap_servers(), "east-1:9092");
+    assert_eq!(east.properties.get("sasl.password"), Some(SECRET));
+    assert_eq!(east.properties.get("session.timeout.ms"), Some("30000"));
+    assert_eq!(east.properties.get("enable.auto.commit"), Some("false"));
+    assert_eq!(east.starting_offsets, Some(StartingOffsets::Earliest));
+    assert_eq!(
+        east.stopping_offsets,
+        Some(StoppingOffsets::Timestamp(1_700_000_000_000))
+    );
+
+    let west = &streams["orders"].clusters["west"];
+    assert_eq!(west.bootstrap_servers(), "west-1:9092");
+    assert_eq!(west.properties.get("client.id"), Some("orders-west"));
+    assert_eq!(
+        west.starting_offsets,
+        Some(StartingOffsets::Committed {
+            reset: OffsetReset::Latest
+        })
+    );
+    assert_eq!(west.stopping_offsets, None);
+}
+
+#[test]
+fn resolved_values_are_secrets_in_debug_output() {
+    let streams = parse(RICH).unwrap();
+    let shown = format!("{streams:?}");
+    assert!(!shown.contains(SECRET), "{shown}");
+    assert!(shown.contains("sasl.username"), "{shown}");
+    // A value from a reference is secret whatever its key.
+    let text = "clusters:\n  c:\n    bootstrapServers: b:1\n    properties: {client.id: \"${env:PASSWORD}\"}\n\
+                streams:\n  s:\n    clusters:\n      c: {topics: [t]}\n";
+    let streams = parse(text).unwrap();
+    let props = &streams["s"].clusters["c"].properties;
+    assert!(props.is_secret("client.id"));
+    assert!(!format!("{streams:?}").contains(SECRET));
+}
+
+#[test]
+fn a_double_dollar_is_a_literal_dollar_brace() {
+    let text = "- streamId: s\n  clusterMetadataList:\n    - clusterId: c\n      bootstrapServers: b:1\n      \
+                topics: [t]\n      properties: {client.id: \"$${env:PASSWORD}\"}\n";
+    let streams = parse(text).unwrap();
+    let props = &streams["s"].clusters["c"].properties;
+    assert_eq!(props.get("client.id"), Some("${env:PASSWORD}"));
+    assert!(!props.is_secret("client.id"));
+}
+
+#[test]
+fn a_yaml_syntax_error_names_file_line_and_column() {
+    let (err, line) = error_line("- streamId: s\n  clusterMetadataList: [\n");
+    assert!(matches!(err, MetadataError::Syntax { .. }), "{err}");
+    assert_eq!(line, 2, "{err}");
+}
+
+#[test]
+fn an_unknown_field_is_a_syntax_error_on_its_line() {
+    let (err, line) = error_line(&RICH.replace(
+        "    startingOffsets: earliest",
+        "    startOffsets: earliest",
+    ));
+    assert!(matches!(err, MetadataError::Syntax { .. }), "{err}");
+    assert!(err.to_string().contains("startOffsets"), "{err}");
+    assert_eq!(line, 12);
+}
+
+#[test]
+fn a_bad_offset_spec_is_a_syntax_error_on_its_line() {
+    let (err, line) =
+        error_line(&RICH.replace("startingOffsets: earliest", "startingOffsets: oldest"));
+    assert!(matches!(err, MetadataError::Syntax { .. }), "{err}");
+    assert_eq!(line, 12);
+}
+
+#[test]
+fn a_cluster_without_bootstrap_servers_points_at_the_cluster() {
+    let flink = FLINK.replace("      bootstrapServers: west-1:9092\n", "");
+    let (err, line) = error_line(&flink);
+    assert!(
+        matches!(&err, MetadataError::MissingBootstrapServers { cluster, .. } if cluster == "west"),
+        "{err}"
+    );
+    assert_eq!(line, 6);
+
+    let rich = RICH.replace("    bootstrapServers: east-1:9092\n", "");
+    let (err, line) = error_line(&rich);
+    assert!(
+        matches!(&err, MetadataError::MissingBootstrapServers { cluster, .. } if cluster == "east"),
+        "{err}"
+    );
+    assert_eq!(line, 4);
+
+    let blank = FLINK.replace("bootstrapServers: west-1:9092", "bootstrapServers: ' '");
+    let (err, line) = error_line(&blank);
+    assert!(
+        matches!(err, MetadataError::MissingBootstrapServers { .. }),
+        "{err}"
+    );
+    assert_eq!(line, 7);
+}
+
+#[test]
+fn one_cluster_id_with_two_bootstrap_lists_names_both_places() {
+    let text = FLINK.replacen(
+        "bootstrapServers: east-1:9092,east-2:9092\n      topics: [payments]",
+        "bootstrapServers: east-9:9092\n      topics: [payments]",
+        1,
+    );
+    let (err, line) = error_line(&text);
+    match &err {
+        MetadataError::ConflictingBootstrapServers {
+            cluster,
+            first_location,
+            second,
+            ..
+        } => {
+            assert_eq!(cluster, "east");
+            assert_eq!(second, "east-9:9092");
+            assert_eq!(first_location.as_ref().map(|l| l.line), Some(4));
+        }
+        other => panic!("unexpected {other}"),
+    }
+    assert_eq!(line, 13);
+    assert!(err.to_string().contains("streams.yaml:4:"), "{err}");
+}
+
+#[test]
+fn conflicting_bootstrap_lists_from_references_are_shown_as_written() {
+    let text = "\
+- streamId: a
+  clusterMetadataList:
+    - {clusterId: east, bootstrapServers: '${env:EAST_BOOTSTRAP}', topics: [t]}
+- streamId: b
+  clusterMetadataList:
+    - {clusterId: east, bootstrapServers: '${env:OTHER_BOOTSTRAP}', topics: [t]}
+";
+    let (err, line) = error_line(text);
+    assert!(
+        matches!(err, MetadataError::ConflictingBootstrapServers { .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("${env:OTHER_BOOTSTRAP}"), "{err}");
+    assert_eq!(line, 6);
+}
+
+#[test]
+fn a_repeated_stream_id_is_a_duplicate_stream() {
+    let flink = format!(
+        "{FLINK}{}",
+        &FLINK[FLINK.find("- streamId: payments").unwrap()..]
+    );
+    let (err, line) = error_line(&flink);
+    assert!(
+        matches!(&err, MetadataError::DuplicateStream { stream, .. } if stream == "payments"),
+        "{err}"
+    );
+    assert_eq!(line, 15);
+
+    let rich = format!("{RICH}  orders:\n    clusters:\n      east: {{ topics: [x] }}\n");
+    let (err, line) = error_line(&rich);
+    assert!(
+        matches!(&err, MetadataError::DuplicateStream { stream, .. } if stream == "orders"),
+        "{err}"
+    );
+    assert_eq!(line, 24);
+}
+
+#[test]
+fn a_stream_referencing_an_undefined_cluster_is_unknown_cluster() {
+    let (err, line) = error_line(&RICH.replace(
+        "      east: { topics: [orders] }",
+        "      north: { topics: [orders] }",
+    ));
+    assert!(
+        matches!(&err, MetadataError::UnknownCluster { stream, cluster, .. } if stream == "orders" && cluster == "north"),
+        "{err}"
+    );
+    assert_eq!(line, 19);
+}
+
+#[test]
+fn empty_lists_and_ids_are_invalid_where_they_are() {
+    let cases: [(String, u32); 9] = [
+        (
+            FLINK.replace("topics: [orders, orders-v2]", "topics: []"),
+            5,
+        ),
+        (FLINK.replace("- streamId: payments", "- streamId: ''"), 10),
+        (
+            FLINK.replace("- clusterId: west", "- clusterId: ' west'"),
+            6,
+        ),
+        (
+            FLINK.replace("topics: [payments]", "topics: ['bad topic']"),
+            14,
+        ),
+        ("- streamId: s\n  clusterMetadataList: []\n".into(), 2),
+        (RICH.replace("version: 1", "version: 2"), 2),
+        (
+            RICH.replace(
+                "      east: { topics: [orders] }",
+                "      east: { topics: [] }",
+            ),
+            19,
+        ),
+        (
+            RICH.replace(
+                "properties: { client.id: orders-west }",
+                "properties: { bootstrap.servers: x:1 }",
+            ),
+            23,
+        ),
+        (
+            RICH.replace(
+                "    properties: { bootstrap",
+                "    bootstrapServers: a:1\n    properties: { bootstrap",
+            ),
+            16,
+        ),
+    ];
+    for (text, expected) in cases {
+        let (err, line) = error_line(&text);
+        assert!(matches!(err, MetadataError::Invalid { .. }), "{err}");
+        assert_eq!(line, expected, "{err}");
+    }
+}
+
+#[test]
+fn a_cluster_listed_twice_in_one_stream_is_invalid() {
+    let text = FLINK.replace("- clusterId: west", "- clusterId: east");
+    let (err, line) = error_line(&text);
+    assert!(matches!(err, MetadataError::Invalid { .. }), "{err}");
+    assert_eq!(line, 6);
+}
+
+#[test]
+fn an_unresolved_reference_points_at_its_value() {
+    let (err, line) = error_line(&RICH.replace("${env:PASSWORD}", "${env:MISSING}"));
+    assert!(
+        matches!(err, MetadataError::UnresolvedReference { .. }),
+        "{err}"
+    );
+    assert_eq!(line, 9);
+}
+
+#[test]
+fn errors_after_inline_secrets_do_not_quote_the_file() {
+    let text = "clusters:\n  c:\n    bootstrapServers: b:1\n    properties: {sasl.password: S3CRET-do-not-print}\n\
+                streams: [oops\n";
+    let (err, _) = error_line(text);
+    assert!(matches!(err, MetadataError::Syntax { .. }), "{err}");
+}
+
+#[test]
+fn an_empty_document_is_a_located_error() {
+    let (err, line) = error_line("");
+    assert!(matches!(err, MetadataError::Syntax { .. }), "{err}");
+    assert_eq!(line, 1);
+}
+
+#[test]
+fn an_empty_stream_list_is_no_streams() {
+    assert!(parse("[]").unwrap().is_empty());
+    assert!(parse("clusters: {}\nstreams: {}\n").unwrap().is_empty());
+}
+
+proptest! {
+    #[test]
+    fn arbitrary_text_never_panics(text in "\\PC{0,200}") {
+        let _ = parse(&text);
+    }
+
+    #[test]
+    fn mangled_valid_files_never_panic(cut in 0usize..400, insert in "[-:{}\\[\\]$ ,'\"\n#&*!a-z]{0,8}") {
+        for base in [FLINK, RICH] {
+            let mut at = cut.min(base.len());
+            while !base.is_char_boundary(at) {
+                at -= 1;
+            }
+            let text = format!("{}{}{}", &base[..at], insert, &base[at..]);
+            if let Err(e) = parse(&text) {
+                let shown = e.to_string();
+                prop_assert!(!shown.contains('\n'));
+                prop_assert!(!shown.contains(SECRET));
+            }
+        }
+    }
+}
+
+// --- the service -------------------------------------------------------------
+
+fn write(path: &Path, text: &str) {
+    std::fs::write(path, text).unwrap();
+}
+
+#[tokio::test]
+async fn load_serves_the_file_and_describe_filters_by_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("streams.yaml");
+    write(&path, FLINK);
+    let service = FileMetadataService::load(&path).unwrap();
+    let got = service
+        .describe_streams(&["orders".into(), "missing".into()])
+        .await
+        .unwrap();
+    assert_eq!(got.keys().collect::<Vec<_>>(), ["orders"]);
+    assert!(service.is_cluster_active("west").await.unwrap());
+    assert!(!service.is_cluster_active("north").await.unwrap());
+    assert_eq!(service.all_streams().await.unwrap().len(), 2);
+}
+
+#[test]
+fn load_fails_on_a_missing_or_bad_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("streams.yaml");
+    let err = FileMetadataService::load(&path).unwrap_err();
+    assert!(matches!(err, MetadataError::Io { .. }), "{err}");
+    write(&path, "- streamId: [\n");
+    let err = FileMetadataService::watch(&path).unwrap_err();
+    assert!(matches!(err, MetadataError::Syntax { .. }), "{err}");
+}
+
+#[tokio::test]
+async fn a_manual_reload_applies_good_files_and_keeps_the_last_good_on_bad_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("streams.yaml");
+    write(&path, FLINK);
+    let service = FileMetadataService::load(&path).unwrap();
+    let mut changes = service.changes().unwrap();
+    let mut reloads = service.reloads();
+
+    assert!(!service.reload().unwrap(), "same file, no change");
+    assert_eq!(service.generation(), 0);
+
+    write(&path, "- streamId: orders\n  clusterMetadataList: oops\n");
+    let err = service.reload().unwrap_err();
+    assert_eq!(service.last_error(), Some(err.clone()));
+    assert_eq!(err.location().map(|l| l.line), Some(2));
+    assert!(reloads.has_changed().unwrap());
+    reloads.mark_unchanged();
+    assert_eq!(
+        service.all_streams().await.unwrap().len(),
+        2,
+        "last good kept"
+    );
+    assert!(!changes.has_changed().unwrap());
+
+    write(
+        &path,
+        &FLINK.replace("- streamId: payments", "- streamId: refunds"),
+    );
+    assert!(service.reload().unwrap());
+    assert_eq!(service.last_error(), None);
+    assert_eq!(service.generation(), 1);
+    assert_eq!(*changes.borrow_and_update(), 1);
+    assert!(reloads.has_changed().unwrap());
+    assert!(service.all_streams().await.unwrap().contains_key("refunds"));
+}
+
+#[tokio::test]
+async fn a_closed_service_refuses_calls_and_stops_watching() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("streams.yaml");
+    write(&path, FLINK);
+    let service = FileMetadataService::watch(&path).unwrap();
+    service.close().await.unwrap();
+    service.close().await.unwrap();
+    assert!(service.watch.lock().unwrap().is_none());
+    assert_eq!(
+        service.all_streams().await.unwrap_err(),
+        MetadataError::Closed
+    );
+    assert_eq!(
+        service.describe_streams(&[]).await.unwrap_err(),
+        MetadataError::Closed
+    );
+    assert_eq!(service.reload().unwrap_err(), MetadataError::Closed);
+}
+
+#[test]
+fn dropping_a_watching_service_ends_its_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("streams.yaml");
+    write(&path, FLINK);
+    let service = FileMetadataService::watch(&path).unwrap();
+    let shared = Arc::downgrade(&service.shared);
+    drop(service);
+    // The thread held the only other reference; it is gone once the thread ended.
+    assert!(shared.upgrade().is_none());
+}
+
+#[test]
+fn debug_output_shows_the_path_but_no_secret() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("streams.yaml");
+    std::fs::write(dir.path().join("pw"), format!("{SECRET}\n")).unwrap();
+    write(
+        &path,
+        &RICH
+            .replace("${env:PASSWORD}", "${file:pw}")
+            .replace("${env:WEST_BOOTSTRAP}", "w:1"),
+    );
+    let service = FileMetadataService::load(&path).unwrap();
+    assert_eq!(
+        service.streams()["orders"].clusters["east"]
+            .properties
+            .get("sasl.password"),
+        Some(SECRET)
+    );
+    let shown = format!("{service:?} {:?}", service.streams());
+    assert!(shown.contains("streams.yaml"), "{shown}");
+    assert!(!shown.contains(SECRET), "{shown}");
+}

@@ -1,0 +1,450 @@
+//! The source: builder, running handles.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot};
+
+use crate::assignment::AssignmentStrategy;
+use crate::checkpoint::Checkpoint;
+use crate::deserializer::{Bytes, Deserializer};
+use crate::enumerator::{Command, Enumerator, SourceConfig, Subscription};
+use crate::error::SourceError;
+use crate::metadata::KafkaMetadataService;
+use crate::offsets::{StartingOffsets, StoppingOffsets};
+use crate::properties::ClientProperties;
+use crate::reader::{ReaderParts, SourceReader};
+use crate::record::Record;
+
+/// Default interval of partition discovery in unbounded mode (on by default).
+pub const DEFAULT_PARTITION_DISCOVERY: Duration = Duration::from_secs(30);
+
+/// Reads one logical stream from many Kafka clusters. Built with
+/// [`MultiClusterKafkaSource::builder`], then opened as a single stream
+/// ([`open`](MultiClusterKafkaSource::open)) or as parallel readers
+/// ([`open_parallel`](MultiClusterKafkaSource::open_parallel)).
+///
+/// ```no_run
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// use multicluster_kafka::prelude::*;
+///
+/// let source = MultiClusterKafkaSource::builder()
+///     .metadata_service(FileMetadataService::watch("streams.yaml")?)
+///     .stream_ids(["orders"])
+///     .group_id("my-consumer-group")
+///     .deserializer(ValueOnly::<String>::utf8())
+///     .starting_offsets(StartingOffsets::Earliest)
+///     .build()?;
+/// let mut stream = source.open().await?;
+/// while let Some(record) = stream.next().await {
+///     let record = record?;
+///     println!("{} {}/{}@{}: {}", record.cluster, record.topic, record.partition, record.offset, record.value);
+/// }
+/// # Ok(()) }
+/// ```
+pub struct MultiClusterKafkaSource<D: Deserializer> {
+    cfg: SourceConfig,
+    service: Arc<dyn KafkaMetadataService>,
+    deserializer: Arc<D>,
+}
+
+impl<D: Deserializer> std::fmt::Debug for MultiClusterKafkaSource<D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MultiClusterKafkaSource")
+            .field("subscription", &self.cfg.subscription)
+            .field("group_id", &self.cfg.group_id)
+            .field("bounded", &self.cfg.bounded())
+            .field("parallelism", &self.cfg.parallelism)
+            .field("properties", &self.cfg.properties)
+            .finish()
+    }
+}
+
+impl MultiClusterKafkaSource<Bytes> {
+    /// Starts a builder (values as bytes until a deserializer is set).
+    pub fn builder() -> SourceBuilder<Bytes> {
+        SourceBuilder {
+            service: None,
+            stream_ids: Vec::new(),
+            pattern: None,
+            group_id: None,
+            deserializer: Bytes,
+            starting: StartingOffsets::Earliest,
+            stopping: None,
+            properties: ClientProperties::new(),
+            parallelism: 1,
+            partition_discovery: PartitionDiscovery::Default,
+            strategy: AssignmentStrategy::default(),
+            restore: None,
+            discard_mismatched_positions: false,
+            client_timeout: Duration::from_secs(30),
+            channel_capacity: 8,
+            max_batch: 1024,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+enum PartitionDiscovery {
+    Default,
+    Every(Duration),
+    Off,
+}
+
+/// Configures a [`MultiClusterKafkaSource`]; see [`MultiClusterKafkaSource::builder`].
+pub struct SourceBuilder<D> {
+    service: Option<Arc<dyn KafkaMetadataService>>,
+    stream_ids: Vec<String>,
+    pattern: Option<String>,
+    group_id: Option<String>,
+    deserializer: D,
+    starting: StartingOffsets,
+    stopping: Option<StoppingOffsets>,
+    properties: ClientProperties,
+    parallelism: usize,
+    partition_discovery: PartitionDiscovery,
+    strategy: AssignmentStrategy,
+    restore: Option<Checkpoint>,
+    discard_mismatched_positions: bool,
+    client_timeout: Duration,
+    channel_capacity: usize,
+    max_batch: usize,
+}
+
+impl<D> std::fmt::Debug for SourceBuilder<D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SourceBuilder")
+            .field("stream_ids", &self.stream_ids)
+            .field("pattern", &self.pattern)
+            .field("group_id", &self.group_id)
+            .field("properties", &self.properties)
+            .finish()
+    }
+}
+
+impl<D: Deserializer> SourceBuilder<D> {
+    /// The metadata service (required).
+    pub fn metadata_service(mut self, service: impl KafkaMetadataService) -> Self {
+        self.service = Some(Arc::new(service));
+        self
+    }
+
+    /// A shared metadata service (required, or [`SourceBuilder::metadata_service`]).
+    pub fn shared_metadata_service(mut self, service: Arc<dyn KafkaMetadataService>) -> Self {
+        self.service = Some(service);
+        self
+    }
+
+    /// The stream ids to read. Unknown ids fail [`MultiClusterKafkaSource::open`].
+    pub fn stream_ids<I: IntoIterator<Item = S>, S: Into<String>>(mut self, ids: I) -> Self {
+        self.stream_ids = ids.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Read every stream whose id matches this regular expression (unanchored, like
+    /// `Regex::is_match`), instead of a list of ids.
+    pub fn stream_pattern(mut self, pattern: impl Into<String>) -> Self {
+        self.pattern = Some(pattern.into());
+        self
+    }
+
+    /// The consumer group id used for committed offsets and commits (the same on every
+    /// cluster).
+    pub fn group_id(mut self, group_id: impl Into<String>) -> Self {
+        self.group_id = Some(group_id.into());
+        self
+    }
+
+    /// Sets the deserializer.
+    pub fn deserializer<D2: Deserializer>(self, deserializer: D2) -> SourceBuilder<D2> {
+        SourceBuilder {
+            service: self.service,
+            stream_ids: self.stream_ids,
+            pattern: self.pattern,
+            group_id: self.group_id,
+            deserializer,
+            starting: self.starting,
+            stopping: self.stopping,
+            properties: self.properties,
+            parallelism: self.parallelism,
+            partition_discovery: self.partition_discovery,
+            strategy: self.strategy,
+            restore: self.restore,
+            discard_mismatched_positions: self.discard_mismatched_positions,
+            client_timeout: self.client_timeout,
+            channel_capacity: self.channel_capacity,
+            max_batch: self.max_batch,
+        }
+    }
+
+    /// Where splits start (default: earliest). Clusters may override it in metadata.
+    pub fn starting_offsets(mut self, offsets: StartingOffsets) -> Self {
+        self.starting = offsets;
+        self
+    }
+
+    /// Makes the source bounded: every split stops here, and the input ends when all
+    /// have. Clusters may override it in metadata.
+    pub fn stopping_offsets(mut self, offsets: StoppingOffsets) -> Self {
+        self.stopping = Some(offsets);
+        self
+    }
+
+    /// Client properties for every cluster (librdkafka keys). Cluster properties from
+    /// the metadata take precedence.
+    pub fn properties(mut self, properties: ClientProperties) -> Self {
+        self.properties = self.properties.merged_with(&properties);
+        self
+    }
+
+    /// One client property for every cluster.
+    pub fn property(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.properties.set(key, value);
+        self
+    }
+
+    /// Number of parallel readers for [`MultiClusterKafkaSource::open_parallel`]
+    /// (default 1).
+    pub fn parallelism(mut self, readers: usize) -> Self {
+        self.parallelism = readers;
+        self
+    }
+
+    /// How often to look for new partitions in unbounded mode (default 30 s).
+    pub fn partition_discovery_interval(mut self, every: Duration) -> Self {
+        self.partition_discovery = PartitionDiscovery::Every(every);
+        self
+    }
+
+    /// Turns periodic partition discovery off.
+    pub fn without_partition_discovery(mut self) -> Self {
+        self.partition_discovery = PartitionDiscovery::Off;
+        self
+    }
+
+    /// How splits are spread over readers (default: global balance).
+    pub fn assignment_strategy(mut self, strategy: AssignmentStrategy) -> Self {
+        self.strategy = strategy;
+        self
+    }
+
+    /// Resume from a checkpoint.
+    pub fn restore_from(mut self, checkpoint: Checkpoint) -> Self {
+        self.restore = Some(checkpoint);
+        self
+    }
+
+    /// When a checkpointed cluster now reports a different Kafka `cluster.id`, start
+    /// that cluster fresh instead of failing. Off by default.
+    pub fn discard_positions_of_replaced_clusters(mut self, discard: bool) -> Self {
+        self.discard_mismatched_positions = discard;
+        self
+    }
+
+    /// Timeout of metadata and offset lookups (default 30 s).
+    pub fn client_timeout(mut self, timeout: Duration) -> Self {
+        self.client_timeout = timeout;
+        self
+    }
+
+    /// Records per fetch batch and batches buffered per reader: together with
+    /// librdkafka's `queued.max.messages.kbytes` they bound a reader's memory.
+    pub fn buffering(mut self, max_batch: usize, batches: usize) -> Self {
+        self.max_batch = max_batch;
+        self.channel_capacity = batches;
+        self
+    }
+
+    /// Checks the configuration.
+    pub fn build(self) -> Result<MultiClusterKafkaSource<D>, SourceError> {
+        let config = |m: &str| SourceError::Config(m.to_string());
+        let service = self.service.ok_or_else(|| config("a metadata service is required"))?;
+        let subscription = match (self.stream_ids.is_empty(), self.pattern) {
+            (false, Some(_)) => return Err(config("set stream ids or a stream pattern, not both")),
+            (true, None) => return Err(config("set stream ids or a stream pattern")),
+            (false, None) => {
+                if let Some(bad) = self.stream_ids.iter().find(|s| s.trim().is_empty()) {
+                    return Err(config(&format!("stream id `{bad}` is empty")));
+                }
+                Subscription::Ids(self.stream_ids)
+            }
+            (true, Some(p)) => Subscription::Pattern(
+                regex::Regex::new(&p)
+                    .map_err(|e| config(&format!("invalid stream pattern `{p}`: {}", one_line(&e.to_string()))))?,
+            ),
+        };
+        if self.parallelism == 0 {
+            return Err(config("parallelism must be at least 1"));
+        }
+        if self.max_batch == 0 || self.channel_capacity == 0 {
+            return Err(config("batch size and buffered batches must be at least 1"));
+        }
+        let group_id = self.group_id.or_else(|| self.properties.get("group.id").map(str::to_string));
+        if group_id.is_none() && self.starting.needs_committed() {
+            return Err(config("starting from committed offsets needs a group id"));
+        }
+        if group_id.is_none() && self.stopping.as_ref().is_some_and(StoppingOffsets::needs_committed) {
+            return Err(config("stopping at committed offsets needs a group id"));
+        }
+        let bounded = self.stopping.is_some();
+        let partition_discovery = match (self.partition_discovery, bounded) {
+            (PartitionDiscovery::Every(_), true) => {
+                return Err(config(
+                    "partition discovery cannot be set in bounded mode: a bounded source reads the partitions found at start",
+                ));
+            }
+            (PartitionDiscovery::Every(d), false) if d.is_zero() => {
+                return Err(config("the partition discovery interval must be positive"));
+            }
+            (PartitionDiscovery::Every(d), false) => Some(d),
+            (PartitionDiscovery::Default, false) => Some(DEFAULT_PARTITION_DISCOVERY),
+            (PartitionDiscovery::Default, true) | (PartitionDiscovery::Off, _) => None,
+        };
+        Ok(MultiClusterKafkaSource {
+            cfg: SourceConfig {
+                subscription,
+                group_id,
+                starting: self.starting,
+                stopping: self.stopping,
+                properties: self.properties,
+                parallelism: self.parallelism,
+                partition_discovery,
+                strategy: self.strategy,
+                restore: self.restore,
+                discard_mismatched_positions: self.discard_mismatched_positions,
+                client_timeout: self.client_timeout,
+                channel_capacity: self.channel_capacity,
+                max_batch: self.max_batch,
+                poll_timeout: Duration::from_millis(100),
+            },
+            service,
+            deserializer: Arc::new(self.deserializer),
+        })
+    }
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+impl<D: Deserializer> MultiClusterKafkaSource<D> {
+    /// True when the source ends (stopping offsets set).
+    pub fn is_bounded(&self) -> bool {
+        self.cfg.bounded()
+    }
+
+    /// Starts the source with its configured number of readers.
+    ///
+    /// Reads metadata, connects to every cluster and discovers partitions before it
+    /// returns: an unknown stream id or an unreachable cluster is an error here.
+    pub async fn open_parallel(self) -> Result<(SourceCoordinator, Vec<SourceReader<D>>), SourceError> {
+        let cfg = Arc::new(self.cfg);
+        let (notice_tx, notice_rx) = mpsc::unbounded_channel();
+        let (cmd_tx, cmd_rx) = mpsc::channel(16);
+        let mut senders = BTreeMap::new();
+        let mut readers = Vec::new();
+        for id in 0..cfg.parallelism {
+            let (tx, rx) = mpsc::unbounded_channel();
+            senders.insert(id, tx);
+            readers.push(SourceReader::new(ReaderParts {
+                id,
+                deserializer: self.deserializer.clone(),
+                events: rx,
+                notices: notice_tx.clone(),
+                channel_capacity: cfg.channel_capacity,
+                max_batch: cfg.max_batch,
+                poll_timeout: cfg.poll_timeout,
+            }));
+        }
+        drop(notice_tx);
+        let enumerator = Enumerator::start(cfg, self.service, senders, notice_rx, cmd_rx).await?;
+        let task = tokio::spawn(enumerator.run());
+        Ok((
+            SourceCoordinator {
+                commands: cmd_tx,
+                task: Some(task),
+            },
+            readers,
+        ))
+    }
+
+    /// Starts the source as one stream (one reader; `parallelism` must be 1).
+    pub async fn open(self) -> Result<KafkaSourceStream<D>, SourceError> {
+        if self.cfg.parallelism != 1 {
+            return Err(SourceError::Config(
+                "open() reads with one reader; use open_parallel() for parallelism > 1".into(),
+            ));
+        }
+        let (coordinator, mut readers) = self.open_parallel().await?;
+        let reader = readers.pop().ok_or(SourceError::Closed)?;
+        Ok(KafkaSourceStream { coordinator, reader })
+    }
+}
+
+/// Controls a running source: commits, shutdown.
+#[derive(Debug)]
+pub struct SourceCoordinator {
+    commands: mpsc::Sender<Command>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl SourceCoordinator {
+    /// Commits a checkpoint's offsets to each cluster under the group id. Call it once
+    /// the checkpoint is durable: Kafka then shows the group's progress, and
+    /// `StartingOffsets::Committed` resumes there.
+    pub async fn commit(&self, checkpoint: &Checkpoint) -> Result<(), SourceError> {
+        let (tx, rx) = oneshot::channel();
+        self.commands
+            .send(Command::Commit(checkpoint.clone(), tx))
+            .await
+            .map_err(|_| SourceError::Closed)?;
+        rx.await.map_err(|_| SourceError::Closed)?
+    }
+
+    /// Stops the enumerator and waits for it (readers stop when dropped or closed).
+    pub async fn close(mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for SourceCoordinator {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
+
+/// A running source read as one stream of records.
+#[derive(Debug)]
+pub struct KafkaSourceStream<D: Deserializer> {
+    coordinator: SourceCoordinator,
+    reader: SourceReader<D>,
+}
+
+impl<D: Deserializer> KafkaSourceStream<D> {
+    /// The next record, or `None` at the end of a bounded input.
+    pub async fn next(&mut self) -> Option<Result<Record<D::Value>, SourceError>> {
+        self.reader.next().await
+    }
+
+    /// A checkpoint consistent with the records handed out so far.
+    pub fn checkpoint(&mut self) -> Result<Checkpoint, SourceError> {
+        self.reader.checkpoint()
+    }
+
+    /// Commits a durable checkpoint's offsets to each cluster.
+    pub async fn commit(&self, checkpoint: &Checkpoint) -> Result<(), SourceError> {
+        self.coordinator.commit(checkpoint).await
+    }
+
+    /// Stops reading and waits until every consumer is closed.
+    pub async fn close(self) {
+        self.reader.close().await;
+        self.coordinator.close().await;
+    }
+}
