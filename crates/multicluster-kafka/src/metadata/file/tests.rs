@@ -365,6 +365,22 @@ fn an_empty_stream_list_is_no_streams() {
     assert!(parse("clusters: {}\nstreams: {}\n").unwrap().is_empty());
 }
 
+#[test]
+fn hostile_documents_are_rejected_without_exhausting_the_process() {
+    let mut bomb = String::from("a: &a [x, x, x, x, x, x, x, x, x, x]\n");
+    for level in b'b'..=b'j' {
+        let prev = (level - 1) as char;
+        let this = level as char;
+        bomb.push_str(&format!("{this}: &{this} [*{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}]\n"));
+    }
+    let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+    let anchors = "- streamId: &s s\n  clusterMetadataList: []\n- streamId: *s\n  clusterMetadataList: []\n";
+    for text in [bomb.as_str(), deep.as_str(), anchors] {
+        let (err, _) = error_line(text);
+        assert!(matches!(err, MetadataError::Syntax { .. } | MetadataError::Invalid { .. }), "{err}");
+    }
+}
+
 proptest! {
     #[test]
     fn arbitrary_text_never_panics(text in "\\PC{0,200}") {
