@@ -18,6 +18,9 @@ const VERSION: u32 = 1;
 /// Kafka's limit on topic name length.
 const MAX_TOPIC_LEN: usize = 249;
 
+/// A property's key and value as written.
+type KeyAndValue<'p> = (&'p Spanned<String>, &'p Spanned<String>);
+
 /// A cluster's resolved bootstrap list and where it was written.
 #[derive(Clone)]
 struct Bootstrap {
@@ -248,17 +251,10 @@ impl Context<'_> {
 
     /// Resolves property values. `bootstrap.servers` is handed back unresolved, with
     /// its key, for the caller to place.
-    #[allow(clippy::type_complexity)]
     fn properties<'p>(
         &self,
         raw: Option<&'p RawProperties>,
-    ) -> Result<
-        (
-            ClientProperties,
-            Option<(&'p Spanned<String>, &'p Spanned<String>)>,
-        ),
-        MetadataError,
-    > {
+    ) -> Result<(ClientProperties, Option<KeyAndValue<'p>>), MetadataError> {
         let mut properties = ClientProperties::new();
         let mut bootstrap = None;
         let mut seen = BTreeSet::new();

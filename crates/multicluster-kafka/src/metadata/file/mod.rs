@@ -225,14 +225,21 @@ struct Shared {
     changes: watch::Sender<u64>,
     /// Bumped whenever a reload changes what the service reports, errors included.
     reloads: watch::Sender<u64>,
+    /// Held for a whole read-and-apply, so a slow read of an older file can never
+    /// overwrite a newer one applied meanwhile.
+    reloading: Mutex<()>,
     closed: AtomicBool,
 }
 
 impl FileMetadataService {
     /// Reads the file once; no watching. Fails when the file cannot be read or is
     /// invalid.
+    ///
+    /// A relative path is made absolute (symlinks are kept, not resolved), so a later
+    /// change of the working directory does not change which file is read.
     pub fn load(path: impl AsRef<Path>) -> Result<Self, MetadataError> {
-        let path = path.as_ref().to_path_buf();
+        let path = path.as_ref();
+        let path = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
         let streams = read_metadata(&path)?;
         Ok(Self {
             shared: Arc::new(Shared::new(path, streams)),
@@ -318,6 +325,7 @@ impl Shared {
             }),
             changes: watch::Sender::new(0),
             reloads: watch::Sender::new(0),
+            reloading: Mutex::new(()),
             closed: AtomicBool::new(false),
         }
     }
@@ -335,6 +343,10 @@ impl Shared {
     }
 
     fn reload(&self) -> Result<bool, MetadataError> {
+        let _one_at_a_time = self
+            .reloading
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         let outcome = read_metadata(&self.path);
         let mut state = self.state.write().unwrap_or_else(PoisonError::into_inner);
         match outcome {

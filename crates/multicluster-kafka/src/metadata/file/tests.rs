@@ -374,10 +374,17 @@ fn hostile_documents_are_rejected_without_exhausting_the_process() {
         bomb.push_str(&format!("{this}: &{this} [*{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}]\n"));
     }
     let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
-    let anchors = "- streamId: &s s\n  clusterMetadataList: []\n- streamId: *s\n  clusterMetadataList: []\n";
+    let anchors =
+        "- streamId: &s s\n  clusterMetadataList: []\n- streamId: *s\n  clusterMetadataList: []\n";
     for text in [bomb.as_str(), deep.as_str(), anchors] {
         let (err, _) = error_line(text);
-        assert!(matches!(err, MetadataError::Syntax { .. } | MetadataError::Invalid { .. }), "{err}");
+        assert!(
+            matches!(
+                err,
+                MetadataError::Syntax { .. } | MetadataError::Invalid { .. }
+            ),
+            "{err}"
+        );
     }
 }
 

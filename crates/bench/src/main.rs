@@ -1,0 +1,218 @@
+//! End-to-end benchmark against real Kafka brokers started by the test kit.
+//!
+//! `cargo run --release -p mck-bench -- throughput` pre-fills a logical stream of
+//! 2 clusters × 8 partitions, then reads it to the end, alternating between this
+//! project's source and a plain rdkafka `BaseConsumer` per cluster (same partitions,
+//! same client settings), and prints records/s, MB/s and their ratio.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::{Parser, Subcommand};
+use mck_testkit::{ClusterOptions, KafkaCluster, TestCluster, TestRecord};
+use multicluster_kafka::prelude::*;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
+
+#[derive(Parser)]
+#[command(about = "multicluster-kafka end-to-end benchmarks")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Read throughput: this project vs a plain rdkafka consumer, same run, same data.
+    Throughput {
+        /// Records per cluster.
+        #[arg(long, default_value_t = 400_000)]
+        records: usize,
+        /// Value size in bytes.
+        #[arg(long, default_value_t = 100)]
+        value_size: usize,
+        /// Partitions per cluster.
+        #[arg(long, default_value_t = 8)]
+        partitions: i32,
+        /// Alternating rounds (each reads everything once with each reader).
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+    },
+}
+
+const TOPIC: &str = "bench";
+
+fn start_clusters() -> (KafkaCluster, KafkaCluster) {
+    let opts = |id: &str| {
+        ClusterOptions::new(id).jvm_options(["-Xms1g", "-Xmx1g", "-XX:+UseG1GC", "-Djava.awt.headless=true"])
+    };
+    std::thread::scope(|s| {
+        let a = s.spawn(|| KafkaCluster::start(opts("bench-a")));
+        let b = s.spawn(|| KafkaCluster::start(opts("bench-b")));
+        (
+            a.join().unwrap().expect("cluster bench-a starts"),
+            b.join().unwrap().expect("cluster bench-b starts"),
+        )
+    })
+}
+
+fn prefill(c: &KafkaCluster, partitions: i32, records: usize, value_size: usize) {
+    c.create_topic(TOPIC, partitions).unwrap();
+    let value = vec![b'x'; value_size];
+    let chunk = 50_000;
+    let mut sent = 0;
+    while sent < records {
+        let n = chunk.min(records - sent);
+        let recs: Vec<TestRecord> = (0..n)
+            .map(|i| {
+                TestRecord::value(value.clone())
+                    .with_key(format!("{:08}", sent + i))
+                    .to_partition(((sent + i) % partitions as usize) as i32)
+            })
+            .collect();
+        c.produce(TOPIC, &recs).unwrap();
+        sent += n;
+    }
+}
+
+/// Reads every partition of both clusters to its end with one plain consumer per
+/// cluster (each on its own thread). Returns (records, bytes).
+fn plain(clusters: &[&KafkaCluster], partitions: i32) -> (u64, u64) {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = clusters
+            .iter()
+            .map(|c| {
+                s.spawn(move || {
+                    let consumer: BaseConsumer = ClientConfig::new()
+                        .set("bootstrap.servers", c.bootstrap_servers())
+                        .set("group.id", "bench-plain")
+                        .set("enable.auto.commit", "false")
+                        .set("enable.auto.offset.store", "false")
+                        .set("auto.offset.reset", "error")
+                        .set("enable.partition.eof", "false")
+                        .create()
+                        .unwrap();
+                    let mut tpl = TopicPartitionList::new();
+                    let mut remaining = 0usize;
+                    let mut ends = Vec::new();
+                    for p in 0..partitions {
+                        let (_, high) = consumer.fetch_watermarks(TOPIC, p, Duration::from_secs(10)).unwrap();
+                        ends.push(high);
+                        if high > 0 {
+                            remaining += 1;
+                        }
+                        tpl.add_partition_offset(TOPIC, p, Offset::Beginning).unwrap();
+                    }
+                    consumer.assign(&tpl).unwrap();
+                    let (mut records, mut bytes) = (0u64, 0u64);
+                    while remaining > 0 {
+                        if let Some(m) = consumer.poll(Duration::from_millis(100)) {
+                            let m = m.unwrap();
+                            records += 1;
+                            bytes += (m.key_len() + m.payload_len()) as u64;
+                            if m.offset() + 1 == ends[m.partition() as usize] {
+                                remaining -= 1;
+                            }
+                        }
+                    }
+                    (records, bytes)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
+    })
+}
+
+fn ours(rt: &tokio::runtime::Runtime, clusters: &[&KafkaCluster]) -> (u64, u64) {
+    let mut stream = KafkaStream::new("bench");
+    for c in clusters {
+        stream = stream.with_cluster(
+            c.logical_id(),
+            ClusterMetadata::builder(c.bootstrap_servers()).topic(TOPIC).build().unwrap(),
+        );
+    }
+    let svc = StaticMetadataService::new([stream]).unwrap();
+    rt.block_on(async {
+        let source = MultiClusterKafkaSource::builder()
+            .metadata_service(svc)
+            .stream_ids(["bench"])
+            .deserializer(Bytes)
+            .stopping_offsets(StoppingOffsets::Latest)
+            .build()
+            .unwrap();
+        let mut s = source.open().await.unwrap();
+        let (mut records, mut bytes) = (0u64, 0u64);
+        while let Some(r) = s.next().await {
+            let r = r.unwrap();
+            records += 1;
+            bytes += (r.key.as_ref().map_or(0, Vec::len) + r.value.len()) as u64;
+        }
+        s.close().await;
+        (records, bytes)
+    })
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() {
+    let cli = Cli::parse();
+    match cli.cmd {
+        Cmd::Throughput {
+            records,
+            value_size,
+            partitions,
+            rounds,
+        } => {
+            let (a, b) = start_clusters();
+            let started = Instant::now();
+            std::thread::scope(|s| {
+                s.spawn(|| prefill(&a, partitions, records, value_size));
+                s.spawn(|| prefill(&b, partitions, records, value_size));
+            });
+            eprintln!("prefilled 2 × {records} records of {value_size} B in {:.1} s", started.elapsed().as_secs_f64());
+            let rt = Arc::new(
+                tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .enable_all()
+                    .build()
+                    .unwrap(),
+            );
+            let clusters = [&a, &b];
+            let expected = (2 * records) as u64;
+            let (mut ours_rps, mut plain_rps, mut ours_mbps, mut plain_mbps) = (vec![], vec![], vec![], vec![]);
+            // Warm the brokers' page cache and JIT once before measuring.
+            plain(&clusters, partitions);
+            for round in 0..rounds {
+                let t = Instant::now();
+                let (n, bytes) = plain(&clusters, partitions);
+                let secs = t.elapsed().as_secs_f64();
+                assert_eq!(n, expected, "plain consumer read everything");
+                plain_rps.push(n as f64 / secs);
+                plain_mbps.push(bytes as f64 / secs / 1e6);
+                let t = Instant::now();
+                let (n, bytes) = ours(&rt, &clusters);
+                let secs = t.elapsed().as_secs_f64();
+                assert_eq!(n, expected, "multicluster-kafka read everything");
+                ours_rps.push(n as f64 / secs);
+                ours_mbps.push(bytes as f64 / secs / 1e6);
+                eprintln!(
+                    "round {round}: plain {:.0} rec/s, multicluster-kafka {:.0} rec/s",
+                    plain_rps[round], ours_rps[round]
+                );
+            }
+            let (o, p) = (median(ours_rps), median(plain_rps));
+            println!("workload: 2 clusters x {partitions} partitions, {records} records/cluster, {value_size} B values, 1 reader");
+            println!("| reader | records/s (median of {rounds}) | MB/s |");
+            println!("|---|---|---|");
+            println!("| multicluster-kafka (library, 1 reader) | {o:.0} | {:.1} |", median(ours_mbps));
+            println!("| plain rdkafka BaseConsumer (1 per cluster) | {p:.0} | {:.1} |", median(plain_mbps));
+            println!("ratio multicluster-kafka / plain rdkafka: {:.2}", o / p);
+        }
+    }
+}
