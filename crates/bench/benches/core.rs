@@ -11,7 +11,11 @@ use multicluster_kafka::split::{KafkaSplit, SplitId};
 fn splits(n: usize) -> Vec<KafkaSplit> {
     (0..n)
         .map(|i| KafkaSplit {
-            id: SplitId::new(format!("cluster-{}", i % 4), format!("topic-{}", i / 400), (i % 100) as i32),
+            id: SplitId::new(
+                format!("cluster-{}", i % 4),
+                format!("topic-{}", i / 400),
+                (i % 100) as i32,
+            ),
             next_offset: i as i64 * 1000,
             stop_offset: None,
         })
@@ -23,8 +27,12 @@ fn checkpoint(c: &mut Criterion) {
         let cp = Checkpoint::from_splits(splits(n));
         let bytes = cp.encode();
         println!("checkpoint of {n} splits: {} bytes", bytes.len());
-        c.bench_function(&format!("checkpoint_encode_{n}"), |b| b.iter(|| cp.encode()));
-        c.bench_function(&format!("checkpoint_decode_{n}"), |b| b.iter(|| Checkpoint::decode(&bytes).unwrap()));
+        c.bench_function(&format!("checkpoint_encode_{n}"), |b| {
+            b.iter(|| cp.encode())
+        });
+        c.bench_function(&format!("checkpoint_decode_{n}"), |b| {
+            b.iter(|| Checkpoint::decode(&bytes).unwrap())
+        });
     }
 }
 

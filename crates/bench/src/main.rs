@@ -37,6 +37,9 @@ enum Cmd {
         /// Alternating rounds (each reads everything once with each reader).
         #[arg(long, default_value_t = 3)]
         rounds: usize,
+        /// Parallel readers of this project's source.
+        #[arg(long, default_value_t = 1)]
+        readers: usize,
     },
 }
 
@@ -44,7 +47,12 @@ const TOPIC: &str = "bench";
 
 fn start_clusters() -> (KafkaCluster, KafkaCluster) {
     let opts = |id: &str| {
-        ClusterOptions::new(id).jvm_options(["-Xms1g", "-Xmx1g", "-XX:+UseG1GC", "-Djava.awt.headless=true"])
+        ClusterOptions::new(id).jvm_options([
+            "-Xms1g",
+            "-Xmx1g",
+            "-XX:+UseG1GC",
+            "-Djava.awt.headless=true",
+        ])
     };
     std::thread::scope(|s| {
         let a = s.spawn(|| KafkaCluster::start(opts("bench-a")));
@@ -77,7 +85,7 @@ fn prefill(c: &KafkaCluster, partitions: i32, records: usize, value_size: usize)
 
 /// Reads every partition of both clusters to its end with one plain consumer per
 /// cluster (each on its own thread). Returns (records, bytes).
-fn plain(clusters: &[&KafkaCluster], partitions: i32) -> (u64, u64) {
+fn plain(clusters: &[&KafkaCluster], partitions: i32) -> (u64, u64, Instant) {
     std::thread::scope(|s| {
         let handles: Vec<_> = clusters
             .iter()
@@ -90,48 +98,67 @@ fn plain(clusters: &[&KafkaCluster], partitions: i32) -> (u64, u64) {
                         .set("enable.auto.offset.store", "false")
                         .set("auto.offset.reset", "error")
                         .set("enable.partition.eof", "false")
+                        // The same librdkafka settings the library's readers use.
+                        .set("fetch.queue.backoff.ms", "10")
                         .create()
                         .unwrap();
                     let mut tpl = TopicPartitionList::new();
                     let mut remaining = 0usize;
                     let mut ends = Vec::new();
                     for p in 0..partitions {
-                        let (_, high) = consumer.fetch_watermarks(TOPIC, p, Duration::from_secs(10)).unwrap();
+                        let (_, high) = consumer
+                            .fetch_watermarks(TOPIC, p, Duration::from_secs(10))
+                            .unwrap();
                         ends.push(high);
                         if high > 0 {
                             remaining += 1;
                         }
-                        tpl.add_partition_offset(TOPIC, p, Offset::Beginning).unwrap();
+                        tpl.add_partition_offset(TOPIC, p, Offset::Beginning)
+                            .unwrap();
                     }
                     consumer.assign(&tpl).unwrap();
                     let (mut records, mut bytes) = (0u64, 0u64);
+                    // Like any application, it reads each key and value (into one reused
+                    // buffer, so without an allocation per record).
+                    let mut scratch: Vec<u8> = Vec::with_capacity(4096);
                     while remaining > 0 {
                         if let Some(m) = consumer.poll(Duration::from_millis(100)) {
                             let m = m.unwrap();
                             records += 1;
-                            bytes += (m.key_len() + m.payload_len()) as u64;
+                            scratch.clear();
+                            scratch.extend_from_slice(m.key().unwrap_or_default());
+                            scratch.extend_from_slice(m.payload().unwrap_or_default());
+                            bytes += std::hint::black_box(&scratch).len() as u64;
                             if m.offset() + 1 == ends[m.partition() as usize] {
                                 remaining -= 1;
                             }
                         }
                     }
-                    (records, bytes)
+                    // The clock stops at the last record; closing the consumer is not timed.
+                    (records, bytes, Instant::now(), consumer)
                 })
             })
             .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap())
-            .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
+        let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        let end = results.iter().map(|r| r.2).max().expect("two clusters");
+        let (records, bytes) = results.iter().fold((0, 0), |a, r| (a.0 + r.0, a.1 + r.1));
+        (records, bytes, end)
     })
 }
 
-fn ours(rt: &tokio::runtime::Runtime, clusters: &[&KafkaCluster]) -> (u64, u64) {
+fn ours(
+    rt: &tokio::runtime::Runtime,
+    clusters: &[&KafkaCluster],
+    readers: usize,
+) -> (u64, u64, Instant) {
     let mut stream = KafkaStream::new("bench");
     for c in clusters {
         stream = stream.with_cluster(
             c.logical_id(),
-            ClusterMetadata::builder(c.bootstrap_servers()).topic(TOPIC).build().unwrap(),
+            ClusterMetadata::builder(c.bootstrap_servers())
+                .topic(TOPIC)
+                .build()
+                .unwrap(),
         );
     }
     let svc = StaticMetadataService::new([stream]).unwrap();
@@ -139,20 +166,51 @@ fn ours(rt: &tokio::runtime::Runtime, clusters: &[&KafkaCluster]) -> (u64, u64) 
         let source = MultiClusterKafkaSource::builder()
             .metadata_service(svc)
             .stream_ids(["bench"])
-            .deserializer(Bytes)
+            .deserializer(RawValue)
+            .parallelism(readers)
             .stopping_offsets(StoppingOffsets::Latest)
             .build()
             .unwrap();
-        let mut s = source.open().await.unwrap();
-        let (mut records, mut bytes) = (0u64, 0u64);
-        while let Some(r) = s.next().await {
-            let r = r.unwrap();
-            records += 1;
-            bytes += (r.key.as_ref().map_or(0, Vec::len) + r.value.len()) as u64;
+        let (coordinator, readers) = source.open_parallel().await.unwrap();
+        let tasks: Vec<_> = readers
+            .into_iter()
+            .map(|mut reader| {
+                tokio::spawn(async move {
+                    let (mut records, mut bytes) = (0u64, 0u64);
+                    while let Some(r) = reader.next().await {
+                        let r = r.unwrap();
+                        records += 1;
+                        bytes += (r.key.as_ref().map_or(0, |k| k.len()) + r.value.len()) as u64;
+                    }
+                    // The clock stops at the last record; closing the consumers is not timed.
+                    let end = Instant::now();
+                    reader.close().await;
+                    (records, bytes, end)
+                })
+            })
+            .collect();
+        let mut out = (0, 0, Instant::now());
+        let mut last = None;
+        for t in tasks {
+            let (r, b, end) = t.await.unwrap();
+            out.0 += r;
+            out.1 += b;
+            last = Some(last.map_or(end, |l: Instant| l.max(end)));
         }
-        s.close().await;
-        (records, bytes)
+        coordinator.close().await;
+        out.2 = last.expect("at least one reader");
+        out
     })
+}
+
+/// CPU seconds used by this process so far (user + system, all threads; the brokers
+/// are other processes and not counted).
+fn process_cpu() -> f64 {
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage fills the struct we own.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    tv(u.ru_utime) + tv(u.ru_stime)
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -168,6 +226,7 @@ fn main() {
             value_size,
             partitions,
             rounds,
+            readers,
         } => {
             let (a, b) = start_clusters();
             let started = Instant::now();
@@ -175,7 +234,10 @@ fn main() {
                 s.spawn(|| prefill(&a, partitions, records, value_size));
                 s.spawn(|| prefill(&b, partitions, records, value_size));
             });
-            eprintln!("prefilled 2 × {records} records of {value_size} B in {:.1} s", started.elapsed().as_secs_f64());
+            eprintln!(
+                "prefilled 2 × {records} records of {value_size} B in {:.1} s",
+                started.elapsed().as_secs_f64()
+            );
             let rt = Arc::new(
                 tokio::runtime::Builder::new_multi_thread()
                     .worker_threads(2)
@@ -185,34 +247,57 @@ fn main() {
             );
             let clusters = [&a, &b];
             let expected = (2 * records) as u64;
-            let (mut ours_rps, mut plain_rps, mut ours_mbps, mut plain_mbps) = (vec![], vec![], vec![], vec![]);
+            let (mut ours_rps, mut plain_rps, mut ours_mbps, mut plain_mbps) =
+                (vec![], vec![], vec![], vec![]);
+            let (mut ours_cpu, mut plain_cpu) = (vec![], vec![]);
             // Warm the brokers' page cache and JIT once before measuring.
             plain(&clusters, partitions);
             for round in 0..rounds {
-                let t = Instant::now();
-                let (n, bytes) = plain(&clusters, partitions);
-                let secs = t.elapsed().as_secs_f64();
-                assert_eq!(n, expected, "plain consumer read everything");
-                plain_rps.push(n as f64 / secs);
-                plain_mbps.push(bytes as f64 / secs / 1e6);
-                let t = Instant::now();
-                let (n, bytes) = ours(&rt, &clusters);
-                let secs = t.elapsed().as_secs_f64();
-                assert_eq!(n, expected, "multicluster-kafka read everything");
-                ours_rps.push(n as f64 / secs);
-                ours_mbps.push(bytes as f64 / secs / 1e6);
+                // Alternate which reader goes first, so neither always gets the warmer broker.
+                for which in [round % 2, 1 - round % 2] {
+                    let t = Instant::now();
+                    let cpu0 = process_cpu();
+                    if which == 0 {
+                        let (n, bytes, end) = plain(&clusters, partitions);
+                        let secs = (end - t).as_secs_f64();
+                        assert_eq!(n, expected, "plain consumer read everything");
+                        plain_rps.push(n as f64 / secs);
+                        plain_cpu.push((process_cpu() - cpu0) / n as f64 * 1e9);
+                        plain_mbps.push(bytes as f64 / secs / 1e6);
+                    } else {
+                        let (n, bytes, end) = ours(&rt, &clusters, readers);
+                        let secs = (end - t).as_secs_f64();
+                        assert_eq!(n, expected, "multicluster-kafka read everything");
+                        ours_rps.push(n as f64 / secs);
+                        ours_cpu.push((process_cpu() - cpu0) / n as f64 * 1e9);
+                        ours_mbps.push(bytes as f64 / secs / 1e6);
+                    }
+                }
                 eprintln!(
-                    "round {round}: plain {:.0} rec/s, multicluster-kafka {:.0} rec/s",
-                    plain_rps[round], ours_rps[round]
+                    "round {round}: plain {:.0} rec/s {:.0} ns CPU/rec, multicluster-kafka {:.0} rec/s {:.0} ns CPU/rec",
+                    plain_rps[round], plain_cpu[round], ours_rps[round], ours_cpu[round]
                 );
             }
             let (o, p) = (median(ours_rps), median(plain_rps));
-            println!("workload: 2 clusters x {partitions} partitions, {records} records/cluster, {value_size} B values, 1 reader");
-            println!("| reader | records/s (median of {rounds}) | MB/s |");
-            println!("|---|---|---|");
-            println!("| multicluster-kafka (library, 1 reader) | {o:.0} | {:.1} |", median(ours_mbps));
-            println!("| plain rdkafka BaseConsumer (1 per cluster) | {p:.0} | {:.1} |", median(plain_mbps));
-            println!("ratio multicluster-kafka / plain rdkafka: {:.2}", o / p);
+            let (oc, pc) = (median(ours_cpu), median(plain_cpu));
+            println!(
+                "workload: 2 clusters x {partitions} partitions, {records} records/cluster, {value_size} B values, {readers} reader(s)"
+            );
+            println!("| reader | records/s (median of {rounds}) | MB/s | client CPU ns/record |");
+            println!("|---|---|---|---|");
+            println!(
+                "| multicluster-kafka (library, {readers} reader(s)) | {o:.0} | {:.1} | {oc:.0} |",
+                median(ours_mbps)
+            );
+            println!(
+                "| plain rdkafka BaseConsumer (1 per cluster) | {p:.0} | {:.1} | {pc:.0} |",
+                median(plain_mbps)
+            );
+            println!(
+                "ratio multicluster-kafka / plain rdkafka: throughput {:.2}, CPU per record {:.2}",
+                o / p,
+                oc / pc
+            );
         }
     }
 }

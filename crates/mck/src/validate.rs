@@ -6,13 +6,11 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use multicluster_kafka::metadata::KafkaStream;
-use multicluster_kafka::metadata::file::parse_metadata;
+use multicluster_kafka::metadata::file::read_metadata;
 
 /// Parses `file`; prints the streams on stdout, or the located error on stderr.
 pub fn run(file: &Path, json: bool) -> Result<ExitCode, String> {
-    let text = std::fs::read_to_string(file)
-        .map_err(|e| format!("{}: cannot read metadata file: {e}", file.display()))?;
-    match parse_metadata(&text, file) {
+    match read_metadata(file) {
         Ok(streams) => {
             if json {
                 println!("{}", to_json(&streams));

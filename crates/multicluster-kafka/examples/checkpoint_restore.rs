@@ -28,14 +28,21 @@ async fn run(
     let mut n = 0;
     while let Some(record) = reader.next().await {
         let record = record?;
-        assert!(seen.insert(record.value.clone()), "duplicate {}", record.value);
+        assert!(
+            seen.insert(record.value.clone()),
+            "duplicate {}",
+            record.value
+        );
         n += 1;
         if n % 10 == 0 {
             // A checkpoint covers exactly the records handed out so far.
             store.save(&reader.checkpoint()?)?;
         }
         if Some(n) == limit {
-            println!("crashing after {n} records (last checkpoint at {})", n / 10 * 10);
+            println!(
+                "crashing after {n} records (last checkpoint at {})",
+                n / 10 * 10
+            );
             // Records after the last checkpoint are read again after restore; an
             // application makes its output idempotent or, like `mck consume --output`,
             // truncates it back to the checkpoint. Here we forget them.
@@ -54,12 +61,17 @@ async fn run(
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let cluster = MockKafkaCluster::start("main", 1)?;
     cluster.create_topic("events", 1)?;
-    let records: Vec<TestRecord> = (0..55).map(|i| TestRecord::value(format!("event-{i:03}"))).collect();
+    let records: Vec<TestRecord> = (0..55)
+        .map(|i| TestRecord::value(format!("event-{i:03}")))
+        .collect();
     cluster.produce("events", &records)?;
     let service = || {
         let stream = KafkaStream::new("events").with_cluster(
             "main",
-            ClusterMetadata::builder(cluster.bootstrap_servers()).topic("events").build().expect("valid"),
+            ClusterMetadata::builder(cluster.bootstrap_servers())
+                .topic("events")
+                .build()
+                .expect("valid"),
         );
         StaticMetadataService::new([stream]).expect("valid")
     };

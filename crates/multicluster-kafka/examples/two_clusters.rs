@@ -24,8 +24,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // The metadata: stream `orders` = topic `orders` on both clusters.
     let stream = KafkaStream::new("orders")
-        .with_cluster("east", ClusterMetadata::builder(east.bootstrap_servers()).topic("orders").build()?)
-        .with_cluster("west", ClusterMetadata::builder(west.bootstrap_servers()).topic("orders").build()?);
+        .with_cluster(
+            "east",
+            ClusterMetadata::builder(east.bootstrap_servers())
+                .topic("orders")
+                .build()?,
+        )
+        .with_cluster(
+            "west",
+            ClusterMetadata::builder(west.bootstrap_servers())
+                .topic("orders")
+                .build()?,
+        );
 
     let source = MultiClusterKafkaSource::builder()
         .metadata_service(StaticMetadataService::new([stream])?)

@@ -124,7 +124,11 @@ mod tests {
             let mut ids = BTreeSet::new();
             for (c, t, parts) in entries {
                 for p in 0..parts {
-                    ids.insert(SplitId::new(format!("cluster-{c}"), format!("topic-{t}"), p));
+                    ids.insert(SplitId::new(
+                        format!("cluster-{c}"),
+                        format!("topic-{t}"),
+                        p,
+                    ));
                 }
             }
             ids.into_iter().collect()

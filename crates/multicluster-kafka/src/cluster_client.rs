@@ -32,7 +32,9 @@ pub(crate) struct ClusterClient {
 
 impl std::fmt::Debug for ClusterClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ClusterClient").field("cluster", &self.cluster).finish()
+        f.debug_struct("ClusterClient")
+            .field("cluster", &self.cluster)
+            .finish()
     }
 }
 
@@ -59,7 +61,9 @@ impl ClusterClient {
             .set("group.id", group_id.unwrap_or("multicluster-kafka-lookups"))
             .set("enable.auto.commit", "false")
             .set("enable.auto.offset.store", "false");
-        let consumer: BaseConsumer = config.create().map_err(|e| SourceError::cluster(&cluster, "create client", &e, props))?;
+        let consumer: BaseConsumer = config
+            .create()
+            .map_err(|e| SourceError::cluster(&cluster, "create client", &e, props))?;
         Ok(Self {
             cluster,
             consumer,
@@ -76,6 +80,11 @@ impl ClusterClient {
 
     /// The Kafka `cluster.id` (the physical identity of the cluster).
     pub fn kafka_cluster_id(&self) -> Result<String, SourceError> {
+        // A metadata answer carries the cluster id; asking for the id alone first
+        // waits in librdkafka's one-second polling steps.
+        self.consumer
+            .fetch_metadata(None, self.timeout)
+            .map_err(|e| self.err("metadata request", &e))?;
         self.consumer
             .client()
             .fetch_cluster_id(self.timeout)

@@ -2,11 +2,12 @@
 //!
 //! A [`Deserializer`] sees the whole [`RawRecord`] (cluster id included) and returns the
 //! value the user gets in [`Record::value`](crate::record::Record). Ready-made ones:
-//! [`Bytes`], [`Utf8`], [`Json`]; [`ValueOnly`] gathers them under the names used in the
-//! design (`ValueOnly::<String>::utf8()`).
+//! [`RawValue`] (the bytes, without a copy), [`Utf8`], [`Json`]; [`ValueOnly`] gathers
+//! them under the names used in the design (`ValueOnly::<String>::utf8()`).
 
 use std::marker::PhantomData;
 
+use bytes::Bytes;
 use serde::de::DeserializeOwned;
 
 use crate::record::RawRecord;
@@ -62,23 +63,24 @@ where
     }
 }
 
-/// The value bytes as they are (a tombstone gives an empty vector).
+/// The value bytes as they are, shared with the fetched batch rather than copied (a
+/// tombstone gives empty bytes).
 ///
 /// ```
-/// use multicluster_kafka::deserializer::{Bytes, Deserializer};
+/// use multicluster_kafka::deserializer::{Deserializer, RawValue};
 /// use multicluster_kafka::record::RawRecord;
 /// let raw = RawRecord { cluster: "c", topic: "t", partition: 0, offset: 0,
-///     timestamp: None, key: None, value: Some(b"hi") };
-/// assert_eq!(Bytes.deserialize(&raw).unwrap(), b"hi".to_vec());
+///     timestamp: None, key: None, value: Some(b"hi"), shared: None };
+/// assert_eq!(&RawValue.deserialize(&raw).unwrap()[..], b"hi");
 /// ```
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Bytes;
+pub struct RawValue;
 
-impl Deserializer for Bytes {
-    type Value = Vec<u8>;
+impl Deserializer for RawValue {
+    type Value = Bytes;
 
-    fn deserialize(&self, record: &RawRecord<'_>) -> Result<Vec<u8>, DeserializeError> {
-        Ok(record.value.unwrap_or_default().to_vec())
+    fn deserialize(&self, record: &RawRecord<'_>) -> Result<Bytes, DeserializeError> {
+        Ok(record.value_bytes())
     }
 }
 
@@ -105,7 +107,7 @@ impl Deserializer for Utf8 {
 /// #[derive(serde::Deserialize, PartialEq, Debug)]
 /// struct Order { id: u32 }
 /// let raw = RawRecord { cluster: "c", topic: "t", partition: 0, offset: 7,
-///     timestamp: None, key: None, value: Some(br#"{"id": 5}"#) };
+///     timestamp: None, key: None, value: Some(br#"{"id": 5}"#), shared: None };
 /// assert_eq!(Json::<Order>::new().deserialize(&raw).unwrap(), Order { id: 5 });
 /// ```
 pub struct Json<T>(PhantomData<fn() -> T>);
@@ -134,7 +136,8 @@ impl<T: DeserializeOwned + Send + 'static> Deserializer for Json<T> {
 
     fn deserialize(&self, record: &RawRecord<'_>) -> Result<T, DeserializeError> {
         let bytes = record.value.unwrap_or_default();
-        serde_json::from_slice(bytes).map_err(|e| DeserializeError::at(record, format!("invalid JSON: {e}")))
+        serde_json::from_slice(bytes)
+            .map_err(|e| DeserializeError::at(record, format!("invalid JSON: {e}")))
     }
 }
 
@@ -143,7 +146,7 @@ impl<T: DeserializeOwned + Send + 'static> Deserializer for Json<T> {
 /// ```
 /// use multicluster_kafka::deserializer::ValueOnly;
 /// let _utf8 = ValueOnly::<String>::utf8();
-/// let _bytes = ValueOnly::<Vec<u8>>::bytes();
+/// let _bytes = ValueOnly::<multicluster_kafka::Bytes>::bytes();
 /// ```
 #[derive(Debug)]
 pub struct ValueOnly<T>(PhantomData<fn() -> T>);
@@ -155,10 +158,10 @@ impl ValueOnly<String> {
     }
 }
 
-impl ValueOnly<Vec<u8>> {
-    /// Raw byte values.
-    pub fn bytes() -> Bytes {
-        Bytes
+impl ValueOnly<Bytes> {
+    /// Raw byte values (no copy).
+    pub fn bytes() -> RawValue {
+        RawValue
     }
 }
 
@@ -182,19 +185,27 @@ mod tests {
             timestamp: None,
             key: None,
             value: Some(value),
+            shared: None,
         }
     }
 
     #[test]
     fn invalid_utf8_is_an_error_naming_the_record() {
         let err = Utf8.deserialize(&raw(&[0xff, 0xfe])).unwrap_err();
-        assert_eq!((err.cluster.as_str(), err.partition, err.offset), ("east", 2, 9));
-        assert!(err.to_string().starts_with("cannot deserialize east/t/2 offset 9"));
+        assert_eq!(
+            (err.cluster.as_str(), err.partition, err.offset),
+            ("east", 2, 9)
+        );
+        assert!(
+            err.to_string()
+                .starts_with("cannot deserialize east/t/2 offset 9")
+        );
     }
 
     #[test]
     fn a_closure_can_use_the_cluster_id() {
-        let d = |r: &RawRecord<'_>| Ok::<_, DeserializeError>(format!("{}:{}", r.cluster, r.offset));
+        let d =
+            |r: &RawRecord<'_>| Ok::<_, DeserializeError>(format!("{}:{}", r.cluster, r.offset));
         assert_eq!(d.deserialize(&raw(b"x")).unwrap(), "east:9");
     }
 }

@@ -41,7 +41,6 @@ pub(crate) struct SourceConfig {
     pub restore: Option<Checkpoint>,
     pub discard_mismatched_positions: bool,
     pub client_timeout: Duration,
-    pub channel_capacity: usize,
     pub max_batch: usize,
     pub poll_timeout: Duration,
 }
@@ -79,15 +78,23 @@ pub(crate) struct Enumerator {
     commands: mpsc::Receiver<Command>,
 }
 
+/// What the source reads on one cluster, merged over the subscribed streams.
+#[derive(Clone, Debug)]
+pub(crate) struct WantedCluster {
+    pub props: ClientProperties,
+    pub topics: BTreeSet<String>,
+    pub start: StartingOffsets,
+    pub stop: Option<StoppingOffsets>,
+}
+
 /// The clusters of the subscribed streams: topics united over streams; properties
 /// are the source's, overridden by the cluster's; per-cluster offsets from the first
 /// stream that sets them.
 fn clusters_of(
     cfg: &SourceConfig,
     streams: &BTreeMap<String, KafkaStream>,
-) -> BTreeMap<Arc<str>, (ClientProperties, BTreeSet<String>, StartingOffsets, Option<StoppingOffsets>)> {
-    let mut out: BTreeMap<Arc<str>, (ClientProperties, BTreeSet<String>, StartingOffsets, Option<StoppingOffsets>)> =
-        BTreeMap::new();
+) -> BTreeMap<Arc<str>, WantedCluster> {
+    let mut out: BTreeMap<Arc<str>, WantedCluster> = BTreeMap::new();
     for stream in streams.values() {
         for (cluster, meta) in &stream.clusters {
             let entry = out.entry(Arc::from(cluster.as_str())).or_insert_with(|| {
@@ -95,16 +102,21 @@ fn clusters_of(
                 if let Some(g) = &cfg.group_id {
                     props.set("group.id", g.clone());
                 }
-                // Stopping offsets apply in bounded mode, or when set per cluster.
-                let stop = meta.stopping_offsets.clone().or_else(|| cfg.stopping.clone());
-                (
+                WantedCluster {
                     props,
-                    BTreeSet::new(),
-                    meta.starting_offsets.clone().unwrap_or_else(|| cfg.starting.clone()),
-                    stop,
-                )
+                    topics: BTreeSet::new(),
+                    start: meta
+                        .starting_offsets
+                        .clone()
+                        .unwrap_or_else(|| cfg.starting.clone()),
+                    // Stopping offsets apply in bounded mode, or when set per cluster.
+                    stop: meta
+                        .stopping_offsets
+                        .clone()
+                        .or_else(|| cfg.stopping.clone()),
+                }
             });
-            entry.1.extend(meta.topics.iter().cloned());
+            entry.topics.extend(meta.topics.iter().cloned());
         }
     }
     out
@@ -118,7 +130,11 @@ pub(crate) async fn subscribed_streams(
     match &cfg.subscription {
         Subscription::Ids(ids) => {
             let found = service.describe_streams(ids).await?;
-            let missing: Vec<String> = ids.iter().filter(|id| !found.contains_key(*id)).cloned().collect();
+            let missing: Vec<String> = ids
+                .iter()
+                .filter(|id| !found.contains_key(*id))
+                .cloned()
+                .collect();
             if !missing.is_empty() {
                 return Err(SourceError::UnknownStreams(missing));
             }
@@ -163,7 +179,8 @@ fn discover_blocking(
     } else {
         start
     };
-    let needs_committed = start.needs_committed() || stop.is_some_and(StoppingOffsets::needs_committed);
+    let needs_committed =
+        start.needs_committed() || stop.is_some_and(StoppingOffsets::needs_committed);
     let start_facts = client.facts(&new, needs_committed, start.timestamp())?;
     let stop_facts = match stop.and_then(StoppingOffsets::timestamp) {
         Some(ts) => Some(client.facts(&new, false, Some(ts))?),
@@ -175,7 +192,10 @@ fn discover_blocking(
         let next_offset = resolve_start(start, &topic, cluster, p, facts)?;
         let stop_offset = match stop {
             Some(spec) => {
-                let f = stop_facts.as_ref().map(|s| &s[&(topic.clone(), p)]).unwrap_or(facts);
+                let f = stop_facts
+                    .as_ref()
+                    .map(|s| &s[&(topic.clone(), p)])
+                    .unwrap_or(facts);
                 Some(resolve_stop(spec, &topic, cluster, p, f)?)
             }
             None => None,
@@ -203,19 +223,29 @@ impl Enumerator {
         let streams = subscribed_streams(&cfg, service.as_ref()).await?;
         let wanted = clusters_of(&cfg, &streams);
         let mut connects = tokio::task::JoinSet::new();
-        for (cluster, (props, topics, start, stop)) in wanted {
+        for (
+            cluster,
+            WantedCluster {
+                props,
+                topics,
+                start,
+                stop,
+            },
+        ) in wanted
+        {
             let timeout = cfg.client_timeout;
             let group = cfg.group_id.clone();
             connects.spawn_blocking(move || {
-                let client = ClusterClient::new(cluster.clone(), &props, group.as_deref(), timeout)?;
+                let client =
+                    ClusterClient::new(cluster.clone(), &props, group.as_deref(), timeout)?;
                 let id = client.kafka_cluster_id()?;
                 Ok::<_, SourceError>((cluster, props, topics, start, stop, client, id))
             });
         }
         let mut clusters = BTreeMap::new();
         while let Some(joined) = connects.join_next().await {
-            let (cluster, props, topics, start, stop, client, id) =
-                joined.map_err(|e| SourceError::Config(format!("cluster connect task failed: {e}")))??;
+            let (cluster, props, topics, start, stop, client, id) = joined
+                .map_err(|e| SourceError::Config(format!("cluster connect task failed: {e}")))??;
             clusters.insert(
                 cluster,
                 ClusterState {
@@ -263,14 +293,23 @@ impl Enumerator {
         let mut out = Vec::new();
         for (cluster, saved) in &cp.clusters {
             let Some(state) = self.clusters.get_mut(cluster.as_str()) else {
-                tracing::info!(cluster, "checkpointed cluster is no longer subscribed; dropping its positions");
+                tracing::info!(
+                    cluster,
+                    "checkpointed cluster is no longer subscribed; dropping its positions"
+                );
                 continue;
             };
-            if let (Some(expected), Some(actual)) = (&saved.kafka_cluster_id, &state.kafka_cluster_id)
+            if let (Some(expected), Some(actual)) =
+                (&saved.kafka_cluster_id, &state.kafka_cluster_id)
                 && expected != actual
             {
                 if self.cfg.discard_mismatched_positions {
-                    tracing::warn!(cluster, expected, actual, "cluster identity changed; starting this cluster fresh as configured");
+                    tracing::warn!(
+                        cluster,
+                        expected,
+                        actual,
+                        "cluster identity changed; starting this cluster fresh as configured"
+                    );
                     continue;
                 }
                 return Err(SourceError::ClusterIdentity {
@@ -321,7 +360,15 @@ impl Enumerator {
             let stop = state.stop.clone();
             let done = state.initial_discovery_done;
             tasks.spawn_blocking(move || {
-                let r = discover_blocking(&cluster, &client, &topics, &known, &start, stop.as_ref(), done);
+                let r = discover_blocking(
+                    &cluster,
+                    &client,
+                    &topics,
+                    &known,
+                    &start,
+                    stop.as_ref(),
+                    done,
+                );
                 (cluster, r)
             });
         }
@@ -341,7 +388,11 @@ impl Enumerator {
                 }
                 Err(e) if strict => return Err(e),
                 Err(e) => {
-                    let active = self.service.is_cluster_active(&cluster).await.unwrap_or(true);
+                    let active = self
+                        .service
+                        .is_cluster_active(&cluster)
+                        .await
+                        .unwrap_or(true);
                     if active {
                         tracing::warn!(cluster = %cluster, error = %e, "partition discovery failed; retrying at the next interval");
                     }
@@ -359,15 +410,19 @@ impl Enumerator {
         }
         let alive: Vec<usize> = self.readers.keys().copied().collect();
         let ids: Vec<SplitId> = splits.iter().map(|s| s.id.clone()).collect();
-        let chosen: BTreeMap<SplitId, usize> = assign(&self.owners, &ids, &alive, self.cfg.strategy)
-            .into_iter()
-            .collect();
+        let chosen: BTreeMap<SplitId, usize> =
+            assign(&self.owners, &ids, &alive, self.cfg.strategy)
+                .into_iter()
+                .collect();
         let mut per_reader: BTreeMap<(usize, Arc<str>), Vec<KafkaSplit>> = BTreeMap::new();
         for s in splits {
             match chosen.get(&s.id) {
                 Some(r) => {
                     self.owners.insert(s.id.clone(), *r);
-                    per_reader.entry((*r, s.id.cluster.clone())).or_default().push(s);
+                    per_reader
+                        .entry((*r, s.id.cluster.clone()))
+                        .or_default()
+                        .push(s);
                 }
                 None if self.owners.contains_key(&s.id) => {}
                 None => self.unassigned.push(s),
@@ -391,7 +446,11 @@ impl Enumerator {
     fn reader_closed(&mut self, reader: usize, splits: Vec<KafkaSplit>) {
         self.readers.remove(&reader);
         self.owners.retain(|_, r| *r != reader);
-        tracing::info!(reader, splits = splits.len(), "reader closed; reassigning its splits");
+        tracing::info!(
+            reader,
+            splits = splits.len(),
+            "reader closed; reassigning its splits"
+        );
         let live: Vec<KafkaSplit> = splits
             .into_iter()
             .filter(|s| self.clusters.contains_key(&s.id.cluster))
@@ -401,7 +460,9 @@ impl Enumerator {
 
     async fn commit(&self, cp: &Checkpoint) -> Result<(), SourceError> {
         if self.cfg.group_id.is_none() {
-            return Err(SourceError::Config("committing offsets needs a group id".into()));
+            return Err(SourceError::Config(
+                "committing offsets needs a group id".into(),
+            ));
         }
         let mut tasks = tokio::task::JoinSet::new();
         for (cluster, saved) in &cp.clusters {
@@ -425,7 +486,9 @@ impl Enumerator {
                 continue;
             };
             match result {
-                Ok(()) => metrics::counter!(m::COMMITS_SUCCEEDED, "cluster" => cluster).increment(1),
+                Ok(()) => {
+                    metrics::counter!(m::COMMITS_SUCCEEDED, "cluster" => cluster).increment(1)
+                }
                 Err(e) => {
                     metrics::counter!(m::COMMITS_FAILED, "cluster" => cluster).increment(1);
                     failures.push(e.to_string());

@@ -51,7 +51,9 @@ pub enum SourceError {
         actual: String,
     },
     /// Offset out of range while reading, and the policy is to fail.
-    #[error("{split}: offset {offset} is out of range (the log was truncated or deleted); policy is to fail")]
+    #[error(
+        "{split}: offset {offset} is out of range (the log was truncated or deleted); policy is to fail"
+    )]
     OffsetOutOfRange {
         /// The split.
         split: String,

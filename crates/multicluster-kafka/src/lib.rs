@@ -23,34 +23,39 @@
 //! ```
 #![warn(missing_docs)]
 
-pub mod metadata;
-pub mod offsets;
-pub mod properties;
 pub mod assignment;
-pub mod split;
-pub mod deserializer;
-pub mod record;
 pub mod checkpoint;
 mod cluster_client;
-pub mod error;
+pub mod deserializer;
 mod enumerator;
+pub mod error;
+pub mod metadata;
 pub mod metrics;
+pub mod offsets;
+pub mod properties;
 mod reader;
+pub mod record;
 mod source;
+pub mod split;
 
+pub use bytes::Bytes;
 pub use reader::SourceReader;
-pub use source::{DEFAULT_PARTITION_DISCOVERY, KafkaSourceStream, MultiClusterKafkaSource, SourceBuilder, SourceCoordinator};
+pub use source::{
+    DEFAULT_PARTITION_DISCOVERY, KafkaSourceStream, MultiClusterKafkaSource, SourceBuilder,
+    SourceCoordinator,
+};
 
 /// The names most programs need.
 pub mod prelude {
     pub use crate::checkpoint::{Checkpoint, CheckpointStore, FileCheckpointStore};
-    pub use crate::deserializer::{Bytes, Deserializer, Json, Utf8, ValueOnly};
+    pub use crate::deserializer::{Deserializer, Json, RawValue, Utf8, ValueOnly};
     pub use crate::error::SourceError;
     pub use crate::metadata::{
-        ClusterMetadata, FileMetadataService, KafkaMetadataService, KafkaStream, SingleClusterMetadataService,
-        StaticMetadataService,
+        ClusterMetadata, FileMetadataService, KafkaMetadataService, KafkaStream,
+        SingleClusterMetadataService, StaticMetadataService,
     };
     pub use crate::offsets::{OffsetReset, StartingOffsets, StoppingOffsets};
     pub use crate::record::Record;
     pub use crate::{KafkaSourceStream, MultiClusterKafkaSource, SourceReader};
+    pub use bytes::Bytes;
 }

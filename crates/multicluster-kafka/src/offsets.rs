@@ -2,7 +2,8 @@
 //!
 //! In metadata files these are written as a plain word (`earliest`, `latest`,
 //! `committed`) or a one-key map (`{timestamp: 1700000000000}`,
-//! `{committed: {reset: earliest}}`, `{specific: [{topic: orders, partition: 0, offset: 42}]}`).
+//! `{committed: {reset: earliest}}`,
+//! `{specific: {offsets: [{topic: orders, partition: 0, offset: 42}], default: earliest}}`).
 
 use serde::{Deserialize, Serialize};
 

@@ -26,7 +26,14 @@ pub const REDACTED: &str = "<redacted>";
 /// ```
 pub fn is_secret_key(key: &str) -> bool {
     let k = key.to_ascii_lowercase();
-    const WORDS: [&str; 6] = ["password", "secret", "token", "credential", "jaas", "apikey"];
+    const WORDS: [&str; 6] = [
+        "password",
+        "secret",
+        "token",
+        "credential",
+        "jaas",
+        "apikey",
+    ];
     WORDS.iter().any(|w| k.contains(w))
         || k == "sasl.oauthbearer.config"
         || k == "ssl.key.pem"
@@ -134,7 +141,8 @@ impl ClientProperties {
         for (k, v) in &overrides.values {
             out.values.insert(k.clone(), v.clone());
         }
-        out.secret_keys.extend(overrides.secret_keys.iter().cloned());
+        out.secret_keys
+            .extend(overrides.secret_keys.iter().cloned());
         out
     }
 }
@@ -163,7 +171,10 @@ mod tests {
     fn debug_output_redacts_secret_keys_and_marked_values() {
         let mut p = ClientProperties::new();
         p.set("bootstrap.servers", "b1:9092");
-        p.set("sasl.jaas.config", "org.apache...PlainLoginModule password=\"p4ss\"");
+        p.set(
+            "sasl.jaas.config",
+            "org.apache...PlainLoginModule password=\"p4ss\"",
+        );
         p.set_secret("sasl.username", "alice-from-file");
         let shown = format!("{p:?}");
         assert!(shown.contains("b1:9092"), "{shown}");

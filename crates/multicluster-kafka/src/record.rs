@@ -2,6 +2,8 @@
 
 use std::sync::Arc;
 
+use bytes::Bytes;
+
 use crate::split::SplitId;
 
 /// One record, with where it came from.
@@ -17,8 +19,8 @@ pub struct Record<V> {
     pub offset: i64,
     /// Timestamp in ms since the epoch (create or log-append time), if any.
     pub timestamp: Option<i64>,
-    /// Key bytes.
-    pub key: Option<Vec<u8>>,
+    /// Key bytes (shared with the fetched batch: cloning is cheap).
+    pub key: Option<Bytes>,
     /// Headers in order; a header value may be null.
     pub headers: Vec<(String, Option<Vec<u8>>)>,
     /// The deserialized value.
@@ -53,4 +55,18 @@ pub struct RawRecord<'a> {
     pub key: Option<&'a [u8]>,
     /// Value bytes (`None` for a tombstone).
     pub value: Option<&'a [u8]>,
+    /// The buffer `value` lives in, when it is shared (records fetched by the source):
+    /// lets a deserializer keep the value without copying it (`shared.slice_ref(value)`).
+    pub shared: Option<&'a Bytes>,
+}
+
+impl RawRecord<'_> {
+    /// The value as [`Bytes`], without a copy when the buffer is shared.
+    pub fn value_bytes(&self) -> Bytes {
+        match (self.value, self.shared) {
+            (Some(v), Some(shared)) => shared.slice_ref(v),
+            (Some(v), None) => Bytes::copy_from_slice(v),
+            (None, _) => Bytes::new(),
+        }
+    }
 }

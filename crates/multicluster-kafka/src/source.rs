@@ -8,7 +8,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::assignment::AssignmentStrategy;
 use crate::checkpoint::Checkpoint;
-use crate::deserializer::{Bytes, Deserializer};
+use crate::deserializer::{Deserializer, RawValue};
 use crate::enumerator::{Command, Enumerator, SourceConfig, Subscription};
 use crate::error::SourceError;
 use crate::metadata::KafkaMetadataService;
@@ -61,15 +61,15 @@ impl<D: Deserializer> std::fmt::Debug for MultiClusterKafkaSource<D> {
     }
 }
 
-impl MultiClusterKafkaSource<Bytes> {
+impl MultiClusterKafkaSource<RawValue> {
     /// Starts a builder (values as bytes until a deserializer is set).
-    pub fn builder() -> SourceBuilder<Bytes> {
+    pub fn builder() -> SourceBuilder<RawValue> {
         SourceBuilder {
             service: None,
             stream_ids: Vec::new(),
             pattern: None,
             group_id: None,
-            deserializer: Bytes,
+            deserializer: RawValue,
             starting: StartingOffsets::Earliest,
             stopping: None,
             properties: ClientProperties::new(),
@@ -79,7 +79,6 @@ impl MultiClusterKafkaSource<Bytes> {
             restore: None,
             discard_mismatched_positions: false,
             client_timeout: Duration::from_secs(30),
-            channel_capacity: 8,
             max_batch: 1024,
         }
     }
@@ -108,7 +107,6 @@ pub struct SourceBuilder<D> {
     restore: Option<Checkpoint>,
     discard_mismatched_positions: bool,
     client_timeout: Duration,
-    channel_capacity: usize,
     max_batch: usize,
 }
 
@@ -173,7 +171,6 @@ impl<D: Deserializer> SourceBuilder<D> {
             restore: self.restore,
             discard_mismatched_positions: self.discard_mismatched_positions,
             client_timeout: self.client_timeout,
-            channel_capacity: self.channel_capacity,
             max_batch: self.max_batch,
         }
     }
@@ -248,18 +245,20 @@ impl<D: Deserializer> SourceBuilder<D> {
         self
     }
 
-    /// Records per fetch batch and batches buffered per reader: together with
-    /// librdkafka's `queued.max.messages.kbytes` they bound a reader's memory.
-    pub fn buffering(mut self, max_batch: usize, batches: usize) -> Self {
-        self.max_batch = max_batch;
-        self.channel_capacity = batches;
+    /// Most records a reader takes from one cluster's consumer at a time (default
+    /// 1024). A reader buffers at most this many deserialized records; librdkafka's
+    /// `queued.max.messages.kbytes` and `queued.min.messages` bound what it prefetches.
+    pub fn max_batch_size(mut self, records: usize) -> Self {
+        self.max_batch = records;
         self
     }
 
     /// Checks the configuration.
     pub fn build(self) -> Result<MultiClusterKafkaSource<D>, SourceError> {
         let config = |m: &str| SourceError::Config(m.to_string());
-        let service = self.service.ok_or_else(|| config("a metadata service is required"))?;
+        let service = self
+            .service
+            .ok_or_else(|| config("a metadata service is required"))?;
         let subscription = match (self.stream_ids.is_empty(), self.pattern) {
             (false, Some(_)) => return Err(config("set stream ids or a stream pattern, not both")),
             (true, None) => return Err(config("set stream ids or a stream pattern")),
@@ -269,22 +268,31 @@ impl<D: Deserializer> SourceBuilder<D> {
                 }
                 Subscription::Ids(self.stream_ids)
             }
-            (true, Some(p)) => Subscription::Pattern(
-                regex::Regex::new(&p)
-                    .map_err(|e| config(&format!("invalid stream pattern `{p}`: {}", one_line(&e.to_string()))))?,
-            ),
+            (true, Some(p)) => Subscription::Pattern(regex::Regex::new(&p).map_err(|e| {
+                config(&format!(
+                    "invalid stream pattern `{p}`: {}",
+                    one_line(&e.to_string())
+                ))
+            })?),
         };
         if self.parallelism == 0 {
             return Err(config("parallelism must be at least 1"));
         }
-        if self.max_batch == 0 || self.channel_capacity == 0 {
-            return Err(config("batch size and buffered batches must be at least 1"));
+        if self.max_batch == 0 {
+            return Err(config("the batch size must be at least 1"));
         }
-        let group_id = self.group_id.or_else(|| self.properties.get("group.id").map(str::to_string));
+        let group_id = self
+            .group_id
+            .or_else(|| self.properties.get("group.id").map(str::to_string));
         if group_id.is_none() && self.starting.needs_committed() {
             return Err(config("starting from committed offsets needs a group id"));
         }
-        if group_id.is_none() && self.stopping.as_ref().is_some_and(StoppingOffsets::needs_committed) {
+        if group_id.is_none()
+            && self
+                .stopping
+                .as_ref()
+                .is_some_and(StoppingOffsets::needs_committed)
+        {
             return Err(config("stopping at committed offsets needs a group id"));
         }
         let bounded = self.stopping.is_some();
@@ -314,7 +322,6 @@ impl<D: Deserializer> SourceBuilder<D> {
                 restore: self.restore,
                 discard_mismatched_positions: self.discard_mismatched_positions,
                 client_timeout: self.client_timeout,
-                channel_capacity: self.channel_capacity,
                 max_batch: self.max_batch,
                 poll_timeout: Duration::from_millis(100),
             },
@@ -338,7 +345,9 @@ impl<D: Deserializer> MultiClusterKafkaSource<D> {
     ///
     /// Reads metadata, connects to every cluster and discovers partitions before it
     /// returns: an unknown stream id or an unreachable cluster is an error here.
-    pub async fn open_parallel(self) -> Result<(SourceCoordinator, Vec<SourceReader<D>>), SourceError> {
+    pub async fn open_parallel(
+        self,
+    ) -> Result<(SourceCoordinator, Vec<SourceReader<D>>), SourceError> {
         let cfg = Arc::new(self.cfg);
         let (notice_tx, notice_rx) = mpsc::unbounded_channel();
         let (cmd_tx, cmd_rx) = mpsc::channel(16);
@@ -352,7 +361,6 @@ impl<D: Deserializer> MultiClusterKafkaSource<D> {
                 deserializer: self.deserializer.clone(),
                 events: rx,
                 notices: notice_tx.clone(),
-                channel_capacity: cfg.channel_capacity,
                 max_batch: cfg.max_batch,
                 poll_timeout: cfg.poll_timeout,
             }));
@@ -378,7 +386,10 @@ impl<D: Deserializer> MultiClusterKafkaSource<D> {
         }
         let (coordinator, mut readers) = self.open_parallel().await?;
         let reader = readers.pop().ok_or(SourceError::Closed)?;
-        Ok(KafkaSourceStream { coordinator, reader })
+        Ok(KafkaSourceStream {
+            coordinator,
+            reader,
+        })
     }
 }
 

@@ -4,8 +4,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use mck_testkit::{KafkaCluster, TestCluster, TestRecord, shared_cluster};
-use multicluster_kafka::prelude::*;
 use multicluster_kafka::offsets::PartitionOffset;
+use multicluster_kafka::prelude::*;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 
@@ -35,7 +35,11 @@ fn fill(c: &dyn TestCluster, topic: &str, partitions: i32, n: usize, prefix: &st
     for p in 0..partitions {
         for i in 0..n {
             let v = format!("{prefix}-{p}-{i}");
-            recs.push(TestRecord::value(v.clone()).to_partition(p).with_key(format!("k{i}")));
+            recs.push(
+                TestRecord::value(v.clone())
+                    .to_partition(p)
+                    .with_key(format!("k{i}")),
+            );
             values.push(v);
         }
     }
@@ -44,7 +48,9 @@ fn fill(c: &dyn TestCluster, topic: &str, partitions: i32, n: usize, prefix: &st
 }
 
 fn cluster(c: &dyn TestCluster, topics: &[&str]) -> ClusterMetadataBuilderExt {
-    ClusterMetadataBuilderExt(ClusterMetadata::builder(c.bootstrap_servers()).topics(topics.iter().copied()))
+    ClusterMetadataBuilderExt(
+        ClusterMetadata::builder(c.bootstrap_servers()).topics(topics.iter().copied()),
+    )
 }
 
 struct ClusterMetadataBuilderExt(multicluster_kafka::metadata::ClusterMetadataBuilder);
@@ -76,20 +82,43 @@ async fn drain<D: Deserializer<Value = String>>(stream: &mut KafkaSourceStream<D
     let done = tokio::time::timeout(PATIENCE, async {
         while let Some(r) = stream.next().await {
             let r = r.expect("record");
-            out.push((r.cluster.to_string(), r.topic.to_string(), r.partition, r.offset, r.value));
+            out.push((
+                r.cluster.to_string(),
+                r.topic.to_string(),
+                r.partition,
+                r.offset,
+                r.value,
+            ));
         }
     })
     .await;
-    assert!(done.is_ok(), "bounded read did not end; got {} records", out.len());
+    assert!(
+        done.is_ok(),
+        "bounded read did not end; got {} records",
+        out.len()
+    );
     out
 }
 
-async fn take<D: Deserializer<Value = String>>(stream: &mut KafkaSourceStream<D>, n: usize) -> Seen {
+async fn take<D: Deserializer<Value = String>>(
+    stream: &mut KafkaSourceStream<D>,
+    n: usize,
+) -> Seen {
     let mut out = Vec::new();
     let done = tokio::time::timeout(PATIENCE, async {
         while out.len() < n {
-            let r = stream.next().await.expect("stream continues").expect("record");
-            out.push((r.cluster.to_string(), r.topic.to_string(), r.partition, r.offset, r.value));
+            let r = stream
+                .next()
+                .await
+                .expect("stream continues")
+                .expect("record");
+            out.push((
+                r.cluster.to_string(),
+                r.topic.to_string(),
+                r.partition,
+                r.offset,
+                r.value,
+            ));
         }
     })
     .await;
@@ -121,7 +150,13 @@ fn every_record_of_two_clusters_is_read_exactly_once() {
     w.create_topic("eo", 3).unwrap();
     let mut want: BTreeSet<String> = fill(e, "eo", 3, 40, "east").into_iter().collect();
     want.extend(fill(w, "eo", 3, 40, "west"));
-    let svc = service("eo-stream", vec![("east", cluster(e, &["eo"]).done()), ("west", cluster(w, &["eo"]).done())]);
+    let svc = service(
+        "eo-stream",
+        vec![
+            ("east", cluster(e, &["eo"]).done()),
+            ("west", cluster(w, &["eo"]).done()),
+        ],
+    );
     rt().block_on(async {
         let source = MultiClusterKafkaSource::builder()
             .metadata_service(svc)
@@ -138,7 +173,10 @@ fn every_record_of_two_clusters_is_read_exactly_once() {
         // every record names its cluster.
         let cp = stream.checkpoint().unwrap();
         assert_eq!(cp.split_count(), 6);
-        assert_eq!(cp.clusters.keys().cloned().collect::<Vec<_>>(), ["east", "west"]);
+        assert_eq!(
+            cp.clusters.keys().cloned().collect::<Vec<_>>(),
+            ["east", "west"]
+        );
         for (c, _, _, _, v) in &seen {
             assert!(v.starts_with(c.as_str()), "record {v} names cluster {c}");
         }
@@ -156,8 +194,18 @@ fn per_cluster_starting_offsets_earliest_on_one_latest_on_the_other() {
     let svc = service(
         "starts-stream",
         vec![
-            ("east", cluster(e, &["starts"]).start(StartingOffsets::Earliest).done()),
-            ("west", cluster(w, &["starts"]).start(StartingOffsets::Latest).done()),
+            (
+                "east",
+                cluster(e, &["starts"])
+                    .start(StartingOffsets::Earliest)
+                    .done(),
+            ),
+            (
+                "west",
+                cluster(w, &["starts"])
+                    .start(StartingOffsets::Latest)
+                    .done(),
+            ),
         ],
     );
     rt().block_on(async {
@@ -175,8 +223,16 @@ fn per_cluster_starting_offsets_earliest_on_one_latest_on_the_other() {
             .chain(fill(w, "starts", 2, 1, "west-sentinel"))
             .collect();
         seen.extend(take(&mut stream, west_after.len() + sentinels.len()).await);
-        let want: BTreeSet<String> = east_before.into_iter().chain(west_after).chain(sentinels).collect();
-        assert_eq!(values(&seen), want, "west starts at latest: none of its earlier records");
+        let want: BTreeSet<String> = east_before
+            .into_iter()
+            .chain(west_after)
+            .chain(sentinels)
+            .collect();
+        assert_eq!(
+            values(&seen),
+            want,
+            "west starts at latest: none of its earlier records"
+        );
         assert_exactly_once_in_order(&seen);
     });
 }
@@ -190,13 +246,24 @@ fn per_cluster_stopping_offsets_bound_each_cluster() {
     fill(w, "stops", 2, 20, "west");
     let west_stop = StoppingOffsets::Specific {
         offsets: vec![
-            PartitionOffset { topic: "stops".into(), partition: 0, offset: 5 },
-            PartitionOffset { topic: "stops".into(), partition: 1, offset: 7 },
+            PartitionOffset {
+                topic: "stops".into(),
+                partition: 0,
+                offset: 5,
+            },
+            PartitionOffset {
+                topic: "stops".into(),
+                partition: 1,
+                offset: 7,
+            },
         ],
     };
     let svc = service(
         "stops-stream",
-        vec![("east", cluster(e, &["stops"]).done()), ("west", cluster(w, &["stops"]).stop(west_stop).done())],
+        vec![
+            ("east", cluster(e, &["stops"]).done()),
+            ("west", cluster(w, &["stops"]).stop(west_stop).done()),
+        ],
     );
     rt().block_on(async {
         let source = MultiClusterKafkaSource::builder()
@@ -221,9 +288,14 @@ fn timestamp_starting_offsets_skip_older_records() {
     let e = east();
     e.create_topic("stamped-src", 1).unwrap();
     let base = 1_700_000_000_000i64;
-    let recs: Vec<TestRecord> = (0..100).map(|i| TestRecord::value(format!("v{i}")).at(base + i)).collect();
+    let recs: Vec<TestRecord> = (0..100)
+        .map(|i| TestRecord::value(format!("v{i}")).at(base + i))
+        .collect();
     e.produce("stamped-src", &recs).unwrap();
-    let svc = service("ts-stream", vec![("east", cluster(e, &["stamped-src"]).done())]);
+    let svc = service(
+        "ts-stream",
+        vec![("east", cluster(e, &["stamped-src"]).done())],
+    );
     rt().block_on(async {
         let source = MultiClusterKafkaSource::builder()
             .metadata_service(svc)
@@ -248,12 +320,20 @@ fn commit_plain(c: &dyn TestCluster, group: &str, topic: &str, offsets: &[(i32, 
         .unwrap();
     let mut tpl = TopicPartitionList::new();
     for (p, o) in offsets {
-        tpl.add_partition_offset(topic, *p, Offset::Offset(*o)).unwrap();
+        tpl.add_partition_offset(topic, *p, Offset::Offset(*o))
+            .unwrap();
     }
-    consumer.commit(&tpl, rdkafka::consumer::CommitMode::Sync).unwrap();
+    consumer
+        .commit(&tpl, rdkafka::consumer::CommitMode::Sync)
+        .unwrap();
 }
 
-fn committed_plain(c: &dyn TestCluster, group: &str, topic: &str, partitions: i32) -> Vec<Option<i64>> {
+fn committed_plain(
+    c: &dyn TestCluster,
+    group: &str,
+    topic: &str,
+    partitions: i32,
+) -> Vec<Option<i64>> {
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", c.bootstrap_servers())
         .set("group.id", group)
@@ -263,7 +343,9 @@ fn committed_plain(c: &dyn TestCluster, group: &str, topic: &str, partitions: i3
     for p in 0..partitions {
         tpl.add_partition(topic, p);
     }
-    let got = consumer.committed_offsets(tpl, Duration::from_secs(10)).unwrap();
+    let got = consumer
+        .committed_offsets(tpl, Duration::from_secs(10))
+        .unwrap();
     (0..partitions)
         .map(|p| match got.find_partition(topic, p).map(|e| e.offset()) {
             Some(Offset::Offset(o)) => Some(o),
@@ -282,7 +364,10 @@ fn committed_offsets_are_used_and_missing_ones_fall_back() {
     commit_plain(e, "g-committed", "committed", &[(0, 10), (1, 15)]);
     let svc = service(
         "committed-stream",
-        vec![("east", cluster(e, &["committed"]).done()), ("west", cluster(w, &["committed"]).done())],
+        vec![
+            ("east", cluster(e, &["committed"]).done()),
+            ("west", cluster(w, &["committed"]).done()),
+        ],
     );
     rt().block_on(async {
         let source = MultiClusterKafkaSource::builder()
@@ -290,7 +375,9 @@ fn committed_offsets_are_used_and_missing_ones_fall_back() {
             .stream_ids(["committed-stream"])
             .group_id("g-committed")
             .deserializer(ValueOnly::<String>::utf8())
-            .starting_offsets(StartingOffsets::Committed { reset: OffsetReset::Earliest })
+            .starting_offsets(StartingOffsets::Committed {
+                reset: OffsetReset::Earliest,
+            })
             .stopping_offsets(StoppingOffsets::Latest)
             .build()
             .unwrap();
@@ -311,7 +398,13 @@ fn a_checkpoint_taken_mid_stream_restores_to_exactly_once_output_and_commits_off
     let mut want: BTreeSet<String> = fill(e, "cp", 3, 30, "east").into_iter().collect();
     want.extend(fill(w, "cp", 2, 30, "west"));
     let make = |restore: Option<Checkpoint>| {
-        let svc = service("cp-stream", vec![("east", cluster(e, &["cp"]).done()), ("west", cluster(w, &["cp"]).done())]);
+        let svc = service(
+            "cp-stream",
+            vec![
+                ("east", cluster(e, &["cp"]).done()),
+                ("west", cluster(w, &["cp"]).done()),
+            ],
+        );
         let mut b = MultiClusterKafkaSource::builder()
             .metadata_service(svc)
             .stream_ids(["cp-stream"])
@@ -352,7 +445,10 @@ fn partitions_added_while_running_are_read() {
     let e = east();
     e.create_topic("grows", 1).unwrap();
     let first = fill(e, "grows", 1, 10, "first");
-    let svc = service("grows-stream", vec![("east", cluster(e, &["grows"]).done())]);
+    let svc = service(
+        "grows-stream",
+        vec![("east", cluster(e, &["grows"]).done())],
+    );
     rt().block_on(async {
         let source = MultiClusterKafkaSource::builder()
             .metadata_service(svc)
@@ -363,11 +459,19 @@ fn partitions_added_while_running_are_read() {
             .unwrap();
         let mut stream = source.open().await.unwrap();
         let mut seen = take(&mut stream, first.len()).await;
-        tokio::task::spawn_blocking(move || e.add_partitions("grows", 3)).await.unwrap().unwrap();
+        tokio::task::spawn_blocking(move || e.add_partitions("grows", 3))
+            .await
+            .unwrap()
+            .unwrap();
         let recs: Vec<TestRecord> = (1..3)
-            .flat_map(|p| (0..5).map(move |i| TestRecord::value(format!("new-{p}-{i}")).to_partition(p)))
+            .flat_map(|p| {
+                (0..5).map(move |i| TestRecord::value(format!("new-{p}-{i}")).to_partition(p))
+            })
             .collect();
-        tokio::task::spawn_blocking(move || e.produce("grows", &recs)).await.unwrap().unwrap();
+        tokio::task::spawn_blocking(move || e.produce("grows", &recs))
+            .await
+            .unwrap()
+            .unwrap();
         seen.extend(take(&mut stream, 10).await);
         let mut want: BTreeSet<String> = first.into_iter().collect();
         want.extend((1..3).flat_map(|p| (0..5).map(move |i| format!("new-{p}-{i}"))));
@@ -385,7 +489,10 @@ fn splits_of_a_dropped_reader_move_to_the_others_without_loss_or_repeat() {
     want.extend(fill(w, "failover", 2, 25, "west"));
     let svc = service(
         "failover-stream",
-        vec![("east", cluster(e, &["failover"]).done()), ("west", cluster(w, &["failover"]).done())],
+        vec![
+            ("east", cluster(e, &["failover"]).done()),
+            ("west", cluster(w, &["failover"]).done()),
+        ],
     );
     rt().block_on(async {
         let source = MultiClusterKafkaSource::builder()
@@ -401,15 +508,31 @@ fn splits_of_a_dropped_reader_move_to_the_others_without_loss_or_repeat() {
         let mut failing = readers.pop().unwrap();
         let mut seen: Seen = Vec::new();
         for _ in 0..20 {
-            let r = tokio::time::timeout(PATIENCE, failing.next()).await.unwrap().unwrap().unwrap();
-            seen.push((r.cluster.to_string(), r.topic.to_string(), r.partition, r.offset, r.value));
+            let r = tokio::time::timeout(PATIENCE, failing.next())
+                .await
+                .unwrap()
+                .unwrap()
+                .unwrap();
+            seen.push((
+                r.cluster.to_string(),
+                r.topic.to_string(),
+                r.partition,
+                r.offset,
+                r.value,
+            ));
         }
         drop(failing);
         let rest = tokio::time::timeout(PATIENCE, async {
             let mut out = Vec::new();
             while let Some(r) = survivor.next().await {
                 let r = r.unwrap();
-                out.push((r.cluster.to_string(), r.topic.to_string(), r.partition, r.offset, r.value));
+                out.push((
+                    r.cluster.to_string(),
+                    r.topic.to_string(),
+                    r.partition,
+                    r.offset,
+                    r.value,
+                ));
             }
             out
         })
@@ -436,7 +559,10 @@ fn unknown_streams_unreachable_clusters_and_bad_patterns_are_clear_errors() {
             .unwrap_err();
         assert_eq!(err.to_string(), "unknown stream id(s): nope");
 
-        let dead = ClusterMetadata::builder("127.0.0.1:1").topic("t").build().unwrap();
+        let dead = ClusterMetadata::builder("127.0.0.1:1")
+            .topic("t")
+            .build()
+            .unwrap();
         let svc = service("dead-stream", vec![("dead", dead)]);
         let err = MultiClusterKafkaSource::builder()
             .metadata_service(svc)
@@ -458,7 +584,10 @@ fn unknown_streams_unreachable_clusters_and_bad_patterns_are_clear_errors() {
             .build()
             .unwrap_err();
         let text = err.to_string();
-        assert!(text.starts_with("invalid source configuration: invalid stream pattern `orders-(`"), "{text}");
+        assert!(
+            text.starts_with("invalid source configuration: invalid stream pattern `orders-(`"),
+            "{text}"
+        );
         assert!(!text.contains('\n'), "one line: {text}");
     });
 }

@@ -4,7 +4,10 @@
 use mck_testkit::{ClusterOptions, KafkaCluster, kafka_libs};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let runs: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(3);
+    let runs: usize = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(3);
     kafka_libs()?;
     let mut secs = Vec::new();
     for i in 0..runs {

@@ -16,7 +16,9 @@ pub enum TestkitError {
     #[error("cannot run java: {0}")]
     Java(String),
     /// A broker did not come up.
-    #[error("broker {broker} of cluster `{cluster}` did not become ready: {reason}\n--- log tail ({log}) ---\n{tail}")]
+    #[error(
+        "broker {broker} of cluster `{cluster}` did not become ready: {reason}\n--- log tail ({log}) ---\n{tail}"
+    )]
     BrokerNotReady {
         /// Logical cluster id.
         cluster: String,

@@ -210,7 +210,12 @@ impl KafkaCluster {
             let mut props: Vec<(String, String)> = vec![
                 (
                     "process.roles".into(),
-                    if is_controller { "broker,controller" } else { "broker" }.into(),
+                    if is_controller {
+                        "broker,controller"
+                    } else {
+                        "broker"
+                    }
+                    .into(),
                 ),
                 ("node.id".into(), node_id.to_string()),
                 ("controller.quorum.voters".into(), voters.join(",")),
@@ -222,7 +227,10 @@ impl KafkaCluster {
                         format!("PLAINTEXT://127.0.0.1:{port}")
                     },
                 ),
-                ("advertised.listeners".into(), format!("PLAINTEXT://127.0.0.1:{port}")),
+                (
+                    "advertised.listeners".into(),
+                    format!("PLAINTEXT://127.0.0.1:{port}"),
+                ),
                 ("controller.listener.names".into(), "CONTROLLER".into()),
                 ("inter.broker.listener.name".into(), "PLAINTEXT".into()),
                 (
@@ -235,15 +243,27 @@ impl KafkaCluster {
                 ("min.insync.replicas".into(), "1".into()),
                 ("offsets.topic.replication.factor".into(), rf.to_string()),
                 ("offsets.topic.num.partitions".into(), "3".into()),
-                ("transaction.state.log.replication.factor".into(), rf.to_string()),
+                (
+                    "transaction.state.log.replication.factor".into(),
+                    rf.to_string(),
+                ),
                 ("transaction.state.log.min.isr".into(), "1".into()),
                 ("transaction.state.log.num.partitions".into(), "3".into()),
-                ("share.coordinator.state.topic.replication.factor".into(), rf.to_string()),
+                (
+                    "share.coordinator.state.topic.replication.factor".into(),
+                    rf.to_string(),
+                ),
                 ("share.coordinator.state.topic.min.isr".into(), "1".into()),
-                ("share.coordinator.state.topic.num.partitions".into(), "3".into()),
+                (
+                    "share.coordinator.state.topic.num.partitions".into(),
+                    "3".into(),
+                ),
                 ("group.initial.rebalance.delay.ms".into(), "0".into()),
                 ("auto.create.topics.enable".into(), "false".into()),
-                ("log.flush.interval.messages".into(), "9223372036854775807".into()),
+                (
+                    "log.flush.interval.messages".into(),
+                    "9223372036854775807".into(),
+                ),
             ];
             props.extend(options.broker_config.iter().cloned());
             let config = log_root.join(format!("node-{node_id}.properties"));
@@ -323,7 +343,9 @@ impl KafkaCluster {
             children.push((node, child, out_path));
         }
         for (node, mut child, out_path) in children {
-            let status = child.wait().map_err(|e| TestkitError::Java(e.to_string()))?;
+            let status = child
+                .wait()
+                .map_err(|e| TestkitError::Java(e.to_string()))?;
             if !status.success() {
                 let text = fs::read_to_string(&out_path).unwrap_or_default();
                 return Err(TestkitError::BrokerNotReady {
@@ -387,7 +409,11 @@ impl KafkaCluster {
                 if let Some(child) = nodes[index].child.as_mut()
                     && let Ok(Some(status)) = child.try_wait()
                 {
-                    return Err(self.not_ready(index, &log_dir, format!("the JVM exited ({status})")));
+                    return Err(self.not_ready(
+                        index,
+                        &log_dir,
+                        format!("the JVM exited ({status})"),
+                    ));
                 }
             }
             let last = match consumer.fetch_metadata(None, Duration::from_millis(1000)) {
@@ -402,7 +428,10 @@ impl KafkaCluster {
                 return Err(self.not_ready(
                     index,
                     &log_dir,
-                    format!("no metadata answer within {:?}; last: {last}", self.options.ready_timeout),
+                    format!(
+                        "no metadata answer within {:?}; last: {last}",
+                        self.options.ready_timeout
+                    ),
                 ));
             }
         }
@@ -489,7 +518,9 @@ impl KafkaCluster {
                 && let Some(t) = md.topics().first()
                 && t.error().is_none()
                 && t.partitions().len() == count
-                && t.partitions().iter().all(|p| p.leader() >= 0 && p.error().is_none())
+                && t.partitions()
+                    .iter()
+                    .all(|p| p.leader() >= 0 && p.error().is_none())
             {
                 return Ok(());
             }

@@ -148,7 +148,11 @@ pub(crate) fn produce_records(
         match results.remove(&i) {
             Some(Ok(p)) => out.push(p),
             Some(Err(e)) => return Err(fail(format!("record {i} to {topic} failed: {e}"))),
-            None => return Err(fail(format!("record {i} to {topic} was never acknowledged"))),
+            None => {
+                return Err(fail(format!(
+                    "record {i} to {topic} was never acknowledged"
+                )));
+            }
         }
     }
     Ok(out)

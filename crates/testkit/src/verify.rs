@@ -57,13 +57,17 @@ pub fn read_topic(cluster: &dyn TestCluster, topic: &str) -> Result<Vec<ReadReco
                 .map_err(|e| fail(e.to_string()))?;
         }
     }
-    consumer.assign(&tpl).map_err(|e| fail(format!("assign: {e}")))?;
+    consumer
+        .assign(&tpl)
+        .map_err(|e| fail(format!("assign: {e}")))?;
     let mut out = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut done: HashMap<i32, bool> = ends.keys().map(|p| (*p, false)).collect();
     while done.values().any(|d| !d) {
         if Instant::now() > deadline {
-            return Err(fail(format!("reading {topic} back did not finish within 60s")));
+            return Err(fail(format!(
+                "reading {topic} back did not finish within 60s"
+            )));
         }
         match consumer.poll(Duration::from_millis(200)) {
             Some(Ok(m)) => {

@@ -3,7 +3,9 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use mck_testkit::{ClusterOptions, KafkaCluster, TestCluster, TestRecord, read_topic, shared_cluster};
+use mck_testkit::{
+    ClusterOptions, KafkaCluster, TestCluster, TestRecord, read_topic, shared_cluster,
+};
 use rdkafka::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 
@@ -77,11 +79,17 @@ fn two_real_clusters_start_produce_consume_and_stop() {
     }
 
     let log_dir = a.log_dir().to_path_buf();
-    assert!(!pids_of(&log_dir).is_empty(), "the broker JVM is visible while running");
+    assert!(
+        !pids_of(&log_dir).is_empty(),
+        "the broker JVM is visible while running"
+    );
     drop(a);
     drop(b);
     assert!(pids_of(&log_dir).is_empty(), "no JVM left after stop");
-    assert!(log_dir.join("node-1/server.log").exists(), "broker logs are kept under target/");
+    assert!(
+        log_dir.join("node-1/server.log").exists(),
+        "broker logs are kept under target/"
+    );
 }
 
 #[test]

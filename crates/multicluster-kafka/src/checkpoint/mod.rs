@@ -117,7 +117,10 @@ impl Checkpoint {
 
     /// Records (or replaces) one split's position.
     pub fn put(&mut self, split: &KafkaSplit) {
-        let cluster = self.clusters.entry(split.id.cluster.to_string()).or_default();
+        let cluster = self
+            .clusters
+            .entry(split.id.cluster.to_string())
+            .or_default();
         let entry = SplitCheckpoint {
             topic: split.id.topic.to_string(),
             partition: split.id.partition,
@@ -209,7 +212,10 @@ impl Checkpoint {
         let head: Envelope<serde_json::Value> =
             serde_json::from_slice(bytes).map_err(|e| err(format!("invalid JSON: {e}")))?;
         if head.format != CHECKPOINT_FORMAT {
-            return Err(err(format!("format is `{}`, expected `{CHECKPOINT_FORMAT}`", head.format)));
+            return Err(err(format!(
+                "format is `{}`, expected `{CHECKPOINT_FORMAT}`",
+                head.format
+            )));
         }
         match head.version {
             1 => {
@@ -257,8 +263,16 @@ mod tests {
     fn put_replaces_a_split_position() {
         let id = SplitId::new("c", "t", 0);
         let mut cp = Checkpoint::default();
-        cp.put(&KafkaSplit { id: id.clone(), next_offset: 1, stop_offset: None });
-        cp.put(&KafkaSplit { id, next_offset: 2, stop_offset: None });
+        cp.put(&KafkaSplit {
+            id: id.clone(),
+            next_offset: 1,
+            stop_offset: None,
+        });
+        cp.put(&KafkaSplit {
+            id,
+            next_offset: 2,
+            stop_offset: None,
+        });
         assert_eq!(cp.split_count(), 1);
         assert_eq!(cp.splits().next().unwrap().next_offset, 2);
     }

@@ -151,7 +151,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = FileCheckpointStore::open(dir.path(), 5).unwrap();
         store.save(&cp(1)).unwrap();
-        fs::write(dir.path().join("checkpoint-00000000000000000002.json"), b"{").unwrap();
+        fs::write(
+            dir.path().join("checkpoint-00000000000000000002.json"),
+            b"{",
+        )
+        .unwrap();
         let e = store.latest().unwrap_err().to_string();
         assert!(e.contains("checkpoint-00000000000000000002.json"), "{e}");
     }

@@ -34,7 +34,11 @@ impl KafkaStream {
     }
 
     /// Adds (or replaces) a cluster.
-    pub fn with_cluster(mut self, cluster_id: impl Into<String>, metadata: ClusterMetadata) -> Self {
+    pub fn with_cluster(
+        mut self,
+        cluster_id: impl Into<String>,
+        metadata: ClusterMetadata,
+    ) -> Self {
         self.clusters.insert(cluster_id.into(), metadata);
         self
     }
@@ -117,7 +121,11 @@ impl ClusterMetadataBuilder {
 
     /// Checks and returns the definition.
     pub fn build(self) -> Result<ClusterMetadata, MetadataError> {
-        let bootstrap = self.inner.properties.bootstrap_servers().unwrap_or_default();
+        let bootstrap = self
+            .inner
+            .properties
+            .bootstrap_servers()
+            .unwrap_or_default();
         if bootstrap.trim().is_empty() {
             return Err(MetadataError::MissingBootstrapServers {
                 location: None,
@@ -179,7 +187,10 @@ mod tests {
 
     #[test]
     fn builder_without_bootstrap_servers_is_an_error() {
-        let err = ClusterMetadata::builder("  ").topic("t").build().unwrap_err();
+        let err = ClusterMetadata::builder("  ")
+            .topic("t")
+            .build()
+            .unwrap_err();
         assert!(matches!(err, MetadataError::MissingBootstrapServers { .. }));
     }
 
@@ -199,7 +210,10 @@ mod tests {
 
     #[test]
     fn same_cluster_with_same_bootstrap_in_two_streams_is_consistent() {
-        let m = ClusterMetadata::builder("a:9092").topic("t").build().unwrap();
+        let m = ClusterMetadata::builder("a:9092")
+            .topic("t")
+            .build()
+            .unwrap();
         let s1 = KafkaStream::new("s1").with_cluster("east", m.clone());
         let s2 = KafkaStream::new("s2").with_cluster("east", m);
         assert!(check_consistent([&s1, &s2]).is_ok());

@@ -64,7 +64,10 @@ impl StaticMetadataService {
 
     /// Replaces every stream at once and notifies [`KafkaMetadataService::changes`]
     /// subscribers. On error nothing changes.
-    pub fn replace(&self, streams: impl IntoIterator<Item = KafkaStream>) -> Result<(), MetadataError> {
+    pub fn replace(
+        &self,
+        streams: impl IntoIterator<Item = KafkaStream>,
+    ) -> Result<(), MetadataError> {
         let map = Self::index(streams)?;
         *self.streams.write().unwrap_or_else(|p| p.into_inner()) = map;
         self.generation.send_modify(|g| *g += 1);
@@ -96,7 +99,11 @@ impl KafkaMetadataService for StaticMetadataService {
 
     async fn all_streams(&self) -> Result<BTreeMap<String, KafkaStream>, MetadataError> {
         self.check_open()?;
-        Ok(self.streams.read().unwrap_or_else(|p| p.into_inner()).clone())
+        Ok(self
+            .streams
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone())
     }
 
     async fn close(&self) -> Result<(), MetadataError> {
@@ -117,7 +124,10 @@ mod tests {
     fn stream(id: &str, cluster: &str, bootstrap: &str) -> KafkaStream {
         KafkaStream::new(id).with_cluster(
             cluster,
-            ClusterMetadata::builder(bootstrap).topic("t").build().unwrap(),
+            ClusterMetadata::builder(bootstrap)
+                .topic("t")
+                .build()
+                .unwrap(),
         )
     }
 
@@ -127,7 +137,10 @@ mod tests {
         let rx = svc.changes().unwrap();
         svc.replace([stream("s", "b", "b:1")]).unwrap();
         assert!(rx.has_changed().unwrap());
-        let got = svc.describe_streams(&["s".into(), "missing".into()]).await.unwrap();
+        let got = svc
+            .describe_streams(&["s".into(), "missing".into()])
+            .await
+            .unwrap();
         assert_eq!(got.len(), 1);
         assert!(got["s"].clusters.contains_key("b"));
     }
@@ -138,7 +151,10 @@ mod tests {
         let err = svc
             .replace([stream("s", "a", "a:1"), stream("s2", "a", "other:1")])
             .unwrap_err();
-        assert!(matches!(err, MetadataError::ConflictingBootstrapServers { .. }), "{err}");
+        assert!(
+            matches!(err, MetadataError::ConflictingBootstrapServers { .. }),
+            "{err}"
+        );
         assert_eq!(svc.all_streams().await.unwrap().len(), 1);
     }
 

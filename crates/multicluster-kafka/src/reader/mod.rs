@@ -1,12 +1,13 @@
 //! Readers: the parallel workers that own splits, fetch from each cluster they have
 //! splits on, and hand records out in order while tracking positions.
 
-pub(crate) mod fetcher;
+pub(crate) mod cluster_consumer;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
+use std::time::Duration;
 
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc};
 
 use crate::checkpoint::Checkpoint;
 use crate::deserializer::Deserializer;
@@ -15,7 +16,7 @@ use crate::metrics as m;
 use crate::properties::ClientProperties;
 use crate::record::Record;
 use crate::split::{KafkaSplit, SplitId};
-use fetcher::{FetchCommand, FetchSettings, Fetched, Fetcher, Item};
+use cluster_consumer::{ClusterConsumer, Item};
 
 /// What the enumerator tells a reader.
 #[derive(Debug)]
@@ -40,11 +41,15 @@ pub(crate) enum ReaderEvent {
 #[derive(Debug)]
 pub(crate) enum ReaderNotice {
     /// The reader is gone; these splits (at the positions handed out) need a new owner.
-    Closed { reader: usize, splits: Vec<KafkaSplit> },
+    Closed {
+        reader: usize,
+        splits: Vec<KafkaSplit>,
+    },
 }
 
 #[derive(Debug)]
 struct SplitState {
+    id: SplitId,
     next_offset: i64,
     stop: Option<i64>,
     finished: bool,
@@ -66,18 +71,31 @@ pub struct SourceReader<D: Deserializer> {
     deserializer: Arc<D>,
     events: mpsc::UnboundedReceiver<ReaderEvent>,
     notices: mpsc::UnboundedSender<ReaderNotice>,
-    fetched_tx: mpsc::Sender<Fetched<D::Value>>,
-    fetched_rx: mpsc::Receiver<Fetched<D::Value>>,
-    fetchers: HashMap<Arc<str>, Fetcher>,
-    next_generation: u64,
-    splits: HashMap<SplitId, SplitState>,
+    /// One consumer per cluster this reader has splits on.
+    consumers: BTreeMap<Arc<str>, ClusterConsumer>,
+    /// Splits assigned but not yet handed to their cluster's consumer, with the
+    /// consumer properties of the cluster.
+    to_start: BTreeMap<Arc<str>, (ClientProperties, Vec<KafkaSplit>)>,
+    /// Woken by librdkafka when any consumer of this reader has something.
+    notify: Arc<Notify>,
+    /// Which consumer to poll first next time (fairness between clusters).
+    rotate: usize,
+    /// Split states; `index` maps ids to positions in this vector.
+    states: Vec<SplitState>,
+    index: HashMap<SplitId, usize>,
+    /// The split of the previous record handed out: records come in runs per
+    /// partition, so this saves a hash lookup per record.
+    last: Option<(Arc<str>, i32, usize)>,
     clusters: BTreeMap<Arc<str>, ClusterInfo>,
     buffer: VecDeque<Item<D::Value>>,
     buffer_cluster: Option<Arc<str>>,
+    /// Records and bytes handed out from the current batch, added to the metrics
+    /// when the batch is done.
+    pending_counts: (u64, u64),
     no_more_splits: bool,
     enumerator_gone: bool,
     max_batch: usize,
-    poll_timeout: std::time::Duration,
+    poll_timeout: Duration,
     counters: HashMap<Arc<str>, (metrics::Counter, metrics::Counter)>,
     closed: bool,
 }
@@ -86,7 +104,7 @@ impl<D: Deserializer> std::fmt::Debug for SourceReader<D> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SourceReader")
             .field("id", &self.id)
-            .field("splits", &self.splits.len())
+            .field("splits", &self.states.len())
             .finish()
     }
 }
@@ -96,27 +114,28 @@ pub(crate) struct ReaderParts<D: Deserializer> {
     pub deserializer: Arc<D>,
     pub events: mpsc::UnboundedReceiver<ReaderEvent>,
     pub notices: mpsc::UnboundedSender<ReaderNotice>,
-    pub channel_capacity: usize,
     pub max_batch: usize,
-    pub poll_timeout: std::time::Duration,
+    pub poll_timeout: Duration,
 }
 
 impl<D: Deserializer> SourceReader<D> {
     pub(crate) fn new(parts: ReaderParts<D>) -> Self {
-        let (fetched_tx, fetched_rx) = mpsc::channel(parts.channel_capacity.max(1));
         Self {
             id: parts.id,
             deserializer: parts.deserializer,
             events: parts.events,
             notices: parts.notices,
-            fetched_tx,
-            fetched_rx,
-            fetchers: HashMap::new(),
-            next_generation: 1,
-            splits: HashMap::new(),
+            consumers: BTreeMap::new(),
+            to_start: BTreeMap::new(),
+            notify: Arc::new(Notify::new()),
+            rotate: 0,
+            states: Vec::new(),
+            index: HashMap::new(),
+            last: None,
             clusters: BTreeMap::new(),
             buffer: VecDeque::new(),
             buffer_cluster: None,
+            pending_counts: (0, 0),
             no_more_splits: false,
             enumerator_gone: false,
             max_batch: parts.max_batch,
@@ -133,9 +152,16 @@ impl<D: Deserializer> SourceReader<D> {
 
     /// Number of splits this reader owns (finished ones included).
     pub fn split_count(&self) -> usize {
-        self.splits.len()
+        self.states.len()
     }
 
+    fn state_mut(&mut self, id: &SplitId) -> Option<&mut SplitState> {
+        let i = *self.index.get(id)?;
+        self.states.get_mut(i)
+    }
+
+    /// Records an event. Splits to start are queued; [`Self::start_pending`] hands them
+    /// to their consumers (creating consumers blocks, so it happens in `next`).
     fn apply(&mut self, event: ReaderEvent) -> Result<(), SourceError> {
         match event {
             ReaderEvent::ClusterInfo {
@@ -160,11 +186,20 @@ impl<D: Deserializer> SourceReader<D> {
                 let mut to_fetch = Vec::new();
                 for s in splits {
                     let finished = s.is_finished();
-                    let state = self.splits.entry(s.id.clone()).or_insert(SplitState {
-                        next_offset: s.next_offset,
-                        stop: s.stop_offset,
-                        finished,
-                    });
+                    let i = match self.index.get(&s.id) {
+                        Some(i) => *i,
+                        None => {
+                            self.states.push(SplitState {
+                                id: s.id.clone(),
+                                next_offset: s.next_offset,
+                                stop: s.stop_offset,
+                                finished,
+                            });
+                            self.index.insert(s.id.clone(), self.states.len() - 1);
+                            self.states.len() - 1
+                        }
+                    };
+                    let state = &mut self.states[i];
                     // A split assigned again keeps the position this reader handed out.
                     let split = KafkaSplit {
                         id: s.id,
@@ -178,25 +213,12 @@ impl<D: Deserializer> SourceReader<D> {
                     }
                 }
                 if !to_fetch.is_empty() {
-                    if !self.fetchers.contains_key(&cluster) {
-                        let generation = self.next_generation;
-                        self.next_generation += 1;
-                        let f = fetcher::spawn(
-                            cluster.clone(),
-                            &properties,
-                            generation,
-                            self.deserializer.clone(),
-                            self.fetched_tx.clone(),
-                            FetchSettings {
-                                max_batch: self.max_batch,
-                                poll_timeout: self.poll_timeout,
-                            },
-                        )?;
-                        self.fetchers.insert(cluster.clone(), f);
-                    }
-                    if let Some(f) = self.fetchers.get(&cluster) {
-                        f.send(FetchCommand::Add(to_fetch));
-                    }
+                    let entry = self
+                        .to_start
+                        .entry(cluster)
+                        .or_insert_with(|| (properties.clone(), Vec::new()));
+                    entry.0 = properties;
+                    entry.1.extend(to_fetch);
                 }
                 self.report_active();
             }
@@ -205,91 +227,139 @@ impl<D: Deserializer> SourceReader<D> {
     }
 
     fn report_active(&self) {
-        let active = self.splits.values().filter(|s| !s.finished).count();
+        let active = self.states.iter().filter(|s| !s.finished).count();
         metrics::gauge!(m::ACTIVE_SPLITS, "reader" => self.id.to_string()).set(active as f64);
     }
 
-    fn counters(&mut self, cluster: &Arc<str>) -> &(metrics::Counter, metrics::Counter) {
-        self.counters.entry(cluster.clone()).or_insert_with(|| {
+    /// Adds the current batch's counts to the per-cluster metrics.
+    fn flush_counts(&mut self) {
+        let (records, bytes) = std::mem::take(&mut self.pending_counts);
+        if records == 0 {
+            return;
+        }
+        let Some(cluster) = self.buffer_cluster.clone() else {
+            return;
+        };
+        let (r, b) = self.counters.entry(cluster.clone()).or_insert_with(|| {
             (
                 metrics::counter!(m::RECORDS, "cluster" => cluster.to_string()),
                 metrics::counter!(m::BYTES, "cluster" => cluster.to_string()),
             )
-        })
+        });
+        r.increment(records);
+        b.increment(bytes);
     }
 
     fn is_done(&self) -> bool {
-        self.no_more_splits && self.buffer.is_empty() && self.splits.values().all(|s| s.finished)
+        self.no_more_splits
+            && self.buffer.is_empty()
+            && self.to_start.is_empty()
+            && self.states.iter().all(|s| s.finished)
     }
 
-    fn take_fetched(&mut self, fetched: Fetched<D::Value>) -> Result<(), SourceError> {
-        match fetched {
-            Fetched::Batch {
-                cluster,
-                generation,
-                items,
-                high_watermarks,
-            } => {
-                if self.fetchers.get(&cluster).map(|f| f.generation) != Some(generation) {
-                    return Ok(()); // from a fetcher that was replaced: its splits moved on
-                }
-                for (topic, partition, hw) in high_watermarks {
-                    let id = SplitId {
-                        cluster: cluster.clone(),
-                        topic: topic.clone(),
-                        partition,
-                    };
-                    if let Some(s) = self.splits.get(&id) {
-                        let last = items
-                            .iter()
-                            .rev()
-                            .find(|i| i.partition == partition && i.topic == topic)
-                            .map(|i| i.offset + 1)
-                            .unwrap_or(s.next_offset);
-                        metrics::gauge!(m::SPLIT_LAG, "cluster" => cluster.to_string(), "topic" => topic.to_string(), "partition" => partition.to_string())
-                            .set((hw - last).max(0) as f64);
-                    }
-                }
-                self.buffer_cluster = Some(cluster);
-                self.buffer.extend(items);
+    /// Creates missing consumers (on the blocking pool) and starts queued splits.
+    async fn start_pending(&mut self) -> Result<(), SourceError> {
+        while let Some((cluster, (props, splits))) = self.to_start.pop_first() {
+            if !self.consumers.contains_key(&cluster) {
+                let (c, n) = (cluster.clone(), self.notify.clone());
+                let created =
+                    tokio::task::spawn_blocking(move || ClusterConsumer::create(c, &props, n))
+                        .await
+                        .map_err(|e| {
+                            SourceError::Config(format!("consumer creation task failed: {e}"))
+                        })??;
+                self.consumers.insert(cluster.clone(), created);
             }
-            Fetched::Finished { id, generation } => {
-                // The buffer is empty here (`next` drains it before receiving), and the
-                // fetcher sent every record of the split before this notice.
-                let current = self.fetchers.get(&id.cluster).map(|f| f.generation);
-                if current == Some(generation)
-                    && let Some(s) = self.splits.get_mut(&id)
-                {
-                    s.finished = true;
-                    if let Some(stop) = s.stop {
-                        s.next_offset = s.next_offset.max(stop);
-                    }
-                    self.report_active();
-                }
-            }
-            Fetched::Failed { cluster, error } => {
-                tracing::error!(reader = self.id, cluster = %cluster, %error, "fetcher failed");
-                self.fetchers.remove(&cluster);
-                return Err(error);
+            let consumer = self.consumers.get_mut(&cluster).expect("just ensured");
+            for id in consumer.add(splits)? {
+                self.mark_finished(&id);
             }
         }
         Ok(())
     }
 
-    /// Hands out the next buffered record, if any, advancing its split's position.
-    fn pop(&mut self) -> Option<Result<Record<D::Value>, SourceError>> {
-        while let Some(item) = self.buffer.pop_front() {
-            let Some(cluster) = self.buffer_cluster.clone() else {
+    fn mark_finished(&mut self, id: &SplitId) {
+        if let Some(s) = self.state_mut(id) {
+            s.finished = true;
+            if let Some(stop) = s.stop {
+                s.next_offset = s.next_offset.max(stop);
+            }
+        }
+        self.report_active();
+    }
+
+    /// Polls the consumers without waiting, starting with a different one each time;
+    /// stops at the first that has records. Returns the number of records buffered.
+    fn poll_consumers(&mut self) -> Result<usize, SourceError> {
+        let clusters: Vec<Arc<str>> = self.consumers.keys().cloned().collect();
+        if clusters.is_empty() {
+            return Ok(0);
+        }
+        self.rotate = self.rotate.wrapping_add(1);
+        for k in 0..clusters.len() {
+            let cluster = &clusters[(self.rotate + k) % clusters.len()];
+            let Some(consumer) = self.consumers.get_mut(cluster) else {
                 continue;
             };
-            let id = SplitId {
-                cluster: cluster.clone(),
-                topic: item.topic.clone(),
-                partition: item.partition,
+            let polled =
+                consumer.poll(self.deserializer.as_ref(), self.max_batch, &mut self.buffer)?;
+            for id in &polled.finished {
+                // Records of the split buffered before the stop are still handed out;
+                // `pop` finishes the split at its last record.
+                let pending = self
+                    .buffer
+                    .iter()
+                    .any(|i| i.partition == id.partition && *i.topic == *id.topic);
+                if !pending {
+                    self.mark_finished(id);
+                }
+            }
+            for (topic, partition, hw) in polled.high_watermarks {
+                if let Some(next) = self
+                    .index
+                    .get(&SplitId {
+                        cluster: cluster.clone(),
+                        topic: topic.clone(),
+                        partition,
+                    })
+                    .map(|i| self.states[*i].next_offset)
+                {
+                    metrics::gauge!(m::SPLIT_LAG, "cluster" => cluster.to_string(), "topic" => topic.to_string(), "partition" => partition.to_string())
+                        .set((hw - next).max(0) as f64);
+                }
+            }
+            if polled.records > 0 {
+                self.buffer_cluster = Some(cluster.clone());
+                return Ok(polled.records);
+            }
+        }
+        Ok(0)
+    }
+
+    /// Hands out the next buffered record, if any, advancing its split's position.
+    fn pop(&mut self) -> Option<Result<Record<D::Value>, SourceError>> {
+        let cluster = self.buffer_cluster.clone()?;
+        while let Some(item) = self.buffer.pop_front() {
+            let i = match &self.last {
+                Some((topic, partition, i))
+                    if *partition == item.partition && Arc::ptr_eq(topic, &item.topic) =>
+                {
+                    *i
+                }
+                _ => {
+                    let id = SplitId {
+                        cluster: cluster.clone(),
+                        topic: item.topic.clone(),
+                        partition: item.partition,
+                    };
+                    let Some(i) = self.index.get(&id).copied() else {
+                        continue; // a split this reader no longer owns
+                    };
+                    self.last = Some((item.topic.clone(), item.partition, i));
+                    i
+                }
             };
-            let Some(state) = self.splits.get_mut(&id) else {
-                continue; // a split this reader no longer owns
-            };
+            let state = &mut self.states[i];
             if state.finished || item.offset < state.next_offset {
                 continue; // already handed out (a rebuilt consumer re-fetched it)
             }
@@ -300,18 +370,16 @@ impl<D: Deserializer> SourceReader<D> {
                 continue;
             }
             state.next_offset = item.offset + 1;
-            if let Some(stop) = state.stop
-                && state.next_offset >= stop
-            {
+            let reached_stop = state.stop.is_some_and(|stop| state.next_offset >= stop);
+            if reached_stop {
                 state.finished = true;
                 self.report_active();
             }
-            let bytes = item.bytes as u64;
-            let (records, bytes_counter) = self.counters(&cluster);
-            records.increment(1);
-            bytes_counter.increment(bytes);
+            self.pending_counts.0 += 1;
+            self.pending_counts.1 += item.bytes as u64;
             return Some(item.value.map_err(SourceError::from));
         }
+        self.flush_counts();
         None
     }
 
@@ -327,6 +395,17 @@ impl<D: Deserializer> SourceReader<D> {
             if let Some(r) = self.pop() {
                 return Some(r);
             }
+            if let Err(e) = self.drain_events() {
+                return Some(Err(e));
+            }
+            if let Err(e) = self.start_pending().await {
+                return Some(Err(e));
+            }
+            match self.poll_consumers() {
+                Ok(0) => {}
+                Ok(_) => continue,
+                Err(e) => return Some(Err(e)),
+            }
             if self.is_done() {
                 return None;
             }
@@ -340,19 +419,16 @@ impl<D: Deserializer> SourceReader<D> {
                     }
                     None => {
                         self.enumerator_gone = true;
-                        if self.splits.is_empty() {
+                        if self.states.is_empty() {
                             self.closed = true;
                             return Some(Err(SourceError::Closed));
                         }
                     }
                 },
-                fetched = self.fetched_rx.recv() => {
-                    if let Some(f) = fetched
-                        && let Err(e) = self.take_fetched(f)
-                    {
-                        return Some(Err(e));
-                    }
-                }
+                _ = self.notify.notified() => {}
+                // A safety net: librdkafka's wake-up covers new records, this covers
+                // anything else (position-based stops, missed wake-ups).
+                _ = tokio::time::sleep(self.poll_timeout) => {}
             }
         }
     }
@@ -381,46 +457,71 @@ impl<D: Deserializer> SourceReader<D> {
     }
 
     fn positions(&self) -> Vec<KafkaSplit> {
-        self.splits
+        self.states
             .iter()
-            .map(|(id, s)| KafkaSplit {
-                id: id.clone(),
+            .map(|s| KafkaSplit {
+                id: s.id.clone(),
                 next_offset: s.next_offset,
                 stop_offset: s.stop,
             })
             .collect()
     }
 
-    /// Stops the fetch threads and waits for them (consumers closed), returning the
-    /// splits to the enumerator.
+    /// Stops reading and closes every consumer (on the blocking pool, waiting for
+    /// them), returning unfinished splits to the enumerator.
     pub async fn close(mut self) {
-        let handles: Vec<_> = self.shutdown().into_iter().flatten().collect();
+        let closers = self.shutdown();
         let _ = tokio::task::spawn_blocking(move || {
-            for h in handles {
-                let _ = h.join();
+            for close in closers {
+                close();
             }
         })
         .await;
     }
 
-    fn shutdown(&mut self) -> Vec<Option<std::thread::JoinHandle<()>>> {
+    fn shutdown(&mut self) -> Vec<Box<dyn FnOnce() + Send>> {
         if !self.closed {
             self.closed = true;
             let _ = self.drain_events();
-            let splits: Vec<KafkaSplit> = self.positions().into_iter().filter(|s| !s.is_finished()).collect();
+            let splits: Vec<KafkaSplit> = self
+                .positions()
+                .into_iter()
+                .filter(|s| !s.is_finished())
+                .collect();
             let _ = self.notices.send(ReaderNotice::Closed {
                 reader: self.id,
                 splits,
             });
         }
-        self.fetchers.drain().map(|(_, f)| f.stop()).collect()
+        std::mem::take(&mut self.consumers)
+            .into_values()
+            .map(|c| Box::new(c.into_closer()) as Box<dyn FnOnce() + Send>)
+            .collect()
     }
 }
 
 impl<D: Deserializer> Drop for SourceReader<D> {
     fn drop(&mut self) {
-        // Fetch threads end on their own once told; not joined here to keep drop
-        // non-blocking (use `close` to wait for them).
-        let _ = self.shutdown();
+        // Closing a consumer blocks: do it on the blocking pool (or a thread of its
+        // own outside a runtime) so dropping a reader never stalls async code.
+        let closers = self.shutdown();
+        if closers.is_empty() {
+            return;
+        }
+        let run = move || {
+            for close in closers {
+                close();
+            }
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) => {
+                handle.spawn_blocking(run);
+            }
+            Err(_) => {
+                let _ = std::thread::Builder::new()
+                    .name("mck-close".into())
+                    .spawn(run);
+            }
+        }
     }
 }
