@@ -24,7 +24,11 @@ fn splits(n: usize) -> Vec<KafkaSplit> {
 
 fn checkpoint(c: &mut Criterion) {
     for n in [10, 1_000, 10_000] {
-        let cp = Checkpoint::from_splits(splits(n));
+        let all = splits(n);
+        c.bench_function(&format!("checkpoint_snapshot_{n}"), |b| {
+            b.iter(|| Checkpoint::from_splits(all.iter().cloned()))
+        });
+        let cp = Checkpoint::from_splits(all.clone());
         let bytes = cp.encode();
         println!("checkpoint of {n} splits: {} bytes", bytes.len());
         c.bench_function(&format!("checkpoint_encode_{n}"), |b| {

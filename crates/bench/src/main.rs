@@ -168,6 +168,7 @@ fn ours(
             .stream_ids(["bench"])
             .deserializer(RawValue)
             .parallelism(readers)
+            .include_headers(false)
             .stopping_offsets(StoppingOffsets::Latest)
             .build()
             .unwrap();

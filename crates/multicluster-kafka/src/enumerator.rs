@@ -43,6 +43,7 @@ pub(crate) struct SourceConfig {
     pub client_timeout: Duration,
     pub max_batch: usize,
     pub poll_timeout: Duration,
+    pub include_headers: bool,
 }
 
 impl SourceConfig {

@@ -80,6 +80,7 @@ impl MultiClusterKafkaSource<RawValue> {
             discard_mismatched_positions: false,
             client_timeout: Duration::from_secs(30),
             max_batch: 1024,
+            include_headers: true,
         }
     }
 }
@@ -108,6 +109,7 @@ pub struct SourceBuilder<D> {
     discard_mismatched_positions: bool,
     client_timeout: Duration,
     max_batch: usize,
+    include_headers: bool,
 }
 
 impl<D> std::fmt::Debug for SourceBuilder<D> {
@@ -172,6 +174,7 @@ impl<D: Deserializer> SourceBuilder<D> {
             discard_mismatched_positions: self.discard_mismatched_positions,
             client_timeout: self.client_timeout,
             max_batch: self.max_batch,
+            include_headers: self.include_headers,
         }
     }
 
@@ -253,6 +256,14 @@ impl<D: Deserializer> SourceBuilder<D> {
         self
     }
 
+    /// Whether records carry their headers (default true). Parsing headers costs
+    /// librdkafka an allocation per record even when a record has none; turn it off
+    /// when the application does not read them.
+    pub fn include_headers(mut self, include: bool) -> Self {
+        self.include_headers = include;
+        self
+    }
+
     /// Checks the configuration.
     pub fn build(self) -> Result<MultiClusterKafkaSource<D>, SourceError> {
         let config = |m: &str| SourceError::Config(m.to_string());
@@ -324,6 +335,7 @@ impl<D: Deserializer> SourceBuilder<D> {
                 client_timeout: self.client_timeout,
                 max_batch: self.max_batch,
                 poll_timeout: Duration::from_millis(100),
+                include_headers: self.include_headers,
             },
             service,
             deserializer: Arc::new(self.deserializer),
@@ -363,6 +375,7 @@ impl<D: Deserializer> MultiClusterKafkaSource<D> {
                 notices: notice_tx.clone(),
                 max_batch: cfg.max_batch,
                 poll_timeout: cfg.poll_timeout,
+                include_headers: cfg.include_headers,
             }));
         }
         drop(notice_tx);

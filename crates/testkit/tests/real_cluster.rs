@@ -142,3 +142,21 @@ fn produced_records_keep_their_timestamps_and_order() {
     assert_eq!(values, (0..20).map(|i| format!("v{i}")).collect::<Vec<_>>());
     assert_eq!(read[5].timestamp, Some(1_700_000_000_005));
 }
+
+#[test]
+fn a_three_broker_cluster_keeps_serving_with_one_broker_down() {
+    let c = KafkaCluster::start(ClusterOptions::new("kit-three").brokers(3)).unwrap();
+    assert_eq!(c.broker_count(), 3);
+    assert_eq!(c.bootstrap_servers().split(',').count(), 3);
+    c.create_topic("replicated", 3).unwrap();
+    c.produce("replicated", &values(30, "before")).unwrap();
+    c.kill_broker(2).unwrap();
+    c.produce("replicated", &values(30, "during")).unwrap();
+    c.restart_broker(2).unwrap();
+    let read = read_topic(&c, "replicated").unwrap();
+    let got: BTreeSet<String> = read
+        .iter()
+        .map(|r| String::from_utf8(r.value.clone()).unwrap())
+        .collect();
+    assert_eq!(got.len(), 60, "every record survives a broker loss");
+}

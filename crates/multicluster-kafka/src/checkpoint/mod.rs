@@ -105,14 +105,37 @@ struct Envelope<T> {
 }
 
 impl Checkpoint {
-    /// A checkpoint holding these splits.
+    /// A checkpoint holding these splits (a split given twice keeps the last).
     pub fn from_splits(splits: impl IntoIterator<Item = KafkaSplit>) -> Self {
-        let mut cp = Checkpoint::default();
+        let mut by_cluster: BTreeMap<String, BTreeMap<(String, i32), SplitCheckpoint>> =
+            BTreeMap::new();
         for s in splits {
-            cp.put(&s);
+            let entry = SplitCheckpoint {
+                topic: s.id.topic.to_string(),
+                partition: s.id.partition,
+                next_offset: s.next_offset,
+                stop_offset: s.stop_offset,
+            };
+            by_cluster
+                .entry(s.id.cluster.to_string())
+                .or_default()
+                .insert((entry.topic.clone(), entry.partition), entry);
         }
-        cp.normalize();
-        cp
+        Checkpoint {
+            clusters: by_cluster
+                .into_iter()
+                .map(|(cluster, splits)| {
+                    (
+                        cluster,
+                        ClusterCheckpoint {
+                            splits: splits.into_values().collect(),
+                            ..ClusterCheckpoint::default()
+                        },
+                    )
+                })
+                .collect(),
+            user_data: BTreeMap::new(),
+        }
     }
 
     /// Records (or replaces) one split's position.

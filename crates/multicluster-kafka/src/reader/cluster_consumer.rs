@@ -57,21 +57,18 @@ pub(crate) struct Polled {
     pub high_watermarks: Vec<(Arc<str>, i32, i64)>,
 }
 
-/// A polled message before deserialization: key and value are ranges of the batch
-/// buffer.
-struct Pending {
-    topic: Arc<str>,
-    partition: i32,
-    offset: i64,
-    timestamp: Option<i64>,
-    key: Option<(usize, usize)>,
-    value: Option<(usize, usize)>,
-    headers: Vec<(String, Option<Vec<u8>>)>,
-}
+/// Size of each buffer that record keys and values are copied into.
+const ARENA_CHUNK: usize = 256 << 10;
 
-/// Bounds of the initial capacity of a batch buffer.
-const MIN_ARENA: usize = 4 << 10;
-const MAX_ARENA_HINT: usize = 8 << 20;
+/// Copies `bytes` into the arena and splits them off as a shared handle. A new chunk
+/// is started when the current one is full (the old one lives as long as its records).
+fn copy_out(arena: &mut BytesMut, bytes: &[u8]) -> Bytes {
+    if arena.capacity() - arena.len() < bytes.len() {
+        *arena = BytesMut::with_capacity(ARENA_CHUNK.max(bytes.len()));
+    }
+    arena.extend_from_slice(bytes);
+    arena.split().freeze()
+}
 
 /// How often per-split lag is refreshed from librdkafka's cached high watermarks.
 const LAG_REPORT_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
@@ -93,8 +90,10 @@ pub(crate) struct ClusterConsumer {
     topics: HashMap<String, Arc<str>>,
     bounds: HashMap<(Arc<str>, i32), i64>,
     assigned: usize,
-    arena_hint: usize,
-    pending: Vec<Pending>,
+    arena: BytesMut,
+    include_headers: bool,
+    /// A fatal error met after records that were handed out first.
+    failed: Option<SourceError>,
     warned: Option<String>,
     last_lag_report: std::time::Instant,
 }
@@ -109,6 +108,7 @@ impl ClusterConsumer {
         cluster: Arc<str>,
         props: &ClientProperties,
         notify: Arc<Notify>,
+        include_headers: bool,
     ) -> Result<Self, SourceError> {
         let mut config = client_config(props);
         for (key, value) in READER_DEFAULTS {
@@ -154,8 +154,9 @@ impl ClusterConsumer {
             topics: HashMap::new(),
             bounds: HashMap::new(),
             assigned: 0,
-            arena_hint: MIN_ARENA,
-            pending: Vec::new(),
+            arena: BytesMut::new(),
+            include_headers,
+            failed: None,
             warned: None,
             last_lag_report: std::time::Instant::now(),
         })
@@ -242,73 +243,28 @@ impl ClusterConsumer {
         max: usize,
         out: &mut VecDeque<Item<D::Value>>,
     ) -> Result<Polled, SourceError> {
+        if let Some(e) = self.failed.take() {
+            return Err(e);
+        }
         let mut polled = Polled::default();
         let mut finished: Vec<(Arc<str>, i32)> = Vec::new();
-        let mut pending = std::mem::take(&mut self.pending);
-        pending.clear();
-        let mut arena = BytesMut::with_capacity(self.arena_hint);
-        let lag_due = self.last_lag_report.elapsed() >= LAG_REPORT_INTERVAL;
+        // Keys and values are copied into one growing buffer and split off as shared
+        // `Bytes`: one allocation per few thousand records, not two per record.
+        let mut arena = std::mem::take(&mut self.arena);
         let mut fatal = None;
-        let mut last_topic: Option<Arc<str>> = None;
+        // Records come in runs per partition: remember the last topic handle and
+        // partition bound instead of looking them up for every record.
+        let mut last_topic: Option<(*mut rd::rd_kafka_topic_t, Arc<str>)> = None;
+        let mut last_bound: Option<(*const str, i32, Option<i64>)> = None;
+        let lag_due = self.last_lag_report.elapsed() >= LAG_REPORT_INTERVAL;
+        let mut seen: Vec<(Arc<str>, i32)> = Vec::new();
         let consumer = self.consumer.as_ref().expect("present until drop");
-        // Phase 1: copy every message's key and value into one buffer for the batch.
-        while pending.len() < max {
+        while polled.records < max {
             let Some(next) = consumer.poll(std::time::Duration::ZERO) else {
                 break;
             };
-            match next {
-                Ok(m) => {
-                    self.warned = None;
-                    let name = m.topic();
-                    let topic = match &last_topic {
-                        Some(t) if **t == *name => t.clone(),
-                        _ => {
-                            let t = intern(&mut self.topics, name);
-                            last_topic = Some(t.clone());
-                            t
-                        }
-                    };
-                    let partition = m.partition();
-                    let offset = m.offset();
-                    if !self.bounds.is_empty()
-                        && let Some(stop) = self.bounds.get(&(topic.clone(), partition))
-                    {
-                        if offset >= *stop {
-                            finished.push((topic, partition));
-                            continue;
-                        }
-                        if offset + 1 >= *stop {
-                            finished.push((topic.clone(), partition));
-                        }
-                    }
-                    let key = m.key().map(|k| {
-                        let at = arena.len();
-                        arena.extend_from_slice(k);
-                        (at, arena.len())
-                    });
-                    let value = m.payload().map(|v| {
-                        let at = arena.len();
-                        arena.extend_from_slice(v);
-                        (at, arena.len())
-                    });
-                    let headers = m
-                        .headers()
-                        .map(|h| {
-                            h.iter()
-                                .map(|x| (x.key.to_string(), x.value.map(<[u8]>::to_vec)))
-                                .collect()
-                        })
-                        .unwrap_or_default();
-                    pending.push(Pending {
-                        topic,
-                        partition,
-                        offset,
-                        timestamp: m.timestamp().to_millis(),
-                        key,
-                        value,
-                        headers,
-                    });
-                }
+            let m = match next {
+                Ok(m) => m,
                 Err(KafkaError::MessageConsumption(RDKafkaErrorCode::OffsetOutOfRange)) => {
                     fatal = Some(SourceError::Cluster {
                         cluster: self.cluster.to_string(),
@@ -325,26 +281,94 @@ impl ClusterConsumer {
                     }
                     break;
                 }
+            };
+            self.warned = None;
+            let handle = m.topic_ptr();
+            let topic = match &last_topic {
+                Some((h, t)) if *h == handle => t.clone(),
+                _ => {
+                    let t = intern(&mut self.topics, m.topic());
+                    last_topic = Some((handle, t.clone()));
+                    t
+                }
+            };
+            let partition = m.partition();
+            let offset = m.offset();
+            if !self.bounds.is_empty() {
+                let stop = match last_bound {
+                    Some((t, p, stop))
+                        if p == partition && std::ptr::eq(t, Arc::as_ptr(&topic)) =>
+                    {
+                        stop
+                    }
+                    _ => {
+                        let stop = self.bounds.get(&(topic.clone(), partition)).copied();
+                        last_bound = Some((Arc::as_ptr(&topic), partition, stop));
+                        stop
+                    }
+                };
+                if let Some(stop) = stop {
+                    if offset >= stop {
+                        finished.push((topic, partition));
+                        continue;
+                    }
+                    if offset + 1 >= stop {
+                        finished.push((topic.clone(), partition));
+                    }
+                }
             }
-        }
-        // Phase 2: deserialize against the frozen, shared buffer. The next buffer is
-        // sized after a moving average of recent ones, so small polls stay cheap.
-        self.arena_hint =
-            ((self.arena_hint * 7 + arena.len()) / 8).clamp(MIN_ARENA, MAX_ARENA_HINT);
-        let shared = arena.freeze();
-        let mut seen: Vec<(Arc<str>, i32)> = Vec::new();
-        for p in pending.drain(..) {
             if lag_due
                 && !seen
                     .iter()
-                    .any(|(t, q)| *q == p.partition && Arc::ptr_eq(t, &p.topic))
+                    .any(|(t, q)| *q == partition && Arc::ptr_eq(t, &topic))
             {
-                seen.push((p.topic.clone(), p.partition));
+                seen.push((topic.clone(), partition));
             }
-            out.push_back(self.item(deserializer, &shared, p));
+            let key = m.key().map(|k| copy_out(&mut arena, k));
+            let value = m.payload().map(|v| copy_out(&mut arena, v));
+            let headers = if self.include_headers {
+                m.headers()
+                    .map(|h| {
+                        h.iter()
+                            .map(|x| (x.key.to_string(), x.value.map(<[u8]>::to_vec)))
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            } else {
+                Vec::new()
+            };
+            let timestamp = m.timestamp().to_millis();
+            let bytes = key.as_ref().map_or(0, Bytes::len) + value.as_ref().map_or(0, Bytes::len);
+            let raw = RawRecord {
+                cluster: &self.cluster,
+                topic: &topic,
+                partition,
+                offset,
+                timestamp,
+                key: key.as_deref(),
+                value: value.as_deref(),
+                shared: value.as_ref(),
+            };
+            let result = deserializer.deserialize(&raw).map(|v| Record {
+                cluster: self.cluster.clone(),
+                topic: topic.clone(),
+                partition,
+                offset,
+                timestamp,
+                key,
+                headers,
+                value: v,
+            });
+            out.push_back(Item {
+                topic,
+                partition,
+                offset,
+                bytes,
+                value: result,
+            });
             polled.records += 1;
         }
-        self.pending = pending;
+        self.arena = arena;
         if lag_due && !seen.is_empty() {
             self.last_lag_report = std::time::Instant::now();
             for (t, p) in seen {
@@ -381,48 +405,10 @@ impl ClusterConsumer {
             Some(e) if polled.records == 0 => Err(e),
             Some(e) => {
                 // Hand out what came before the error first; it is reported next time.
-                tracing::error!(cluster = %self.cluster, error = %e, "fetch failed");
+                self.failed = Some(e);
                 Ok(polled)
             }
             None => Ok(polled),
-        }
-    }
-
-    fn item<D: Deserializer>(
-        &self,
-        deserializer: &D,
-        shared: &Bytes,
-        p: Pending,
-    ) -> Item<D::Value> {
-        let key = p.key.map(|(a, b)| &shared[a..b]);
-        let value = p.value.map(|(a, b)| &shared[a..b]);
-        let raw = RawRecord {
-            cluster: &self.cluster,
-            topic: &p.topic,
-            partition: p.partition,
-            offset: p.offset,
-            timestamp: p.timestamp,
-            key,
-            value,
-            shared: Some(shared),
-        };
-        let bytes = key.map_or(0, <[u8]>::len) + value.map_or(0, <[u8]>::len);
-        let result = deserializer.deserialize(&raw).map(|v| Record {
-            cluster: self.cluster.clone(),
-            topic: p.topic.clone(),
-            partition: p.partition,
-            offset: p.offset,
-            timestamp: p.timestamp,
-            key: key.map(|k| shared.slice_ref(k)),
-            headers: p.headers,
-            value: v,
-        });
-        Item {
-            topic: p.topic,
-            partition: p.partition,
-            offset: p.offset,
-            bytes,
-            value: result,
         }
     }
 

@@ -96,6 +96,7 @@ pub struct SourceReader<D: Deserializer> {
     enumerator_gone: bool,
     max_batch: usize,
     poll_timeout: Duration,
+    include_headers: bool,
     counters: HashMap<Arc<str>, (metrics::Counter, metrics::Counter)>,
     closed: bool,
 }
@@ -116,6 +117,7 @@ pub(crate) struct ReaderParts<D: Deserializer> {
     pub notices: mpsc::UnboundedSender<ReaderNotice>,
     pub max_batch: usize,
     pub poll_timeout: Duration,
+    pub include_headers: bool,
 }
 
 impl<D: Deserializer> SourceReader<D> {
@@ -140,6 +142,7 @@ impl<D: Deserializer> SourceReader<D> {
             enumerator_gone: false,
             max_batch: parts.max_batch,
             poll_timeout: parts.poll_timeout,
+            include_headers: parts.include_headers,
             counters: HashMap::new(),
             closed: false,
         }
@@ -262,12 +265,14 @@ impl<D: Deserializer> SourceReader<D> {
         while let Some((cluster, (props, splits))) = self.to_start.pop_first() {
             if !self.consumers.contains_key(&cluster) {
                 let (c, n) = (cluster.clone(), self.notify.clone());
-                let created =
-                    tokio::task::spawn_blocking(move || ClusterConsumer::create(c, &props, n))
-                        .await
-                        .map_err(|e| {
-                            SourceError::Config(format!("consumer creation task failed: {e}"))
-                        })??;
+                let headers = self.include_headers;
+                let created = tokio::task::spawn_blocking(move || {
+                    ClusterConsumer::create(c, &props, n, headers)
+                })
+                .await
+                .map_err(|e| {
+                    SourceError::Config(format!("consumer creation task failed: {e}"))
+                })??;
                 self.consumers.insert(cluster.clone(), created);
             }
             let consumer = self.consumers.get_mut(&cluster).expect("just ensured");
