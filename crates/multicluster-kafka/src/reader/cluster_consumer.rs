@@ -158,7 +158,10 @@ impl ClusterConsumer {
             include_headers,
             failed: None,
             warned: None,
-            last_lag_report: std::time::Instant::now(),
+            // Report lag at the first poll, then every interval.
+            last_lag_report: std::time::Instant::now()
+                .checked_sub(LAG_REPORT_INTERVAL)
+                .unwrap_or_else(std::time::Instant::now),
         })
     }
 
