@@ -56,6 +56,6 @@ pub mod prelude {
     };
     pub use crate::offsets::{OffsetReset, StartingOffsets, StoppingOffsets};
     pub use crate::record::Record;
-    pub use crate::{KafkaSourceStream, MultiClusterKafkaSource, SourceReader};
+    pub use crate::{KafkaSourceStream, MultiClusterKafkaSource, SourceBuilder, SourceReader};
     pub use bytes::Bytes;
 }

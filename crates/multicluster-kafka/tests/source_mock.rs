@@ -1,0 +1,191 @@
+//! Source behaviours that need no real broker: bounded edge cases, cluster identity,
+//! deserialization errors (in-process librdkafka mock clusters).
+
+use mck_testkit::{MockKafkaCluster, TestCluster, TestRecord};
+use multicluster_kafka::checkpoint::Checkpoint;
+use multicluster_kafka::prelude::*;
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn stream_on(
+    id: &str,
+    cluster_id: &str,
+    c: &MockKafkaCluster,
+    topic: &str,
+) -> StaticMetadataService {
+    let s = KafkaStream::new(id).with_cluster(
+        cluster_id,
+        ClusterMetadata::builder(c.bootstrap_servers())
+            .topic(topic)
+            .build()
+            .unwrap(),
+    );
+    StaticMetadataService::new([s]).unwrap()
+}
+
+async fn read_all(builder: SourceBuilder<Utf8>) -> Result<(Vec<String>, Checkpoint), SourceError> {
+    let mut s = builder.build()?.open().await?;
+    let mut out = Vec::new();
+    while let Some(r) = s.next().await {
+        out.push(r?.value);
+    }
+    let cp = s.checkpoint()?;
+    s.close().await;
+    Ok((out, cp))
+}
+
+fn bounded(svc: StaticMetadataService, id: &str) -> SourceBuilder<Utf8> {
+    MultiClusterKafkaSource::builder()
+        .metadata_service(svc)
+        .stream_ids([id])
+        .deserializer(Utf8)
+        .stopping_offsets(StoppingOffsets::Latest)
+}
+
+#[test]
+fn a_bounded_stream_with_zero_clusters_ends_at_once() {
+    let svc = StaticMetadataService::new([KafkaStream::new("empty")]).unwrap();
+    let (records, cp) = rt().block_on(read_all(bounded(svc, "empty"))).unwrap();
+    assert!(records.is_empty());
+    assert_eq!(cp.split_count(), 0);
+}
+
+#[test]
+fn a_bounded_run_restored_after_it_finished_ends_without_rereading() {
+    let c = MockKafkaCluster::start("done", 1).unwrap();
+    c.create_topic("t", 2).unwrap();
+    let recs: Vec<TestRecord> = (0..6)
+        .map(|i| TestRecord::value(format!("v{i}")).to_partition(i % 2))
+        .collect();
+    c.produce("t", &recs).unwrap();
+    let rt = rt();
+    let (first, cp) = rt
+        .block_on(read_all(bounded(stream_on("s", "done", &c, "t"), "s")))
+        .unwrap();
+    assert_eq!(first.len(), 6);
+    let (again, _) = rt
+        .block_on(read_all(
+            bounded(stream_on("s", "done", &c, "t"), "s").restore_from(cp),
+        ))
+        .unwrap();
+    assert!(
+        again.is_empty(),
+        "restored finished splits are not read again: {again:?}"
+    );
+}
+
+#[test]
+fn positions_are_not_applied_to_another_physical_cluster_behind_the_same_id() {
+    let a = MockKafkaCluster::start("a", 1).unwrap();
+    let b = MockKafkaCluster::start("b", 1).unwrap();
+    for c in [&a, &b] {
+        c.create_topic("t", 1).unwrap();
+        c.produce("t", &[TestRecord::value("x"), TestRecord::value("y")])
+            .unwrap();
+    }
+    let rt = rt();
+    let (_, cp) = rt
+        .block_on(read_all(bounded(stream_on("s", "logical", &a, "t"), "s")))
+        .unwrap();
+    assert!(cp.clusters["logical"].kafka_cluster_id.is_some());
+    // The logical id `logical` now points at another physical cluster.
+    let err = rt
+        .block_on(read_all(
+            bounded(stream_on("s", "logical", &b, "t"), "s").restore_from(cp.clone()),
+        ))
+        .unwrap_err();
+    assert!(matches!(err, SourceError::ClusterIdentity { .. }), "{err}");
+    assert!(err.to_string().contains("refusing to apply them"), "{err}");
+    // Explicitly choosing a fresh start reads the new cluster from its configured start.
+    let (fresh, _) = rt
+        .block_on(read_all(
+            bounded(stream_on("s", "logical", &b, "t"), "s")
+                .restore_from(cp)
+                .discard_positions_of_replaced_clusters(true),
+        ))
+        .unwrap();
+    assert_eq!(fresh, ["x", "y"]);
+}
+
+#[test]
+fn a_record_that_fails_to_deserialize_is_reported_in_place_and_reading_goes_on() {
+    let c = MockKafkaCluster::start("bad", 1).unwrap();
+    c.create_topic("t", 1).unwrap();
+    c.produce(
+        "t",
+        &[
+            TestRecord::value("ok-1"),
+            TestRecord::value(vec![0xff, 0xfe]),
+            TestRecord::value("ok-2"),
+        ],
+    )
+    .unwrap();
+    rt().block_on(async {
+        let mut s = bounded(stream_on("s", "bad", &c, "t"), "s").build().unwrap().open().await.unwrap();
+        assert_eq!(s.next().await.unwrap().unwrap().value, "ok-1");
+        let err = s.next().await.unwrap().unwrap_err();
+        assert_eq!(err.to_string(), "cannot deserialize bad/t/0 offset 1: value is not UTF-8: invalid utf-8 sequence of 1 bytes from index 0");
+        assert_eq!(s.next().await.unwrap().unwrap().value, "ok-2");
+        assert!(s.next().await.is_none());
+        // The failed record counts as handed out: the checkpoint is past it.
+        assert_eq!(s.checkpoint().unwrap().splits().next().unwrap().next_offset, 3);
+        s.close().await;
+    });
+}
+
+#[test]
+fn builder_rejects_invalid_combinations_with_clear_messages() {
+    let svc = || StaticMetadataService::new([KafkaStream::new("s")]).unwrap();
+    let cases: Vec<(SourceBuilder<RawValue>, &str)> = vec![
+        (
+            MultiClusterKafkaSource::builder().stream_ids(["s"]),
+            "a metadata service is required",
+        ),
+        (
+            MultiClusterKafkaSource::builder().metadata_service(svc()),
+            "set stream ids or a stream pattern",
+        ),
+        (
+            MultiClusterKafkaSource::builder()
+                .metadata_service(svc())
+                .stream_ids(["s"])
+                .stream_pattern("s"),
+            "not both",
+        ),
+        (
+            MultiClusterKafkaSource::builder()
+                .metadata_service(svc())
+                .stream_ids(["s"])
+                .starting_offsets(StartingOffsets::Committed {
+                    reset: OffsetReset::Earliest,
+                }),
+            "needs a group id",
+        ),
+        (
+            MultiClusterKafkaSource::builder()
+                .metadata_service(svc())
+                .stream_ids(["s"])
+                .stopping_offsets(StoppingOffsets::Latest)
+                .partition_discovery_interval(std::time::Duration::from_secs(1)),
+            "bounded mode",
+        ),
+        (
+            MultiClusterKafkaSource::builder()
+                .metadata_service(svc())
+                .stream_ids(["s"])
+                .parallelism(0),
+            "parallelism",
+        ),
+    ];
+    for (builder, expected) in cases {
+        let err = builder.build().unwrap_err().to_string();
+        assert!(err.contains(expected), "{err} should mention {expected}");
+        assert!(!err.contains('\n'));
+    }
+}
