@@ -16,6 +16,7 @@ use crate::error::SourceError;
 use crate::metadata::{KafkaMetadataService, KafkaStream};
 use crate::metrics as m;
 use crate::offsets::{StartingOffsets, StoppingOffsets, resolve_start, resolve_stop};
+use crate::plan::clusters_of_streams;
 use crate::properties::ClientProperties;
 use crate::reader::{ReaderEvent, ReaderNotice};
 use crate::split::{KafkaSplit, SplitId};
@@ -88,39 +89,32 @@ pub(crate) struct WantedCluster {
     pub stop: Option<StoppingOffsets>,
 }
 
-/// The clusters of the subscribed streams: topics united over streams; properties
-/// are the source's, overridden by the cluster's; per-cluster offsets from the first
-/// stream that sets them.
+/// The clusters of the subscribed streams (see [`clusters_of_streams`]), with the
+/// source's properties under the cluster's and its default offsets where the cluster
+/// sets none.
 fn clusters_of(
     cfg: &SourceConfig,
     streams: &BTreeMap<String, KafkaStream>,
 ) -> BTreeMap<Arc<str>, WantedCluster> {
-    let mut out: BTreeMap<Arc<str>, WantedCluster> = BTreeMap::new();
-    for stream in streams.values() {
-        for (cluster, meta) in &stream.clusters {
-            let entry = out.entry(Arc::from(cluster.as_str())).or_insert_with(|| {
-                let mut props = cfg.properties.merged_with(&meta.properties);
-                if let Some(g) = &cfg.group_id {
-                    props.set("group.id", g.clone());
-                }
-                WantedCluster {
-                    props,
-                    topics: BTreeSet::new(),
-                    start: meta
-                        .starting_offsets
-                        .clone()
-                        .unwrap_or_else(|| cfg.starting.clone()),
-                    // Stopping offsets apply in bounded mode, or when set per cluster.
-                    stop: meta
-                        .stopping_offsets
-                        .clone()
-                        .or_else(|| cfg.stopping.clone()),
-                }
-            });
-            entry.topics.extend(meta.topics.iter().cloned());
-        }
-    }
-    out
+    clusters_of_streams(streams.values())
+        .into_iter()
+        .map(|(cluster, view)| {
+            let mut props = cfg.properties.merged_with(&view.properties);
+            if let Some(g) = &cfg.group_id {
+                props.set("group.id", g.clone());
+            }
+            let wanted = WantedCluster {
+                props,
+                topics: view.topics,
+                start: view
+                    .starting_offsets
+                    .unwrap_or_else(|| cfg.starting.clone()),
+                // Stopping offsets apply in bounded mode, or when set per cluster.
+                stop: view.stopping_offsets.or_else(|| cfg.stopping.clone()),
+            };
+            (Arc::from(cluster.as_str()), wanted)
+        })
+        .collect()
 }
 
 /// Resolves the subscription against the metadata service.

@@ -59,3 +59,4 @@ pub mod prelude {
     pub use crate::{KafkaSourceStream, MultiClusterKafkaSource, SourceBuilder, SourceReader};
     pub use bytes::Bytes;
 }
+pub mod plan;

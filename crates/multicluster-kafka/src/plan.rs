@@ -1,0 +1,249 @@
+//! What changed between two metadata snapshots: a pure function from the clusters and
+//! topics a source reads now to the ones it should read, giving the plan that
+//! reconciliation applies (clusters added, removed or changed; topics added or
+//! removed; properties changed). No IO; property-tested.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::metadata::KafkaStream;
+use crate::offsets::{StartingOffsets, StoppingOffsets};
+use crate::properties::ClientProperties;
+
+/// What a source reads on one cluster, merged over every subscribed stream.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterView {
+    /// Topics to read.
+    pub topics: BTreeSet<String>,
+    /// The cluster's client properties (from metadata, before the source's own).
+    pub properties: ClientProperties,
+    /// Per-cluster starting offsets, if set.
+    pub starting_offsets: Option<StartingOffsets>,
+    /// Per-cluster stopping offsets, if set.
+    pub stopping_offsets: Option<StoppingOffsets>,
+}
+
+/// Merges streams into one view per logical cluster: topics are united; properties
+/// and offsets come from the first stream (by id) that names the cluster, since the
+/// metadata services guarantee one bootstrap list per cluster id.
+///
+/// ```
+/// use multicluster_kafka::metadata::{ClusterMetadata, KafkaStream};
+/// use multicluster_kafka::plan::clusters_of_streams;
+/// let m = |t: &str| ClusterMetadata::builder("a:9092").topic(t).build().unwrap();
+/// let streams = [KafkaStream::new("s1").with_cluster("a", m("x")),
+///                KafkaStream::new("s2").with_cluster("a", m("y"))];
+/// let view = clusters_of_streams(streams.iter());
+/// assert_eq!(view["a"].topics.len(), 2);
+/// ```
+pub fn clusters_of_streams<'a>(
+    streams: impl IntoIterator<Item = &'a KafkaStream>,
+) -> BTreeMap<String, ClusterView> {
+    let mut out: BTreeMap<String, ClusterView> = BTreeMap::new();
+    let mut streams: Vec<&KafkaStream> = streams.into_iter().collect();
+    streams.sort_by(|a, b| a.stream_id.cmp(&b.stream_id));
+    for stream in streams {
+        for (cluster, meta) in &stream.clusters {
+            let view = out.entry(cluster.clone()).or_insert_with(|| ClusterView {
+                topics: BTreeSet::new(),
+                properties: meta.properties.clone(),
+                starting_offsets: meta.starting_offsets.clone(),
+                stopping_offsets: meta.stopping_offsets.clone(),
+            });
+            view.topics.extend(meta.topics.iter().cloned());
+        }
+    }
+    out
+}
+
+/// The change to one cluster that stays.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClusterChange {
+    /// Topics to start reading.
+    pub topics_added: BTreeSet<String>,
+    /// Topics to stop reading.
+    pub topics_removed: BTreeSet<String>,
+    /// True when the client properties differ (bootstrap list, credentials, …): the
+    /// cluster's consumers are rebuilt at their current positions.
+    pub properties_changed: bool,
+    /// True when the per-cluster starting or stopping offsets differ (they apply to
+    /// splits found from now on).
+    pub offsets_changed: bool,
+}
+
+impl ClusterChange {
+    /// True when nothing changes.
+    pub fn is_empty(&self) -> bool {
+        self.topics_added.is_empty()
+            && self.topics_removed.is_empty()
+            && !self.properties_changed
+            && !self.offsets_changed
+    }
+}
+
+/// What reconciliation does. Clusters in none of the three maps are untouched: their
+/// consumers keep running.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// New clusters and what to read there.
+    pub clusters_added: BTreeMap<String, ClusterView>,
+    /// Clusters no longer read.
+    pub clusters_removed: BTreeSet<String>,
+    /// Clusters that stay but change.
+    pub clusters_changed: BTreeMap<String, ClusterChange>,
+}
+
+impl Plan {
+    /// True when the metadata change touches nothing the source reads.
+    pub fn is_empty(&self) -> bool {
+        self.clusters_added.is_empty()
+            && self.clusters_removed.is_empty()
+            && self.clusters_changed.is_empty()
+    }
+}
+
+/// The plan that turns `old` into `new`.
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// use multicluster_kafka::metadata::{ClusterMetadata, KafkaStream};
+/// use multicluster_kafka::plan::{clusters_of_streams, plan};
+/// let a = ClusterMetadata::builder("a:9092").topic("orders").build().unwrap();
+/// let b = ClusterMetadata::builder("b:9092").topic("orders").build().unwrap();
+/// let old = clusters_of_streams([&KafkaStream::new("s").with_cluster("a", a.clone())]);
+/// let new = clusters_of_streams([&KafkaStream::new("s").with_cluster("a", a).with_cluster("b", b)]);
+/// let p = plan(&old, &new);
+/// assert!(p.clusters_added.contains_key("b"));
+/// assert!(p.clusters_changed.is_empty() && p.clusters_removed.is_empty());
+/// ```
+pub fn plan(old: &BTreeMap<String, ClusterView>, new: &BTreeMap<String, ClusterView>) -> Plan {
+    let mut p = Plan::default();
+    for (cluster, view) in new {
+        match old.get(cluster) {
+            None => {
+                p.clusters_added.insert(cluster.clone(), view.clone());
+            }
+            Some(before) => {
+                let change = ClusterChange {
+                    topics_added: view.topics.difference(&before.topics).cloned().collect(),
+                    topics_removed: before.topics.difference(&view.topics).cloned().collect(),
+                    properties_changed: view.properties != before.properties,
+                    offsets_changed: view.starting_offsets != before.starting_offsets
+                        || view.stopping_offsets != before.stopping_offsets,
+                };
+                if !change.is_empty() {
+                    p.clusters_changed.insert(cluster.clone(), change);
+                }
+            }
+        }
+    }
+    for cluster in old.keys() {
+        if !new.contains_key(cluster) {
+            p.clusters_removed.insert(cluster.clone());
+        }
+    }
+    p
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn view(topics: &[&str], bootstrap: &str) -> ClusterView {
+        let mut properties = ClientProperties::new();
+        properties.set("bootstrap.servers", bootstrap);
+        ClusterView {
+            topics: topics.iter().map(|t| t.to_string()).collect(),
+            properties,
+            starting_offsets: None,
+            stopping_offsets: None,
+        }
+    }
+
+    #[test]
+    fn a_topic_migration_on_one_cluster_adds_and_removes_topics_only_there() {
+        let old = BTreeMap::from([
+            ("a".to_string(), view(&["orders"], "a:1")),
+            ("b".into(), view(&["x"], "b:1")),
+        ]);
+        let new = BTreeMap::from([
+            ("a".to_string(), view(&["orders-v2"], "a:1")),
+            ("b".into(), view(&["x"], "b:1")),
+        ]);
+        let p = plan(&old, &new);
+        assert_eq!(p.clusters_changed.len(), 1, "b is untouched");
+        let a = &p.clusters_changed["a"];
+        assert_eq!(a.topics_added, BTreeSet::from(["orders-v2".to_string()]));
+        assert_eq!(a.topics_removed, BTreeSet::from(["orders".to_string()]));
+        assert!(!a.properties_changed);
+    }
+
+    #[test]
+    fn a_rotated_credential_is_a_property_change() {
+        let mut rotated = view(&["t"], "a:1");
+        rotated.properties.set("sasl.password", "new");
+        let mut before = view(&["t"], "a:1");
+        before.properties.set("sasl.password", "old");
+        let p = plan(
+            &BTreeMap::from([("a".to_string(), before)]),
+            &BTreeMap::from([("a".to_string(), rotated)]),
+        );
+        assert!(p.clusters_changed["a"].properties_changed);
+        assert!(p.clusters_changed["a"].topics_added.is_empty());
+    }
+
+    fn views() -> impl Strategy<Value = BTreeMap<String, ClusterView>> {
+        prop::collection::btree_map(
+            "[a-d]",
+            (prop::collection::btree_set("[p-t]", 0..4), 0u8..3),
+            0..4,
+        )
+        .prop_map(|m| {
+            m.into_iter()
+                .map(|(c, (topics, b))| {
+                    let t: Vec<&str> = topics.iter().map(String::as_str).collect();
+                    let v = view(&t, &format!("{c}:{b}"));
+                    (c, v)
+                })
+                .collect()
+        })
+    }
+
+    /// Applies a plan to `old` the way reconciliation does.
+    fn apply(
+        old: &BTreeMap<String, ClusterView>,
+        p: &Plan,
+        new: &BTreeMap<String, ClusterView>,
+    ) -> BTreeMap<String, ClusterView> {
+        let mut out = old.clone();
+        for c in &p.clusters_removed {
+            out.remove(c);
+        }
+        for (c, v) in &p.clusters_added {
+            out.insert(c.clone(), v.clone());
+        }
+        for (c, change) in &p.clusters_changed {
+            let v = out.get_mut(c).expect("changed clusters exist");
+            for t in &change.topics_removed {
+                v.topics.remove(t);
+            }
+            v.topics.extend(change.topics_added.iter().cloned());
+            if change.properties_changed {
+                v.properties = new[c].properties.clone();
+            }
+        }
+        out
+    }
+
+    proptest! {
+        #[test]
+        fn applying_the_plan_gives_the_new_metadata_and_touches_nothing_else(old in views(), new in views()) {
+            let p = plan(&old, &new);
+            prop_assert_eq!(apply(&old, &p, &new), new.clone());
+            for c in old.keys().filter(|c| new.get(*c) == old.get(*c)) {
+                prop_assert!(!p.clusters_changed.contains_key(c) && !p.clusters_removed.contains(c) && !p.clusters_added.contains_key(c));
+            }
+            prop_assert!(plan(&new, &new).is_empty());
+        }
+    }
+}
