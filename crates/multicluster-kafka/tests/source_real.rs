@@ -75,20 +75,62 @@ fn service(stream: &str, clusters: Vec<(&str, ClusterMetadata)>) -> StaticMetada
     StaticMetadataService::new([s]).unwrap()
 }
 
+/// A source of UTF-8 values reading one stream.
+fn utf8_source(svc: StaticMetadataService, stream: &str) -> SourceBuilder<Utf8> {
+    MultiClusterKafkaSource::builder()
+        .metadata_service(svc)
+        .stream_ids([stream])
+        .deserializer(ValueOnly::<String>::utf8())
+}
+
+/// A stream made of `topic` on both clusters.
+fn on_both(e: &KafkaCluster, w: &KafkaCluster, stream: &str, topic: &str) -> StaticMetadataService {
+    service(
+        stream,
+        vec![
+            ("east", cluster(e, &[topic]).done()),
+            ("west", cluster(w, &[topic]).done()),
+        ],
+    )
+}
+
+/// Creates `topic` on both clusters with (east, west) partitions, fills each partition
+/// with `n` records, and returns every value produced with a stream over both.
+fn filled_on_both(
+    e: &KafkaCluster,
+    w: &KafkaCluster,
+    topic: &str,
+    partitions: (i32, i32),
+    n: usize,
+    stream: &str,
+) -> (BTreeSet<String>, StaticMetadataService) {
+    e.create_topic(topic, partitions.0).unwrap();
+    w.create_topic(topic, partitions.1).unwrap();
+    let mut want: BTreeSet<String> = fill(e, topic, partitions.0, n, "east")
+        .into_iter()
+        .collect();
+    want.extend(fill(w, topic, partitions.1, n, "west"));
+    (want, on_both(e, w, stream, topic))
+}
+
 type Seen = Vec<(String, String, i32, i64, String)>; // cluster, topic, partition, offset, value
+
+fn seen_of(r: Record<String>) -> (String, String, i32, i64, String) {
+    (
+        r.cluster.to_string(),
+        r.topic.to_string(),
+        r.partition,
+        r.offset,
+        r.value,
+    )
+}
 
 async fn drain<D: Deserializer<Value = String>>(stream: &mut KafkaSourceStream<D>) -> Seen {
     let mut out = Vec::new();
     let done = tokio::time::timeout(PATIENCE, async {
         while let Some(r) = stream.next().await {
             let r = r.expect("record");
-            out.push((
-                r.cluster.to_string(),
-                r.topic.to_string(),
-                r.partition,
-                r.offset,
-                r.value,
-            ));
+            out.push(seen_of(r));
         }
     })
     .await;
@@ -112,13 +154,7 @@ async fn take<D: Deserializer<Value = String>>(
                 .await
                 .expect("stream continues")
                 .expect("record");
-            out.push((
-                r.cluster.to_string(),
-                r.topic.to_string(),
-                r.partition,
-                r.offset,
-                r.value,
-            ));
+            out.push(seen_of(r));
         }
     })
     .await;
@@ -146,22 +182,9 @@ fn assert_exactly_once_in_order(seen: &Seen) {
 #[test]
 fn every_record_of_two_clusters_is_read_exactly_once() {
     let (e, w) = (east(), west());
-    e.create_topic("eo", 3).unwrap();
-    w.create_topic("eo", 3).unwrap();
-    let mut want: BTreeSet<String> = fill(e, "eo", 3, 40, "east").into_iter().collect();
-    want.extend(fill(w, "eo", 3, 40, "west"));
-    let svc = service(
-        "eo-stream",
-        vec![
-            ("east", cluster(e, &["eo"]).done()),
-            ("west", cluster(w, &["eo"]).done()),
-        ],
-    );
+    let (want, svc) = filled_on_both(e, w, "eo", (3, 3), 40, "eo-stream");
     rt().block_on(async {
-        let source = MultiClusterKafkaSource::builder()
-            .metadata_service(svc)
-            .stream_ids(["eo-stream"])
-            .deserializer(ValueOnly::<String>::utf8())
+        let source = utf8_source(svc, "eo-stream")
             .stopping_offsets(StoppingOffsets::Latest)
             .build()
             .unwrap();
@@ -209,12 +232,7 @@ fn per_cluster_starting_offsets_earliest_on_one_latest_on_the_other() {
         ],
     );
     rt().block_on(async {
-        let source = MultiClusterKafkaSource::builder()
-            .metadata_service(svc)
-            .stream_ids(["starts-stream"])
-            .deserializer(ValueOnly::<String>::utf8())
-            .build()
-            .unwrap();
+        let source = utf8_source(svc, "starts-stream").build().unwrap();
         let mut stream = source.open().await.unwrap();
         let mut seen = take(&mut stream, east_before.len()).await;
         let west_after = fill(w, "starts", 2, 5, "west-after");
@@ -266,10 +284,7 @@ fn per_cluster_stopping_offsets_bound_each_cluster() {
         ],
     );
     rt().block_on(async {
-        let source = MultiClusterKafkaSource::builder()
-            .metadata_service(svc)
-            .stream_ids(["stops-stream"])
-            .deserializer(ValueOnly::<String>::utf8())
+        let source = utf8_source(svc, "stops-stream")
             .stopping_offsets(StoppingOffsets::Latest)
             .build()
             .unwrap();
@@ -297,10 +312,7 @@ fn timestamp_starting_offsets_skip_older_records() {
         vec![("east", cluster(e, &["stamped-src"]).done())],
     );
     rt().block_on(async {
-        let source = MultiClusterKafkaSource::builder()
-            .metadata_service(svc)
-            .stream_ids(["ts-stream"])
-            .deserializer(ValueOnly::<String>::utf8())
+        let source = utf8_source(svc, "ts-stream")
             .starting_offsets(StartingOffsets::Timestamp(base + 60))
             .stopping_offsets(StoppingOffsets::Latest)
             .build()
@@ -362,13 +374,7 @@ fn committed_offsets_are_used_and_missing_ones_fall_back() {
     fill(e, "committed", 2, 20, "east");
     let west_all = fill(w, "committed", 2, 20, "west");
     commit_plain(e, "g-committed", "committed", &[(0, 10), (1, 15)]);
-    let svc = service(
-        "committed-stream",
-        vec![
-            ("east", cluster(e, &["committed"]).done()),
-            ("west", cluster(w, &["committed"]).done()),
-        ],
-    );
+    let svc = on_both(e, w, "committed-stream", "committed");
     rt().block_on(async {
         let source = MultiClusterKafkaSource::builder()
             .metadata_service(svc)
@@ -398,13 +404,7 @@ fn a_checkpoint_taken_mid_stream_restores_to_exactly_once_output_and_commits_off
     let mut want: BTreeSet<String> = fill(e, "cp", 3, 30, "east").into_iter().collect();
     want.extend(fill(w, "cp", 2, 30, "west"));
     let make = |restore: Option<Checkpoint>| {
-        let svc = service(
-            "cp-stream",
-            vec![
-                ("east", cluster(e, &["cp"]).done()),
-                ("west", cluster(w, &["cp"]).done()),
-            ],
-        );
+        let svc = on_both(e, w, "cp-stream", "cp");
         let mut b = MultiClusterKafkaSource::builder()
             .metadata_service(svc)
             .stream_ids(["cp-stream"])
@@ -450,10 +450,7 @@ fn partitions_added_while_running_are_read() {
         vec![("east", cluster(e, &["grows"]).done())],
     );
     rt().block_on(async {
-        let source = MultiClusterKafkaSource::builder()
-            .metadata_service(svc)
-            .stream_ids(["grows-stream"])
-            .deserializer(ValueOnly::<String>::utf8())
+        let source = utf8_source(svc, "grows-stream")
             .partition_discovery_interval(Duration::from_millis(500))
             .build()
             .unwrap();
@@ -483,22 +480,9 @@ fn partitions_added_while_running_are_read() {
 #[test]
 fn splits_of_a_dropped_reader_move_to_the_others_without_loss_or_repeat() {
     let (e, w) = (east(), west());
-    e.create_topic("failover", 4).unwrap();
-    w.create_topic("failover", 2).unwrap();
-    let mut want: BTreeSet<String> = fill(e, "failover", 4, 25, "east").into_iter().collect();
-    want.extend(fill(w, "failover", 2, 25, "west"));
-    let svc = service(
-        "failover-stream",
-        vec![
-            ("east", cluster(e, &["failover"]).done()),
-            ("west", cluster(w, &["failover"]).done()),
-        ],
-    );
+    let (want, svc) = filled_on_both(e, w, "failover", (4, 2), 25, "failover-stream");
     rt().block_on(async {
-        let source = MultiClusterKafkaSource::builder()
-            .metadata_service(svc)
-            .stream_ids(["failover-stream"])
-            .deserializer(ValueOnly::<String>::utf8())
+        let source = utf8_source(svc, "failover-stream")
             .parallelism(2)
             .stopping_offsets(StoppingOffsets::Latest)
             .build()
@@ -513,26 +497,14 @@ fn splits_of_a_dropped_reader_move_to_the_others_without_loss_or_repeat() {
                 .unwrap()
                 .unwrap()
                 .unwrap();
-            seen.push((
-                r.cluster.to_string(),
-                r.topic.to_string(),
-                r.partition,
-                r.offset,
-                r.value,
-            ));
+            seen.push(seen_of(r));
         }
         drop(failing);
         let rest = tokio::time::timeout(PATIENCE, async {
             let mut out = Vec::new();
             while let Some(r) = survivor.next().await {
                 let r = r.unwrap();
-                out.push((
-                    r.cluster.to_string(),
-                    r.topic.to_string(),
-                    r.partition,
-                    r.offset,
-                    r.value,
-                ));
+                out.push(seen_of(r));
             }
             out
         })
