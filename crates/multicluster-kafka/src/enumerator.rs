@@ -16,7 +16,7 @@ use crate::error::SourceError;
 use crate::metadata::{KafkaMetadataService, KafkaStream};
 use crate::metrics as m;
 use crate::offsets::{StartingOffsets, StoppingOffsets, resolve_start, resolve_stop};
-use crate::plan::clusters_of_streams;
+use crate::plan::{ClusterView, Plan, clusters_of_streams, plan};
 use crate::properties::ClientProperties;
 use crate::reader::{ReaderEvent, ReaderNotice};
 use crate::split::{KafkaSplit, SplitId};
@@ -45,6 +45,13 @@ pub(crate) struct SourceConfig {
     pub max_batch: usize,
     pub poll_timeout: Duration,
     pub include_headers: bool,
+    /// How often to re-read the metadata service (unbounded mode).
+    pub metadata_discovery: Option<Duration>,
+    /// Consecutive metadata failures tolerated on the last good metadata.
+    pub metadata_failure_threshold: u32,
+    /// Where partitions found after a cluster's first discovery start (new
+    /// partitions, and every partition of a topic added to a known cluster).
+    pub new_partition_start: StartingOffsets,
 }
 
 impl SourceConfig {
@@ -78,6 +85,12 @@ pub(crate) struct Enumerator {
     readers: BTreeMap<usize, mpsc::UnboundedSender<ReaderEvent>>,
     notices: mpsc::UnboundedReceiver<ReaderNotice>,
     commands: mpsc::Receiver<Command>,
+    /// The metadata applied last, per cluster (the input of the next plan).
+    views: BTreeMap<String, ClusterView>,
+    /// Consecutive failed metadata reads.
+    metadata_failures: u32,
+    /// Metadata changes applied so far.
+    generation: u64,
 }
 
 /// What the source reads on one cluster, merged over the subscribed streams.
@@ -145,15 +158,30 @@ pub(crate) async fn subscribed_streams(
 }
 
 /// Splits found on one cluster that the enumerator did not know yet.
-fn discover_blocking(
-    cluster: &str,
-    client: &ClusterClient,
-    topics: &BTreeSet<String>,
-    known: &BTreeSet<(String, i32)>,
-    start: &StartingOffsets,
-    stop: Option<&StoppingOffsets>,
+struct Discovery {
+    cluster: Arc<str>,
+    client: Arc<ClusterClient>,
+    topics: BTreeSet<String>,
+    known: BTreeSet<(String, i32)>,
+    start: StartingOffsets,
+    stop: Option<StoppingOffsets>,
     initial_discovery_done: bool,
-) -> Result<Vec<KafkaSplit>, SourceError> {
+    new_start: StartingOffsets,
+}
+
+fn discover_blocking(d: &Discovery) -> Result<Vec<KafkaSplit>, SourceError> {
+    let Discovery {
+        cluster,
+        client,
+        topics,
+        known,
+        start,
+        stop,
+        initial_discovery_done,
+        new_start,
+    } = d;
+    let cluster: &str = cluster;
+    let stop = stop.as_ref();
     let found = client.describe(topics)?;
     if !found.missing.is_empty() {
         tracing::warn!(cluster, missing = ?found.missing, "topics not found on the cluster (yet); will look again at the next discovery");
@@ -167,10 +195,11 @@ fn discover_blocking(
     if new.is_empty() {
         return Ok(Vec::new());
     }
-    // Partitions found after a cluster's first discovery are new: they start at the
-    // earliest offset so nothing produced to them is missed.
-    let start = if initial_discovery_done {
-        &StartingOffsets::Earliest
+    // Partitions found after a cluster's first discovery are new (new partitions, or
+    // a topic added to the cluster): they start at `new_start`, earliest by default,
+    // so nothing produced to them is missed.
+    let start = if *initial_discovery_done {
+        new_start
     } else {
         start
     };
@@ -256,6 +285,9 @@ impl Enumerator {
             );
         }
         metrics::gauge!(m::CLUSTERS).set(clusters.len() as f64);
+        for cluster in clusters.keys() {
+            metrics::gauge!(m::CLUSTER_ACTIVE, "cluster" => cluster.to_string()).set(1.0);
+        }
         let mut e = Enumerator {
             cfg: cfg.clone(),
             service,
@@ -265,6 +297,9 @@ impl Enumerator {
             readers,
             notices,
             commands,
+            views: clusters_of_streams(streams.values()),
+            metadata_failures: 0,
+            generation: 0,
         };
         let restored = e.restore()?;
         e.broadcast_cluster_info();
@@ -347,24 +382,19 @@ impl Enumerator {
     async fn discover_all(&mut self, strict: bool) -> Result<Vec<KafkaSplit>, SourceError> {
         let mut tasks = tokio::task::JoinSet::new();
         for (cluster, state) in &self.clusters {
-            let cluster = cluster.clone();
-            let client = state.client.clone();
-            let topics = state.topics.clone();
-            let known = state.known.clone();
-            let start = state.start.clone();
-            let stop = state.stop.clone();
-            let done = state.initial_discovery_done;
+            let d = Discovery {
+                cluster: cluster.clone(),
+                client: state.client.clone(),
+                topics: state.topics.clone(),
+                known: state.known.clone(),
+                start: state.start.clone(),
+                stop: state.stop.clone(),
+                initial_discovery_done: state.initial_discovery_done,
+                new_start: self.cfg.new_partition_start.clone(),
+            };
             tasks.spawn_blocking(move || {
-                let r = discover_blocking(
-                    &cluster,
-                    &client,
-                    &topics,
-                    &known,
-                    &start,
-                    stop.as_ref(),
-                    done,
-                );
-                (cluster, r)
+                let r = discover_blocking(&d);
+                (d.cluster, r)
             });
         }
         let mut out = Vec::new();
@@ -500,6 +530,234 @@ impl Enumerator {
         }
     }
 
+    /// Reads the metadata again and applies what changed.
+    async fn refresh_metadata(&mut self) {
+        let streams = match self.current_streams().await {
+            Ok(s) => {
+                self.metadata_failures = 0;
+                s
+            }
+            Err(e) => {
+                self.metadata_failures += 1;
+                let threshold = self.cfg.metadata_failure_threshold;
+                tracing::warn!(failures = self.metadata_failures, threshold, error = %e, "metadata service failed; keeping the last good metadata");
+                if self.metadata_failures > threshold {
+                    for tx in self.readers.values() {
+                        let _ = tx.send(ReaderEvent::MetadataFailed(e.clone()));
+                    }
+                }
+                return;
+            }
+        };
+        let new_views = clusters_of_streams(streams.values());
+        let p = plan(&self.views, &new_views);
+        if p.is_empty() {
+            return;
+        }
+        let began = std::time::Instant::now();
+        tracing::info!(
+            added = ?p.clusters_added.keys().collect::<Vec<_>>(),
+            removed = ?p.clusters_removed,
+            changed = ?p.clusters_changed.keys().collect::<Vec<_>>(),
+            "applying a metadata change"
+        );
+        self.apply_plan(p, &new_views).await;
+        self.generation += 1;
+        metrics::gauge!(m::METADATA_GENERATION).set(self.generation as f64);
+        metrics::counter!(m::RECONCILIATIONS).increment(1);
+        metrics::histogram!(m::RECONCILIATION_SECONDS).record(began.elapsed().as_secs_f64());
+    }
+
+    /// The subscribed streams now. A subscribed id the service no longer knows counts
+    /// as a stream with no clusters (it is reported, not fatal, once running).
+    async fn current_streams(
+        &self,
+    ) -> Result<BTreeMap<String, KafkaStream>, crate::metadata::MetadataError> {
+        match &self.cfg.subscription {
+            Subscription::Ids(ids) => {
+                let found = self.service.describe_streams(ids).await?;
+                let missing: Vec<&String> =
+                    ids.iter().filter(|id| !found.contains_key(*id)).collect();
+                if !missing.is_empty() {
+                    tracing::warn!(?missing, "subscribed streams are no longer in the metadata");
+                }
+                Ok(found)
+            }
+            Subscription::Pattern(re) => Ok(self
+                .service
+                .all_streams()
+                .await?
+                .into_iter()
+                .filter(|(id, _)| re.is_match(id))
+                .collect()),
+        }
+    }
+
+    fn reader_props(&self, view: &ClusterView) -> ClientProperties {
+        let mut props = self.cfg.properties.merged_with(&view.properties);
+        if let Some(g) = &self.cfg.group_id {
+            props.set("group.id", g.clone());
+        }
+        props
+    }
+
+    /// Tells each owner to forget the splits matching `which`; forgets them here too.
+    fn remove_splits(&mut self, which: impl Fn(&SplitId) -> bool) {
+        let mut per_reader: BTreeMap<usize, Vec<SplitId>> = BTreeMap::new();
+        for (id, owner) in &self.owners {
+            if which(id) {
+                per_reader.entry(*owner).or_default().push(id.clone());
+            }
+        }
+        self.owners.retain(|id, _| !which(id));
+        self.unassigned.retain(|s| !which(&s.id));
+        for (reader, ids) in per_reader {
+            if let Some(tx) = self.readers.get(&reader) {
+                let _ = tx.send(ReaderEvent::Remove { ids });
+            }
+        }
+    }
+
+    /// Applies a plan: clusters the plan does not name are not touched.
+    async fn apply_plan(&mut self, p: Plan, new_views: &BTreeMap<String, ClusterView>) {
+        for cluster in &p.clusters_removed {
+            let key: Arc<str> = Arc::from(cluster.as_str());
+            self.remove_splits(|id| id.cluster == key);
+            if let Some(state) = self.clusters.remove(&key) {
+                // Closing a client blocks.
+                tokio::task::spawn_blocking(move || drop(state));
+            }
+            for tx in self.readers.values() {
+                let _ = tx.send(ReaderEvent::ForgetCluster {
+                    cluster: key.clone(),
+                });
+            }
+            self.views.remove(cluster);
+            metrics::gauge!(m::CLUSTER_ACTIVE, "cluster" => cluster.clone()).set(0.0);
+        }
+        for (cluster, change) in &p.clusters_changed {
+            let key: Arc<str> = Arc::from(cluster.as_str());
+            let view = &new_views[cluster];
+            if !change.topics_removed.is_empty() {
+                let removed = &change.topics_removed;
+                self.remove_splits(|id| id.cluster == key && removed.contains(&*id.topic));
+            }
+            let props = self.reader_props(view);
+            let Some(state) = self.clusters.get_mut(&key) else {
+                continue;
+            };
+            state
+                .known
+                .retain(|(t, _)| !change.topics_removed.contains(t));
+            state.topics = view.topics.clone();
+            if change.offsets_changed {
+                state.start = view
+                    .starting_offsets
+                    .clone()
+                    .unwrap_or_else(|| self.cfg.starting.clone());
+                state.stop = view
+                    .stopping_offsets
+                    .clone()
+                    .or_else(|| self.cfg.stopping.clone());
+            }
+            if change.properties_changed {
+                let (c, pr, g, t) = (
+                    key.clone(),
+                    props.clone(),
+                    self.cfg.group_id.clone(),
+                    self.cfg.client_timeout,
+                );
+                match tokio::task::spawn_blocking(move || {
+                    ClusterClient::new(c, &pr, g.as_deref(), t)
+                })
+                .await
+                {
+                    Ok(Ok(client)) => {
+                        let old = std::mem::replace(&mut state.client, Arc::new(client));
+                        tokio::task::spawn_blocking(move || drop(old));
+                    }
+                    Ok(Err(e)) => {
+                        tracing::warn!(cluster, error = %e, "cannot rebuild the lookup client; keeping the old one")
+                    }
+                    Err(e) => tracing::warn!(cluster, error = %e, "client rebuild task failed"),
+                }
+                state.reader_props = props.clone();
+                let owners: std::collections::BTreeSet<usize> = self
+                    .owners
+                    .iter()
+                    .filter(|(id, _)| id.cluster == key)
+                    .map(|(_, r)| *r)
+                    .collect();
+                for reader in owners {
+                    if let Some(tx) = self.readers.get(&reader) {
+                        let _ = tx.send(ReaderEvent::Rebuild {
+                            cluster: key.clone(),
+                            properties: props.clone(),
+                        });
+                    }
+                }
+            }
+            self.views.insert(cluster.clone(), view.clone());
+        }
+        for (cluster, view) in &p.clusters_added {
+            let key: Arc<str> = Arc::from(cluster.as_str());
+            let props = self.reader_props(view);
+            let (c, pr, g, t) = (
+                key.clone(),
+                props.clone(),
+                self.cfg.group_id.clone(),
+                self.cfg.client_timeout,
+            );
+            let connected = tokio::task::spawn_blocking(move || {
+                let client = ClusterClient::new(c, &pr, g.as_deref(), t)?;
+                let id = client.kafka_cluster_id()?;
+                Ok::<_, SourceError>((client, id))
+            })
+            .await;
+            match connected {
+                Ok(Ok((client, id))) => {
+                    self.clusters.insert(
+                        key.clone(),
+                        ClusterState {
+                            reader_props: props,
+                            topics: view.topics.clone(),
+                            client: Arc::new(client),
+                            kafka_cluster_id: Some(id.clone()),
+                            initial_discovery_done: false,
+                            start: view
+                                .starting_offsets
+                                .clone()
+                                .unwrap_or_else(|| self.cfg.starting.clone()),
+                            stop: view
+                                .stopping_offsets
+                                .clone()
+                                .or_else(|| self.cfg.stopping.clone()),
+                            known: BTreeSet::new(),
+                        },
+                    );
+                    self.views.insert(cluster.clone(), view.clone());
+                    for tx in self.readers.values() {
+                        let _ = tx.send(ReaderEvent::ClusterInfo {
+                            cluster: key.clone(),
+                            kafka_cluster_id: Some(id.clone()),
+                            initial_discovery_done: true,
+                        });
+                    }
+                    metrics::gauge!(m::CLUSTER_ACTIVE, "cluster" => cluster.clone()).set(1.0);
+                }
+                // Not applied: the next metadata read plans this cluster again.
+                Ok(Err(e)) => {
+                    tracing::warn!(cluster, error = %e, "cannot reach an added cluster; retrying at the next metadata read")
+                }
+                Err(e) => tracing::warn!(cluster, error = %e, "cluster connect task failed"),
+            }
+        }
+        metrics::gauge!(m::CLUSTERS).set(self.clusters.len() as f64);
+        if let Ok(splits) = self.discover_all(false).await {
+            self.hand_out(splits);
+        }
+    }
+
     /// Runs until every handle is gone.
     pub async fn run(mut self) {
         let interval = if self.cfg.bounded() {
@@ -512,9 +770,32 @@ impl Enumerator {
             t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             t
         });
+        let mut meta_ticker = (!self.cfg.bounded())
+            .then_some(self.cfg.metadata_discovery)
+            .flatten()
+            .map(|d| {
+                let mut t = tokio::time::interval_at(tokio::time::Instant::now() + d, d);
+                t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                t
+            });
+        let mut changes = if meta_ticker.is_some() {
+            self.service.changes()
+        } else {
+            None
+        };
         let mut handles_open = true;
         loop {
             tokio::select! {
+                _ = async { meta_ticker.as_mut().expect("guarded").tick().await }, if meta_ticker.is_some() => {
+                    self.refresh_metadata().await;
+                }
+                changed = async { changes.as_mut().expect("guarded").changed().await }, if changes.is_some() => {
+                    if changed.is_err() {
+                        changes = None; // the service stopped notifying; the interval remains
+                    } else {
+                        self.refresh_metadata().await;
+                    }
+                }
                 cmd = self.commands.recv(), if handles_open => match cmd {
                     Some(Command::Commit(cp, reply)) => {
                         let r = self.commit(&cp).await;

@@ -11,6 +11,10 @@
 //! | `mck_split_lag` | gauge | `cluster`, `topic`, `partition` |
 //! | `mck_commits_succeeded_total` | counter | `cluster` |
 //! | `mck_commits_failed_total` | counter | `cluster` |
+//! | `mck_metadata_generation` | gauge | |
+//! | `mck_reconciliations_total` | counter | |
+//! | `mck_reconciliation_seconds` | histogram | |
+//! | `mck_cluster_active` | gauge | `cluster` |
 
 /// Records handed out, per cluster.
 pub const RECORDS: &str = "mck_records_total";
@@ -26,3 +30,11 @@ pub const SPLIT_LAG: &str = "mck_split_lag";
 pub const COMMITS_SUCCEEDED: &str = "mck_commits_succeeded_total";
 /// Failed offset commits, per cluster.
 pub const COMMITS_FAILED: &str = "mck_commits_failed_total";
+/// Metadata changes applied since start.
+pub const METADATA_GENERATION: &str = "mck_metadata_generation";
+/// Reconciliations run.
+pub const RECONCILIATIONS: &str = "mck_reconciliations_total";
+/// How long applying a metadata change took.
+pub const RECONCILIATION_SECONDS: &str = "mck_reconciliation_seconds";
+/// 1 while a cluster is read, 0 once it left the metadata.
+pub const CLUSTER_ACTIVE: &str = "mck_cluster_active";

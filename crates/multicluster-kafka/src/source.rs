@@ -81,6 +81,9 @@ impl MultiClusterKafkaSource<RawValue> {
             client_timeout: Duration::from_secs(30),
             max_batch: 1024,
             include_headers: true,
+            metadata_discovery: Discovery::Default,
+            metadata_failure_threshold: DEFAULT_METADATA_FAILURE_THRESHOLD,
+            new_partition_start: StartingOffsets::Earliest,
         }
     }
 }
@@ -91,6 +94,22 @@ enum PartitionDiscovery {
     Every(Duration),
     Off,
 }
+
+#[derive(Clone, Copy, Debug)]
+enum Discovery {
+    Default,
+    Every(Duration),
+    Off,
+}
+
+/// Default interval of metadata discovery in unbounded mode. Services with change
+/// notification (the file service) are also followed immediately on each change.
+pub const DEFAULT_METADATA_DISCOVERY: Duration = Duration::from_secs(30);
+
+/// Consecutive metadata-service failures tolerated, by default, while the source
+/// keeps reading with the last good metadata. One more failure is reported to every
+/// reader as an error (reading goes on with the last good metadata).
+pub const DEFAULT_METADATA_FAILURE_THRESHOLD: u32 = 10;
 
 /// Configures a [`MultiClusterKafkaSource`]; see [`MultiClusterKafkaSource::builder`].
 pub struct SourceBuilder<D> {
@@ -110,6 +129,9 @@ pub struct SourceBuilder<D> {
     client_timeout: Duration,
     max_batch: usize,
     include_headers: bool,
+    metadata_discovery: Discovery,
+    metadata_failure_threshold: u32,
+    new_partition_start: StartingOffsets,
 }
 
 impl<D> std::fmt::Debug for SourceBuilder<D> {
@@ -175,6 +197,9 @@ impl<D: Deserializer> SourceBuilder<D> {
             client_timeout: self.client_timeout,
             max_batch: self.max_batch,
             include_headers: self.include_headers,
+            metadata_discovery: self.metadata_discovery,
+            metadata_failure_threshold: self.metadata_failure_threshold,
+            new_partition_start: self.new_partition_start,
         }
     }
 
@@ -264,6 +289,36 @@ impl<D: Deserializer> SourceBuilder<D> {
         self
     }
 
+    /// How often to re-read the metadata service in unbounded mode (default 30 s).
+    /// Changes are applied while reading: clusters and topics added and removed,
+    /// properties changed. Services that notify changes (the file service) are
+    /// followed at once as well.
+    pub fn metadata_discovery_interval(mut self, every: Duration) -> Self {
+        self.metadata_discovery = Discovery::Every(every);
+        self
+    }
+
+    /// Reads the metadata once at start and never again.
+    pub fn without_metadata_discovery(mut self) -> Self {
+        self.metadata_discovery = Discovery::Off;
+        self
+    }
+
+    /// Consecutive metadata-service failures tolerated on the last good metadata
+    /// (default [`DEFAULT_METADATA_FAILURE_THRESHOLD`]).
+    pub fn metadata_failure_threshold(mut self, failures: u32) -> Self {
+        self.metadata_failure_threshold = failures;
+        self
+    }
+
+    /// Where partitions found after a cluster's first discovery start: new partitions,
+    /// and every partition of a topic added to a cluster already being read (default
+    /// earliest, so nothing produced to them is missed).
+    pub fn new_partition_starting_offsets(mut self, offsets: StartingOffsets) -> Self {
+        self.new_partition_start = offsets;
+        self
+    }
+
     /// Checks the configuration.
     pub fn build(self) -> Result<MultiClusterKafkaSource<D>, SourceError> {
         let config = |m: &str| SourceError::Config(m.to_string());
@@ -320,6 +375,24 @@ impl<D: Deserializer> SourceBuilder<D> {
             (PartitionDiscovery::Default, false) => Some(DEFAULT_PARTITION_DISCOVERY),
             (PartitionDiscovery::Default, true) | (PartitionDiscovery::Off, _) => None,
         };
+        let metadata_discovery = match (self.metadata_discovery, bounded) {
+            (Discovery::Every(_), true) => {
+                return Err(config(
+                    "metadata discovery cannot be set in bounded mode: a bounded source reads the metadata found at start",
+                ));
+            }
+            (Discovery::Every(d), false) if d.is_zero() => {
+                return Err(config("the metadata discovery interval must be positive"));
+            }
+            (Discovery::Every(d), false) => Some(d),
+            (Discovery::Default, false) => Some(DEFAULT_METADATA_DISCOVERY),
+            (Discovery::Default, true) | (Discovery::Off, _) => None,
+        };
+        if self.new_partition_start.needs_committed() && group_id.is_none() {
+            return Err(config(
+                "new partitions starting from committed offsets needs a group id",
+            ));
+        }
         Ok(MultiClusterKafkaSource {
             cfg: SourceConfig {
                 subscription,
@@ -336,6 +409,9 @@ impl<D: Deserializer> SourceBuilder<D> {
                 max_batch: self.max_batch,
                 poll_timeout: Duration::from_millis(100),
                 include_headers: self.include_headers,
+                metadata_discovery,
+                metadata_failure_threshold: self.metadata_failure_threshold,
+                new_partition_start: self.new_partition_start,
             },
             service,
             deserializer: Arc::new(self.deserializer),

@@ -207,7 +207,6 @@ impl ClusterConsumer {
     }
 
     /// Stops reading these splits.
-    #[allow(dead_code)] // used when reconciliation removes splits from a live cluster
     pub fn remove(&mut self, ids: &[SplitId]) {
         let mut tpl = TopicPartitionList::new();
         for id in ids {

@@ -35,6 +35,20 @@ pub(crate) enum ReaderEvent {
     },
     /// No split will ever be assigned again (bounded mode).
     NoMoreSplits,
+    /// Stop reading these splits and forget them (their topic or cluster left the
+    /// metadata). A cluster left with no split has its consumer closed.
+    Remove { ids: Vec<SplitId> },
+    /// The cluster's client properties changed: rebuild its consumer with these and
+    /// resume every split at its current position.
+    Rebuild {
+        cluster: Arc<str>,
+        properties: ClientProperties,
+    },
+    /// The cluster left the metadata: forget its facts.
+    ForgetCluster { cluster: Arc<str> },
+    /// The metadata service kept failing past the threshold (reading goes on with
+    /// the last good metadata).
+    MetadataFailed(crate::metadata::MetadataError),
 }
 
 /// What a reader tells the enumerator.
@@ -181,6 +195,15 @@ impl<D: Deserializer> SourceReader<D> {
                 );
             }
             ReaderEvent::NoMoreSplits => self.no_more_splits = true,
+            ReaderEvent::Remove { ids } => self.remove(&ids),
+            ReaderEvent::Rebuild {
+                cluster,
+                properties,
+            } => self.rebuild(cluster, properties),
+            ReaderEvent::ForgetCluster { cluster } => {
+                self.clusters.remove(&cluster);
+            }
+            ReaderEvent::MetadataFailed(e) => return Err(SourceError::Metadata(e)),
             ReaderEvent::Assign {
                 cluster,
                 properties,
@@ -258,6 +281,70 @@ impl<D: Deserializer> SourceReader<D> {
             && self.buffer.is_empty()
             && self.to_start.is_empty()
             && self.states.iter().all(|s| s.finished)
+    }
+
+    /// Forgets splits: their positions leave this reader's state and checkpoints, and
+    /// buffered records of them are never handed out.
+    fn remove(&mut self, ids: &[SplitId]) {
+        let gone: std::collections::HashSet<&SplitId> = ids.iter().collect();
+        self.states.retain(|s| !gone.contains(&s.id));
+        self.index = self
+            .states
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.id.clone(), i))
+            .collect();
+        self.last = None;
+        for (_, splits) in self.to_start.values_mut() {
+            splits.retain(|s| !gone.contains(&s.id));
+        }
+        let mut by_cluster: BTreeMap<Arc<str>, Vec<SplitId>> = BTreeMap::new();
+        for id in ids {
+            by_cluster
+                .entry(id.cluster.clone())
+                .or_default()
+                .push(id.clone());
+        }
+        for (cluster, ids) in by_cluster {
+            let still_used = self.states.iter().any(|s| s.id.cluster == cluster);
+            if still_used {
+                if let Some(c) = self.consumers.get_mut(&cluster) {
+                    c.remove(&ids);
+                }
+            } else if let Some(c) = self.consumers.remove(&cluster) {
+                close_off_runtime(vec![Box::new(c.into_closer())]);
+            }
+        }
+        self.report_active();
+    }
+
+    /// Replaces a cluster's consumer; its splits restart at their current positions
+    /// (records the old consumer had fetched but not handed out are read again, and
+    /// positions drop any duplicate).
+    fn rebuild(&mut self, cluster: Arc<str>, properties: ClientProperties) {
+        if let Some(old) = self.consumers.remove(&cluster) {
+            close_off_runtime(vec![Box::new(old.into_closer())]);
+        }
+        let active: Vec<KafkaSplit> = self
+            .states
+            .iter()
+            .filter(|s| s.id.cluster == cluster && !s.finished)
+            .map(|s| KafkaSplit {
+                id: s.id.clone(),
+                next_offset: s.next_offset,
+                stop_offset: s.stop,
+            })
+            .collect();
+        let entry = self
+            .to_start
+            .entry(cluster)
+            .or_insert_with(|| (properties.clone(), Vec::new()));
+        entry.0 = properties;
+        for s in active {
+            if !entry.1.iter().any(|x| x.id == s.id) {
+                entry.1.push(s);
+            }
+        }
     }
 
     /// Creates missing consumers (on the blocking pool) and starts queued splits.
@@ -507,26 +594,30 @@ impl<D: Deserializer> SourceReader<D> {
 
 impl<D: Deserializer> Drop for SourceReader<D> {
     fn drop(&mut self) {
-        // Closing a consumer blocks: do it on the blocking pool (or a thread of its
-        // own outside a runtime) so dropping a reader never stalls async code.
         let closers = self.shutdown();
-        if closers.is_empty() {
-            return;
+        close_off_runtime(closers);
+    }
+}
+
+/// Closing a consumer blocks: do it on the blocking pool (or a thread of its own
+/// outside a runtime), so async code never stalls on it.
+fn close_off_runtime(closers: Vec<Box<dyn FnOnce() + Send>>) {
+    if closers.is_empty() {
+        return;
+    }
+    let run = move || {
+        for close in closers {
+            close();
         }
-        let run = move || {
-            for close in closers {
-                close();
-            }
-        };
-        match tokio::runtime::Handle::try_current() {
-            Ok(handle) => {
-                handle.spawn_blocking(run);
-            }
-            Err(_) => {
-                let _ = std::thread::Builder::new()
-                    .name("mck-close".into())
-                    .spawn(run);
-            }
+    };
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) => {
+            handle.spawn_blocking(run);
+        }
+        Err(_) => {
+            let _ = std::thread::Builder::new()
+                .name("mck-close".into())
+                .spawn(run);
         }
     }
 }

@@ -1,0 +1,246 @@
+//! Metadata changes applied while reading, against real Kafka clusters, with producers
+//! running during each test.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use mck_testkit::{KafkaCluster, TestCluster, TestRecord, shared_cluster};
+use multicluster_kafka::prelude::*;
+
+const PATIENCE: Duration = Duration::from_secs(120);
+
+fn cluster(id: &str) -> &'static KafkaCluster {
+    shared_cluster(id).expect("cluster starts")
+}
+
+fn meta(c: &dyn TestCluster, topics: &[&str]) -> ClusterMetadata {
+    ClusterMetadata::builder(c.bootstrap_servers())
+        .topics(topics.iter().copied())
+        .build()
+        .unwrap()
+}
+
+fn stream(id: &str, clusters: Vec<(&str, ClusterMetadata)>) -> KafkaStream {
+    clusters
+        .into_iter()
+        .fold(KafkaStream::new(id), |s, (c, m)| s.with_cluster(c, m))
+}
+
+/// Produces `<prefix>-<n>` records to `topic` on `c` in small batches until stopped;
+/// returns every value produced.
+fn producer(
+    c: &'static KafkaCluster,
+    topic: &'static str,
+    prefix: &'static str,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<Vec<String>> {
+    std::thread::spawn(move || {
+        let mut all = Vec::new();
+        let mut n = 0usize;
+        while !stop.load(Ordering::Relaxed) {
+            let batch: Vec<TestRecord> = (0..20)
+                .map(|i| TestRecord::value(format!("{prefix}-{}", n + i)))
+                .collect();
+            c.produce(topic, &batch).expect("produce");
+            all.extend(
+                batch
+                    .into_iter()
+                    .map(|r| String::from_utf8(r.value).unwrap()),
+            );
+            n += 20;
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        all
+    })
+}
+
+type Seen = Vec<(String, String, i32, i64, String)>;
+
+async fn read_until<D: Deserializer<Value = String>>(
+    stream: &mut KafkaSourceStream<D>,
+    seen: &mut Seen,
+    mut done: impl FnMut(&Seen) -> bool,
+) {
+    let ok = tokio::time::timeout(PATIENCE, async {
+        while !done(seen) {
+            let r = stream
+                .next()
+                .await
+                .expect("stream continues")
+                .expect("record");
+            seen.push((
+                r.cluster.to_string(),
+                r.topic.to_string(),
+                r.partition,
+                r.offset,
+                r.value,
+            ));
+        }
+    })
+    .await;
+    assert!(ok.is_ok(), "gave up after {} records", seen.len());
+}
+
+fn assert_exactly_once(seen: &Seen, produced: &BTreeSet<String>) {
+    let mut by_split: BTreeMap<(&str, &str, i32), i64> = BTreeMap::new();
+    for (c, t, p, o, _) in seen {
+        if let Some(prev) = by_split.insert((c, t, *p), *o) {
+            assert!(*o > prev, "{c}/{t}/{p}: {o} after {prev}");
+        }
+    }
+    let values: Vec<&String> = seen.iter().map(|s| &s.4).collect();
+    let distinct: BTreeSet<&String> = values.iter().copied().collect();
+    assert_eq!(distinct.len(), values.len(), "a record was read twice");
+    let got: BTreeSet<String> = values.into_iter().cloned().collect();
+    assert_eq!(&got, produced, "every produced record is read");
+}
+
+#[test]
+fn a_stream_migrates_from_one_cluster_to_another_without_restart() {
+    let (a, b) = (cluster("mig-a"), cluster("mig-b"));
+    a.create_topic("events", 2).unwrap();
+    b.create_topic("events", 2).unwrap();
+    let svc = Arc::new(
+        StaticMetadataService::new([stream("s", vec![("a", meta(a, &["events"]))])]).unwrap(),
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut source = MultiClusterKafkaSource::builder()
+            .shared_metadata_service(svc.clone())
+            .stream_ids(["s"])
+            .deserializer(ValueOnly::<String>::utf8())
+            .metadata_discovery_interval(Duration::from_secs(60))
+            .build()
+            .unwrap()
+            .open()
+            .await
+            .unwrap();
+        let stop_a = Arc::new(AtomicBool::new(false));
+        let pa = producer(a, "events", "on-a", stop_a.clone());
+        let mut seen = Vec::new();
+        read_until(&mut source, &mut seen, |s| s.len() >= 100).await;
+
+        // Step 1: the stream is on A and B; producers move to B.
+        svc.replace([stream(
+            "s",
+            vec![("a", meta(a, &["events"])), ("b", meta(b, &["events"]))],
+        )])
+        .unwrap();
+        let stop_b = Arc::new(AtomicBool::new(false));
+        let pb = producer(b, "events", "on-b", stop_b.clone());
+        stop_a.store(true, Ordering::Relaxed);
+        let from_a: BTreeSet<String> = tokio::task::spawn_blocking(move || pa.join().unwrap())
+            .await
+            .unwrap()
+            .into_iter()
+            .collect();
+        let n_a = from_a.len();
+        read_until(&mut source, &mut seen, |s| {
+            s.iter().filter(|r| r.0 == "a").count() >= n_a && s.iter().any(|r| r.0 == "b")
+        })
+        .await;
+
+        // Step 2: the stream is on B only.
+        svc.replace([stream("s", vec![("b", meta(b, &["events"]))])])
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        stop_b.store(true, Ordering::Relaxed);
+        let from_b: BTreeSet<String> = tokio::task::spawn_blocking(move || pb.join().unwrap())
+            .await
+            .unwrap()
+            .into_iter()
+            .collect();
+        let n_b = from_b.len();
+        read_until(&mut source, &mut seen, |s| {
+            s.iter().filter(|r| r.0 == "b").count() >= n_b
+        })
+        .await;
+
+        let mut produced = from_a;
+        produced.extend(from_b);
+        assert_exactly_once(&seen, &produced);
+        let cp = source.checkpoint().unwrap();
+        assert_eq!(
+            cp.clusters.keys().collect::<Vec<_>>(),
+            ["b"],
+            "A left the checkpoint with the metadata"
+        );
+        source.close().await;
+    });
+}
+
+#[test]
+fn a_topic_migrates_on_one_cluster_without_restart() {
+    let a = cluster("topic-mig");
+    a.create_topic("orders", 2).unwrap();
+    a.create_topic("orders-v2", 3).unwrap();
+    let svc = Arc::new(
+        StaticMetadataService::new([stream("s", vec![("a", meta(a, &["orders"]))])]).unwrap(),
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut source = MultiClusterKafkaSource::builder()
+            .shared_metadata_service(svc.clone())
+            .stream_ids(["s"])
+            .deserializer(ValueOnly::<String>::utf8())
+            .build()
+            .unwrap()
+            .open()
+            .await
+            .unwrap();
+        let stop_old = Arc::new(AtomicBool::new(false));
+        let p_old = producer(a, "orders", "v1", stop_old.clone());
+        let mut seen = Vec::new();
+        read_until(&mut source, &mut seen, |s| s.len() >= 60).await;
+        // Both topics, producers switch, then the new topic only.
+        svc.replace([stream("s", vec![("a", meta(a, &["orders", "orders-v2"]))])])
+            .unwrap();
+        let stop_new = Arc::new(AtomicBool::new(false));
+        let p_new = producer(a, "orders-v2", "v2", stop_new.clone());
+        stop_old.store(true, Ordering::Relaxed);
+        let old: BTreeSet<String> = tokio::task::spawn_blocking(move || p_old.join().unwrap())
+            .await
+            .unwrap()
+            .into_iter()
+            .collect();
+        let n_old = old.len();
+        read_until(&mut source, &mut seen, |s| {
+            s.iter().filter(|r| r.1 == "orders").count() >= n_old
+                && s.iter().any(|r| r.1 == "orders-v2")
+        })
+        .await;
+        svc.replace([stream("s", vec![("a", meta(a, &["orders-v2"]))])])
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        stop_new.store(true, Ordering::Relaxed);
+        let new: BTreeSet<String> = tokio::task::spawn_blocking(move || p_new.join().unwrap())
+            .await
+            .unwrap()
+            .into_iter()
+            .collect();
+        let n_new = new.len();
+        read_until(&mut source, &mut seen, |s| {
+            s.iter().filter(|r| r.1 == "orders-v2").count() >= n_new
+        })
+        .await;
+        let mut produced = old;
+        produced.extend(new);
+        assert_exactly_once(&seen, &produced);
+        let cp = source.checkpoint().unwrap();
+        assert!(
+            cp.splits().all(|s| &*s.id.topic == "orders-v2"),
+            "the old topic left the checkpoint"
+        );
+        source.close().await;
+    });
+}
