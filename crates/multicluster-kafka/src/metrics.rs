@@ -15,6 +15,7 @@
 //! | `mck_reconciliations_total` | counter | |
 //! | `mck_reconciliation_seconds` | histogram | |
 //! | `mck_cluster_active` | gauge | `cluster` |
+//! | `mck_consumers_created_total` | counter | `cluster` |
 
 /// Records handed out, per cluster.
 pub const RECORDS: &str = "mck_records_total";
@@ -38,3 +39,6 @@ pub const RECONCILIATIONS: &str = "mck_reconciliations_total";
 pub const RECONCILIATION_SECONDS: &str = "mck_reconciliation_seconds";
 /// 1 while a cluster is read, 0 once it left the metadata.
 pub const CLUSTER_ACTIVE: &str = "mck_cluster_active";
+/// Consumers created, per cluster (a change to one cluster must not recreate the
+/// others').
+pub const CONSUMERS_CREATED: &str = "mck_consumers_created_total";

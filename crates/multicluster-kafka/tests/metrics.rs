@@ -2,7 +2,10 @@
 //! runs in-process; its own binary because it installs a global recorder).
 
 use mck_testkit::{MockKafkaCluster, TestCluster, TestRecord};
-use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use multicluster_kafka::metrics as m;
 use multicluster_kafka::prelude::*;
 
@@ -31,13 +34,30 @@ fn value_of(
         })
 }
 
+/// The recorder is global: every test of this binary shares it (and uses its own
+/// cluster names).
+fn snapshotter() -> &'static Snapshotter {
+    static SNAP: OnceLock<Snapshotter> = OnceLock::new();
+    SNAP.get_or_init(|| {
+        let recorder = DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        recorder
+            .install()
+            .expect("the only recorder in this binary");
+        snapshotter
+    })
+}
+
+/// Snapshots drain counters, so the tests of this binary take turns.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 #[test]
 fn records_bytes_splits_lag_and_commits_are_reported() {
-    let recorder = DebuggingRecorder::new();
-    let snapshotter = recorder.snapshotter();
-    recorder
-        .install()
-        .expect("the only recorder in this binary");
+    let _serial = serial();
+    let snapshotter = snapshotter();
 
     let cluster = MockKafkaCluster::start("metered", 1).unwrap();
     cluster.create_topic("t", 2).unwrap();
@@ -101,4 +121,74 @@ fn records_bytes_splits_lag_and_commits_are_reported() {
         value_of(&snap, m::ACTIVE_SPLITS, Some(("reader", "0"))),
         Some(0.0)
     );
+}
+
+#[test]
+fn a_change_to_one_cluster_leaves_the_other_clusters_consumer_alone() {
+    let _serial = serial();
+    let snapshotter = snapshotter();
+    let (a, b) = (
+        MockKafkaCluster::start("iso-a", 1).unwrap(),
+        MockKafkaCluster::start("iso-b", 1).unwrap(),
+    );
+    for c in [&a, &b] {
+        c.create_topic("t", 1).unwrap();
+        c.produce("t", &[TestRecord::value("first")]).unwrap();
+    }
+    let meta = |c: &MockKafkaCluster, client_id: &str| {
+        ClusterMetadata::builder(c.bootstrap_servers())
+            .topic("t")
+            .property("client.id", client_id)
+            .build()
+            .unwrap()
+    };
+    let streams = |b_client: &str| {
+        [KafkaStream::new("s")
+            .with_cluster("iso-a", meta(&a, "a"))
+            .with_cluster("iso-b", meta(&b, b_client))]
+    };
+    let svc = Arc::new(StaticMetadataService::new(streams("one")).unwrap());
+    // A snapshot hands out what counters gained since the previous one.
+    let created = || {
+        let snap = snapshotter.snapshot().into_vec();
+        (
+            value_of(&snap, m::CONSUMERS_CREATED, Some(("cluster", "iso-a"))).unwrap_or(0.0),
+            value_of(&snap, m::CONSUMERS_CREATED, Some(("cluster", "iso-b"))).unwrap_or(0.0),
+        )
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut s = MultiClusterKafkaSource::builder()
+            .shared_metadata_service(svc.clone())
+            .stream_ids(["s"])
+            .deserializer(ValueOnly::<String>::utf8())
+            .build()
+            .unwrap()
+            .open()
+            .await
+            .unwrap();
+        for _ in 0..2 {
+            s.next().await.unwrap().unwrap();
+        }
+        assert_eq!(created(), (1.0, 1.0));
+        svc.replace(streams("two")).unwrap();
+        b.produce("t", &[TestRecord::value("after")]).unwrap();
+        let r = tokio::time::timeout(Duration::from_secs(60), s.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        assert_eq!((&*r.cluster, r.value.as_str()), ("iso-b", "after"));
+        let (a_new, b_new) = created();
+        assert_eq!(
+            b_new, 1.0,
+            "B's consumer was rebuilt for its new properties"
+        );
+        assert_eq!(a_new, 0.0, "A's consumer is the same instance");
+        s.close().await;
+    });
 }

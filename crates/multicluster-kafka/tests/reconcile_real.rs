@@ -244,3 +244,138 @@ fn a_topic_migrates_on_one_cluster_without_restart() {
         source.close().await;
     });
 }
+
+#[test]
+fn a_property_change_on_one_cluster_is_applied_without_loss_or_repeat() {
+    let (a, b) = (cluster("prop-a"), cluster("prop-b"));
+    a.create_topic("p", 2).unwrap();
+    b.create_topic("p", 2).unwrap();
+    let with_client_id = |c: &dyn TestCluster, id: &str| {
+        ClusterMetadata::builder(c.bootstrap_servers())
+            .topic("p")
+            .property("client.id", id)
+            .build()
+            .unwrap()
+    };
+    let svc = Arc::new(
+        StaticMetadataService::new([stream(
+            "s",
+            vec![("a", with_client_id(a, "one")), ("b", meta(b, &["p"]))],
+        )])
+        .unwrap(),
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut source = MultiClusterKafkaSource::builder()
+            .shared_metadata_service(svc.clone())
+            .stream_ids(["s"])
+            .deserializer(ValueOnly::<String>::utf8())
+            .build()
+            .unwrap()
+            .open()
+            .await
+            .unwrap();
+        let (stop_a, stop_b) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicBool::new(false)),
+        );
+        let pa = producer(a, "p", "pa", stop_a.clone());
+        let pb = producer(b, "p", "pb", stop_b.clone());
+        let mut seen = Vec::new();
+        read_until(&mut source, &mut seen, |s| {
+            s.iter().filter(|r| r.0 == "a").count() >= 100
+        })
+        .await;
+        // A rotated setting on A only (a credential would be the same kind of change).
+        svc.replace([stream(
+            "s",
+            vec![("a", with_client_id(a, "two")), ("b", meta(b, &["p"]))],
+        )])
+        .unwrap();
+        let before = seen.len();
+        read_until(&mut source, &mut seen, |s| s.len() >= before + 200).await;
+        stop_a.store(true, Ordering::Relaxed);
+        stop_b.store(true, Ordering::Relaxed);
+        let mut produced: BTreeSet<String> =
+            tokio::task::spawn_blocking(move || pa.join().unwrap())
+                .await
+                .unwrap()
+                .into_iter()
+                .collect();
+        produced.extend(
+            tokio::task::spawn_blocking(move || pb.join().unwrap())
+                .await
+                .unwrap(),
+        );
+        let n = produced.len();
+        read_until(&mut source, &mut seen, |s| s.len() >= n).await;
+        assert_exactly_once(&seen, &produced);
+        source.close().await;
+    });
+}
+
+#[test]
+fn a_removed_then_readded_topic_is_read_again_from_earliest_as_documented() {
+    let a = cluster("readd");
+    a.create_topic("keep", 1).unwrap();
+    a.create_topic("flap", 1).unwrap();
+    let first: Vec<TestRecord> = (0..30)
+        .map(|i| TestRecord::value(format!("flap-{i}")))
+        .collect();
+    a.produce("flap", &first).unwrap();
+    let svc = Arc::new(
+        StaticMetadataService::new([stream("s", vec![("a", meta(a, &["keep", "flap"]))])]).unwrap(),
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut source = MultiClusterKafkaSource::builder()
+            .shared_metadata_service(svc.clone())
+            .stream_ids(["s"])
+            .deserializer(ValueOnly::<String>::utf8())
+            .build()
+            .unwrap()
+            .open()
+            .await
+            .unwrap();
+        let mut seen = Vec::new();
+        read_until(&mut source, &mut seen, |s| s.len() >= 30).await;
+        svc.replace([stream("s", vec![("a", meta(a, &["keep"]))])])
+            .unwrap();
+        // A record on `keep` after the removal marks that the change was applied.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        a.produce("keep", &[TestRecord::value("marker")]).unwrap();
+        read_until(&mut source, &mut seen, |s| {
+            s.iter().any(|r| r.4 == "marker")
+        })
+        .await;
+        let cp = source.checkpoint().unwrap();
+        assert!(
+            cp.splits().all(|s| &*s.id.topic == "keep"),
+            "the removed topic left the state"
+        );
+        // Re-added: a topic new to a known cluster starts at earliest (the policy),
+        // so its 30 records are read again, once.
+        svc.replace([stream("s", vec![("a", meta(a, &["keep", "flap"]))])])
+            .unwrap();
+        read_until(&mut source, &mut seen, |s| {
+            s.iter().filter(|r| r.1 == "flap").count() >= 60
+        })
+        .await;
+        let flap: Vec<&String> = seen
+            .iter()
+            .filter(|r| r.1 == "flap")
+            .map(|r| &r.4)
+            .collect();
+        assert_eq!(flap.len(), 60);
+        assert_eq!(flap.iter().collect::<BTreeSet<_>>().len(), 30);
+        source.close().await;
+    });
+}

@@ -128,6 +128,8 @@ impl ClusterConsumer {
         let consumer: BaseConsumer = config
             .create()
             .map_err(|e| SourceError::cluster(&cluster, "create consumer", &e, props))?;
+        metrics::counter!(crate::metrics::CONSUMERS_CREATED, "cluster" => cluster.to_string())
+            .increment(1);
         // SAFETY: the client pointer is valid while `consumer` lives; the returned queue
         // is our own reference, destroyed in Drop after the callback is disabled.
         let queue = unsafe { rd::rd_kafka_queue_get_consumer(consumer.client().native_ptr()) };
