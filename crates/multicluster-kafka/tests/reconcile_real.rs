@@ -379,3 +379,120 @@ fn a_removed_then_readded_topic_is_read_again_from_earliest_as_documented() {
         source.close().await;
     });
 }
+
+#[test]
+fn an_invalid_metadata_file_mid_run_keeps_the_last_good_metadata_and_shows_the_error() {
+    let a = cluster("file-a");
+    a.create_topic("f", 1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("streams.yaml");
+    let good = format!(
+        "clusters:\n  a:\n    bootstrapServers: {}\nstreams:\n  s:\n    clusters:\n      a: {{ topics: [f] }}\n",
+        a.bootstrap_servers()
+    );
+    std::fs::write(&path, &good).unwrap();
+    let file = Arc::new(FileMetadataService::watch(&path).unwrap());
+    let shared: Arc<dyn KafkaMetadataService> = file.clone();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut source = MultiClusterKafkaSource::builder()
+            .shared_metadata_service(shared)
+            .stream_ids(["s"])
+            .deserializer(ValueOnly::<String>::utf8())
+            .build()
+            .unwrap()
+            .open()
+            .await
+            .unwrap();
+        a.produce("f", &[TestRecord::value("before")]).unwrap();
+        let mut seen = Vec::new();
+        read_until(&mut source, &mut seen, |s| s.len() == 1).await;
+        let mut reloads = file.reloads();
+        std::fs::write(&path, "streams: [this is: not valid\n").unwrap();
+        let error = tokio::time::timeout(PATIENCE, async {
+            loop {
+                if let Some(e) = file.last_error() {
+                    return e;
+                }
+                reloads.changed().await.unwrap();
+            }
+        })
+        .await
+        .expect("the bad file is noticed");
+        assert!(
+            error.to_string().contains("streams.yaml:1:"),
+            "located: {error}"
+        );
+        a.produce("f", &[TestRecord::value("after")]).unwrap();
+        read_until(&mut source, &mut seen, |s| s.len() == 2).await;
+        assert_eq!(
+            seen[1].4, "after",
+            "reading goes on with the last good metadata"
+        );
+        source.close().await;
+    });
+}
+
+#[test]
+fn a_checkpoint_taken_during_a_migration_restores_to_exactly_once_output() {
+    let (a, b) = (cluster("cpmig-a"), cluster("cpmig-b"));
+    a.create_topic("m", 2).unwrap();
+    b.create_topic("m", 2).unwrap();
+    let fill = |c: &KafkaCluster, prefix: &str| -> Vec<String> {
+        let recs: Vec<TestRecord> = (0..60)
+            .map(|i| TestRecord::value(format!("{prefix}-{i}")))
+            .collect();
+        c.produce("m", &recs).unwrap();
+        recs.into_iter()
+            .map(|r| String::from_utf8(r.value).unwrap())
+            .collect()
+    };
+    let mut produced: BTreeSet<String> = fill(a, "a").into_iter().collect();
+    let both = || stream("s", vec![("a", meta(a, &["m"])), ("b", meta(b, &["m"]))]);
+    let svc =
+        Arc::new(StaticMetadataService::new([stream("s", vec![("a", meta(a, &["m"]))])]).unwrap());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let open =
+            |svc: Arc<StaticMetadataService>,
+             restore: Option<multicluster_kafka::checkpoint::Checkpoint>| async move {
+                let mut b = MultiClusterKafkaSource::builder()
+                    .shared_metadata_service(svc)
+                    .stream_ids(["s"])
+                    .deserializer(ValueOnly::<String>::utf8());
+                if let Some(cp) = restore {
+                    b = b.restore_from(cp);
+                }
+                b.build().unwrap().open().await.unwrap()
+            };
+        let mut first = open(svc.clone(), None).await;
+        let mut seen = Vec::new();
+        read_until(&mut first, &mut seen, |s| s.len() >= 30).await;
+        // Mid-migration: B joins while A is still being read.
+        svc.replace([both()]).unwrap();
+        produced.extend(fill(b, "b"));
+        read_until(&mut first, &mut seen, |s| s.iter().any(|r| r.0 == "b")).await;
+        let cp = first.checkpoint().unwrap();
+        let before = seen.len();
+        read_until(&mut first, &mut seen, |s| s.len() >= before + 10).await;
+        seen.truncate(before); // a crash: what came after the checkpoint is lost
+        drop(first);
+        let mut second = open(
+            Arc::new(StaticMetadataService::new([both()]).unwrap()),
+            Some(cp),
+        )
+        .await;
+        let n = produced.len();
+        read_until(&mut second, &mut seen, |s| s.len() >= n).await;
+        assert_exactly_once(&seen, &produced);
+        second.close().await;
+    });
+}
