@@ -41,6 +41,13 @@ enum Cmd {
         #[arg(long, default_value_t = 1)]
         readers: usize,
     },
+    /// Handover latency: from a metadata file write that adds a cluster to the first
+    /// record read from that cluster (file watch, no polling interval involved).
+    Handover {
+        /// Measured cluster additions.
+        #[arg(long, default_value_t = 10)]
+        rounds: usize,
+    },
 }
 
 const TOPIC: &str = "bench";
@@ -219,9 +226,91 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+fn metadata_yaml(clusters: &[&KafkaCluster]) -> String {
+    let mut out = String::from("clusters:\n");
+    for c in clusters {
+        out.push_str(&format!(
+            "  {}:\n    bootstrapServers: {}\n",
+            c.logical_id(),
+            c.bootstrap_servers()
+        ));
+    }
+    out.push_str("streams:\n  s:\n    clusters:\n");
+    for c in clusters {
+        out.push_str(&format!("      {}: {{ topics: [h] }}\n", c.logical_id()));
+    }
+    out
+}
+
+fn handover(rounds: usize) {
+    let (a, b) = start_clusters();
+    a.create_topic("h", 1).unwrap();
+    b.create_topic("h", 1).unwrap();
+    let dir = std::env::temp_dir().join(format!("mck-handover-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("streams.yaml");
+    std::fs::write(&path, metadata_yaml(&[&a])).unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut latencies = Vec::new();
+    rt.block_on(async {
+        let mut source = MultiClusterKafkaSource::builder()
+            .metadata_service(FileMetadataService::watch(&path).unwrap())
+            .stream_ids(["s"])
+            .deserializer(Utf8)
+            // Only the file watch triggers reconciliation here.
+            .metadata_discovery_interval(Duration::from_secs(3600))
+            .build()
+            .unwrap()
+            .open()
+            .await
+            .unwrap();
+        for round in 0..rounds {
+            let marker = format!("b-{round}");
+            b.produce("h", &[TestRecord::value(marker.clone())])
+                .unwrap();
+            let t0 = Instant::now();
+            std::fs::write(&path, metadata_yaml(&[&a, &b])).unwrap();
+            loop {
+                let r = tokio::time::timeout(Duration::from_secs(60), source.next())
+                    .await
+                    .expect("a record from the added cluster within 60 s")
+                    .expect("stream continues")
+                    .expect("record");
+                if &*r.cluster == b.logical_id() {
+                    break;
+                }
+            }
+            let ms = t0.elapsed().as_secs_f64() * 1e3;
+            eprintln!("round {round}: {ms:.0} ms");
+            latencies.push(ms);
+            // Drain what else B had (a re-added cluster starts from earliest), then
+            // remove B again.
+            while let Ok(Some(_)) =
+                tokio::time::timeout(Duration::from_millis(300), source.next()).await
+            {}
+            std::fs::write(&path, metadata_yaml(&[&a])).unwrap();
+            tokio::time::sleep(Duration::from_millis(1000)).await;
+        }
+        source.close().await;
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+    latencies.sort_by(f64::total_cmp);
+    println!(
+        "handover (file write -> first record from the added cluster), {rounds} rounds: min {:.0} ms, median {:.0} ms, max {:.0} ms",
+        latencies[0],
+        latencies[latencies.len() / 2],
+        latencies[latencies.len() - 1]
+    );
+}
+
 fn main() {
     let cli = Cli::parse();
     match cli.cmd {
+        Cmd::Handover { rounds } => handover(rounds),
         Cmd::Throughput {
             records,
             value_size,
