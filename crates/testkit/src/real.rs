@@ -16,7 +16,7 @@ use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 
 use crate::process::{kill_and_wait, spawn_tied};
-use crate::util::{block_on, free_port, produce_records, tail_lines};
+use crate::util::{block_on, free_ports, produce_records, tail_lines};
 use crate::{DEFAULT_READY_TIMEOUT, Produced, TestCluster, TestRecord, TestkitError, kafka_libs};
 
 /// How to start a [`KafkaCluster`].
@@ -156,9 +156,30 @@ fn sweep_stale(data_base: &Path) {
     }
 }
 
+fn is_port_clash(e: &TestkitError) -> bool {
+    let text = e.to_string();
+    text.contains("Address already in use") || text.contains("BindException")
+}
+
 impl KafkaCluster {
     /// Starts a cluster and waits until every broker answers a metadata request.
+    ///
+    /// Ports are picked free, but another process may take one before the broker binds
+    /// it; such a start is retried (up to 3 attempts) with new ports.
     pub fn start(options: ClusterOptions) -> Result<KafkaCluster, TestkitError> {
+        let mut attempt = 1;
+        loop {
+            match Self::start_once(options.clone()) {
+                Err(e) if attempt < 3 && is_port_clash(&e) => {
+                    tracing::warn!(cluster = %options.logical_id, attempt, "port taken before the broker bound it; retrying");
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn start_once(options: ClusterOptions) -> Result<KafkaCluster, TestkitError> {
         static SEQ: AtomicUsize = AtomicUsize::new(0);
         let began = Instant::now();
         let libs = kafka_libs()?;
@@ -190,12 +211,8 @@ impl KafkaCluster {
 
         let n = options.brokers.max(1);
         let controllers = if n >= 3 { 3 } else { 1 };
-        let mut ports = Vec::new();
-        for _ in 0..n {
-            let p = free_port().map_err(io(&data_root))?;
-            let c = free_port().map_err(io(&data_root))?;
-            ports.push((p, c));
-        }
+        let all = free_ports(2 * n).map_err(io(&data_root))?;
+        let ports: Vec<(u16, u16)> = all.chunks(2).map(|c| (c[0], c[1])).collect();
         let voters: Vec<String> = (0..controllers)
             .map(|i| format!("{}@127.0.0.1:{}", i + 1, ports[i].1))
             .collect();

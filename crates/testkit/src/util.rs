@@ -19,9 +19,24 @@ pub(crate) fn tail_lines(text: &str, n: usize) -> String {
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
-/// A free TCP port on 127.0.0.1 (bound and released; ports are kept for restarts).
-pub(crate) fn free_port() -> std::io::Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+/// `n` distinct free TCP ports on 127.0.0.1. All are bound at once (so the kernel
+/// cannot hand out one twice), then released; a port is never handed out twice in one
+/// process. Ports are kept for restarts.
+pub(crate) fn free_ports(n: usize) -> std::io::Result<Vec<u16>> {
+    static GIVEN: Mutex<Vec<u16>> = Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|p| p.into_inner());
+    let mut held = Vec::new();
+    let mut ports = Vec::new();
+    while ports.len() < n {
+        let l = TcpListener::bind("127.0.0.1:0")?;
+        let port = l.local_addr()?.port();
+        if !given.contains(&port) && !ports.contains(&port) {
+            ports.push(port);
+        }
+        held.push(l);
+    }
+    given.extend(&ports);
+    Ok(ports)
 }
 
 /// Runs a future to completion on a fresh thread with its own current-thread runtime,
