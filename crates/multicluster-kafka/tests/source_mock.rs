@@ -189,3 +189,56 @@ fn builder_rejects_invalid_combinations_with_clear_messages() {
         assert!(!err.contains('\n'));
     }
 }
+
+#[test]
+fn an_unreachable_added_cluster_does_not_stall_the_others() {
+    let a = MockKafkaCluster::start("alive", 1).unwrap();
+    a.create_topic("t", 1).unwrap();
+    let alive = || {
+        ClusterMetadata::builder(a.bootstrap_servers())
+            .topic("t")
+            .build()
+            .unwrap()
+    };
+    let dead = ClusterMetadata::builder("127.0.0.1:1")
+        .topic("t")
+        .build()
+        .unwrap();
+    let svc = std::sync::Arc::new(
+        StaticMetadataService::new([KafkaStream::new("s").with_cluster("alive", alive())]).unwrap(),
+    );
+    rt().block_on(async {
+        let mut s = MultiClusterKafkaSource::builder()
+            .shared_metadata_service(svc.clone())
+            .stream_ids(["s"])
+            .deserializer(Utf8)
+            .client_timeout(std::time::Duration::from_secs(2))
+            .build()
+            .unwrap()
+            .open()
+            .await
+            .unwrap();
+        a.produce("t", &[TestRecord::value("one")]).unwrap();
+        assert_eq!(s.next().await.unwrap().unwrap().value, "one");
+        svc.replace([KafkaStream::new("s")
+            .with_cluster("alive", alive())
+            .with_cluster("dead", dead)])
+            .unwrap();
+        for i in 0..5 {
+            a.produce("t", &[TestRecord::value(format!("more-{i}"))])
+                .unwrap();
+            let r = tokio::time::timeout(std::time::Duration::from_secs(60), s.next())
+                .await
+                .expect("the live cluster keeps flowing")
+                .unwrap()
+                .unwrap();
+            assert_eq!(r.value, format!("more-{i}"));
+        }
+        let cp = s.checkpoint().unwrap();
+        assert!(
+            !cp.clusters.contains_key("dead"),
+            "nothing was read from the dead cluster"
+        );
+        s.close().await;
+    });
+}
