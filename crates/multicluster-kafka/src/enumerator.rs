@@ -52,6 +52,8 @@ pub(crate) struct SourceConfig {
     /// Where partitions found after a cluster's first discovery start (new
     /// partitions, and every partition of a topic added to a known cluster).
     pub new_partition_start: StartingOffsets,
+    /// How long positions of removed topics and clusters are kept (zero: not kept).
+    pub retention: Duration,
 }
 
 impl SourceConfig {
@@ -91,6 +93,8 @@ pub(crate) struct Enumerator {
     metadata_failures: u32,
     /// Metadata changes applied so far.
     generation: u64,
+    /// Positions of removed splits, shared with the readers.
+    retained: crate::retention::Retained,
 }
 
 /// What the source reads on one cluster, merged over the subscribed streams.
@@ -243,6 +247,7 @@ impl Enumerator {
         readers: BTreeMap<usize, mpsc::UnboundedSender<ReaderEvent>>,
         notices: mpsc::UnboundedReceiver<ReaderNotice>,
         commands: mpsc::Receiver<Command>,
+        retained: crate::retention::Retained,
     ) -> Result<Enumerator, SourceError> {
         let streams = subscribed_streams(&cfg, service.as_ref()).await?;
         let wanted = clusters_of(&cfg, &streams);
@@ -300,6 +305,7 @@ impl Enumerator {
             views: clusters_of_streams(streams.values()),
             metadata_failures: 0,
             generation: 0,
+            retained,
         };
         let restored = e.restore()?;
         e.broadcast_cluster_info();
@@ -321,12 +327,22 @@ impl Enumerator {
             return Ok(Vec::new());
         };
         let mut out = Vec::new();
+        let retain_until = crate::retention::now_ms() + self.cfg.retention.as_millis() as i64;
         for (cluster, saved) in &cp.clusters {
             let Some(state) = self.clusters.get_mut(cluster.as_str()) else {
-                tracing::info!(
-                    cluster,
-                    "checkpointed cluster is no longer subscribed; dropping its positions"
-                );
+                // No longer subscribed: keep the positions for the retention window.
+                if !self.cfg.retention.is_zero() {
+                    for s in &saved.splits {
+                        let split = KafkaSplit {
+                            id: SplitId::new(cluster, &s.topic, s.partition),
+                            next_offset: s.next_offset,
+                            stop_offset: s.stop_offset,
+                        };
+                        let until = s.retained_until_ms.unwrap_or(retain_until);
+                        self.retained
+                            .keep(&split, until, saved.kafka_cluster_id.clone());
+                    }
+                }
                 continue;
             };
             if let (Some(expected), Some(actual)) =
@@ -351,6 +367,16 @@ impl Enumerator {
             state.initial_discovery_done = saved.initial_discovery_done;
             for s in &saved.splits {
                 if !state.topics.contains(&s.topic) {
+                    if !self.cfg.retention.is_zero() {
+                        let split = KafkaSplit {
+                            id: SplitId::new(cluster, &s.topic, s.partition),
+                            next_offset: s.next_offset,
+                            stop_offset: s.stop_offset,
+                        };
+                        let until = s.retained_until_ms.unwrap_or(retain_until);
+                        self.retained
+                            .keep(&split, until, saved.kafka_cluster_id.clone());
+                    }
                     continue;
                 }
                 state.known.insert((s.topic.clone(), s.partition));
@@ -611,9 +637,14 @@ impl Enumerator {
         }
         self.owners.retain(|id, _| !which(id));
         self.unassigned.retain(|s| !which(&s.id));
+        let retain_until_ms = (!self.cfg.retention.is_zero())
+            .then(|| crate::retention::now_ms() + self.cfg.retention.as_millis() as i64);
         for (reader, ids) in per_reader {
             if let Some(tx) = self.readers.get(&reader) {
-                let _ = tx.send(ReaderEvent::Remove { ids });
+                let _ = tx.send(ReaderEvent::Remove {
+                    ids,
+                    retain_until_ms,
+                });
             }
         }
     }
@@ -753,9 +784,52 @@ impl Enumerator {
             }
         }
         metrics::gauge!(m::CLUSTERS).set(self.clusters.len() as f64);
-        if let Ok(splits) = self.discover_all(false).await {
-            self.hand_out(splits);
+        let mut splits = self.resume_retained();
+        if let Ok(found) = self.discover_all(false).await {
+            splits.extend(found);
         }
+        self.hand_out(splits);
+    }
+
+    /// Takes back retained positions of splits whose cluster and topic are read again,
+    /// so they resume where they were rather than at their starting offsets. Positions
+    /// recorded for another physical cluster are refused (reported to the readers), or
+    /// dropped when the user chose fresh starts.
+    fn resume_retained(&mut self) -> Vec<KafkaSplit> {
+        let mut out = Vec::new();
+        let mut refused: BTreeSet<Arc<str>> = BTreeSet::new();
+        for (cluster, state) in self.clusters.iter_mut() {
+            let back = self
+                .retained
+                .take(|id| id.cluster == *cluster && state.topics.contains(&*id.topic));
+            for (id, r) in back {
+                if let (Some(expected), Some(actual)) =
+                    (&r.kafka_cluster_id, &state.kafka_cluster_id)
+                    && expected != actual
+                {
+                    if !self.cfg.discard_mismatched_positions && refused.insert(cluster.clone()) {
+                        for tx in self.readers.values() {
+                            let _ = tx.send(ReaderEvent::IdentityMismatch {
+                                cluster: cluster.clone(),
+                                expected: expected.clone(),
+                                actual: actual.clone(),
+                            });
+                        }
+                    }
+                    continue;
+                }
+                state.known.insert((id.topic.to_string(), id.partition));
+                out.push(KafkaSplit {
+                    id,
+                    next_offset: r.next_offset,
+                    stop_offset: r.stop_offset,
+                });
+            }
+        }
+        if !out.is_empty() {
+            tracing::info!(count = out.len(), "resuming retained positions");
+        }
+        out
     }
 
     /// Runs until every handle is gone.

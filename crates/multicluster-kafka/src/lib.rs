@@ -35,13 +35,15 @@ pub mod offsets;
 pub mod properties;
 mod reader;
 pub mod record;
+mod retention;
 mod source;
 pub mod split;
 
 pub use bytes::Bytes;
 pub use reader::SourceReader;
 pub use source::{
-    DEFAULT_PARTITION_DISCOVERY, KafkaSourceStream, MultiClusterKafkaSource, SourceBuilder,
+    DEFAULT_METADATA_DISCOVERY, DEFAULT_METADATA_FAILURE_THRESHOLD, DEFAULT_PARTITION_DISCOVERY,
+    DEFAULT_RETENTION, KafkaSourceStream, MultiClusterKafkaSource, SourceBuilder,
     SourceCoordinator,
 };
 

@@ -84,6 +84,7 @@ impl MultiClusterKafkaSource<RawValue> {
             metadata_discovery: Discovery::Default,
             metadata_failure_threshold: DEFAULT_METADATA_FAILURE_THRESHOLD,
             new_partition_start: StartingOffsets::Earliest,
+            retention: DEFAULT_RETENTION,
         }
     }
 }
@@ -101,6 +102,11 @@ enum Discovery {
     Every(Duration),
     Off,
 }
+
+/// How long, by default, positions of topics and clusters that left the metadata are
+/// kept (in the source and in its checkpoints), so that they resume where they were if
+/// they come back in time.
+pub const DEFAULT_RETENTION: Duration = Duration::from_secs(3600);
 
 /// Default interval of metadata discovery in unbounded mode. Services with change
 /// notification (the file service) are also followed immediately on each change.
@@ -132,6 +138,7 @@ pub struct SourceBuilder<D> {
     metadata_discovery: Discovery,
     metadata_failure_threshold: u32,
     new_partition_start: StartingOffsets,
+    retention: Duration,
 }
 
 impl<D> std::fmt::Debug for SourceBuilder<D> {
@@ -200,6 +207,7 @@ impl<D: Deserializer> SourceBuilder<D> {
             metadata_discovery: self.metadata_discovery,
             metadata_failure_threshold: self.metadata_failure_threshold,
             new_partition_start: self.new_partition_start,
+            retention: self.retention,
         }
     }
 
@@ -319,6 +327,14 @@ impl<D: Deserializer> SourceBuilder<D> {
         self
     }
 
+    /// How long positions of removed topics and clusters are kept (default
+    /// [`DEFAULT_RETENTION`], one hour). A topic or cluster that comes back within the
+    /// window resumes at its positions; after it, it starts as new. Zero turns it off.
+    pub fn removed_position_retention(mut self, window: Duration) -> Self {
+        self.retention = window;
+        self
+    }
+
     /// Checks the configuration.
     pub fn build(self) -> Result<MultiClusterKafkaSource<D>, SourceError> {
         let config = |m: &str| SourceError::Config(m.to_string());
@@ -412,6 +428,7 @@ impl<D: Deserializer> SourceBuilder<D> {
                 metadata_discovery,
                 metadata_failure_threshold: self.metadata_failure_threshold,
                 new_partition_start: self.new_partition_start,
+                retention: self.retention,
             },
             service,
             deserializer: Arc::new(self.deserializer),
@@ -437,6 +454,7 @@ impl<D: Deserializer> MultiClusterKafkaSource<D> {
         self,
     ) -> Result<(SourceCoordinator, Vec<SourceReader<D>>), SourceError> {
         let cfg = Arc::new(self.cfg);
+        let retained = crate::retention::Retained::default();
         let (notice_tx, notice_rx) = mpsc::unbounded_channel();
         let (cmd_tx, cmd_rx) = mpsc::channel(16);
         let mut senders = BTreeMap::new();
@@ -452,10 +470,12 @@ impl<D: Deserializer> MultiClusterKafkaSource<D> {
                 max_batch: cfg.max_batch,
                 poll_timeout: cfg.poll_timeout,
                 include_headers: cfg.include_headers,
+                retained: retained.clone(),
             }));
         }
         drop(notice_tx);
-        let enumerator = Enumerator::start(cfg, self.service, senders, notice_rx, cmd_rx).await?;
+        let enumerator =
+            Enumerator::start(cfg, self.service, senders, notice_rx, cmd_rx, retained).await?;
         let task = tokio::spawn(enumerator.run());
         Ok((
             SourceCoordinator {

@@ -166,10 +166,20 @@ fn a_stream_migrates_from_one_cluster_to_another_without_restart() {
         produced.extend(from_b);
         assert_exactly_once(&seen, &produced);
         let cp = source.checkpoint().unwrap();
-        assert_eq!(
-            cp.clusters.keys().collect::<Vec<_>>(),
-            ["b"],
-            "A left the checkpoint with the metadata"
+        let retained: Vec<bool> = cp.clusters["a"]
+            .splits
+            .iter()
+            .map(|s| s.retained_until_ms.is_some())
+            .collect();
+        assert!(
+            !retained.is_empty() && retained.iter().all(|r| *r),
+            "A left the metadata: its positions stay in the checkpoint only as retained ones"
+        );
+        assert!(
+            cp.clusters["b"]
+                .splits
+                .iter()
+                .all(|s| s.retained_until_ms.is_none())
         );
         source.close().await;
     });
@@ -237,9 +247,13 @@ fn a_topic_migrates_on_one_cluster_without_restart() {
         produced.extend(new);
         assert_exactly_once(&seen, &produced);
         let cp = source.checkpoint().unwrap();
+        let splits = &cp.clusters["a"].splits;
+        assert!(splits.iter().any(|s| s.topic == "orders-v2"));
         assert!(
-            cp.splits().all(|s| &*s.id.topic == "orders-v2"),
-            "the old topic left the checkpoint"
+            splits
+                .iter()
+                .all(|s| (s.topic == "orders") == s.retained_until_ms.is_some()),
+            "the old topic's positions are retained, the new topic's are live"
         );
         source.close().await;
     });
@@ -318,17 +332,127 @@ fn a_property_change_on_one_cluster_is_applied_without_loss_or_repeat() {
     });
 }
 
-#[test]
-fn a_removed_then_readded_topic_is_read_again_from_earliest_as_documented() {
-    let a = cluster("readd");
+fn svc_streams(a: &KafkaCluster, with_flap: bool) -> [KafkaStream; 1] {
+    let topics: &[&str] = if with_flap {
+        &["keep", "flap"]
+    } else {
+        &["keep"]
+    };
+    [stream("s", vec![("a", meta(a, topics))])]
+}
+
+/// Reads 30 records of `flap`, removes it from the metadata, produces 10 more while it
+/// is gone, re-adds it, and returns every `flap` value read once the stream has the
+/// 10 new ones.
+fn flap(name: &str, retention: Duration) -> Vec<String> {
+    let a = cluster(name);
     a.create_topic("keep", 1).unwrap();
     a.create_topic("flap", 1).unwrap();
     let first: Vec<TestRecord> = (0..30)
         .map(|i| TestRecord::value(format!("flap-{i}")))
         .collect();
     a.produce("flap", &first).unwrap();
+    let svc = Arc::new(StaticMetadataService::new(svc_streams(a, true)).unwrap());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut source = MultiClusterKafkaSource::builder()
+            .shared_metadata_service(svc.clone())
+            .stream_ids(["s"])
+            .deserializer(ValueOnly::<String>::utf8())
+            .removed_position_retention(retention)
+            .build()
+            .unwrap()
+            .open()
+            .await
+            .unwrap();
+        let mut seen = Vec::new();
+        read_until(&mut source, &mut seen, |s| s.len() >= 30).await;
+        svc.replace(svc_streams(a, false)).unwrap();
+        // A record on `keep` after the removal marks that the change was applied.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        a.produce("keep", &[TestRecord::value("marker")]).unwrap();
+        read_until(&mut source, &mut seen, |s| {
+            s.iter().any(|r| r.4 == "marker")
+        })
+        .await;
+        let cp = source.checkpoint().unwrap();
+        let flap_in_cp: Vec<_> = cp.clusters["a"]
+            .splits
+            .iter()
+            .filter(|s| s.topic == "flap")
+            .collect();
+        if retention.is_zero() {
+            assert!(
+                flap_in_cp.is_empty(),
+                "without retention the removed topic leaves the state"
+            );
+        } else {
+            assert_eq!(
+                flap_in_cp.len(),
+                1,
+                "the removed topic's position is retained"
+            );
+            assert_eq!(flap_in_cp[0].next_offset, 30);
+            assert!(flap_in_cp[0].retained_until_ms.is_some());
+        }
+        let later: Vec<TestRecord> = (30..40)
+            .map(|i| TestRecord::value(format!("flap-{i}")))
+            .collect();
+        a.produce("flap", &later).unwrap();
+        svc.replace(svc_streams(a, true)).unwrap();
+        read_until(&mut source, &mut seen, |s| {
+            s.iter().any(|r| r.4 == "flap-39")
+        })
+        .await;
+        // Anything still buffered for the topic comes right after.
+        while let Ok(Some(Ok(r))) =
+            tokio::time::timeout(Duration::from_millis(500), source.next()).await
+        {
+            seen.push((
+                r.cluster.to_string(),
+                r.topic.to_string(),
+                r.partition,
+                r.offset,
+                r.value,
+            ));
+        }
+        source.close().await;
+        seen.into_iter()
+            .filter(|r| r.1 == "flap")
+            .map(|r| r.4)
+            .collect()
+    })
+}
+
+#[test]
+fn a_removed_topic_readded_within_the_retention_window_resumes_where_it_was() {
+    let flap = flap("readd-kept", Duration::from_secs(600));
+    let want: Vec<String> = (0..40).map(|i| format!("flap-{i}")).collect();
+    assert_eq!(flap, want, "no reset, no loss, no duplicate");
+}
+
+#[test]
+fn without_retention_a_readded_topic_starts_over_at_earliest_as_documented() {
+    let flap = flap("readd-dropped", Duration::ZERO);
+    assert_eq!(flap.len(), 70, "30 before, then all 40 from earliest");
+    assert_eq!(flap.iter().collect::<BTreeSet<_>>().len(), 40);
+}
+
+#[test]
+fn a_cluster_removed_and_readded_within_the_window_resumes_without_loss_or_repeat() {
+    let (a, b) = (cluster("flap-a"), cluster("flap-b"));
+    a.create_topic("c", 2).unwrap();
+    b.create_topic("c", 1).unwrap();
     let svc = Arc::new(
-        StaticMetadataService::new([stream("s", vec![("a", meta(a, &["keep", "flap"]))])]).unwrap(),
+        StaticMetadataService::new([stream(
+            "s",
+            vec![("a", meta(a, &["c"])), ("b", meta(b, &["c"]))],
+        )])
+        .unwrap(),
     );
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -345,37 +469,36 @@ fn a_removed_then_readded_topic_is_read_again_from_earliest_as_documented() {
             .open()
             .await
             .unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let pa = producer(a, "c", "fa", stop.clone());
         let mut seen = Vec::new();
-        read_until(&mut source, &mut seen, |s| s.len() >= 30).await;
-        svc.replace([stream("s", vec![("a", meta(a, &["keep"]))])])
+        read_until(&mut source, &mut seen, |s| s.len() >= 60).await;
+        // The metadata service flaps: A disappears, then comes back.
+        svc.replace([stream("s", vec![("b", meta(b, &["c"]))])])
             .unwrap();
-        // A record on `keep` after the removal marks that the change was applied.
         tokio::time::sleep(Duration::from_millis(300)).await;
-        a.produce("keep", &[TestRecord::value("marker")]).unwrap();
+        b.produce("c", &[TestRecord::value("marker")]).unwrap();
         read_until(&mut source, &mut seen, |s| {
             s.iter().any(|r| r.4 == "marker")
         })
         .await;
-        let cp = source.checkpoint().unwrap();
-        assert!(
-            cp.splits().all(|s| &*s.id.topic == "keep"),
-            "the removed topic left the state"
-        );
-        // Re-added: a topic new to a known cluster starts at earliest (the policy),
-        // so its 30 records are read again, once.
-        svc.replace([stream("s", vec![("a", meta(a, &["keep", "flap"]))])])
-            .unwrap();
-        read_until(&mut source, &mut seen, |s| {
-            s.iter().filter(|r| r.1 == "flap").count() >= 60
-        })
-        .await;
-        let flap: Vec<&String> = seen
-            .iter()
-            .filter(|r| r.1 == "flap")
-            .map(|r| &r.4)
-            .collect();
-        assert_eq!(flap.len(), 60);
-        assert_eq!(flap.iter().collect::<BTreeSet<_>>().len(), 30);
+        svc.replace([stream(
+            "s",
+            vec![("a", meta(a, &["c"])), ("b", meta(b, &["c"]))],
+        )])
+        .unwrap();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        stop.store(true, Ordering::Relaxed);
+        let mut produced: BTreeSet<String> =
+            tokio::task::spawn_blocking(move || pa.join().unwrap())
+                .await
+                .unwrap()
+                .into_iter()
+                .collect();
+        produced.insert("marker".into());
+        let n = produced.len();
+        read_until(&mut source, &mut seen, |s| s.len() >= n).await;
+        assert_exactly_once(&seen, &produced);
         source.close().await;
     });
 }

@@ -57,6 +57,11 @@ pub struct SplitCheckpoint {
     /// First offset not to read, in bounded mode.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop_offset: Option<i64>,
+    /// Set when the split's topic or cluster left the metadata: the position is kept
+    /// until this wall-clock time (ms since the epoch), so the split resumes here if it
+    /// returns in time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retained_until_ms: Option<i64>,
 }
 
 /// One logical cluster's part of a checkpoint.
@@ -115,6 +120,7 @@ impl Checkpoint {
                 partition: s.id.partition,
                 next_offset: s.next_offset,
                 stop_offset: s.stop_offset,
+                retained_until_ms: None,
             };
             by_cluster
                 .entry(s.id.cluster.to_string())
@@ -149,6 +155,7 @@ impl Checkpoint {
             partition: split.id.partition,
             next_offset: split.next_offset,
             stop_offset: split.stop_offset,
+            retained_until_ms: None,
         };
         match cluster
             .splits

@@ -37,7 +37,11 @@ pub(crate) enum ReaderEvent {
     NoMoreSplits,
     /// Stop reading these splits and forget them (their topic or cluster left the
     /// metadata). A cluster left with no split has its consumer closed.
-    Remove { ids: Vec<SplitId> },
+    Remove {
+        ids: Vec<SplitId>,
+        /// Keep their positions until then (ms since the epoch), if set.
+        retain_until_ms: Option<i64>,
+    },
     /// The cluster's client properties changed: rebuild its consumer with these and
     /// resume every split at its current position.
     Rebuild {
@@ -49,6 +53,12 @@ pub(crate) enum ReaderEvent {
     /// The metadata service kept failing past the threshold (reading goes on with
     /// the last good metadata).
     MetadataFailed(crate::metadata::MetadataError),
+    /// Retained positions of a re-added cluster belong to another physical cluster.
+    IdentityMismatch {
+        cluster: Arc<str>,
+        expected: String,
+        actual: String,
+    },
 }
 
 /// What a reader tells the enumerator.
@@ -111,6 +121,7 @@ pub struct SourceReader<D: Deserializer> {
     max_batch: usize,
     poll_timeout: Duration,
     include_headers: bool,
+    retained: crate::retention::Retained,
     counters: HashMap<Arc<str>, (metrics::Counter, metrics::Counter)>,
     closed: bool,
 }
@@ -132,6 +143,7 @@ pub(crate) struct ReaderParts<D: Deserializer> {
     pub max_batch: usize,
     pub poll_timeout: Duration,
     pub include_headers: bool,
+    pub retained: crate::retention::Retained,
 }
 
 impl<D: Deserializer> SourceReader<D> {
@@ -157,6 +169,7 @@ impl<D: Deserializer> SourceReader<D> {
             max_batch: parts.max_batch,
             poll_timeout: parts.poll_timeout,
             include_headers: parts.include_headers,
+            retained: parts.retained,
             counters: HashMap::new(),
             closed: false,
         }
@@ -195,7 +208,21 @@ impl<D: Deserializer> SourceReader<D> {
                 );
             }
             ReaderEvent::NoMoreSplits => self.no_more_splits = true,
-            ReaderEvent::Remove { ids } => self.remove(&ids),
+            ReaderEvent::Remove {
+                ids,
+                retain_until_ms,
+            } => {
+                if let Some(until) = retain_until_ms {
+                    for s in self.positions().iter().filter(|s| ids.contains(&s.id)) {
+                        let kafka_id = self
+                            .clusters
+                            .get(&s.id.cluster)
+                            .and_then(|c| c.kafka_cluster_id.clone());
+                        self.retained.keep(s, until, kafka_id);
+                    }
+                }
+                self.remove(&ids)
+            }
             ReaderEvent::Rebuild {
                 cluster,
                 properties,
@@ -204,6 +231,17 @@ impl<D: Deserializer> SourceReader<D> {
                 self.clusters.remove(&cluster);
             }
             ReaderEvent::MetadataFailed(e) => return Err(SourceError::Metadata(e)),
+            ReaderEvent::IdentityMismatch {
+                cluster,
+                expected,
+                actual,
+            } => {
+                return Err(SourceError::ClusterIdentity {
+                    cluster: cluster.to_string(),
+                    expected,
+                    actual,
+                });
+            }
             ReaderEvent::Assign {
                 cluster,
                 properties,
@@ -540,6 +578,27 @@ impl<D: Deserializer> SourceReader<D> {
     pub fn checkpoint(&mut self) -> Result<Checkpoint, SourceError> {
         self.drain_events()?;
         let mut cp = Checkpoint::from_splits(self.positions());
+        // Retained positions go into every reader's checkpoint; merging keeps one.
+        for (id, r) in self.retained.live() {
+            let c = cp.clusters.entry(id.cluster.to_string()).or_default();
+            if c.kafka_cluster_id.is_none() {
+                c.kafka_cluster_id = r.kafka_cluster_id.clone();
+            }
+            if !c
+                .splits
+                .iter()
+                .any(|s| *s.topic == *id.topic && s.partition == id.partition)
+            {
+                c.splits.push(crate::checkpoint::SplitCheckpoint {
+                    topic: id.topic.to_string(),
+                    partition: id.partition,
+                    next_offset: r.next_offset,
+                    stop_offset: r.stop_offset,
+                    retained_until_ms: Some(r.until_ms),
+                });
+            }
+        }
+        cp.normalize();
         for (cluster, info) in &self.clusters {
             let c = cp.clusters.entry(cluster.to_string()).or_default();
             c.kafka_cluster_id = info.kafka_cluster_id.clone();
