@@ -242,3 +242,58 @@ fn an_unreachable_added_cluster_does_not_stall_the_others() {
         s.close().await;
     });
 }
+
+#[test]
+fn retained_positions_are_refused_when_a_readded_cluster_is_another_physical_cluster() {
+    let (real_a, impostor) = (
+        MockKafkaCluster::start("phys-a", 1).unwrap(),
+        MockKafkaCluster::start("phys-b", 1).unwrap(),
+    );
+    for c in [&real_a, &impostor] {
+        c.create_topic("t", 1).unwrap();
+        c.produce("t", &[TestRecord::value("x")]).unwrap();
+    }
+    let keep = MockKafkaCluster::start("keep", 1).unwrap();
+    keep.create_topic("t", 1).unwrap();
+    let m = |c: &MockKafkaCluster| {
+        ClusterMetadata::builder(c.bootstrap_servers())
+            .topic("t")
+            .build()
+            .unwrap()
+    };
+    let svc = std::sync::Arc::new(
+        StaticMetadataService::new([KafkaStream::new("s")
+            .with_cluster("x", m(&real_a))
+            .with_cluster("keep", m(&keep))])
+        .unwrap(),
+    );
+    rt().block_on(async {
+        let mut s = MultiClusterKafkaSource::builder()
+            .shared_metadata_service(svc.clone())
+            .stream_ids(["s"])
+            .deserializer(Utf8)
+            .build()
+            .unwrap()
+            .open()
+            .await
+            .unwrap();
+        assert_eq!(s.next().await.unwrap().unwrap().value, "x");
+        // `x` leaves the metadata (its position is retained)...
+        svc.replace([KafkaStream::new("s").with_cluster("keep", m(&keep))])
+            .unwrap();
+        keep.produce("t", &[TestRecord::value("marker")]).unwrap();
+        assert_eq!(s.next().await.unwrap().unwrap().value, "marker");
+        // ...and comes back pointing at another physical cluster.
+        svc.replace([KafkaStream::new("s")
+            .with_cluster("x", m(&impostor))
+            .with_cluster("keep", m(&keep))])
+            .unwrap();
+        let err = tokio::time::timeout(std::time::Duration::from_secs(60), s.next())
+            .await
+            .expect("the mismatch is reported")
+            .unwrap()
+            .unwrap_err();
+        assert!(matches!(err, SourceError::ClusterIdentity { .. }), "{err}");
+        s.close().await;
+    });
+}
