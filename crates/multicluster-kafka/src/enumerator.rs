@@ -329,19 +329,11 @@ impl Enumerator {
         let mut out = Vec::new();
         let retain_until = crate::retention::now_ms() + self.cfg.retention.as_millis() as i64;
         for (cluster, saved) in &cp.clusters {
+            let mut retain_later = Vec::new();
             let Some(state) = self.clusters.get_mut(cluster.as_str()) else {
                 // No longer subscribed: keep the positions for the retention window.
-                if !self.cfg.retention.is_zero() {
-                    for s in &saved.splits {
-                        let split = KafkaSplit {
-                            id: SplitId::new(cluster, &s.topic, s.partition),
-                            next_offset: s.next_offset,
-                            stop_offset: s.stop_offset,
-                        };
-                        let until = s.retained_until_ms.unwrap_or(retain_until);
-                        self.retained
-                            .keep(&split, until, saved.kafka_cluster_id.clone());
-                    }
+                for sc in &saved.splits {
+                    self.retain_saved(cluster, sc, saved, retain_until);
                 }
                 continue;
             };
@@ -367,16 +359,7 @@ impl Enumerator {
             state.initial_discovery_done = saved.initial_discovery_done;
             for s in &saved.splits {
                 if !state.topics.contains(&s.topic) {
-                    if !self.cfg.retention.is_zero() {
-                        let split = KafkaSplit {
-                            id: SplitId::new(cluster, &s.topic, s.partition),
-                            next_offset: s.next_offset,
-                            stop_offset: s.stop_offset,
-                        };
-                        let until = s.retained_until_ms.unwrap_or(retain_until);
-                        self.retained
-                            .keep(&split, until, saved.kafka_cluster_id.clone());
-                    }
+                    retain_later.push(s.clone());
                     continue;
                 }
                 state.known.insert((s.topic.clone(), s.partition));
@@ -386,8 +369,34 @@ impl Enumerator {
                     stop_offset: s.stop_offset,
                 });
             }
+            // Topics no longer subscribed on a subscribed cluster: retained too.
+            for sc in &retain_later {
+                self.retain_saved(cluster, sc, saved, retain_until);
+            }
         }
         Ok(out)
+    }
+
+    /// Keeps a checkpointed position of a split that is not read now, for the
+    /// retention window (the checkpoint's own window if it had one).
+    fn retain_saved(
+        &self,
+        cluster: &str,
+        s: &crate::checkpoint::SplitCheckpoint,
+        saved: &crate::checkpoint::ClusterCheckpoint,
+        default_until: i64,
+    ) {
+        if self.cfg.retention.is_zero() {
+            return;
+        }
+        let split = KafkaSplit {
+            id: SplitId::new(cluster, &s.topic, s.partition),
+            next_offset: s.next_offset,
+            stop_offset: s.stop_offset,
+        };
+        let until = s.retained_until_ms.unwrap_or(default_until);
+        self.retained
+            .keep(&split, until, saved.kafka_cluster_id.clone());
     }
 
     fn broadcast_cluster_info(&self) {

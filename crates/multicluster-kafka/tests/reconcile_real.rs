@@ -56,6 +56,27 @@ fn producer(
     })
 }
 
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// Opens a source of UTF-8 values reading stream `s` from `svc`, with the defaults.
+async fn open_on(svc: Arc<StaticMetadataService>) -> KafkaSourceStream<Utf8> {
+    MultiClusterKafkaSource::builder()
+        .shared_metadata_service(svc)
+        .stream_ids(["s"])
+        .deserializer(ValueOnly::<String>::utf8())
+        .build()
+        .unwrap()
+        .open()
+        .await
+        .unwrap()
+}
+
 type Seen = Vec<(String, String, i32, i64, String)>;
 
 async fn read_until<D: Deserializer<Value = String>>(
@@ -105,11 +126,7 @@ fn a_stream_migrates_from_one_cluster_to_another_without_restart() {
     let svc = Arc::new(
         StaticMetadataService::new([stream("s", vec![("a", meta(a, &["events"]))])]).unwrap(),
     );
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     rt.block_on(async {
         let mut source = MultiClusterKafkaSource::builder()
             .shared_metadata_service(svc.clone())
@@ -193,21 +210,9 @@ fn a_topic_migrates_on_one_cluster_without_restart() {
     let svc = Arc::new(
         StaticMetadataService::new([stream("s", vec![("a", meta(a, &["orders"]))])]).unwrap(),
     );
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     rt.block_on(async {
-        let mut source = MultiClusterKafkaSource::builder()
-            .shared_metadata_service(svc.clone())
-            .stream_ids(["s"])
-            .deserializer(ValueOnly::<String>::utf8())
-            .build()
-            .unwrap()
-            .open()
-            .await
-            .unwrap();
+        let mut source = open_on(svc.clone()).await;
         let stop_old = Arc::new(AtomicBool::new(false));
         let p_old = producer(a, "orders", "v1", stop_old.clone());
         let mut seen = Vec::new();
@@ -278,21 +283,9 @@ fn a_property_change_on_one_cluster_is_applied_without_loss_or_repeat() {
         )])
         .unwrap(),
     );
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     rt.block_on(async {
-        let mut source = MultiClusterKafkaSource::builder()
-            .shared_metadata_service(svc.clone())
-            .stream_ids(["s"])
-            .deserializer(ValueOnly::<String>::utf8())
-            .build()
-            .unwrap()
-            .open()
-            .await
-            .unwrap();
+        let mut source = open_on(svc.clone()).await;
         let (stop_a, stop_b) = (
             Arc::new(AtomicBool::new(false)),
             Arc::new(AtomicBool::new(false)),
@@ -353,11 +346,7 @@ fn flap(name: &str, retention: Duration) -> Vec<String> {
         .collect();
     a.produce("flap", &first).unwrap();
     let svc = Arc::new(StaticMetadataService::new(svc_streams(a, true)).unwrap());
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     rt.block_on(async {
         let mut source = MultiClusterKafkaSource::builder()
             .shared_metadata_service(svc.clone())
@@ -454,21 +443,9 @@ fn a_cluster_removed_and_readded_within_the_window_resumes_without_loss_or_repea
         )])
         .unwrap(),
     );
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     rt.block_on(async {
-        let mut source = MultiClusterKafkaSource::builder()
-            .shared_metadata_service(svc.clone())
-            .stream_ids(["s"])
-            .deserializer(ValueOnly::<String>::utf8())
-            .build()
-            .unwrap()
-            .open()
-            .await
-            .unwrap();
+        let mut source = open_on(svc.clone()).await;
         let stop = Arc::new(AtomicBool::new(false));
         let pa = producer(a, "c", "fa", stop.clone());
         let mut seen = Vec::new();
@@ -516,11 +493,7 @@ fn an_invalid_metadata_file_mid_run_keeps_the_last_good_metadata_and_shows_the_e
     std::fs::write(&path, &good).unwrap();
     let file = Arc::new(FileMetadataService::watch(&path).unwrap());
     let shared: Arc<dyn KafkaMetadataService> = file.clone();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     rt.block_on(async {
         let mut source = MultiClusterKafkaSource::builder()
             .shared_metadata_service(shared)
@@ -578,11 +551,7 @@ fn a_checkpoint_taken_during_a_migration_restores_to_exactly_once_output() {
     let both = || stream("s", vec![("a", meta(a, &["m"])), ("b", meta(b, &["m"]))]);
     let svc =
         Arc::new(StaticMetadataService::new([stream("s", vec![("a", meta(a, &["m"]))])]).unwrap());
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     rt.block_on(async {
         let open =
             |svc: Arc<StaticMetadataService>,
