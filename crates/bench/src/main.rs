@@ -41,6 +41,13 @@ enum Cmd {
         #[arg(long, default_value_t = 1)]
         readers: usize,
     },
+    /// Isolation: records/s from an unaffected cluster while another cluster's
+    /// properties change every 100 ms, against the same reader's steady-state rate.
+    Isolation {
+        /// Records pre-filled on the unaffected cluster.
+        #[arg(long, default_value_t = 3_000_000)]
+        records: usize,
+    },
     /// Handover latency: from a metadata file write that adds a cluster to the first
     /// record read from that cluster (file watch, no polling interval involved).
     Handover {
@@ -307,9 +314,113 @@ fn handover(rounds: usize) {
     );
 }
 
+fn isolation(records: usize) {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let (a, b) = start_clusters();
+    std::thread::scope(|s| {
+        s.spawn(|| prefill(&a, 4, records, 100));
+        s.spawn(|| prefill(&b, 1, 10, 100));
+    });
+    let meta = |c: &KafkaCluster, client_id: &str| {
+        ClusterMetadata::builder(c.bootstrap_servers())
+            .topic(TOPIC)
+            .property("client.id", client_id)
+            .build()
+            .unwrap()
+    };
+    let streams = |b_client: &str| {
+        [KafkaStream::new("s")
+            .with_cluster("a", meta(&a, "a"))
+            .with_cluster("b", meta(&b, b_client))]
+    };
+    let svc = Arc::new(StaticMetadataService::new(streams("b-0")).unwrap());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let changing = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicBool::new(false));
+    // Nanoseconds spent in each phase, and A's records read in each.
+    let (steady_ns, change_ns) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let (mut steady_n, mut change_n, mut rebuilds) = (0u64, 0u64, 0u64);
+    rt.block_on(async {
+        let mut source = MultiClusterKafkaSource::builder()
+            .shared_metadata_service(svc.clone() as Arc<dyn KafkaMetadataService>)
+            .stream_ids(["s"])
+            .deserializer(RawValue)
+            .include_headers(false)
+            .build()
+            .unwrap()
+            .open()
+            .await
+            .unwrap();
+        // Warm up: the first 100k records are not counted.
+        let mut seen_a = 0usize;
+        while seen_a < 100_000 {
+            let r = source.next().await.unwrap().unwrap();
+            if &*r.cluster == "a" {
+                seen_a += 1;
+            }
+        }
+        let toggler = {
+            let (svc, changing, done) = (svc.clone(), changing.clone(), done.clone());
+            let (steady_ns, change_ns) = (steady_ns.clone(), change_ns.clone());
+            tokio::spawn(async move {
+                let mut n = 0u64;
+                while !done.load(Ordering::Relaxed) {
+                    // 500 ms steady, then 500 ms with B's properties changed every 100 ms.
+                    let t = Instant::now();
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    steady_ns.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                    changing.store(true, Ordering::Relaxed);
+                    let t = Instant::now();
+                    for _ in 0..5 {
+                        n += 1;
+                        let mut current = svc.all_streams().await.unwrap();
+                        if let Some(b) = current.get_mut("s").and_then(|s| s.clusters.get_mut("b"))
+                        {
+                            b.properties.set("client.id", format!("b-{n}"));
+                        }
+                        svc.replace(current.into_values()).unwrap();
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                    change_ns.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                    changing.store(false, Ordering::Relaxed);
+                }
+                n
+            })
+        };
+        let total_a = records - seen_a;
+        let mut read_a = 0usize;
+        while read_a < total_a {
+            let r = source.next().await.unwrap().unwrap();
+            if &*r.cluster == "a" {
+                read_a += 1;
+                if changing.load(Ordering::Relaxed) {
+                    change_n += 1;
+                } else {
+                    steady_n += 1;
+                }
+            }
+        }
+        done.store(true, Ordering::Relaxed);
+        rebuilds = toggler.await.unwrap();
+        source.close().await;
+    });
+    // The last, partial phase is not in the phase times: drop its records.
+    let steady = steady_n as f64 / (steady_ns.load(Ordering::Relaxed).max(1) as f64 / 1e9);
+    let change = change_n as f64 / (change_ns.load(Ordering::Relaxed).max(1) as f64 / 1e9);
+    println!(
+        "isolation: cluster A {steady:.0} rec/s steady, {change:.0} rec/s while B's properties changed ({rebuilds} changes); ratio {:.3}",
+        change / steady
+    );
+}
+
 fn main() {
     let cli = Cli::parse();
     match cli.cmd {
+        Cmd::Isolation { records } => isolation(records),
         Cmd::Handover { rounds } => handover(rounds),
         Cmd::Throughput {
             records,

@@ -100,6 +100,8 @@ pub struct SourceReader<D: Deserializer> {
     /// Splits assigned but not yet handed to their cluster's consumer, with the
     /// consumer properties of the cluster.
     to_start: BTreeMap<Arc<str>, (ClientProperties, Vec<KafkaSplit>)>,
+    /// Consumers being created on the blocking pool.
+    creating: HashMap<Arc<str>, tokio::task::JoinHandle<Result<ClusterConsumer, SourceError>>>,
     /// Woken by librdkafka when any consumer of this reader has something.
     notify: Arc<Notify>,
     /// Which consumer to poll first next time (fairness between clusters).
@@ -155,6 +157,7 @@ impl<D: Deserializer> SourceReader<D> {
             notices: parts.notices,
             consumers: BTreeMap::new(),
             to_start: BTreeMap::new(),
+            creating: HashMap::new(),
             notify: Arc::new(Notify::new()),
             rotate: 0,
             states: Vec::new(),
@@ -318,6 +321,7 @@ impl<D: Deserializer> SourceReader<D> {
         self.no_more_splits
             && self.buffer.is_empty()
             && self.to_start.is_empty()
+            && self.creating.is_empty()
             && self.states.iter().all(|s| s.finished)
     }
 
@@ -363,6 +367,9 @@ impl<D: Deserializer> SourceReader<D> {
         if let Some(old) = self.consumers.remove(&cluster) {
             close_off_runtime(vec![Box::new(old.into_closer())]);
         }
+        // A consumer still being made has the old properties: let it go (the blocking
+        // pool drops it when done).
+        self.creating.remove(&cluster);
         let active: Vec<KafkaSplit> = self
             .states
             .iter()
@@ -387,22 +394,48 @@ impl<D: Deserializer> SourceReader<D> {
 
     /// Creates missing consumers (on the blocking pool) and starts queued splits.
     async fn start_pending(&mut self) -> Result<(), SourceError> {
-        while let Some((cluster, (props, splits))) = self.to_start.pop_first() {
-            if !self.consumers.contains_key(&cluster) {
-                let (c, n) = (cluster.clone(), self.notify.clone());
-                let headers = self.include_headers;
-                let created = tokio::task::spawn_blocking(move || {
-                    ClusterConsumer::create(c, &props, n, headers)
-                })
-                .await
-                .map_err(|e| {
+        // Consumers whose creation finished.
+        let ready: Vec<Arc<str>> = self
+            .creating
+            .iter()
+            .filter(|(_, h)| h.is_finished())
+            .map(|(c, _)| c.clone())
+            .collect();
+        for cluster in ready {
+            if let Some(handle) = self.creating.remove(&cluster) {
+                let created = handle.await.map_err(|e| {
                     SourceError::Config(format!("consumer creation task failed: {e}"))
                 })??;
-                self.consumers.insert(cluster.clone(), created);
+                if self.states.iter().any(|s| s.id.cluster == cluster)
+                    || self.to_start.contains_key(&cluster)
+                {
+                    self.consumers.insert(cluster, created);
+                } else {
+                    // Every split of the cluster left while its consumer was being made.
+                    close_off_runtime(vec![Box::new(created.into_closer())]);
+                }
             }
-            let consumer = self.consumers.get_mut(&cluster).expect("just ensured");
-            for id in consumer.add(splits)? {
-                self.mark_finished(&id);
+        }
+        let waiting: Vec<Arc<str>> = self.to_start.keys().cloned().collect();
+        for cluster in waiting {
+            if self.consumers.contains_key(&cluster) {
+                let (_, splits) = self.to_start.remove(&cluster).expect("listed");
+                let consumer = self.consumers.get_mut(&cluster).expect("checked");
+                for id in consumer.add(splits)? {
+                    self.mark_finished(&id);
+                }
+            } else if !self.creating.contains_key(&cluster) {
+                // Creating a consumer blocks for a while: it happens on the blocking
+                // pool while this reader goes on with its other clusters.
+                let props = self.to_start[&cluster].0.clone();
+                let (c, n) = (cluster.clone(), self.notify.clone());
+                let headers = self.include_headers;
+                let handle = tokio::task::spawn_blocking(move || {
+                    let created = ClusterConsumer::create(c, &props, n.clone(), headers);
+                    n.notify_one();
+                    created
+                });
+                self.creating.insert(cluster, handle);
             }
         }
         Ok(())
