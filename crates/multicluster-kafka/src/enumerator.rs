@@ -134,10 +134,13 @@ fn clusters_of(
         .collect()
 }
 
-/// Resolves the subscription against the metadata service.
+/// Resolves the subscription against the metadata service. With `strict` (start-up)
+/// an unknown stream id is an error; while running it is reported and counts as a
+/// stream with no clusters.
 pub(crate) async fn subscribed_streams(
     cfg: &SourceConfig,
     service: &dyn KafkaMetadataService,
+    strict: bool,
 ) -> Result<BTreeMap<String, KafkaStream>, SourceError> {
     match &cfg.subscription {
         Subscription::Ids(ids) => {
@@ -148,7 +151,10 @@ pub(crate) async fn subscribed_streams(
                 .cloned()
                 .collect();
             if !missing.is_empty() {
-                return Err(SourceError::UnknownStreams(missing));
+                if strict {
+                    return Err(SourceError::UnknownStreams(missing));
+                }
+                tracing::warn!(?missing, "subscribed streams are no longer in the metadata");
             }
             Ok(found)
         }
@@ -249,7 +255,7 @@ impl Enumerator {
         commands: mpsc::Receiver<Command>,
         retained: crate::retention::Retained,
     ) -> Result<Enumerator, SourceError> {
-        let streams = subscribed_streams(&cfg, service.as_ref()).await?;
+        let streams = subscribed_streams(&cfg, service.as_ref(), true).await?;
         let wanted = clusters_of(&cfg, &streams);
         let mut connects = tokio::task::JoinSet::new();
         for (
@@ -567,12 +573,12 @@ impl Enumerator {
 
     /// Reads the metadata again and applies what changed.
     async fn refresh_metadata(&mut self) {
-        let streams = match self.current_streams().await {
+        let streams = match subscribed_streams(&self.cfg, self.service.as_ref(), false).await {
             Ok(s) => {
                 self.metadata_failures = 0;
                 s
             }
-            Err(e) => {
+            Err(SourceError::Metadata(e)) => {
                 self.metadata_failures += 1;
                 let threshold = self.cfg.metadata_failure_threshold;
                 tracing::warn!(failures = self.metadata_failures, threshold, error = %e, "metadata service failed; keeping the last good metadata");
@@ -581,6 +587,11 @@ impl Enumerator {
                         let _ = tx.send(ReaderEvent::MetadataFailed(e.clone()));
                     }
                 }
+                return;
+            }
+            Err(other) => {
+                // Not produced without `strict`; kept total rather than panicking.
+                tracing::warn!(error = %other, "metadata refresh failed");
                 return;
             }
         };
@@ -601,31 +612,6 @@ impl Enumerator {
         metrics::gauge!(m::METADATA_GENERATION).set(self.generation as f64);
         metrics::counter!(m::RECONCILIATIONS).increment(1);
         metrics::histogram!(m::RECONCILIATION_SECONDS).record(began.elapsed().as_secs_f64());
-    }
-
-    /// The subscribed streams now. A subscribed id the service no longer knows counts
-    /// as a stream with no clusters (it is reported, not fatal, once running).
-    async fn current_streams(
-        &self,
-    ) -> Result<BTreeMap<String, KafkaStream>, crate::metadata::MetadataError> {
-        match &self.cfg.subscription {
-            Subscription::Ids(ids) => {
-                let found = self.service.describe_streams(ids).await?;
-                let missing: Vec<&String> =
-                    ids.iter().filter(|id| !found.contains_key(*id)).collect();
-                if !missing.is_empty() {
-                    tracing::warn!(?missing, "subscribed streams are no longer in the metadata");
-                }
-                Ok(found)
-            }
-            Subscription::Pattern(re) => Ok(self
-                .service
-                .all_streams()
-                .await?
-                .into_iter()
-                .filter(|(id, _)| re.is_match(id))
-                .collect()),
-        }
     }
 
     fn reader_props(&self, view: &ClusterView) -> ClientProperties {

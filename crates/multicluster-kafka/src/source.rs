@@ -74,14 +74,14 @@ impl MultiClusterKafkaSource<RawValue> {
             stopping: None,
             properties: ClientProperties::new(),
             parallelism: 1,
-            partition_discovery: PartitionDiscovery::Default,
+            partition_discovery: Interval::Default,
             strategy: AssignmentStrategy::default(),
             restore: None,
             discard_mismatched_positions: false,
             client_timeout: Duration::from_secs(30),
             max_batch: 1024,
             include_headers: true,
-            metadata_discovery: Discovery::Default,
+            metadata_discovery: Interval::Default,
             metadata_failure_threshold: DEFAULT_METADATA_FAILURE_THRESHOLD,
             new_partition_start: StartingOffsets::Earliest,
             retention: DEFAULT_RETENTION,
@@ -90,17 +90,40 @@ impl MultiClusterKafkaSource<RawValue> {
 }
 
 #[derive(Clone, Copy, Debug)]
-enum PartitionDiscovery {
+/// A discovery interval as the user set it.
+enum Interval {
     Default,
     Every(Duration),
     Off,
 }
 
-#[derive(Clone, Copy, Debug)]
-enum Discovery {
-    Default,
-    Every(Duration),
-    Off,
+impl Interval {
+    /// The interval in force: none in bounded mode (where setting one is an error),
+    /// `default` unless set.
+    fn resolve(
+        self,
+        what: &str,
+        bounded: bool,
+        default: Duration,
+    ) -> Result<Option<Duration>, SourceError> {
+        let config = |m: String| SourceError::Config(m);
+        match (self, bounded) {
+            (Interval::Every(_), true) => Err(config(format!(
+                "{what} discovery cannot be set in bounded mode: a bounded source reads the {} found at start",
+                if what == "partition" {
+                    "partitions"
+                } else {
+                    what
+                }
+            ))),
+            (Interval::Every(d), false) if d.is_zero() => Err(config(format!(
+                "the {what} discovery interval must be positive"
+            ))),
+            (Interval::Every(d), false) => Ok(Some(d)),
+            (Interval::Default, false) => Ok(Some(default)),
+            (Interval::Default, true) | (Interval::Off, _) => Ok(None),
+        }
+    }
 }
 
 /// How long, by default, positions of topics and clusters that left the metadata are
@@ -128,14 +151,14 @@ pub struct SourceBuilder<D> {
     stopping: Option<StoppingOffsets>,
     properties: ClientProperties,
     parallelism: usize,
-    partition_discovery: PartitionDiscovery,
+    partition_discovery: Interval,
     strategy: AssignmentStrategy,
     restore: Option<Checkpoint>,
     discard_mismatched_positions: bool,
     client_timeout: Duration,
     max_batch: usize,
     include_headers: bool,
-    metadata_discovery: Discovery,
+    metadata_discovery: Interval,
     metadata_failure_threshold: u32,
     new_partition_start: StartingOffsets,
     retention: Duration,
@@ -246,13 +269,13 @@ impl<D: Deserializer> SourceBuilder<D> {
 
     /// How often to look for new partitions in unbounded mode (default 30 s).
     pub fn partition_discovery_interval(mut self, every: Duration) -> Self {
-        self.partition_discovery = PartitionDiscovery::Every(every);
+        self.partition_discovery = Interval::Every(every);
         self
     }
 
     /// Turns periodic partition discovery off.
     pub fn without_partition_discovery(mut self) -> Self {
-        self.partition_discovery = PartitionDiscovery::Off;
+        self.partition_discovery = Interval::Off;
         self
     }
 
@@ -302,13 +325,13 @@ impl<D: Deserializer> SourceBuilder<D> {
     /// properties changed. Services that notify changes (the file service) are
     /// followed at once as well.
     pub fn metadata_discovery_interval(mut self, every: Duration) -> Self {
-        self.metadata_discovery = Discovery::Every(every);
+        self.metadata_discovery = Interval::Every(every);
         self
     }
 
     /// Reads the metadata once at start and never again.
     pub fn without_metadata_discovery(mut self) -> Self {
-        self.metadata_discovery = Discovery::Off;
+        self.metadata_discovery = Interval::Off;
         self
     }
 
@@ -378,32 +401,12 @@ impl<D: Deserializer> SourceBuilder<D> {
             return Err(config("stopping at committed offsets needs a group id"));
         }
         let bounded = self.stopping.is_some();
-        let partition_discovery = match (self.partition_discovery, bounded) {
-            (PartitionDiscovery::Every(_), true) => {
-                return Err(config(
-                    "partition discovery cannot be set in bounded mode: a bounded source reads the partitions found at start",
-                ));
-            }
-            (PartitionDiscovery::Every(d), false) if d.is_zero() => {
-                return Err(config("the partition discovery interval must be positive"));
-            }
-            (PartitionDiscovery::Every(d), false) => Some(d),
-            (PartitionDiscovery::Default, false) => Some(DEFAULT_PARTITION_DISCOVERY),
-            (PartitionDiscovery::Default, true) | (PartitionDiscovery::Off, _) => None,
-        };
-        let metadata_discovery = match (self.metadata_discovery, bounded) {
-            (Discovery::Every(_), true) => {
-                return Err(config(
-                    "metadata discovery cannot be set in bounded mode: a bounded source reads the metadata found at start",
-                ));
-            }
-            (Discovery::Every(d), false) if d.is_zero() => {
-                return Err(config("the metadata discovery interval must be positive"));
-            }
-            (Discovery::Every(d), false) => Some(d),
-            (Discovery::Default, false) => Some(DEFAULT_METADATA_DISCOVERY),
-            (Discovery::Default, true) | (Discovery::Off, _) => None,
-        };
+        let partition_discovery =
+            self.partition_discovery
+                .resolve("partition", bounded, DEFAULT_PARTITION_DISCOVERY)?;
+        let metadata_discovery =
+            self.metadata_discovery
+                .resolve("metadata", bounded, DEFAULT_METADATA_DISCOVERY)?;
         if self.new_partition_start.needs_committed() && group_id.is_none() {
             return Err(config(
                 "new partitions starting from committed offsets needs a group id",
