@@ -8,7 +8,9 @@ use clap::{Args, Parser, Subcommand};
 mod consume;
 mod demo;
 mod describe;
+mod output;
 mod plan;
+mod progress;
 mod validate;
 
 /// Read one logical stream from many Kafka clusters, and follow it as it moves.
@@ -61,6 +63,14 @@ struct ValidateArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Diagnostics go to stderr; `MCK_LOG` sets the filter (default: warnings).
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("MCK_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
     let result = match cli.command {
         Command::Validate(a) => validate::run(&a.file, a.json),
         Command::Consume(a) => consume::run(a),

@@ -23,6 +23,7 @@ pub use error::TestkitError;
 pub use jars::{KAFKA_VERSION, kafka_libs};
 pub use mock::MockKafkaCluster;
 pub use real::{ClusterOptions, KafkaCluster, shared_cluster};
+pub use util::free_ports;
 pub use verify::{ReadRecord, read_topic};
 
 use std::time::Duration;

@@ -349,8 +349,9 @@ impl KafkaCluster {
             cmd.arg(format!("-Dkafka.logs.dir={}", node.log_dir.display()))
                 .arg("kafka.tools.StorageTool")
                 .arg("format")
-                .arg("-t")
-                .arg(&self.kafka_cluster_id)
+                // `=` form: a generated id may start with `-`, which argparse
+                // would read as an option.
+                .arg(format!("--cluster-id={}", self.kafka_cluster_id))
                 .arg("-c")
                 .arg(&node.config)
                 .stdin(Stdio::null())

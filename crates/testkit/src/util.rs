@@ -22,7 +22,7 @@ pub(crate) fn tail_lines(text: &str, n: usize) -> String {
 /// `n` distinct free TCP ports on 127.0.0.1. All are bound at once (so the kernel
 /// cannot hand out one twice), then released; a port is never handed out twice in one
 /// process. Ports are kept for restarts.
-pub(crate) fn free_ports(n: usize) -> std::io::Result<Vec<u16>> {
+pub fn free_ports(n: usize) -> std::io::Result<Vec<u16>> {
     static GIVEN: Mutex<Vec<u16>> = Mutex::new(Vec::new());
     let mut given = GIVEN.lock().unwrap_or_else(|p| p.into_inner());
     let mut held = Vec::new();

@@ -1,0 +1,526 @@
+//! `mck consume` as a user runs it, against two real Kafka clusters: bounded reads,
+//! commits, kill -9 at random moments with exactly-once file output, and a migration
+//! made by editing the metadata file while the command runs.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use mck_testkit::{KafkaCluster, TestCluster, TestRecord, shared_cluster};
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::{Offset, TopicPartitionList};
+
+/// A guard against hangs, not a timing assertion.
+const PATIENCE: Duration = Duration::from_secs(120);
+
+fn a() -> &'static KafkaCluster {
+    shared_cluster("a").expect("cluster a starts")
+}
+
+fn b() -> &'static KafkaCluster {
+    shared_cluster("b").expect("cluster b starts")
+}
+
+fn mck() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_mck"))
+}
+
+/// One produced or read record: (cluster, topic, partition, value).
+type Rec = (String, String, i32, String);
+
+/// Produces `n` records to each partition; values `<prefix>-<partition>-<i>`.
+fn fill(c: &dyn TestCluster, topic: &str, partitions: i32, n: usize, prefix: &str) -> Vec<Rec> {
+    let mut recs = Vec::new();
+    let mut out = Vec::new();
+    for p in 0..partitions {
+        for i in 0..n {
+            let v = format!("{prefix}-{p}-{i}");
+            recs.push(
+                TestRecord::value(v.clone())
+                    .to_partition(p)
+                    .with_key(format!("k{i}")),
+            );
+            out.push((c.logical_id().to_string(), topic.to_string(), p, v));
+        }
+    }
+    c.produce(topic, &recs).expect("produce");
+    out
+}
+
+/// Writes a Flink-layout metadata file mapping `stream` to the given clusters' topics.
+fn write_metadata(path: &Path, stream: &str, clusters: &[(&dyn TestCluster, &[&str])]) {
+    let mut yaml = format!("- streamId: {stream}\n  clusterMetadataList:\n");
+    for (c, topics) in clusters {
+        yaml.push_str(&format!(
+            "    - clusterId: {}\n      bootstrapServers: {}\n      topics: [{}]\n",
+            c.logical_id(),
+            c.bootstrap_servers(),
+            topics.join(", ")
+        ));
+    }
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, yaml).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+/// Parses the JSON-lines output into records, checking each line's fields and the
+/// per-partition offset order.
+fn read_output(path: &Path) -> Vec<Rec> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let mut out = Vec::new();
+    let mut last: BTreeMap<(String, String, i32), i64> = BTreeMap::new();
+    for (i, line) in text.lines().enumerate() {
+        let v: serde_json::Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("line {} is not JSON ({e}): {line}", i + 1));
+        let cluster = v["cluster"].as_str().unwrap().to_string();
+        let topic = v["topic"].as_str().unwrap().to_string();
+        let partition = v["partition"].as_i64().unwrap() as i32;
+        let offset = v["offset"].as_i64().unwrap();
+        assert!(v["timestamp"].as_i64().unwrap() > 0, "{line}");
+        assert!(v["key"].as_str().unwrap().starts_with('k'), "{line}");
+        assert!(v["headers"].is_array(), "{line}");
+        if let Some(prev) = last.insert((cluster.clone(), topic.clone(), partition), offset) {
+            assert!(
+                offset > prev,
+                "offsets out of order at line {}: {line}",
+                i + 1
+            );
+        }
+        out.push((
+            cluster,
+            topic,
+            partition,
+            v["value"].as_str().unwrap().to_string(),
+        ));
+    }
+    out
+}
+
+/// Asserts `got` holds every record of `want` exactly once and nothing else.
+fn assert_exactly_once(got: &[Rec], want: &[Rec]) {
+    let mut counts: BTreeMap<&Rec, usize> = BTreeMap::new();
+    for r in got {
+        *counts.entry(r).or_default() += 1;
+    }
+    let dups: Vec<_> = counts.iter().filter(|(_, n)| **n > 1).take(5).collect();
+    assert!(dups.is_empty(), "duplicates, e.g. {dups:?}");
+    let got: BTreeSet<&Rec> = got.iter().collect();
+    let want: BTreeSet<&Rec> = want.iter().collect();
+    let missing: Vec<_> = want.difference(&got).take(5).collect();
+    let extra: Vec<_> = got.difference(&want).take(5).collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "missing {} (e.g. {missing:?}), unexpected {} (e.g. {extra:?})",
+        want.difference(&got).count(),
+        got.difference(&want).count()
+    );
+}
+
+/// A running `mck consume` whose stderr goes to a file (printed when a check fails).
+struct Run {
+    child: Child,
+    stderr: PathBuf,
+}
+
+impl Run {
+    fn start(args: &[String], stderr: PathBuf) -> Run {
+        let err = std::fs::File::create(&stderr).unwrap();
+        let child = mck()
+            .arg("consume")
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(err))
+            .spawn()
+            .expect("mck starts");
+        Run { child, stderr }
+    }
+
+    fn stderr(&self) -> String {
+        let mut s = String::new();
+        if let Ok(mut f) = std::fs::File::open(&self.stderr) {
+            let _ = f.read_to_string(&mut s);
+        }
+        s
+    }
+
+    fn signal(&self, sig: i32) {
+        // SAFETY: plain kill(2) on our own child's pid.
+        let rc = unsafe { libc::kill(self.child.id() as i32, sig) };
+        assert_eq!(rc, 0, "kill({sig}) failed");
+    }
+
+    /// Waits for the exit (with a guard against hangs) and returns success.
+    fn wait(&mut self) -> bool {
+        let status = self.wait_status();
+        if !status.success() {
+            eprintln!("mck consume exited with {status}");
+        }
+        status.success()
+    }
+
+    fn wait_status(&mut self) -> std::process::ExitStatus {
+        let until = Instant::now() + PATIENCE;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            if Instant::now() > until {
+                let _ = self.child.kill();
+                panic!("mck consume did not exit; stderr:\n{}", self.stderr());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// Waits until the output holds at least `n` lines.
+fn wait_for_lines(path: &Path, n: usize, run: &mut Run) {
+    let until = Instant::now() + PATIENCE;
+    loop {
+        let lines = std::fs::read_to_string(path)
+            .map(|t| t.lines().count())
+            .unwrap_or(0);
+        if lines >= n {
+            return;
+        }
+        if let Some(status) = run.child.try_wait().unwrap() {
+            panic!(
+                "mck consume exited ({status}) with {lines}/{n} lines; stderr:\n{}",
+                run.stderr()
+            );
+        }
+        assert!(
+            Instant::now() < until,
+            "only {lines}/{n} lines; stderr:\n{}",
+            run.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn s(v: &[&str]) -> Vec<String> {
+    v.iter().map(|x| x.to_string()).collect()
+}
+
+fn path_arg(p: &Path) -> String {
+    p.display().to_string()
+}
+
+#[test]
+fn a_bounded_read_of_two_clusters_prints_every_record_once_and_commits() {
+    let topic = "bounded-read";
+    a().create_topic(topic, 3).unwrap();
+    b().create_topic(topic, 2).unwrap();
+    let mut want = fill(a(), topic, 3, 40, "a");
+    want.extend(fill(b(), topic, 2, 30, "b"));
+    let dir = tempfile::tempdir().unwrap();
+    let md = dir.path().join("streams.yaml");
+    write_metadata(&md, "orders", &[(a(), &[topic]), (b(), &[topic])]);
+    let out = dir.path().join("out.jsonl");
+    let group = "mck-bounded-group";
+    let mut run = Run::start(
+        &[
+            s(&[
+                "--metadata",
+                &path_arg(&md),
+                "--stream",
+                "orders",
+                "--until",
+                "latest",
+            ]),
+            s(&["--group", group, "--output", &path_arg(&out)]),
+        ]
+        .concat(),
+        dir.path().join("stderr"),
+    );
+    assert!(run.wait(), "bounded run failed; stderr:\n{}", run.stderr());
+    assert_exactly_once(&read_output(&out), &want);
+
+    // The group's committed offsets are the log ends, seen by a plain consumer.
+    for (c, parts, n) in [(a(), 3, 40), (b(), 2, 30)] {
+        let consumer: BaseConsumer = c.client_config().set("group.id", group).create().unwrap();
+        let mut tpl = TopicPartitionList::new();
+        for p in 0..parts {
+            tpl.add_partition(topic, p);
+        }
+        let committed = consumer
+            .committed_offsets(tpl, Duration::from_secs(30))
+            .unwrap();
+        for e in committed.elements() {
+            assert_eq!(
+                e.offset(),
+                Offset::Offset(n),
+                "{} {}/{}",
+                c.logical_id(),
+                topic,
+                e.partition()
+            );
+        }
+    }
+
+    // `--format value` prints just the values.
+    let values = mck()
+        .args([
+            "consume",
+            "--metadata",
+            &path_arg(&md),
+            "--stream",
+            "orders",
+        ])
+        .args(["--until", "latest", "--format", "value"])
+        .output()
+        .unwrap();
+    assert!(
+        values.status.success(),
+        "{}",
+        String::from_utf8_lossy(&values.stderr)
+    );
+    let got: BTreeSet<String> = String::from_utf8(values.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let expected: BTreeSet<String> = want.iter().map(|r| r.3.clone()).collect();
+    assert_eq!(got, expected);
+}
+
+#[test]
+fn bad_arguments_and_unknown_streams_fail_with_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let md = dir.path().join("streams.yaml");
+    write_metadata(&md, "orders", &[(a(), &["anything"])]);
+    let out = mck()
+        .args([
+            "consume",
+            "--metadata",
+            &path_arg(&md),
+            "--stream",
+            "nope",
+            "--until",
+            "latest",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("unknown stream id(s): nope"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+
+    let out = mck()
+        .args([
+            "consume",
+            "--metadata",
+            &path_arg(&md),
+            "--stream",
+            "orders",
+            "--from",
+            "yesterday",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("yesterday"));
+}
+
+/// A small deterministic generator for the kill moments (the seed is printed).
+struct Lcg(u64);
+
+impl Lcg {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % n
+    }
+}
+
+#[test]
+fn twenty_kill_nines_at_random_moments_leave_each_record_in_the_file_once() {
+    let topic = "kill-loop";
+    a().create_topic(topic, 3).unwrap();
+    b().create_topic(topic, 3).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let md = dir.path().join("streams.yaml");
+    write_metadata(&md, "orders", &[(a(), &[topic]), (b(), &[topic])]);
+    let out = dir.path().join("out.jsonl");
+    let cps = dir.path().join("checkpoints");
+    let args = [
+        s(&[
+            "--metadata",
+            &path_arg(&md),
+            "--stream",
+            "orders",
+            "--group",
+            "mck-kill-loop",
+        ]),
+        s(&[
+            "--output",
+            &path_arg(&out),
+            "--checkpoint-dir",
+            &path_arg(&cps),
+        ]),
+        s(&["--checkpoint-interval", "50ms"]),
+    ]
+    .concat();
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    eprintln!("kill-loop seed {seed}");
+    let mut rng = Lcg(seed);
+    let mut want = Vec::new();
+    let mut grew = 0;
+    let mut last_len = 0;
+    for round in 0..20 {
+        // Producers keep adding records between (and so during) the runs.
+        want.extend(fill(a(), topic, 3, 60, &format!("a{round}")));
+        want.extend(fill(b(), topic, 3, 60, &format!("b{round}")));
+        let mut run = Run::start(&args, dir.path().join(format!("stderr-{round}")));
+        std::thread::sleep(Duration::from_millis(100 + rng.below(1900)));
+        let exited = run.child.try_wait().unwrap();
+        assert!(
+            exited.is_none(),
+            "run {round} exited early: {exited:?}\n{}",
+            run.stderr()
+        );
+        run.child.kill().unwrap(); // SIGKILL
+        run.child.wait().unwrap();
+        let len = std::fs::metadata(&out).map(|m| m.len()).unwrap_or(0);
+        if len > last_len {
+            grew += 1;
+        }
+        last_len = len;
+    }
+    assert!(grew > 0, "no run got far enough to write anything");
+    // A last run reads the rest and stops cleanly on SIGTERM.
+    let before = newest_checkpoint(&cps).map_or(0, |(n, _)| n);
+    let mut run = Run::start(&args, dir.path().join("stderr-final"));
+    // Done when the file holds every record and a checkpoint of this run covers it
+    // (a killed run may have left lines past its last checkpoint: those are cut).
+    let until = Instant::now() + PATIENCE;
+    loop {
+        let text = std::fs::read_to_string(&out).unwrap_or_default();
+        if text.lines().count() == want.len()
+            && newest_checkpoint(&cps)
+                .is_some_and(|(n, len)| n > before && len == text.len() as u64)
+        {
+            break;
+        }
+        assert!(
+            run.child.try_wait().unwrap().is_none(),
+            "final run exited; stderr:\n{}",
+            run.stderr()
+        );
+        assert!(
+            Instant::now() < until,
+            "final run did not catch up; stderr:\n{}",
+            run.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    run.signal(libc::SIGTERM);
+    assert!(run.wait(), "final run failed; stderr:\n{}", run.stderr());
+    assert_exactly_once(&read_output(&out), &want);
+}
+
+/// The sequence number of the newest checkpoint in `dir`, and the output length it
+/// records.
+fn newest_checkpoint(dir: &Path) -> Option<(u64, u64)> {
+    let newest = std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(|e| {
+            let name = e.ok()?.file_name().into_string().ok()?;
+            let n: u64 = name
+                .strip_prefix("checkpoint-")?
+                .strip_suffix(".json")?
+                .parse()
+                .ok()?;
+            Some((n, dir.join(name)))
+        })
+        .max()?;
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(newest.1).ok()?).ok()?;
+    let len = v["checkpoint"]["userData"]["output-length"]
+        .as_str()?
+        .parse()
+        .ok()?;
+    Some((newest.0, len))
+}
+
+/// Fetches `/metrics` from the Prometheus endpoint.
+fn scrape(addr: &str) -> String {
+    let mut stream = std::net::TcpStream::connect(addr).expect("metrics endpoint answers");
+    stream
+        .write_all(
+            format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        )
+        .unwrap();
+    let mut body = String::new();
+    stream.read_to_string(&mut body).unwrap();
+    body
+}
+
+#[test]
+fn a_migration_made_by_editing_the_metadata_file_is_followed_exactly_once() {
+    let topic = "migrate-by-file";
+    a().create_topic(topic, 2).unwrap();
+    b().create_topic(topic, 2).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let md = dir.path().join("streams.yaml");
+    write_metadata(&md, "orders", &[(a(), &[topic])]);
+    let out = dir.path().join("out.jsonl");
+    let port = mck_testkit::free_ports(1).unwrap()[0];
+    let metrics_addr = format!("127.0.0.1:{port}");
+    let mut run = Run::start(
+        &[
+            s(&["--metadata", &path_arg(&md), "--stream", "orders"]),
+            s(&[
+                "--output",
+                &path_arg(&out),
+                "--checkpoint-dir",
+                &path_arg(&dir.path().join("cp")),
+            ]),
+            s(&["--metrics-addr", &metrics_addr]),
+        ]
+        .concat(),
+        dir.path().join("stderr"),
+    );
+    let mut want = fill(a(), topic, 2, 100, "a-before");
+    wait_for_lines(&out, want.len(), &mut run);
+
+    // A and B: producers move to B.
+    write_metadata(&md, "orders", &[(a(), &[topic]), (b(), &[topic])]);
+    want.extend(fill(a(), topic, 2, 20, "a-last"));
+    want.extend(fill(b(), topic, 2, 100, "b-during"));
+    wait_for_lines(&out, want.len(), &mut run);
+
+    // A broken edit is reported and reading goes on with the last good metadata.
+    std::fs::write(&md, "- streamId: [unclosed\n").unwrap();
+    let until = Instant::now() + PATIENCE;
+    while !run.stderr().contains("warning: metadata file") {
+        assert!(
+            Instant::now() < until,
+            "no warning; stderr:\n{}",
+            run.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    want.extend(fill(b(), topic, 2, 10, "b-broken"));
+    wait_for_lines(&out, want.len(), &mut run);
+
+    // B only.
+    write_metadata(&md, "orders", &[(b(), &[topic])]);
+    want.extend(fill(b(), topic, 2, 100, "b-after"));
+    wait_for_lines(&out, want.len(), &mut run);
+
+    let metrics = scrape(&metrics_addr);
+    assert!(metrics.contains("mck_records_total"), "{metrics}");
+    assert!(metrics.contains("cluster=\"b\""), "{metrics}");
+
+    run.signal(libc::SIGINT);
+    assert!(run.wait(), "stderr:\n{}", run.stderr());
+    assert_exactly_once(&read_output(&out), &want);
+}
