@@ -1,7 +1,25 @@
-//! `mck plan OLD NEW`.
+//! `mck plan OLD NEW`: what a running source would do if the metadata changed from
+//! OLD to NEW. The change itself comes from the library's pure
+//! [`multicluster_kafka::plan::plan`]; this command adds what only the clusters know
+//! (the splits added and removed, and the offsets new splits would start at) and
+//! renders it for a person or as JSON.
 
-use std::path::PathBuf;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
+
+use multicluster_kafka::error::SourceError;
+use multicluster_kafka::inspect::{ClusterQuery, ClusterReport, InspectOptions, inspect_clusters};
+use multicluster_kafka::metadata::KafkaStream;
+use multicluster_kafka::metadata::file::read_metadata;
+use multicluster_kafka::offsets::{StartingOffsets, resolve_start};
+use multicluster_kafka::plan::{ClusterView, clusters_of_streams, plan};
+use multicluster_kafka::properties::ClientProperties;
+use serde_json::{Value, json};
+
+use crate::describe::{failure_reason, parse_duration, shown_bootstrap};
 
 /// Arguments of `mck plan`.
 #[derive(Debug, clap::Args)]
@@ -13,8 +31,733 @@ pub struct PlanArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Do not contact any cluster: list clusters, topics and properties only, without
+    /// splits or start offsets.
+    #[arg(long)]
+    pub offline: bool,
+    /// Only the streams a source subscribed to these ids would read (all when none is
+    /// given).
+    #[arg(long = "stream", value_name = "ID")]
+    pub streams: Vec<String>,
+    /// The source's group, for new splits that start at committed offsets (default: the
+    /// cluster's `group.id` property).
+    #[arg(long = "group", value_name = "ID")]
+    pub group: Option<String>,
+    /// Timeout of each call to a cluster (e.g. 500ms, 10s, 1m). A cluster that does not
+    /// answer in time is shown as unreachable.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    pub timeout: Duration,
 }
 
-pub fn run(_args: PlanArgs) -> Result<ExitCode, String> {
-    Err("plan: not built yet".into())
+/// Reads both files, plans, asks the clusters (unless offline), prints. Exit 0 with or
+/// without changes; 1 for a bad file.
+pub fn run(args: PlanArgs) -> Result<ExitCode, String> {
+    let mut files = Vec::with_capacity(2);
+    for path in [&args.old, &args.new] {
+        match read_metadata(path) {
+            Ok(s) => files.push(s),
+            Err(e) => {
+                eprintln!("mck: invalid metadata: {e}");
+                return Ok(ExitCode::from(1));
+            }
+        }
+    }
+    let (old, new) = (
+        select(&files[0], &args.streams),
+        select(&files[1], &args.streams),
+    );
+    if !args.streams.is_empty() {
+        let unknown: Vec<&str> = args
+            .streams
+            .iter()
+            .filter(|s| !files[0].contains_key(*s) && !files[1].contains_key(*s))
+            .map(String::as_str)
+            .collect();
+        if !unknown.is_empty() {
+            return Err(format!(
+                "unknown stream id(s): {} (in neither file)",
+                unknown.join(", ")
+            ));
+        }
+    }
+    let mut changes = changes(&old, &new);
+    if !args.offline {
+        let queries = changes
+            .clusters
+            .iter()
+            .filter_map(|c| c.query(args.timeout, args.group.as_deref()))
+            .collect();
+        let reports = inspect_clusters(queries);
+        for c in &mut changes.clusters {
+            if let Some(r) = reports.get(&c.cluster) {
+                c.splits = splits(c, r);
+            }
+        }
+    }
+    if args.json {
+        let v = to_json(&args.old, &args.new, &changes);
+        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+    } else {
+        print!("{}", render(&args.old, &args.new, &changes));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn select(all: &BTreeMap<String, KafkaStream>, ids: &[String]) -> BTreeMap<String, KafkaStream> {
+    all.iter()
+        .filter(|(id, _)| ids.is_empty() || ids.contains(id))
+        .map(|(id, s)| (id.clone(), s.clone()))
+        .collect()
+}
+
+/// Everything the command shows.
+#[derive(Debug, Default)]
+pub struct Changes {
+    /// Stream ids only in the new file.
+    pub streams_added: BTreeSet<String>,
+    /// Stream ids only in the old file.
+    pub streams_removed: BTreeSet<String>,
+    /// Clusters added, removed or changed, by id.
+    pub clusters: Vec<ClusterPlan>,
+    /// Clusters in both files that stay as they are.
+    pub unchanged: BTreeSet<String>,
+}
+
+/// How a cluster changes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Only in the new file.
+    Added,
+    /// Only in the old file.
+    Removed,
+    /// In both, with a difference.
+    Changed,
+}
+
+impl Kind {
+    fn word(self) -> &'static str {
+        match self {
+            Kind::Added => "added",
+            Kind::Removed => "removed",
+            Kind::Changed => "changed",
+        }
+    }
+}
+
+/// One property key that differs; values only when not secret.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PropertyChange {
+    /// The key.
+    pub key: String,
+    /// "added", "removed" or "changed".
+    pub change: &'static str,
+    /// True when the value is a secret (then neither value is shown).
+    pub secret: bool,
+    /// The old value, when shown.
+    pub old: Option<String>,
+    /// The new value, when shown.
+    pub new: Option<String>,
+}
+
+/// Where the new splits of a cluster start, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StartRule {
+    /// The starting offsets that apply.
+    pub offsets: StartingOffsets,
+    /// Where they come from.
+    pub from: &'static str,
+}
+
+/// What is known about a cluster's splits.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Splits {
+    /// Not looked up (`--offline`).
+    NotLookedUp,
+    /// The cluster did not answer.
+    Unreachable(String),
+    /// What the cluster reported.
+    Known {
+        /// New splits: topic, partition, and where each would start (or why not known).
+        added: Vec<(String, i32, Result<i64, String>)>,
+        /// Splits no longer read.
+        removed: Vec<(String, i32)>,
+        /// Topics to add or remove that the cluster does not have.
+        missing: BTreeSet<String>,
+    },
+}
+
+/// The change to one cluster.
+#[derive(Clone, Debug)]
+pub struct ClusterPlan {
+    /// Logical cluster id.
+    pub cluster: String,
+    /// Added, removed or changed.
+    pub kind: Kind,
+    /// `bootstrap.servers` as shown (redacted if secret), from the new file when there.
+    pub bootstrap: String,
+    /// Topics read from now on (every topic of an added cluster).
+    pub topics_added: BTreeSet<String>,
+    /// Topics no longer read (every topic of a removed cluster).
+    pub topics_removed: BTreeSet<String>,
+    /// Property keys that differ (changed clusters only).
+    pub properties: Vec<PropertyChange>,
+    /// `(what, old, new)` for starting / stopping offsets that differ.
+    pub offsets: Vec<(&'static str, String, String)>,
+    /// Where the new splits start (when there are topics added).
+    pub start: Option<StartRule>,
+    /// The splits added and removed.
+    pub splits: Splits,
+    /// Properties to reach the cluster with, and the topics to ask about.
+    lookup: Option<(ClientProperties, BTreeSet<String>)>,
+}
+
+impl ClusterPlan {
+    fn query(&self, timeout: Duration, group: Option<&str>) -> Option<ClusterQuery> {
+        let (properties, topics) = self.lookup.clone()?;
+        let mut options = InspectOptions::new(timeout);
+        if let Some(start) = &self.start {
+            if start.offsets.needs_committed()
+                && let Some(g) = group.or(properties.get("group.id"))
+            {
+                options = options.group(g);
+            }
+            if let Some(ts) = start.offsets.timestamp() {
+                options = options.timestamp(ts);
+            }
+        }
+        Some(ClusterQuery {
+            cluster: self.cluster.clone(),
+            properties,
+            topics,
+            options,
+        })
+    }
+}
+
+/// The keys whose values differ between `old` and `new`; secret values never copied.
+pub fn property_changes(old: &ClientProperties, new: &ClientProperties) -> Vec<PropertyChange> {
+    let keys: BTreeSet<&str> = old.iter().chain(new.iter()).map(|(k, _)| k).collect();
+    let mut out = Vec::new();
+    for key in keys {
+        let (before, after) = (old.get(key), new.get(key));
+        let secret = old.is_secret(key) || new.is_secret(key);
+        let change = match (before, after) {
+            (None, Some(_)) => "added",
+            (Some(_), None) => "removed",
+            (Some(a), Some(b)) if a != b || old.is_secret(key) != new.is_secret(key) => "changed",
+            _ => continue,
+        };
+        let shown = |v: Option<&str>| if secret { None } else { v.map(str::to_string) };
+        out.push(PropertyChange {
+            key: key.to_string(),
+            change,
+            secret,
+            old: shown(before),
+            new: shown(after),
+        });
+    }
+    out
+}
+
+/// Where splits found on a cluster start: an added cluster uses its own
+/// `startingOffsets`, else the source's starting offsets (earliest by default); a topic
+/// added to a cluster already being read uses the source's
+/// `new_partition_starting_offsets` (earliest by default), as the enumerator does.
+pub fn start_rule(kind: Kind, view: &ClusterView) -> StartRule {
+    match (kind, &view.starting_offsets) {
+        (Kind::Added, Some(o)) => StartRule {
+            offsets: o.clone(),
+            from: "the cluster's startingOffsets",
+        },
+        (Kind::Added, None) => StartRule {
+            offsets: StartingOffsets::Earliest,
+            from: "the source's default for a new cluster",
+        },
+        _ => StartRule {
+            offsets: StartingOffsets::Earliest,
+            from: "the source's default for a topic added to a cluster being read",
+        },
+    }
+}
+
+/// An offsets spec as written in metadata files (`earliest`, `{"timestamp":…}`).
+fn spec_text(spec: Option<Value>) -> String {
+    match spec {
+        None => "(source default)".into(),
+        Some(Value::String(s)) => s,
+        Some(v) => v.to_string(),
+    }
+}
+
+/// The change from `old` to `new`, without looking at any cluster.
+pub fn changes(
+    old: &BTreeMap<String, KafkaStream>,
+    new: &BTreeMap<String, KafkaStream>,
+) -> Changes {
+    let (before, after) = (
+        clusters_of_streams(old.values()),
+        clusters_of_streams(new.values()),
+    );
+    let p = plan(&before, &after);
+    let mut out = Changes {
+        streams_added: new
+            .keys()
+            .filter(|s| !old.contains_key(*s))
+            .cloned()
+            .collect(),
+        streams_removed: old
+            .keys()
+            .filter(|s| !new.contains_key(*s))
+            .cloned()
+            .collect(),
+        ..Changes::default()
+    };
+    let with_lookup = |topics: &BTreeSet<String>, props: &ClientProperties| {
+        (!topics.is_empty()).then(|| (props.clone(), topics.clone()))
+    };
+    for (cluster, view) in &p.clusters_added {
+        out.clusters.push(ClusterPlan {
+            cluster: cluster.clone(),
+            kind: Kind::Added,
+            bootstrap: shown_bootstrap(&view.properties),
+            topics_added: view.topics.clone(),
+            topics_removed: BTreeSet::new(),
+            properties: Vec::new(),
+            offsets: Vec::new(),
+            start: Some(start_rule(Kind::Added, view)),
+            splits: Splits::NotLookedUp,
+            lookup: with_lookup(&view.topics, &view.properties),
+        });
+    }
+    for cluster in &p.clusters_removed {
+        let view = &before[cluster];
+        out.clusters.push(ClusterPlan {
+            cluster: cluster.clone(),
+            kind: Kind::Removed,
+            bootstrap: shown_bootstrap(&view.properties),
+            topics_added: BTreeSet::new(),
+            topics_removed: view.topics.clone(),
+            properties: Vec::new(),
+            offsets: Vec::new(),
+            start: None,
+            splits: Splits::NotLookedUp,
+            lookup: with_lookup(&view.topics, &view.properties),
+        });
+    }
+    for (cluster, change) in &p.clusters_changed {
+        let (was, view) = (&before[cluster], &after[cluster]);
+        let mut offsets = Vec::new();
+        if was.starting_offsets != view.starting_offsets {
+            offsets.push((
+                "startingOffsets",
+                spec_text(was.starting_offsets.as_ref().map(|o| json!(o))),
+                spec_text(view.starting_offsets.as_ref().map(|o| json!(o))),
+            ));
+        }
+        if was.stopping_offsets != view.stopping_offsets {
+            offsets.push((
+                "stoppingOffsets",
+                spec_text(was.stopping_offsets.as_ref().map(|o| json!(o))),
+                spec_text(view.stopping_offsets.as_ref().map(|o| json!(o))),
+            ));
+        }
+        let touched: BTreeSet<String> = change
+            .topics_added
+            .union(&change.topics_removed)
+            .cloned()
+            .collect();
+        out.clusters.push(ClusterPlan {
+            cluster: cluster.clone(),
+            kind: Kind::Changed,
+            bootstrap: shown_bootstrap(&view.properties),
+            topics_added: change.topics_added.clone(),
+            topics_removed: change.topics_removed.clone(),
+            properties: if change.properties_changed {
+                property_changes(&was.properties, &view.properties)
+            } else {
+                Vec::new()
+            },
+            offsets,
+            start: (!change.topics_added.is_empty()).then(|| start_rule(Kind::Changed, view)),
+            splits: if touched.is_empty() {
+                Splits::Known {
+                    added: Vec::new(),
+                    removed: Vec::new(),
+                    missing: BTreeSet::new(),
+                }
+            } else {
+                Splits::NotLookedUp
+            },
+            lookup: with_lookup(&touched, &view.properties),
+        });
+    }
+    out.clusters.sort_by(|a, b| a.cluster.cmp(&b.cluster));
+    out.unchanged = before
+        .keys()
+        .filter(|c| after.get(*c) == before.get(*c))
+        .cloned()
+        .collect();
+    out
+}
+
+/// The splits of `c` from what its cluster reported.
+pub fn splits(c: &ClusterPlan, report: &Result<ClusterReport, SourceError>) -> Splits {
+    let r = match report {
+        Ok(r) => r,
+        Err(e) => return Splits::Unreachable(failure_reason(e)),
+    };
+    let mut added = Vec::new();
+    for topic in &c.topics_added {
+        for p in r.topics.get(topic).into_iter().flatten() {
+            let start = match &c.start {
+                Some(rule) => {
+                    resolve_start(&rule.offsets, topic, &c.cluster, p.partition, &p.facts())
+                        .map_err(|e| e.to_string())
+                }
+                None => Err("no start rule".to_string()),
+            };
+            added.push((topic.clone(), p.partition, start));
+        }
+    }
+    let removed = c
+        .topics_removed
+        .iter()
+        .flat_map(|t| {
+            r.topics
+                .get(t)
+                .into_iter()
+                .flatten()
+                .map(move |p| (t.clone(), p.partition))
+        })
+        .collect();
+    Splits::Known {
+        added,
+        removed,
+        missing: r.missing_topics.clone(),
+    }
+}
+
+fn list(items: &BTreeSet<String>) -> String {
+    items.iter().cloned().collect::<Vec<_>>().join(", ")
+}
+
+/// The person-readable plan.
+pub fn render(old: &Path, new: &Path, ch: &Changes) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "plan: {} -> {}", old.display(), new.display());
+    if !ch.streams_added.is_empty() {
+        let _ = writeln!(out, "streams added: {}", list(&ch.streams_added));
+    }
+    if !ch.streams_removed.is_empty() {
+        let _ = writeln!(out, "streams removed: {}", list(&ch.streams_removed));
+    }
+    if ch.clusters.is_empty() {
+        let _ = writeln!(out, "no change to any cluster read");
+    }
+    for c in &ch.clusters {
+        let _ = writeln!(
+            out,
+            "cluster {}: {} (bootstrap {})",
+            c.cluster,
+            c.kind.word(),
+            c.bootstrap
+        );
+        match c.kind {
+            Kind::Added => {
+                let _ = writeln!(out, "  topics: {}", list(&c.topics_added));
+            }
+            Kind::Removed => {
+                let _ = writeln!(out, "  topics: {}", list(&c.topics_removed));
+            }
+            Kind::Changed => {
+                if !c.topics_added.is_empty() {
+                    let _ = writeln!(out, "  topics added: {}", list(&c.topics_added));
+                }
+                if !c.topics_removed.is_empty() {
+                    let _ = writeln!(out, "  topics removed: {}", list(&c.topics_removed));
+                }
+            }
+        }
+        for p in &c.properties {
+            let detail = match (p.secret, &p.old, &p.new) {
+                (true, _, _) => "(secret, value not shown)".to_string(),
+                (false, Some(a), Some(b)) => format!("{a} -> {b}"),
+                (false, None, Some(b)) => b.clone(),
+                (false, Some(a), None) => format!("was {a}"),
+                (false, None, None) => String::new(),
+            };
+            let _ = writeln!(out, "  property {} {}: {detail}", p.key, p.change);
+        }
+        for (what, a, b) in &c.offsets {
+            let _ = writeln!(out, "  {what} changed: {a} -> {b}");
+        }
+        if let Some(rule) = &c.start {
+            let _ = writeln!(
+                out,
+                "  new splits start at: {} ({})",
+                spec_text(Some(json!(rule.offsets))),
+                rule.from
+            );
+        }
+        match &c.splits {
+            Splits::NotLookedUp => {
+                if c.lookup.is_some() {
+                    let _ = writeln!(out, "  splits: not looked up (--offline)");
+                }
+            }
+            Splits::Unreachable(reason) => {
+                let _ = writeln!(out, "  splits: unknown, unreachable: {reason}");
+            }
+            Splits::Known {
+                added,
+                removed,
+                missing,
+            } => {
+                if !added.is_empty() {
+                    let _ = writeln!(out, "  splits added: {}", added.len());
+                    for (t, p, start) in added {
+                        match start {
+                            Ok(o) => {
+                                let _ = writeln!(out, "    + {t}/{p} from offset {o}");
+                            }
+                            Err(e) => {
+                                let _ = writeln!(out, "    + {t}/{p} start unknown: {e}");
+                            }
+                        }
+                    }
+                }
+                if !removed.is_empty() {
+                    let _ = writeln!(out, "  splits removed: {}", removed.len());
+                    for (t, p) in removed {
+                        let _ = writeln!(out, "    - {t}/{p}");
+                    }
+                }
+                for t in missing {
+                    let _ = writeln!(out, "  topic {t}: missing on this cluster (no splits)");
+                }
+            }
+        }
+    }
+    if !ch.unchanged.is_empty() {
+        let _ = writeln!(out, "unchanged clusters: {}", list(&ch.unchanged));
+    }
+    out
+}
+
+/// The plan as JSON.
+pub fn to_json(old: &Path, new: &Path, ch: &Changes) -> Value {
+    let clusters: Vec<Value> = ch
+        .clusters
+        .iter()
+        .map(|c| {
+            let properties: Vec<Value> = c
+                .properties
+                .iter()
+                .map(|p| {
+                    let mut v = json!({ "key": p.key, "change": p.change, "secret": p.secret });
+                    if !p.secret {
+                        v["old"] = json!(p.old);
+                        v["new"] = json!(p.new);
+                    }
+                    v
+                })
+                .collect();
+            let offsets: serde_json::Map<String, Value> = c
+                .offsets
+                .iter()
+                .map(|(what, a, b)| (what.to_string(), json!({ "old": a, "new": b })))
+                .collect();
+            let splits = match &c.splits {
+                Splits::NotLookedUp if c.lookup.is_some() => json!({ "status": "offline" }),
+                Splits::NotLookedUp => json!({ "status": "none" }),
+                Splits::Unreachable(reason) => json!({ "status": "unreachable", "error": reason }),
+                Splits::Known {
+                    added,
+                    removed,
+                    missing,
+                } => json!({
+                    "status": "known",
+                    "added": added.iter().map(|(t, p, s)| match s {
+                        Ok(o) => json!({ "topic": t, "partition": p, "startOffset": o }),
+                        Err(e) => json!({ "topic": t, "partition": p, "startOffset": null, "startError": e }),
+                    }).collect::<Vec<_>>(),
+                    "removed": removed.iter().map(|(t, p)| json!({ "topic": t, "partition": p })).collect::<Vec<_>>(),
+                    "missingTopics": missing,
+                }),
+            };
+            json!({
+                "cluster": c.cluster,
+                "change": c.kind.word(),
+                "bootstrapServers": c.bootstrap,
+                "topicsAdded": c.topics_added,
+                "topicsRemoved": c.topics_removed,
+                "propertiesChanged": properties,
+                "offsetsChanged": offsets,
+                "start": c.start.as_ref().map(|r| json!({ "offsets": r.offsets, "from": r.from })),
+                "splits": splits,
+            })
+        })
+        .collect();
+    json!({
+        "old": old.display().to_string(),
+        "new": new.display().to_string(),
+        "changed": !ch.clusters.is_empty() || !ch.streams_added.is_empty() || !ch.streams_removed.is_empty(),
+        "streamsAdded": ch.streams_added,
+        "streamsRemoved": ch.streams_removed,
+        "clusters": clusters,
+        "unchangedClusters": ch.unchanged,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use multicluster_kafka::inspect::PartitionReport;
+    use multicluster_kafka::metadata::ClusterMetadata;
+
+    fn stream(clusters: &[(&str, &str, &[&str])]) -> BTreeMap<String, KafkaStream> {
+        let mut s = KafkaStream::new("s");
+        for (id, bootstrap, topics) in clusters {
+            let m = ClusterMetadata::builder(*bootstrap)
+                .topics(topics.iter().copied())
+                .build()
+                .unwrap();
+            s = s.with_cluster(*id, m);
+        }
+        BTreeMap::from([("s".to_string(), s)])
+    }
+
+    #[test]
+    fn a_rotated_password_names_the_key_and_never_the_values() {
+        let old: ClientProperties = [
+            ("bootstrap.servers", "a:1"),
+            ("sasl.password", "old-pw"),
+            ("client.id", "x"),
+        ]
+        .into_iter()
+        .collect();
+        let new: ClientProperties = [
+            ("bootstrap.servers", "a:1"),
+            ("sasl.password", "new-pw"),
+            ("client.rack", "r1"),
+        ]
+        .into_iter()
+        .collect();
+        let changes = property_changes(&old, &new);
+        let keys: Vec<(&str, &str)> = changes.iter().map(|c| (c.key.as_str(), c.change)).collect();
+        assert_eq!(
+            keys,
+            [
+                ("client.id", "removed"),
+                ("client.rack", "added"),
+                ("sasl.password", "changed")
+            ]
+        );
+        let pw = &changes[2];
+        assert!(pw.secret && pw.old.is_none() && pw.new.is_none(), "{pw:?}");
+        assert_eq!(changes[1].new.as_deref(), Some("r1"));
+    }
+
+    #[test]
+    fn added_clusters_start_at_their_own_offsets_and_added_topics_at_earliest() {
+        let mut view = clusters_of_streams(stream(&[("a", "a:1", &["t"])]).values())["a"].clone();
+        assert_eq!(
+            start_rule(Kind::Added, &view).offsets,
+            StartingOffsets::Earliest
+        );
+        view.starting_offsets = Some(StartingOffsets::Latest);
+        assert_eq!(
+            start_rule(Kind::Added, &view).offsets,
+            StartingOffsets::Latest
+        );
+        assert_eq!(
+            start_rule(Kind::Changed, &view).offsets,
+            StartingOffsets::Earliest
+        );
+    }
+
+    #[test]
+    fn offline_text_lists_clusters_and_topics_without_splits() {
+        let old = stream(&[
+            ("a", "a:1", &["t1", "t2"]),
+            ("b", "b:1", &["x"]),
+            ("keep", "k:1", &["k"]),
+        ]);
+        let new = stream(&[
+            ("a", "a:1", &["t2", "t3"]),
+            ("c", "c:1", &["y"]),
+            ("keep", "k:1", &["k"]),
+        ]);
+        let ch = changes(&old, &new);
+        let text = render(Path::new("old.yaml"), Path::new("new.yaml"), &ch);
+        assert!(
+            text.contains(
+                "cluster a: changed (bootstrap a:1)\n  topics added: t3\n  topics removed: t1\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("cluster b: removed (bootstrap b:1)\n  topics: x\n"),
+            "{text}"
+        );
+        assert!(text.contains("cluster c: added (bootstrap c:1)\n  topics: y\n  new splits start at: earliest (the source's default for a new cluster)\n"), "{text}");
+        assert_eq!(
+            text.matches("splits: not looked up (--offline)").count(),
+            3,
+            "{text}"
+        );
+        assert!(text.contains("unchanged clusters: keep"), "{text}");
+    }
+
+    #[test]
+    fn splits_come_from_the_report_with_resolved_start_offsets() {
+        let old = stream(&[("a", "a:1", &["t1"])]);
+        let new = stream(&[("a", "a:1", &["t2"])]);
+        let ch = changes(&old, &new);
+        let part = |partition, earliest, latest| PartitionReport {
+            partition,
+            earliest,
+            latest,
+            committed: None,
+            at_timestamp: None,
+        };
+        let report = ClusterReport {
+            cluster: "a".into(),
+            kafka_cluster_id: "K".into(),
+            topics: BTreeMap::from([
+                ("t1".to_string(), vec![part(0, 0, 9)]),
+                ("t2".to_string(), vec![part(0, 4, 9), part(1, 0, 0)]),
+            ]),
+            missing_topics: BTreeSet::new(),
+        };
+        let s = splits(&ch.clusters[0], &Ok(report));
+        assert_eq!(
+            s,
+            Splits::Known {
+                added: vec![("t2".into(), 0, Ok(4)), ("t2".into(), 1, Ok(0))],
+                removed: vec![("t1".into(), 0)],
+                missing: BTreeSet::new(),
+            }
+        );
+        let unreachable = splits(
+            &ch.clusters[0],
+            &Err(SourceError::Cluster {
+                cluster: "a".into(),
+                message: "timed out".into(),
+            }),
+        );
+        assert_eq!(unreachable, Splits::Unreachable("timed out".into()));
+    }
+
+    #[test]
+    fn identical_files_plan_nothing() {
+        let s = stream(&[("a", "a:1", &["t"])]);
+        let ch = changes(&s, &s);
+        assert!(ch.clusters.is_empty());
+        let v = to_json(Path::new("o"), Path::new("n"), &ch);
+        assert_eq!(v["changed"], false);
+        assert!(
+            render(Path::new("o"), Path::new("n"), &ch).contains("no change to any cluster read")
+        );
+    }
 }

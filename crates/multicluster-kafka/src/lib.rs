@@ -29,6 +29,7 @@ mod cluster_client;
 pub mod deserializer;
 mod enumerator;
 pub mod error;
+pub mod inspect;
 pub mod metadata;
 pub mod metrics;
 pub mod offsets;

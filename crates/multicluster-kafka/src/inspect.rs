@@ -1,0 +1,390 @@
+//! Looking at clusters from outside a source: which topics and partitions a cluster
+//! has, their earliest and latest offsets, and a consumer group's committed offsets
+//! and lag. This is what `mck describe` and `mck plan` show.
+//!
+//! Every function here **blocks** on network calls bounded by
+//! [`InspectOptions::timeout`]; call them from a plain thread or `spawn_blocking`,
+//! never from an async worker thread. [`inspect_clusters`] asks several clusters at
+//! once, one thread each, so a slow or unreachable cluster costs its own timeout and
+//! does not delay the others.
+//!
+//! Errors are [`SourceError::Cluster`]: one line, naming the logical cluster id, and
+//! never containing a secret property value.
+//!
+//! ```no_run
+//! use std::collections::BTreeSet;
+//! use std::time::Duration;
+//! use multicluster_kafka::inspect::{InspectOptions, inspect_cluster};
+//! use multicluster_kafka::properties::ClientProperties;
+//!
+//! let props: ClientProperties = [("bootstrap.servers", "127.0.0.1:9092")].into_iter().collect();
+//! let topics = BTreeSet::from(["orders".to_string()]);
+//! let options = InspectOptions::new(Duration::from_secs(10)).group("orders-reader");
+//! let report = inspect_cluster("east", &props, &topics, &options)?;
+//! for (topic, partitions) in &report.topics {
+//!     for p in partitions {
+//!         println!("{topic}/{}: {}..{} lag {:?}", p.partition, p.earliest, p.latest, p.lag());
+//!     }
+//! }
+//! # Ok::<(), multicluster_kafka::error::SourceError>(())
+//! ```
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::cluster_client::ClusterClient;
+use crate::error::SourceError;
+use crate::offsets::PartitionFacts;
+use crate::properties::{ClientProperties, REDACTED};
+
+/// What to look up, and how long each cluster call may take.
+///
+/// ```
+/// use std::time::Duration;
+/// use multicluster_kafka::inspect::InspectOptions;
+/// let o = InspectOptions::new(Duration::from_secs(5)).group("g").timestamp(1_700_000_000_000);
+/// assert_eq!(o.group.as_deref(), Some("g"));
+/// assert_eq!(o.timeout, Duration::from_secs(5));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InspectOptions {
+    /// Timeout of each call to a cluster (metadata, watermarks, committed offsets).
+    pub timeout: Duration,
+    /// Consumer group whose committed offsets to look up; none when `None`.
+    pub group: Option<String>,
+    /// Look up, for each partition, the first offset at or after this timestamp (ms
+    /// since the Unix epoch); none when `None`.
+    pub timestamp: Option<i64>,
+}
+
+impl InspectOptions {
+    /// Options with this timeout, no group and no timestamp.
+    pub fn new(timeout: Duration) -> Self {
+        Self {
+            timeout,
+            group: None,
+            timestamp: None,
+        }
+    }
+
+    /// Also looks up this group's committed offsets.
+    pub fn group(mut self, group: impl Into<String>) -> Self {
+        self.group = Some(group.into());
+        self
+    }
+
+    /// Also looks up the offset of each partition at this timestamp (ms).
+    pub fn timestamp(mut self, timestamp_ms: i64) -> Self {
+        self.timestamp = Some(timestamp_ms);
+        self
+    }
+}
+
+impl Default for InspectOptions {
+    /// A 10 s timeout, no group, no timestamp.
+    fn default() -> Self {
+        Self::new(Duration::from_secs(10))
+    }
+}
+
+/// One partition as the cluster reported it.
+///
+/// ```
+/// use multicluster_kafka::inspect::PartitionReport;
+/// let p = PartitionReport { partition: 0, earliest: 10, latest: 50, committed: Some(40), at_timestamp: None };
+/// assert_eq!(p.lag(), Some(10));
+/// assert_eq!(p.records(), 40);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PartitionReport {
+    /// Partition number.
+    pub partition: i32,
+    /// Earliest offset still in the log.
+    pub earliest: i64,
+    /// End of the log (high watermark: the offset the next record will get).
+    pub latest: i64,
+    /// The group's committed offset (the next record it would read), when a group was
+    /// asked and it has one.
+    pub committed: Option<i64>,
+    /// The first offset at or after the asked timestamp, when one was asked and such a
+    /// record exists.
+    pub at_timestamp: Option<i64>,
+}
+
+impl PartitionReport {
+    /// Records the group has still to read (`latest − committed`, never negative), or
+    /// `None` when it has no committed offset here.
+    pub fn lag(&self) -> Option<i64> {
+        self.committed.map(|c| (self.latest - c).max(0))
+    }
+
+    /// Records in the log now (`latest − earliest`).
+    pub fn records(&self) -> i64 {
+        (self.latest - self.earliest).max(0)
+    }
+
+    /// The facts [`crate::offsets::resolve_start`] needs to decide where a split of
+    /// this partition would start.
+    pub fn facts(&self) -> PartitionFacts {
+        PartitionFacts {
+            earliest: self.earliest,
+            latest: self.latest,
+            committed: self.committed,
+            at_timestamp: self.at_timestamp,
+        }
+    }
+}
+
+/// What one cluster reported for the asked topics.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterReport {
+    /// The logical cluster id (the name the metadata uses).
+    pub cluster: String,
+    /// The Kafka `cluster.id`: the physical identity of the cluster.
+    pub kafka_cluster_id: String,
+    /// Topic → its partitions in partition order, for asked topics that exist.
+    pub topics: BTreeMap<String, Vec<PartitionReport>>,
+    /// Asked topics the cluster does not have.
+    pub missing_topics: BTreeSet<String>,
+}
+
+impl ClusterReport {
+    /// The group's total lag on `topic`, or `None` when no partition has a committed
+    /// offset (or the topic is missing).
+    pub fn topic_lag(&self, topic: &str) -> Option<i64> {
+        self.topics
+            .get(topic)?
+            .iter()
+            .filter_map(PartitionReport::lag)
+            .reduce(|a, b| a + b)
+    }
+}
+
+/// Asks one cluster about `topics`: its Kafka `cluster.id`, the partitions of each
+/// topic with their earliest and latest offsets, and, as `options` asks, the group's
+/// committed offsets and the offsets at a timestamp. Topics the cluster does not have
+/// are listed in [`ClusterReport::missing_topics`], not an error.
+///
+/// `properties` are the cluster's client properties (`bootstrap.servers` and whatever
+/// security settings it needs). Blocks for up to a few times `options.timeout`.
+///
+/// # Errors
+///
+/// [`SourceError::Cluster`] when the cluster cannot be reached or refuses a request.
+/// The message names `cluster` and never contains a secret property value.
+pub fn inspect_cluster(
+    cluster: &str,
+    properties: &ClientProperties,
+    topics: &BTreeSet<String>,
+    options: &InspectOptions,
+) -> Result<ClusterReport, SourceError> {
+    inspect(cluster, properties, topics, options).map_err(|e| scrub(e, properties))
+}
+
+fn inspect(
+    cluster: &str,
+    properties: &ClientProperties,
+    topics: &BTreeSet<String>,
+    options: &InspectOptions,
+) -> Result<ClusterReport, SourceError> {
+    let client = ClusterClient::new(
+        Arc::from(cluster),
+        properties,
+        options.group.as_deref(),
+        options.timeout,
+    )?;
+    let kafka_cluster_id = client.kafka_cluster_id()?;
+    let found = client.describe(topics)?;
+    let partitions: Vec<(String, i32)> = found
+        .partitions
+        .iter()
+        .flat_map(|(t, ps)| ps.iter().map(move |p| (t.clone(), *p)))
+        .collect();
+    let facts = client.facts(&partitions, options.group.is_some(), options.timestamp)?;
+    let mut report = ClusterReport {
+        cluster: cluster.to_string(),
+        kafka_cluster_id,
+        topics: BTreeMap::new(),
+        missing_topics: found.missing,
+    };
+    for ((topic, partition), f) in facts {
+        report
+            .topics
+            .entry(topic)
+            .or_default()
+            .push(PartitionReport {
+                partition,
+                earliest: f.earliest,
+                latest: f.latest,
+                committed: f.committed,
+                at_timestamp: f.at_timestamp,
+            });
+    }
+    Ok(report)
+}
+
+/// One cluster to ask in [`inspect_clusters`].
+#[derive(Clone, Debug)]
+pub struct ClusterQuery {
+    /// The logical cluster id.
+    pub cluster: String,
+    /// Its client properties.
+    pub properties: ClientProperties,
+    /// The topics to describe.
+    pub topics: BTreeSet<String>,
+    /// What to look up there, and the timeout of each call.
+    pub options: InspectOptions,
+}
+
+/// Asks every cluster at once, one thread per cluster, each with its own
+/// [`ClusterQuery::options`], and returns each cluster's report or error by logical
+/// cluster id. An unreachable cluster costs its own timeout
+/// only: the others are asked meanwhile.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use multicluster_kafka::inspect::{ClusterQuery, InspectOptions, inspect_clusters};
+/// let query = |id: &str, bootstrap: &str| ClusterQuery {
+///     cluster: id.into(),
+///     properties: [("bootstrap.servers", bootstrap)].into_iter().collect(),
+///     topics: ["orders".to_string()].into(),
+///     options: InspectOptions::new(Duration::from_secs(5)),
+/// };
+/// let reports = inspect_clusters(vec![query("east", "east-1:9092"), query("west", "west-1:9092")]);
+/// for (cluster, report) in &reports {
+///     match report {
+///         Ok(r) => println!("{cluster}: Kafka cluster.id {}", r.kafka_cluster_id),
+///         Err(e) => println!("{cluster}: unreachable: {e}"),
+///     }
+/// }
+/// ```
+pub fn inspect_clusters(
+    queries: Vec<ClusterQuery>,
+) -> BTreeMap<String, Result<ClusterReport, SourceError>> {
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = queries
+            .iter()
+            .map(|q| {
+                let handle = std::thread::Builder::new()
+                    .name(format!("inspect-{}", q.cluster))
+                    .spawn_scoped(scope, move || {
+                        inspect_cluster(&q.cluster, &q.properties, &q.topics, &q.options)
+                    });
+                (q, handle)
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|(q, handle)| {
+                let result = match handle {
+                    Ok(h) => h.join().unwrap_or_else(|_| {
+                        Err(SourceError::Cluster {
+                            cluster: q.cluster.clone(),
+                            message: "the lookup thread panicked".into(),
+                        })
+                    }),
+                    // No thread to spare: ask on this one.
+                    Err(_) => inspect_cluster(&q.cluster, &q.properties, &q.topics, &q.options),
+                };
+                (q.cluster.clone(), result)
+            })
+            .collect()
+    })
+}
+
+/// Removes every secret property value from a cluster error's message.
+fn scrub(e: SourceError, properties: &ClientProperties) -> SourceError {
+    match e {
+        SourceError::Cluster {
+            cluster,
+            mut message,
+        } => {
+            for (k, v) in properties.iter() {
+                if properties.is_secret(k) && !v.is_empty() {
+                    message = message.replace(v, REDACTED);
+                }
+            }
+            SourceError::Cluster { cluster, message }
+        }
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn partition(committed: Option<i64>) -> PartitionReport {
+        PartitionReport {
+            partition: 0,
+            earliest: 5,
+            latest: 20,
+            committed,
+            at_timestamp: None,
+        }
+    }
+
+    #[test]
+    fn lag_is_what_the_group_has_left_and_never_negative() {
+        assert_eq!(partition(Some(12)).lag(), Some(8));
+        assert_eq!(partition(None).lag(), None);
+        assert_eq!(partition(Some(25)).lag(), Some(0));
+        assert_eq!(partition(None).records(), 15);
+    }
+
+    #[test]
+    fn a_topic_lag_sums_partitions_with_a_committed_offset() {
+        let mut second = partition(None);
+        second.partition = 1;
+        let report = ClusterReport {
+            cluster: "east".into(),
+            kafka_cluster_id: "k".into(),
+            topics: BTreeMap::from([("t".to_string(), vec![partition(Some(10)), second])]),
+            missing_topics: BTreeSet::new(),
+        };
+        assert_eq!(report.topic_lag("t"), Some(10));
+        assert_eq!(report.topic_lag("absent"), None);
+    }
+
+    #[test]
+    fn cluster_errors_lose_secret_values() {
+        let mut props = ClientProperties::new();
+        props.set("bootstrap.servers", "a:1");
+        props.set("sasl.password", "hunter2");
+        let e = SourceError::Cluster {
+            cluster: "east".into(),
+            message: "auth failed for password hunter2 at a:1".into(),
+        };
+        let shown = scrub(e, &props).to_string();
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(shown.contains("a:1") && shown.contains(REDACTED), "{shown}");
+    }
+
+    #[test]
+    fn an_unreachable_cluster_is_an_error_naming_it_and_the_others_are_still_asked() {
+        // Port 1 on loopback refuses connections: both lookups fail within the timeout,
+        // side by side.
+        let query = |id: &str| ClusterQuery {
+            cluster: id.into(),
+            properties: [
+                ("bootstrap.servers", "127.0.0.1:1"),
+                ("sasl.password", "s3cret"),
+            ]
+            .into_iter()
+            .collect(),
+            topics: BTreeSet::from(["t".to_string()]),
+            options: InspectOptions::new(Duration::from_millis(300)),
+        };
+        let out = inspect_clusters(vec![query("a"), query("b")]);
+        assert_eq!(out.len(), 2);
+        for (id, r) in &out {
+            let e = r
+                .as_ref()
+                .expect_err("nothing listens on port 1")
+                .to_string();
+            assert!(e.starts_with(&format!("cluster `{id}`:")), "{e}");
+            assert!(!e.contains("s3cret"), "{e}");
+        }
+    }
+}
