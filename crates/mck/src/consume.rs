@@ -16,12 +16,17 @@ use std::time::Duration;
 use multicluster_kafka::checkpoint::{Checkpoint, CheckpointStore, FileCheckpointStore};
 use multicluster_kafka::deserializer::RawValue;
 use multicluster_kafka::error::SourceError;
+use multicluster_kafka::file_source::{FileRecord, FileSource, MalformedLines};
+use multicluster_kafka::hybrid::{
+    HYBRID_KEY, HybridCheckpoint, HybridRecord, HybridSource, HybridStream,
+};
 use multicluster_kafka::metadata::{FileMetadataService, KafkaMetadataService};
 use multicluster_kafka::offsets::{OffsetReset, StartingOffsets, StoppingOffsets};
-use multicluster_kafka::{KafkaSourceStream, MultiClusterKafkaSource};
+use multicluster_kafka::record::Record;
+use multicluster_kafka::{Bytes, KafkaSourceStream, MultiClusterKafkaSource};
 use tokio::signal::unix::{SignalKind, signal};
 
-use crate::output::{Format, Output, render};
+use crate::output::{Format, Output, render, render_file};
 use crate::progress::{self, Progress};
 
 /// The checkpoint's user-data key holding the output file's length.
@@ -78,6 +83,69 @@ pub struct ConsumeArgs {
     /// Serve Prometheus metrics on this address (e.g. 127.0.0.1:9464).
     #[arg(long, value_name = "HOST:PORT")]
     pub metrics_addr: Option<SocketAddr>,
+    /// Read the history in this directory's newline-delimited JSON files first (gzip
+    /// and zstd too), then switch to Kafka after the largest timestamp found there.
+    #[arg(long, value_name = "DIR", requires = "backfill_timestamp_field")]
+    pub backfill: Option<PathBuf>,
+    /// The field of each history line that holds its event timestamp (ms).
+    #[arg(long, value_name = "NAME", requires = "backfill")]
+    pub backfill_timestamp_field: Option<String>,
+    /// Skip and count malformed history lines instead of failing (the default).
+    #[arg(long, requires = "backfill")]
+    pub backfill_skip_malformed: bool,
+    /// History files read at the same time.
+    #[arg(long, value_name = "N", default_value_t = 2, requires = "backfill")]
+    pub backfill_threads: usize,
+}
+
+/// What the command reads: Kafka alone, or history files then Kafka.
+enum Input {
+    Kafka(KafkaSourceStream<RawValue>),
+    Hybrid(HybridStream<RawValue>),
+}
+
+/// One record from either.
+enum Item {
+    Kafka(Record<Bytes>),
+    File(FileRecord),
+}
+
+impl Input {
+    async fn next(&mut self) -> Option<Result<Item, SourceError>> {
+        match self {
+            Input::Kafka(s) => s.next().await.map(|r| r.map(Item::Kafka)),
+            Input::Hybrid(s) => s.next().await.map(|r| {
+                r.map(|r| match r {
+                    HybridRecord::Kafka(r) => Item::Kafka(r),
+                    HybridRecord::File(r) => Item::File(r),
+                })
+            }),
+        }
+    }
+
+    fn checkpoint(&mut self) -> Result<Checkpoint, SourceError> {
+        match self {
+            Input::Kafka(s) => s.checkpoint(),
+            Input::Hybrid(s) => s.checkpoint().map(HybridCheckpoint::into_checkpoint),
+        }
+    }
+
+    async fn commit(&self, cp: &Checkpoint) -> Result<(), SourceError> {
+        match self {
+            Input::Kafka(s) => s.commit(cp).await,
+            Input::Hybrid(s) => match HybridCheckpoint::from_checkpoint(cp.clone())? {
+                Some(h) => s.commit(&h).await,
+                None => Ok(()),
+            },
+        }
+    }
+
+    async fn close(self) {
+        match self {
+            Input::Kafka(s) => s.close().await,
+            Input::Hybrid(s) => s.close().await,
+        }
+    }
 }
 
 fn parse_from(s: &str) -> Result<StartingOffsets, String> {
@@ -183,11 +251,41 @@ async fn consume(args: ConsumeArgs) -> Result<ExitCode, String> {
     for (k, v) in &args.properties {
         builder = builder.property(k, v);
     }
-    if let Some(cp) = restored {
-        builder = builder.restore_from(cp);
-    }
-    let source = builder.build().map_err(|e| e.to_string())?;
-    let mut stream = source.open().await.map_err(|e| e.to_string())?;
+    let mut stream = match (&args.backfill, restored) {
+        (None, restored) => {
+            if let Some(cp) = restored {
+                if cp.user_data.contains_key(HYBRID_KEY) {
+                    return Err(
+                        "the checkpoint was written by a --backfill run; run with the same --backfill"
+                            .into(),
+                    );
+                }
+                builder = builder.restore_from(cp);
+            }
+            let source = builder.build().map_err(|e| e.to_string())?;
+            Input::Kafka(source.open().await.map_err(|e| e.to_string())?)
+        }
+        (Some(dir), restored) => {
+            let files = FileSource::builder(dir)
+                .timestamp_field(args.backfill_timestamp_field.clone().unwrap_or_default())
+                .parallelism(args.backfill_threads)
+                .malformed_lines(if args.backfill_skip_malformed {
+                    MalformedLines::Skip
+                } else {
+                    MalformedLines::Fail
+                });
+            let mut hybrid = HybridSource::new(files, builder);
+            if let Some(cp) = restored {
+                match HybridCheckpoint::from_checkpoint(cp).map_err(|e| e.to_string())? {
+                    Some(h) => hybrid = hybrid.restore_from(h),
+                    None => {
+                        return Err("the checkpoint was written without --backfill; use a new --checkpoint-dir".into());
+                    }
+                }
+            }
+            Input::Hybrid(hybrid.open().await.map_err(|e| e.to_string())?)
+        }
+    };
 
     let checkpointing = store.is_some() || args.group.is_some();
     let mut ticker = tokio::time::interval(args.checkpoint_interval);
@@ -213,8 +311,11 @@ async fn consume(args: ConsumeArgs) -> Result<ExitCode, String> {
             }
             next = stream.next() => match next {
                 None => break Ok(End::Completed),
-                Some(Ok(record)) => {
-                    render(&record, args.format, &mut line);
+                Some(Ok(item)) => {
+                    match &item {
+                        Item::Kafka(r) => render(r, args.format, &mut line),
+                        Item::File(r) => render_file(r, args.format, &mut line),
+                    }
                     if let Err(e) = output.write(&line) {
                         break Err(e);
                     }
@@ -295,7 +396,7 @@ fn output_length(restored: Option<&Checkpoint>, path: &std::path::Path) -> Resul
 /// written, stores it durably, then commits its offsets to the group. A failed commit
 /// is reported and left to the next checkpoint.
 async fn checkpoint(
-    stream: &mut KafkaSourceStream<RawValue>,
+    stream: &mut Input,
     output: &mut Output,
     store: Option<&Arc<FileCheckpointStore>>,
     commit: bool,

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use bytes::Bytes;
+use multicluster_kafka::file_source::FileRecord;
 use multicluster_kafka::record::Record;
 use serde_json::{Map, Value};
 
@@ -75,6 +76,25 @@ pub fn render(record: &Record<Bytes>, format: Format, line: &mut Vec<u8>) {
                 .collect();
             obj.insert("headers".into(), Value::Array(headers));
             // Serializing a Value into a Vec cannot fail.
+            let _ = serde_json::to_writer(&mut *line, &Value::Object(obj));
+        }
+    }
+    line.push(b'\n');
+}
+
+/// Appends one history-file record (of `mck consume --backfill`) as a line: in
+/// `json`, an object with `file`, `line`, `timestamp` and `value` (the file's line,
+/// which is a JSON object, as text); in `value`, the line itself.
+pub fn render_file(record: &FileRecord, format: Format, line: &mut Vec<u8>) {
+    line.clear();
+    match format {
+        Format::Value => line.extend_from_slice(&record.value),
+        Format::Json => {
+            let mut obj = Map::new();
+            obj.insert("file".into(), Value::String(record.file.to_string()));
+            obj.insert("line".into(), record.line.into());
+            obj.insert("timestamp".into(), record.timestamp.into());
+            put_bytes(&mut obj, "value", Some(&record.value));
             let _ = serde_json::to_writer(&mut *line, &Value::Object(obj));
         }
     }

@@ -524,3 +524,192 @@ fn a_migration_made_by_editing_the_metadata_file_is_followed_exactly_once() {
     assert!(run.wait(), "stderr:\n{}", run.stderr());
     assert_exactly_once(&read_output(&out), &want);
 }
+
+const BASE: i64 = 1_700_000_000_000;
+
+/// History: `n` lines with timestamps BASE..BASE+n-1 in two files; returns the ids.
+fn write_history(dir: &Path, n: i64) -> Vec<String> {
+    std::fs::create_dir_all(dir).unwrap();
+    let mut ids = Vec::new();
+    let mut texts = [String::new(), String::new()];
+    for i in 0..n {
+        texts[(i % 2) as usize].push_str(&format!("{{\"id\":\"h-{i}\",\"ts\":{}}}\n", BASE + i));
+        ids.push(format!("h-{i}"));
+    }
+    std::fs::write(dir.join("part-0.jsonl"), &texts[0]).unwrap();
+    std::fs::write(dir.join("part-1.jsonl"), &texts[1]).unwrap();
+    ids
+}
+
+/// Kafka records at BASE+n/2 .. BASE+n+n/2 per partition; returns the values strictly
+/// after the history's largest timestamp (BASE+n-1).
+fn fill_timed(c: &dyn TestCluster, topic: &str, n: i64) -> Vec<String> {
+    c.create_topic(topic, 2).unwrap();
+    let mut recs = Vec::new();
+    let mut after = Vec::new();
+    for p in 0..2 {
+        for ts in BASE + n / 2..BASE + n + n / 2 {
+            let v = format!("{}-{p}-{ts}", c.logical_id());
+            recs.push(
+                TestRecord::value(v.clone())
+                    .to_partition(p)
+                    .at(ts)
+                    .with_key("k"),
+            );
+            if ts > BASE + n - 1 {
+                after.push(v);
+            }
+        }
+    }
+    c.produce(topic, &recs).unwrap();
+    after
+}
+
+/// Ids of history lines and values of Kafka records in a JSON-lines output.
+fn hybrid_output(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            if v.get("file").is_some() {
+                let inner: serde_json::Value =
+                    serde_json::from_str(v["value"].as_str().unwrap()).unwrap();
+                inner["id"].as_str().unwrap().to_string()
+            } else {
+                v["value"].as_str().unwrap().to_string()
+            }
+        })
+        .collect()
+}
+
+fn assert_same_once(mut got: Vec<String>, mut want: Vec<String>) {
+    let n = got.len();
+    got.sort();
+    got.dedup();
+    assert_eq!(n, got.len(), "duplicates in the output");
+    want.sort();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn backfill_reads_history_then_kafka_after_it_once_across_kill_nines() {
+    let topic = "backfill";
+    let dir = tempfile::tempdir().unwrap();
+    let history = dir.path().join("history");
+    let mut want = write_history(&history, 400);
+    want.extend(fill_timed(a(), topic, 400));
+    want.extend(fill_timed(b(), topic, 400));
+    let md = dir.path().join("streams.yaml");
+    write_metadata(&md, "orders", &[(a(), &[topic]), (b(), &[topic])]);
+    let base = [
+        s(&[
+            "--metadata",
+            &path_arg(&md),
+            "--stream",
+            "orders",
+            "--until",
+            "latest",
+        ]),
+        s(&[
+            "--backfill",
+            &path_arg(&history),
+            "--backfill-timestamp-field",
+            "ts",
+        ]),
+    ]
+    .concat();
+
+    // One run.
+    let out = dir.path().join("once.jsonl");
+    let mut run = Run::start(
+        &[base.clone(), s(&["--output", &path_arg(&out)])].concat(),
+        dir.path().join("stderr-once"),
+    );
+    assert!(run.wait(), "stderr:\n{}", run.stderr());
+    assert_same_once(hybrid_output(&out), want.clone());
+
+    // Kill -9 at random moments around the switch, then run to the end.
+    let out = dir.path().join("killed.jsonl");
+    let args = [
+        base,
+        s(&[
+            "--output",
+            &path_arg(&out),
+            "--checkpoint-dir",
+            &path_arg(&dir.path().join("cp")),
+        ]),
+        s(&["--checkpoint-interval", "20ms"]),
+    ]
+    .concat();
+    let mut rng = Lcg(std::process::id() as u64);
+    for round in 0..6 {
+        let mut run = Run::start(&args, dir.path().join(format!("stderr-{round}")));
+        std::thread::sleep(Duration::from_millis(50 + rng.below(1000)));
+        if run.child.try_wait().unwrap().is_some() {
+            break; // it finished: nothing left to interrupt
+        }
+        run.child.kill().unwrap();
+        run.child.wait().unwrap();
+    }
+    let mut run = Run::start(&args, dir.path().join("stderr-final"));
+    assert!(run.wait(), "stderr:\n{}", run.stderr());
+    assert_same_once(hybrid_output(&out), want);
+}
+
+#[test]
+fn a_malformed_history_line_fails_with_its_place_or_is_skipped_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let history = dir.path().join("history");
+    std::fs::create_dir_all(&history).unwrap();
+    std::fs::write(
+        history.join("h.jsonl"),
+        format!(
+            "{{\"id\":\"x\",\"ts\":{BASE}}}\n{{\"id\":\"y\"}}\n{{\"id\":\"z\",\"ts\":{}}}\n",
+            BASE + 1
+        ),
+    )
+    .unwrap();
+    let topic = "backfill-malformed";
+    a().create_topic(topic, 1).unwrap();
+    let md = dir.path().join("streams.yaml");
+    write_metadata(&md, "orders", &[(a(), &[topic])]);
+    let run = |extra: &[&str]| {
+        mck()
+            .args([
+                "consume",
+                "--metadata",
+                &path_arg(&md),
+                "--stream",
+                "orders",
+                "--until",
+                "latest",
+            ])
+            .args([
+                "--backfill",
+                &path_arg(&history),
+                "--backfill-timestamp-field",
+                "ts",
+            ])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let failed = run(&[]);
+    assert_eq!(failed.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&failed.stderr);
+    assert!(err.contains("h.jsonl:2: no timestamp field `ts`"), "{err}");
+    let skipped = run(&["--backfill-skip-malformed", "--format", "value"]);
+    assert!(
+        skipped.status.success(),
+        "{}",
+        String::from_utf8_lossy(&skipped.stderr)
+    );
+    let lines: Vec<String> = String::from_utf8(skipped.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(lines[0].contains("\"x\"") || lines[1].contains("\"x\""));
+}

@@ -60,6 +60,16 @@ pub enum SourceError {
         /// The offset asked for.
         offset: i64,
     },
+    /// A file of a file source could not be read, or one of its lines is malformed.
+    #[error("{path}{}: {message}", line.map(|l| format!(":{l}")).unwrap_or_default())]
+    File {
+        /// The file.
+        path: String,
+        /// The 1-based line, when the problem is one line.
+        line: Option<u64>,
+        /// What is wrong.
+        message: String,
+    },
     /// The source was shut down.
     #[error("the source is closed")]
     Closed,

@@ -29,6 +29,8 @@ mod cluster_client;
 pub mod deserializer;
 mod enumerator;
 pub mod error;
+pub mod file_source;
+pub mod hybrid;
 pub mod inspect;
 pub mod metadata;
 pub mod metrics;
