@@ -63,11 +63,14 @@ struct ValidateArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    // Diagnostics go to stderr; `MCK_LOG` sets the filter (default: warnings).
+    // Diagnostics go to stderr; `MCK_LOG` sets the filter. By default: our warnings,
+    // and none of librdkafka's own log lines (they repeat every connection failure;
+    // the commands report cluster errors themselves). `MCK_LOG=warn` shows them too.
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("MCK_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+            tracing_subscriber::EnvFilter::try_from_env("MCK_LOG").unwrap_or_else(|_| {
+                tracing_subscriber::EnvFilter::new("warn,librdkafka=off,rdkafka=off")
+            }),
         )
         .with_writer(std::io::stderr)
         .init();
