@@ -182,7 +182,7 @@ impl FileSourceBuilder {
             }
         }
         let queue = Arc::new(Mutex::new(work));
-        let (tx, rx) = mpsc::channel(self.capacity.max(1));
+        let (tx, rx) = mpsc::channel((self.capacity / CHUNK).max(2));
         let field: Arc<str> = Arc::from(self.timestamp_field.as_str());
         let threads = self.parallelism.min(names.len().max(1));
         for i in 0..threads {
@@ -197,6 +197,7 @@ impl FileSourceBuilder {
         Ok(FileSource {
             dir: self.dir,
             rx,
+            chunk: Vec::new().into_iter(),
             checkpoint,
             malformed: self.malformed,
             failed: false,
@@ -219,7 +220,9 @@ impl FileSourceBuilder {
 /// ```
 pub struct FileSource {
     dir: PathBuf,
-    rx: mpsc::Receiver<Item>,
+    rx: mpsc::Receiver<Vec<Item>>,
+    /// The chunk being handed out.
+    chunk: std::vec::IntoIter<Item>,
     checkpoint: FileCheckpoint,
     malformed: MalformedLines,
     failed: bool,
@@ -253,7 +256,13 @@ impl FileSource {
             return None;
         }
         loop {
-            let item = self.rx.recv().await?;
+            let item = match self.chunk.next() {
+                Some(item) => item,
+                None => {
+                    self.chunk = self.rx.recv().await?.into_iter();
+                    continue;
+                }
+            };
             let pos = self
                 .checkpoint
                 .files
@@ -324,6 +333,9 @@ impl FileSource {
     }
 }
 
+/// Lines per hand-over from a reading thread to the consumer.
+const CHUNK: usize = 256;
+
 /// One file to read, from a position.
 struct Task {
     name: Arc<str>,
@@ -349,7 +361,7 @@ enum Kind {
 
 /// A reading thread: takes files off the queue until it is empty or the consumer is
 /// gone.
-fn read_files(queue: Arc<Mutex<Vec<Task>>>, tx: mpsc::Sender<Item>, field: Arc<str>) {
+fn read_files(queue: Arc<Mutex<Vec<Task>>>, tx: mpsc::Sender<Vec<Item>>, field: Arc<str>) {
     loop {
         let task = {
             let mut q = queue.lock().unwrap_or_else(|e| e.into_inner());
@@ -369,7 +381,7 @@ fn read_files(queue: Arc<Mutex<Vec<Task>>>, tx: mpsc::Sender<Item>, field: Arc<s
             Ok(true) => {}
             Ok(false) => return, // the consumer is gone
             Err(e) => {
-                let _ = tx.blocking_send(failed(e));
+                let _ = tx.blocking_send(vec![failed(e)]);
                 return;
             }
         }
@@ -405,24 +417,34 @@ fn open_at(path: &Path, offset: u64) -> Result<Box<dyn BufRead + Send>, String> 
 }
 
 /// Reads one file from its start position; false when the consumer is gone.
-fn read_file(task: &Task, tx: &mpsc::Sender<Item>, field: &str) -> Result<bool, String> {
+fn read_file(task: &Task, tx: &mpsc::Sender<Vec<Item>>, field: &str) -> Result<bool, String> {
     let mut reader = open_at(&task.path, task.start.offset)?;
+    // Lines go to the consumer in chunks: one channel hand-over per line would cost
+    // more than reading and checking the line.
+    let mut chunk = Vec::with_capacity(CHUNK);
     let mut offset = task.start.offset;
     let mut line_no = task.start.lines;
     let mut buf = Vec::with_capacity(1024);
     loop {
         buf.clear();
-        let n = reader
-            .read_until(b'\n', &mut buf)
-            .map_err(|e| format!("after line {line_no}: {e}"))?;
+        let n = match reader.read_until(b'\n', &mut buf) {
+            Ok(n) => n,
+            Err(e) => {
+                // Lines read before the failure still count.
+                if !chunk.is_empty() && tx.blocking_send(chunk).is_err() {
+                    return Ok(false);
+                }
+                return Err(format!("after line {line_no}: {e}"));
+            }
+        };
         if n == 0 {
-            let eof = Item {
+            chunk.push(Item {
                 file: task.name.clone(),
                 line: line_no,
                 end: offset,
                 kind: Kind::Eof,
-            };
-            return Ok(tx.blocking_send(eof).is_ok());
+            });
+            return Ok(tx.blocking_send(chunk).is_ok());
         }
         offset += n as u64;
         line_no += 1;
@@ -451,8 +473,12 @@ fn read_file(task: &Task, tx: &mpsc::Sender<Item>, field: &str) -> Result<bool, 
             end: offset,
             kind,
         };
-        if tx.blocking_send(item).is_err() {
-            return Ok(false);
+        chunk.push(item);
+        if chunk.len() >= CHUNK {
+            let full = std::mem::replace(&mut chunk, Vec::with_capacity(CHUNK));
+            if tx.blocking_send(full).is_err() {
+                return Ok(false);
+            }
         }
     }
 }
