@@ -30,7 +30,7 @@ enum Command {
         --checkpoint-dir state/ --group my-group\n\n\
         Exit status: 0 when a bounded run completes or a run is stopped by SIGINT/SIGTERM,\n\
         1 on an error, 2 on bad arguments.")]
-    Consume(consume::ConsumeArgs),
+    Consume(Box<consume::ConsumeArgs>),
     /// Show streams, clusters, topics and partitions with their offsets (and a group's lag).
     #[command(after_help = "Examples:\n  \
         mck describe --metadata streams.yaml\n  \
@@ -76,7 +76,7 @@ fn main() -> ExitCode {
         .init();
     let result = match cli.command {
         Command::Validate(a) => validate::run(&a.file, a.json),
-        Command::Consume(a) => consume::run(a),
+        Command::Consume(a) => consume::run(*a),
         Command::Describe(a) => describe::run(a),
         Command::Plan(a) => plan::run(a),
         Command::Demo(a) => demo::run(a),

@@ -167,7 +167,7 @@ type OpenKafka<D> =
 enum Stage<D: Deserializer> {
     Files(FileSource),
     Kafka {
-        stream: KafkaSourceStream<D>,
+        stream: Box<KafkaSourceStream<D>>,
         starting: Option<StartingOffsets>,
         files_max_timestamp: Option<i64>,
     },
@@ -315,7 +315,7 @@ impl<D: Deserializer> HybridStream<D> {
     ) -> Result<(), SourceError> {
         let stream = self.open_kafka(&starting, restore)?.await?;
         self.stage = Stage::Kafka {
-            stream,
+            stream: Box::new(stream),
             starting,
             files_max_timestamp,
         };
@@ -388,7 +388,7 @@ impl<D: Deserializer> HybridStream<D> {
                                 starting: starting.clone(),
                             });
                             self.stage = Stage::Kafka {
-                                stream,
+                                stream: Box::new(stream),
                                 starting,
                                 files_max_timestamp,
                             };
