@@ -40,6 +40,13 @@ enum Cmd {
         /// Parallel readers of this project's source.
         #[arg(long, default_value_t = 1)]
         readers: usize,
+        /// Run only one side (to profile it): `ours` or `plain`. No ratio is printed.
+        #[arg(long)]
+        only: Option<Side>,
+        /// How this project's side takes records: `batch` (`next_batch`) or `record`
+        /// (`next`).
+        #[arg(long, value_enum, default_value_t = Api::Batch)]
+        api: Api,
     },
     /// Isolation: records/s from an unaffected cluster while another cluster's
     /// properties change every 100 ms, against the same reader's steady-state rate.
@@ -57,7 +64,37 @@ enum Cmd {
     },
 }
 
+/// One side of the throughput comparison.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Side {
+    /// This project's source.
+    Ours,
+    /// The plain rdkafka consumer.
+    Plain,
+}
+
+/// How the library side takes records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Api {
+    /// `SourceReader::next_batch`.
+    Batch,
+    /// `SourceReader::next`.
+    Record,
+}
+
 const TOPIC: &str = "bench";
+
+/// What the benchmark's application does with each record, the same on both sides:
+/// reads its timestamp and copies its key and value into one reused buffer (so
+/// without an allocation per record). Returns the key + value size.
+#[inline]
+fn touch(scratch: &mut Vec<u8>, key: Option<&[u8]>, value: &[u8], timestamp: Option<i64>) -> u64 {
+    scratch.clear();
+    scratch.extend_from_slice(key.unwrap_or_default());
+    scratch.extend_from_slice(value);
+    std::hint::black_box(timestamp);
+    std::hint::black_box(&*scratch).len() as u64
+}
 
 fn start_clusters() -> (KafkaCluster, KafkaCluster) {
     let opts = |id: &str| {
@@ -132,17 +169,17 @@ fn plain(clusters: &[&KafkaCluster], partitions: i32) -> (u64, u64, Instant) {
                     }
                     consumer.assign(&tpl).unwrap();
                     let (mut records, mut bytes) = (0u64, 0u64);
-                    // Like any application, it reads each key and value (into one reused
-                    // buffer, so without an allocation per record).
                     let mut scratch: Vec<u8> = Vec::with_capacity(4096);
                     while remaining > 0 {
                         if let Some(m) = consumer.poll(Duration::from_millis(100)) {
                             let m = m.unwrap();
                             records += 1;
-                            scratch.clear();
-                            scratch.extend_from_slice(m.key().unwrap_or_default());
-                            scratch.extend_from_slice(m.payload().unwrap_or_default());
-                            bytes += std::hint::black_box(&scratch).len() as u64;
+                            bytes += touch(
+                                &mut scratch,
+                                m.key(),
+                                m.payload().unwrap_or_default(),
+                                m.timestamp().to_millis(),
+                            );
                             if m.offset() + 1 == ends[m.partition() as usize] {
                                 remaining -= 1;
                             }
@@ -164,6 +201,7 @@ fn ours(
     rt: &tokio::runtime::Runtime,
     clusters: &[&KafkaCluster],
     readers: usize,
+    api: Api,
 ) -> (u64, u64, Instant) {
     let mut stream = KafkaStream::new("bench");
     for c in clusters {
@@ -192,10 +230,24 @@ fn ours(
             .map(|mut reader| {
                 tokio::spawn(async move {
                     let (mut records, mut bytes) = (0u64, 0u64);
-                    while let Some(r) = reader.next().await {
-                        let r = r.unwrap();
-                        records += 1;
-                        bytes += (r.key.as_ref().map_or(0, |k| k.len()) + r.value.len()) as u64;
+                    let mut scratch: Vec<u8> = Vec::with_capacity(4096);
+                    match api {
+                        Api::Batch => {
+                            while let Some(batch) = reader.next_batch().await {
+                                for r in &batch.unwrap() {
+                                    records += 1;
+                                    bytes += touch(&mut scratch, r.key, r.value, r.timestamp);
+                                }
+                            }
+                        }
+                        Api::Record => {
+                            while let Some(r) = reader.next().await {
+                                let r = r.unwrap();
+                                records += 1;
+                                bytes +=
+                                    touch(&mut scratch, r.key.as_deref(), &r.value, r.timestamp);
+                            }
+                        }
                     }
                     // The clock stops at the last record; closing the consumers is not timed.
                     let end = Instant::now();
@@ -417,6 +469,128 @@ fn isolation(records: usize) {
     );
 }
 
+/// One side's figures over the rounds.
+#[derive(Default)]
+struct Figures {
+    rps: Vec<f64>,
+    mbps: Vec<f64>,
+    cpu_ns: Vec<f64>,
+}
+
+impl Figures {
+    fn push(&mut self, records: u64, bytes: u64, secs: f64, cpu_secs: f64) {
+        self.rps.push(records as f64 / secs);
+        self.mbps.push(bytes as f64 / secs / 1e6);
+        self.cpu_ns.push(cpu_secs / records as f64 * 1e9);
+    }
+
+    fn last(&self) -> String {
+        match (self.rps.last(), self.cpu_ns.last()) {
+            (Some(r), Some(c)) => format!("{r:.0} rec/s {c:.0} ns CPU/rec"),
+            _ => "-".into(),
+        }
+    }
+
+    /// Medians of records/s, MB/s and CPU ns/record.
+    fn medians(&self) -> (f64, f64, f64) {
+        (
+            median(self.rps.clone()),
+            median(self.mbps.clone()),
+            median(self.cpu_ns.clone()),
+        )
+    }
+}
+
+fn throughput(
+    records: usize,
+    value_size: usize,
+    partitions: i32,
+    rounds: usize,
+    readers: usize,
+    only: Option<Side>,
+    api: Api,
+) {
+    let (a, b) = start_clusters();
+    let started = Instant::now();
+    std::thread::scope(|s| {
+        s.spawn(|| prefill(&a, partitions, records, value_size));
+        s.spawn(|| prefill(&b, partitions, records, value_size));
+    });
+    eprintln!(
+        "prefilled 2 × {records} records of {value_size} B in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let clusters = [&a, &b];
+    let expected = (2 * records) as u64;
+    let (mut ours_f, mut plain_f) = (Figures::default(), Figures::default());
+    // Warm the brokers' page cache and JIT once before measuring.
+    plain(&clusters, partitions);
+    eprintln!("measuring (pid {})", std::process::id());
+    let sides: &[Side] = match only {
+        Some(Side::Ours) => &[Side::Ours],
+        Some(Side::Plain) => &[Side::Plain],
+        None => &[Side::Plain, Side::Ours],
+    };
+    for round in 0..rounds {
+        // Alternate which reader goes first, so neither always gets the warmer broker.
+        let order: Vec<Side> = if round % 2 == 0 {
+            sides.to_vec()
+        } else {
+            sides.iter().rev().copied().collect()
+        };
+        for side in order {
+            let t = Instant::now();
+            let cpu0 = process_cpu();
+            let (n, bytes, end, figures) = match side {
+                Side::Plain => {
+                    let (n, bytes, end) = plain(&clusters, partitions);
+                    (n, bytes, end, &mut plain_f)
+                }
+                Side::Ours => {
+                    let (n, bytes, end) = ours(&rt, &clusters, readers, api);
+                    (n, bytes, end, &mut ours_f)
+                }
+            };
+            assert_eq!(n, expected, "{side:?} read everything");
+            figures.push(n, bytes, (end - t).as_secs_f64(), process_cpu() - cpu0);
+        }
+        eprintln!(
+            "round {round}: plain {}, multicluster-kafka {}",
+            plain_f.last(),
+            ours_f.last()
+        );
+    }
+    println!(
+        "workload: 2 clusters x {partitions} partitions, {records} records/cluster, {value_size} B values, {readers} reader(s), library API {api:?}"
+    );
+    println!("| reader | records/s (median of {rounds}) | MB/s | client CPU ns/record |");
+    println!("|---|---|---|---|");
+    if !ours_f.rps.is_empty() {
+        let (o, mb, oc) = ours_f.medians();
+        println!(
+            "| multicluster-kafka (library, {readers} reader(s)) | {o:.0} | {mb:.1} | {oc:.0} |"
+        );
+    }
+    if !plain_f.rps.is_empty() {
+        let (p, mb, pc) = plain_f.medians();
+        println!("| plain rdkafka BaseConsumer (1 per cluster) | {p:.0} | {mb:.1} | {pc:.0} |");
+    }
+    if only.is_none() {
+        let (o, _, oc) = ours_f.medians();
+        let (p, _, pc) = plain_f.medians();
+        println!(
+            "ratio multicluster-kafka / plain rdkafka: throughput {:.2}, CPU per record {:.2}",
+            o / p,
+            oc / pc
+        );
+    }
+}
+
 fn main() {
     let cli = Cli::parse();
     match cli.cmd {
@@ -428,77 +602,8 @@ fn main() {
             partitions,
             rounds,
             readers,
-        } => {
-            let (a, b) = start_clusters();
-            let started = Instant::now();
-            std::thread::scope(|s| {
-                s.spawn(|| prefill(&a, partitions, records, value_size));
-                s.spawn(|| prefill(&b, partitions, records, value_size));
-            });
-            eprintln!(
-                "prefilled 2 × {records} records of {value_size} B in {:.1} s",
-                started.elapsed().as_secs_f64()
-            );
-            let rt = Arc::new(
-                tokio::runtime::Builder::new_multi_thread()
-                    .worker_threads(2)
-                    .enable_all()
-                    .build()
-                    .unwrap(),
-            );
-            let clusters = [&a, &b];
-            let expected = (2 * records) as u64;
-            let (mut ours_rps, mut plain_rps, mut ours_mbps, mut plain_mbps) =
-                (vec![], vec![], vec![], vec![]);
-            let (mut ours_cpu, mut plain_cpu) = (vec![], vec![]);
-            // Warm the brokers' page cache and JIT once before measuring.
-            plain(&clusters, partitions);
-            for round in 0..rounds {
-                // Alternate which reader goes first, so neither always gets the warmer broker.
-                for which in [round % 2, 1 - round % 2] {
-                    let t = Instant::now();
-                    let cpu0 = process_cpu();
-                    if which == 0 {
-                        let (n, bytes, end) = plain(&clusters, partitions);
-                        let secs = (end - t).as_secs_f64();
-                        assert_eq!(n, expected, "plain consumer read everything");
-                        plain_rps.push(n as f64 / secs);
-                        plain_cpu.push((process_cpu() - cpu0) / n as f64 * 1e9);
-                        plain_mbps.push(bytes as f64 / secs / 1e6);
-                    } else {
-                        let (n, bytes, end) = ours(&rt, &clusters, readers);
-                        let secs = (end - t).as_secs_f64();
-                        assert_eq!(n, expected, "multicluster-kafka read everything");
-                        ours_rps.push(n as f64 / secs);
-                        ours_cpu.push((process_cpu() - cpu0) / n as f64 * 1e9);
-                        ours_mbps.push(bytes as f64 / secs / 1e6);
-                    }
-                }
-                eprintln!(
-                    "round {round}: plain {:.0} rec/s {:.0} ns CPU/rec, multicluster-kafka {:.0} rec/s {:.0} ns CPU/rec",
-                    plain_rps[round], plain_cpu[round], ours_rps[round], ours_cpu[round]
-                );
-            }
-            let (o, p) = (median(ours_rps), median(plain_rps));
-            let (oc, pc) = (median(ours_cpu), median(plain_cpu));
-            println!(
-                "workload: 2 clusters x {partitions} partitions, {records} records/cluster, {value_size} B values, {readers} reader(s)"
-            );
-            println!("| reader | records/s (median of {rounds}) | MB/s | client CPU ns/record |");
-            println!("|---|---|---|---|");
-            println!(
-                "| multicluster-kafka (library, {readers} reader(s)) | {o:.0} | {:.1} | {oc:.0} |",
-                median(ours_mbps)
-            );
-            println!(
-                "| plain rdkafka BaseConsumer (1 per cluster) | {p:.0} | {:.1} | {pc:.0} |",
-                median(plain_mbps)
-            );
-            println!(
-                "ratio multicluster-kafka / plain rdkafka: throughput {:.2}, CPU per record {:.2}",
-                o / p,
-                oc / pc
-            );
-        }
+            only,
+            api,
+        } => throughput(records, value_size, partitions, rounds, readers, only, api),
     }
 }

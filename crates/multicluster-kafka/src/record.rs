@@ -70,3 +70,299 @@ impl RawRecord<'_> {
         }
     }
 }
+
+/// Records handed out together by [`SourceReader::next_batch`](crate::SourceReader::next_batch):
+/// consecutive records fetched from one cluster, in the order the cluster gave them
+/// (each partition's records in offset order).
+///
+/// A batch holds its cluster id and topic names once, not per record; iterate it by
+/// reference ([`RecordBatch::iter`], borrowed [`RecordRef`]s) to read records without
+/// any reference counting, or by value (`for record in batch`) to get owned
+/// [`Record`]s.
+///
+/// Positions advance when a batch is handed out: a checkpoint taken after
+/// `next_batch` returns resumes each split right after its last record in the batch.
+///
+/// ```no_run
+/// # async fn run(mut reader: multicluster_kafka::SourceReader<multicluster_kafka::deserializer::RawValue>)
+/// # -> Result<(), multicluster_kafka::error::SourceError> {
+/// while let Some(batch) = reader.next_batch().await {
+///     let batch = batch?;
+///     for record in batch.iter() {
+///         println!("{}/{}@{}: {} bytes", record.topic, record.partition, record.offset, record.value.len());
+///     }
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct RecordBatch<V> {
+    pub(crate) cluster: Arc<str>,
+    /// Topics of the batch; entries name theirs by index.
+    pub(crate) topics: Vec<Arc<str>>,
+    /// The keys (and usually the values) of the records, one after the other.
+    pub(crate) data: Bytes,
+    pub(crate) entries: Vec<BatchEntry<V>>,
+}
+
+/// One record of a [`RecordBatch`], without the handles the batch holds once.
+#[derive(Clone, Debug)]
+pub(crate) struct BatchEntry<V> {
+    /// Index into the batch's topics.
+    pub topic: u32,
+    pub partition: i32,
+    pub offset: i64,
+    pub timestamp: Option<i64>,
+    /// Where the key is in the batch's data: start and length.
+    pub key: Option<(usize, u32)>,
+    pub headers: Vec<(String, Option<Vec<u8>>)>,
+    /// Key + value bytes, for the metrics.
+    pub bytes: u32,
+    pub value: V,
+}
+
+impl<V> RecordBatch<V> {
+    /// An empty batch of `cluster`'s records.
+    pub(crate) fn new(cluster: Arc<str>) -> Self {
+        Self {
+            cluster,
+            topics: Vec::new(),
+            data: Bytes::new(),
+            entries: Vec::new(),
+        }
+    }
+
+    /// Logical id of the cluster every record of the batch comes from.
+    pub fn cluster(&self) -> &Arc<str> {
+        &self.cluster
+    }
+
+    /// Number of records.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// True when the batch has no record.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The record at `index`, if any.
+    pub fn get(&self, index: usize) -> Option<RecordRef<'_, V>> {
+        self.entries.get(index).map(|e| self.view(e))
+    }
+
+    /// The records in order, borrowed.
+    pub fn iter(&self) -> Iter<'_, V> {
+        Iter {
+            batch: self,
+            entries: self.entries.iter(),
+        }
+    }
+
+    fn view<'a>(&'a self, e: &'a BatchEntry<V>) -> RecordRef<'a, V> {
+        RecordRef {
+            cluster: &self.cluster,
+            topic: &self.topics[e.topic as usize],
+            partition: e.partition,
+            offset: e.offset,
+            timestamp: e.timestamp,
+            key: e.key.map(|k| &self.data[key_range(k)]),
+            headers: &e.headers,
+            value: &e.value,
+            data: &self.data,
+        }
+    }
+
+    fn owned(cluster: &Arc<str>, topics: &[Arc<str>], data: &Bytes, e: BatchEntry<V>) -> Record<V> {
+        Record {
+            cluster: cluster.clone(),
+            topic: topics[e.topic as usize].clone(),
+            partition: e.partition,
+            offset: e.offset,
+            timestamp: e.timestamp,
+            key: e.key.map(|k| data.slice(key_range(k))),
+            headers: e.headers,
+            value: e.value,
+        }
+    }
+
+    /// The index of `topic` in this batch's topics, added if new.
+    pub(crate) fn topic_index(&mut self, topic: &Arc<str>) -> u32 {
+        match self.topics.iter().position(|t| Arc::ptr_eq(t, topic)) {
+            Some(i) => i as u32,
+            None => {
+                self.topics.push(topic.clone());
+                (self.topics.len() - 1) as u32
+            }
+        }
+    }
+}
+
+fn key_range((start, len): (usize, u32)) -> std::ops::Range<usize> {
+    start..start + len as usize
+}
+
+/// A record of a [`RecordBatch`], borrowed from it.
+#[derive(Debug)]
+pub struct RecordRef<'a, V> {
+    /// Logical cluster id.
+    pub cluster: &'a Arc<str>,
+    /// Topic.
+    pub topic: &'a Arc<str>,
+    /// Partition.
+    pub partition: i32,
+    /// Offset.
+    pub offset: i64,
+    /// Timestamp in ms since the epoch (create or log-append time), if any.
+    pub timestamp: Option<i64>,
+    /// Key bytes.
+    pub key: Option<&'a [u8]>,
+    /// Headers in order (empty when the source was built with `include_headers(false)`).
+    pub headers: &'a [(String, Option<Vec<u8>>)],
+    /// The deserialized value.
+    pub value: &'a V,
+    /// The batch's buffer, which `key` is part of.
+    data: &'a Bytes,
+}
+
+impl<V> Clone for RecordRef<'_, V> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<V> Copy for RecordRef<'_, V> {}
+
+impl<V> RecordRef<'_, V> {
+    /// The key as shared [`Bytes`] (no copy).
+    pub fn key_bytes(&self) -> Option<Bytes> {
+        self.key.map(|k| self.data.slice_ref(k))
+    }
+
+    /// The split this record belongs to.
+    pub fn split_id(&self) -> SplitId {
+        SplitId {
+            cluster: self.cluster.clone(),
+            topic: self.topic.clone(),
+            partition: self.partition,
+        }
+    }
+
+    /// An owned copy of the record.
+    pub fn to_record(&self) -> Record<V>
+    where
+        V: Clone,
+    {
+        Record {
+            cluster: self.cluster.clone(),
+            topic: self.topic.clone(),
+            partition: self.partition,
+            offset: self.offset,
+            timestamp: self.timestamp,
+            key: self.key_bytes(),
+            headers: self.headers.to_vec(),
+            value: self.value.clone(),
+        }
+    }
+}
+
+/// Borrowing iterator over a [`RecordBatch`]; see [`RecordBatch::iter`].
+#[derive(Debug)]
+pub struct Iter<'a, V> {
+    batch: &'a RecordBatch<V>,
+    entries: std::slice::Iter<'a, BatchEntry<V>>,
+}
+
+impl<'a, V> Iterator for Iter<'a, V> {
+    type Item = RecordRef<'a, V>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.entries.next().map(|e| self.batch.view(e))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.entries.size_hint()
+    }
+}
+
+impl<V> ExactSizeIterator for Iter<'_, V> {}
+
+impl<V> DoubleEndedIterator for Iter<'_, V> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        self.entries.next_back().map(|e| self.batch.view(e))
+    }
+}
+
+impl<'a, V> IntoIterator for &'a RecordBatch<V> {
+    type Item = RecordRef<'a, V>;
+    type IntoIter = Iter<'a, V>;
+
+    fn into_iter(self) -> Iter<'a, V> {
+        self.iter()
+    }
+}
+
+/// Owning iterator over a [`RecordBatch`]: its records as [`Record`]s.
+#[derive(Debug)]
+pub struct IntoIter<V> {
+    cluster: Arc<str>,
+    topics: Vec<Arc<str>>,
+    data: Bytes,
+    entries: std::vec::IntoIter<BatchEntry<V>>,
+}
+
+impl<V> Iterator for IntoIter<V> {
+    type Item = Record<V>;
+
+    fn next(&mut self) -> Option<Record<V>> {
+        let e = self.entries.next()?;
+        Some(RecordBatch::owned(
+            &self.cluster,
+            &self.topics,
+            &self.data,
+            e,
+        ))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.entries.size_hint()
+    }
+}
+
+impl<V> ExactSizeIterator for IntoIter<V> {}
+
+impl<V> IntoIterator for RecordBatch<V> {
+    type Item = Record<V>;
+    type IntoIter = IntoIter<V>;
+
+    fn into_iter(self) -> IntoIter<V> {
+        IntoIter {
+            cluster: self.cluster,
+            topics: self.topics,
+            data: self.data,
+            entries: self.entries.into_iter(),
+        }
+    }
+}
+
+impl<V> IntoIter<V> {
+    /// The records not yet iterated, as a batch.
+    pub(crate) fn into_batch(self) -> RecordBatch<V> {
+        RecordBatch {
+            cluster: self.cluster,
+            topics: self.topics,
+            data: self.data,
+            entries: self.entries.collect(),
+        }
+    }
+
+    /// The next record with its key + value size.
+    pub(crate) fn next_counted(&mut self) -> Option<(Record<V>, u32)> {
+        let e = self.entries.next()?;
+        let bytes = e.bytes;
+        Some((
+            RecordBatch::owned(&self.cluster, &self.topics, &self.data, e),
+            bytes,
+        ))
+    }
+}

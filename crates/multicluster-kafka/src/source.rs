@@ -15,7 +15,7 @@ use crate::metadata::KafkaMetadataService;
 use crate::offsets::{StartingOffsets, StoppingOffsets};
 use crate::properties::ClientProperties;
 use crate::reader::{ReaderParts, SourceReader};
-use crate::record::Record;
+use crate::record::{Record, RecordBatch};
 
 /// Default interval of partition discovery in unbounded mode (on by default).
 pub const DEFAULT_PARTITION_DISCOVERY: Duration = Duration::from_secs(30);
@@ -553,6 +553,26 @@ impl<D: Deserializer> KafkaSourceStream<D> {
     /// The next record, or `None` at the end of a bounded input.
     pub async fn next(&mut self) -> Option<Result<Record<D::Value>, SourceError>> {
         self.reader.next().await
+    }
+
+    /// The next batch of records (all from one cluster), or `None` at the end of a
+    /// bounded input. Cheaper per record than [`next`](Self::next); a checkpoint taken
+    /// after it returns resumes right after the batch's last records. See
+    /// [`SourceReader::next_batch`].
+    ///
+    /// ```no_run
+    /// # async fn run(mut stream: multicluster_kafka::KafkaSourceStream<multicluster_kafka::deserializer::Utf8>)
+    /// # -> Result<(), multicluster_kafka::error::SourceError> {
+    /// while let Some(batch) = stream.next_batch().await {
+    ///     for record in batch?.iter() {
+    ///         println!("{} {}/{}@{}: {}", record.cluster, record.topic, record.partition, record.offset, record.value);
+    ///     }
+    ///     let _checkpoint = stream.checkpoint()?; // resumes after the batch
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn next_batch(&mut self) -> Option<Result<RecordBatch<D::Value>, SourceError>> {
+        self.reader.next_batch().await
     }
 
     /// A checkpoint consistent with the records handed out so far.

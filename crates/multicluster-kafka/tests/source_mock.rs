@@ -1,6 +1,8 @@
 //! Source behaviours that need no real broker: bounded edge cases, cluster identity,
 //! deserialization errors (in-process librdkafka mock clusters).
 
+use std::collections::BTreeMap;
+
 use mck_testkit::{MockKafkaCluster, TestCluster, TestRecord};
 use multicluster_kafka::checkpoint::Checkpoint;
 use multicluster_kafka::prelude::*;
@@ -295,5 +297,143 @@ fn retained_positions_are_refused_when_a_readded_cluster_is_another_physical_clu
             .unwrap_err();
         assert!(matches!(err, SourceError::ClusterIdentity { .. }), "{err}");
         s.close().await;
+    });
+}
+
+/// Reads a bounded stream with `next_batch`: each batch's values, errors in place.
+async fn read_batches(
+    builder: SourceBuilder<Utf8>,
+) -> (Vec<Result<Vec<String>, String>>, Checkpoint) {
+    let mut s = builder.build().unwrap().open().await.unwrap();
+    let mut out = Vec::new();
+    while let Some(b) = s.next_batch().await {
+        out.push(
+            b.map(|b| b.iter().map(|r| r.value.clone()).collect())
+                .map_err(|e| e.to_string()),
+        );
+    }
+    let cp = s.checkpoint().unwrap();
+    s.close().await;
+    (out, cp)
+}
+
+#[test]
+fn a_record_that_fails_to_deserialize_ends_its_batch_and_comes_alone_in_place() {
+    let c = MockKafkaCluster::start("bad-batch", 1).unwrap();
+    c.create_topic("t", 1).unwrap();
+    c.produce(
+        "t",
+        &[
+            TestRecord::value("ok-1"),
+            TestRecord::value("ok-2"),
+            TestRecord::value(vec![0xff]),
+            TestRecord::value("ok-3"),
+            TestRecord::value(vec![0xfe]),
+            TestRecord::value("ok-4"),
+        ],
+    )
+    .unwrap();
+    let (batches, cp) = rt().block_on(read_batches(bounded(
+        stream_on("s", "bad-batch", &c, "t"),
+        "s",
+    )));
+    assert!(
+        batches
+            .iter()
+            .all(|b| b.as_ref().is_err() || !b.as_ref().unwrap().is_empty()),
+        "no empty batch: {batches:?}"
+    );
+    // However the records were split into polls, the order holds: each failure comes
+    // alone, after the records before it and before those after it.
+    let mut flat: Vec<String> = Vec::new();
+    for b in &batches {
+        match b {
+            Ok(values) => flat.extend(values.iter().cloned()),
+            Err(e) => {
+                let at = e
+                    .strip_prefix("cannot deserialize bad-batch/t/0 offset ")
+                    .and_then(|rest| rest.split(':').next())
+                    .unwrap_or_else(|| panic!("unexpected error {e}"));
+                flat.push(format!("error at {at}"));
+            }
+        }
+    }
+    assert_eq!(
+        flat,
+        ["ok-1", "ok-2", "error at 2", "ok-3", "error at 4", "ok-4"],
+        "{batches:?}"
+    );
+    // Every record, failed ones included, counts as handed out: the bounded read ended
+    // (the last record, after a failure, finished its split) at the stop.
+    assert_eq!(cp.splits().next().unwrap().next_offset, 6);
+}
+
+#[test]
+fn a_checkpoint_after_a_failed_record_in_a_batch_resumes_after_it() {
+    let c = MockKafkaCluster::start("bad-cp", 1).unwrap();
+    c.create_topic("t", 2).unwrap();
+    let mut recs: Vec<TestRecord> = (0..10)
+        .map(|i| TestRecord::value(format!("a-{i}")).to_partition(0))
+        .collect();
+    recs.push(TestRecord::value(vec![0xff]).to_partition(0));
+    recs.extend((10..20).map(|i| TestRecord::value(format!("a-{i}")).to_partition(0)));
+    recs.extend((0..5).map(|i| TestRecord::value(format!("b-{i}")).to_partition(1)));
+    c.produce("t", &recs).unwrap();
+    let rt = rt();
+    rt.block_on(async {
+        let mut s = bounded(stream_on("s", "bad-cp", &c, "t"), "s")
+            .build()
+            .unwrap()
+            .open()
+            .await
+            .unwrap();
+        let mut values = Vec::new();
+        let cp = loop {
+            match s
+                .next_batch()
+                .await
+                .expect("the failure comes before the end")
+            {
+                Ok(b) => values.extend(b.iter().map(|r| (r.partition, r.value.clone()))),
+                Err(_) => break s.checkpoint().unwrap(),
+            }
+        };
+        // Partition 0 resumes after the failed record (offset 10); partition 1 after
+        // whatever of it was handed out.
+        let next: BTreeMap<i32, i64> = cp
+            .splits()
+            .map(|s| (s.id.partition, s.next_offset))
+            .collect();
+        assert_eq!(next[&0], 11);
+        let b_seen = values.iter().filter(|(p, _)| *p == 1).count() as i64;
+        assert_eq!(next[&1], b_seen);
+        assert_eq!(
+            values
+                .iter()
+                .filter(|(p, _)| *p == 0)
+                .map(|(_, v)| v.clone())
+                .collect::<Vec<_>>(),
+            (0..10).map(|i| format!("a-{i}")).collect::<Vec<_>>()
+        );
+        drop(s);
+        let (rest, _) =
+            read_batches(bounded(stream_on("s", "bad-cp", &c, "t"), "s").restore_from(cp)).await;
+        let rest: Vec<String> = rest
+            .into_iter()
+            .flat_map(|b| b.expect("no more failures"))
+            .collect();
+        let a_rest: Vec<String> = rest
+            .iter()
+            .filter(|v| v.starts_with("a-"))
+            .cloned()
+            .collect();
+        assert_eq!(
+            a_rest,
+            (10..20).map(|i| format!("a-{i}")).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            rest.iter().filter(|v| v.starts_with("b-")).count() as i64,
+            5 - b_seen
+        );
     });
 }

@@ -1,24 +1,23 @@
 //! One cluster's consumer inside a reader: an rdkafka consumer with manual assignment
 //! (no group rebalancing), polled without blocking by the reader's own task.
 //!
-//! Records are read, deserialized and handed out by the same thread, so no record
-//! crosses threads and nothing is buffered beyond librdkafka's own prefetch queue,
+//! Records are read, deserialized and handed out by the same thread, a batch at a
+//! time (every message librdkafka has ready, up to the batch size, taken in one call;
+//! keys and values copied into one buffer per batch), so no record crosses threads
+//! and nothing is buffered beyond librdkafka's own prefetch queue,
 //! whose limits (`queued.max.messages.kbytes`, `queued.min.messages`) bound memory:
 //! when the application stops asking for records, librdkafka stops fetching. The
 //! reader sleeps on a [`Notify`] that librdkafka's queue-event callback wakes when
 //! records arrive. Creating and closing the consumer block; the reader does both on
 //! the blocking pool.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::ffi::{CString, c_void};
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use rdkafka::bindings as rd;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::error::KafkaError;
-use rdkafka::message::{Headers, Message};
-use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::Notify;
 
@@ -26,8 +25,10 @@ use crate::cluster_client::client_config;
 use crate::deserializer::{DeserializeError, Deserializer};
 use crate::error::SourceError;
 use crate::properties::ClientProperties;
-use crate::record::{RawRecord, Record};
+use crate::record::{BatchEntry, RawRecord, RecordBatch};
 use crate::split::{KafkaSplit, SplitId};
+
+use super::native::{LogQueue, MessageBatch};
 
 /// librdkafka settings the readers use unless the user sets them.
 ///
@@ -37,37 +38,57 @@ use crate::split::{KafkaSplit, SplitId};
 /// flowing.
 pub const READER_DEFAULTS: &[(&str, &str)] = &[("fetch.queue.backoff.ms", "10")];
 
-/// One fetched record (or its deserialization failure) and its position.
-pub(crate) struct Item<V> {
+/// A record whose value could not be deserialized: handed out as an error after the
+/// records fetched before it.
+#[derive(Debug)]
+pub(crate) struct Failed {
     pub topic: Arc<str>,
     pub partition: i32,
     pub offset: i64,
-    pub bytes: usize,
-    pub value: Result<Record<V>, DeserializeError>,
+    /// Key + value bytes, for the metrics.
+    pub bytes: u32,
+    pub error: DeserializeError,
 }
 
 /// What one non-blocking poll found.
 #[derive(Default)]
 pub(crate) struct Polled {
-    /// Records added to the buffer.
+    /// Records added to the batch.
     pub records: usize,
+    /// A record after those that failed to deserialize (the batch stopped there).
+    pub failed: Option<Failed>,
     /// Splits that reached their stop offset.
     pub finished: Vec<SplitId>,
     /// `(topic, partition, high watermark)` of partitions that had records.
     pub high_watermarks: Vec<(Arc<str>, i32, i64)>,
 }
 
-/// Size of each buffer that record keys and values are copied into.
-const ARENA_CHUNK: usize = 256 << 10;
+/// A record taken from librdkafka, its key and value copied into the batch's buffer
+/// (start and length), not yet deserialized.
+#[derive(Clone)]
+struct Slot {
+    /// Index into the batch's topics.
+    topic: u32,
+    partition: i32,
+    offset: i64,
+    timestamp: Option<i64>,
+    key: Option<(usize, u32)>,
+    value: Option<(usize, u32)>,
+    headers: Vec<(String, Option<Vec<u8>>)>,
+}
 
-/// Copies `bytes` into the arena and splits them off as a shared handle. A new chunk
-/// is started when the current one is full (the old one lives as long as its records).
-fn copy_out(arena: &mut BytesMut, bytes: &[u8]) -> Bytes {
-    if arena.capacity() - arena.len() < bytes.len() {
-        *arena = BytesMut::with_capacity(ARENA_CHUNK.max(bytes.len()));
-    }
-    arena.extend_from_slice(bytes);
-    arena.split().freeze()
+fn span(data: &[u8], (start, len): (usize, u32)) -> &[u8] {
+    &data[start..start + len as usize]
+}
+
+/// Records already taken from librdkafka that come after a deserialization failure:
+/// the next poll hands them out first.
+struct Leftover {
+    topics: Vec<Arc<str>>,
+    data: Bytes,
+    slots: Vec<Slot>,
+    /// Splits finished at a record among these.
+    finished: Vec<SplitId>,
 }
 
 /// How often per-split lag is refreshed from librdkafka's cached high watermarks.
@@ -90,8 +111,16 @@ pub(crate) struct ClusterConsumer {
     topics: HashMap<String, Arc<str>>,
     bounds: HashMap<(Arc<str>, i32), i64>,
     assigned: usize,
-    arena: BytesMut,
     include_headers: bool,
+    /// The messages of the current poll (always empty between polls).
+    messages: MessageBatch,
+    /// librdkafka's log lines (and client errors), when their queue could be made.
+    logs: Option<LogQueue>,
+    leftover: Option<Leftover>,
+    /// Reused from poll to poll.
+    slots: Vec<Slot>,
+    /// Capacity to start the next batch's buffer with.
+    data_hint: usize,
     /// A fatal error met after records that were handed out first.
     failed: Option<SourceError>,
     warned: Option<String>,
@@ -139,6 +168,9 @@ impl ClusterConsumer {
                 message: "librdkafka returned no consumer queue".into(),
             });
         }
+        // SAFETY: the client outlives the log queue, which `disable_wakeups` detaches
+        // before the consumer is dropped.
+        let logs = unsafe { LogQueue::attach(consumer.client().native_ptr()) };
         // SAFETY: the opaque pointer stays valid (we hold the Arc) until Drop disables
         // the callback.
         unsafe {
@@ -156,8 +188,12 @@ impl ClusterConsumer {
             topics: HashMap::new(),
             bounds: HashMap::new(),
             assigned: 0,
-            arena: BytesMut::new(),
             include_headers,
+            messages: MessageBatch::new(),
+            logs,
+            leftover: None,
+            slots: Vec::new(),
+            data_hint: 0,
             failed: None,
             warned: None,
             // Report lag at the first poll, then every interval.
@@ -239,81 +275,86 @@ impl ClusterConsumer {
     }
 
     /// Reads what librdkafka already has (never waits), up to `max` records, into
-    /// `out`. A fatal error (offset out of range) is returned after the records
-    /// before it.
+    /// `out` (an empty batch of this cluster). A fatal error (offset out of range) is
+    /// returned after the records before it; a record that fails to deserialize ends
+    /// the batch (the records after it come with the next poll).
     pub fn poll<D: Deserializer>(
         &mut self,
         deserializer: &D,
         max: usize,
-        out: &mut VecDeque<Item<D::Value>>,
+        out: &mut RecordBatch<D::Value>,
     ) -> Result<Polled, SourceError> {
+        let mut polled = Polled::default();
+        if let Some(left) = self.leftover.take() {
+            out.topics = left.topics;
+            out.data = left.data;
+            let mut slots = left.slots;
+            self.deserialize(deserializer, &mut slots, out, &mut polled);
+            polled.finished = self.defer_finished(left.finished);
+            return Ok(polled);
+        }
         if let Some(e) = self.failed.take() {
             return Err(e);
         }
-        let mut polled = Polled::default();
+        self.drain_logs();
         let mut finished: Vec<(Arc<str>, i32)> = Vec::new();
-        // Keys and values are copied into one growing buffer and split off as shared
-        // `Bytes`: one allocation per few thousand records, not two per record.
-        let mut arena = std::mem::take(&mut self.arena);
         let mut fatal = None;
-        // Records come in runs per partition: remember the last topic handle and
-        // partition bound instead of looking them up for every record.
-        let mut last_topic: Option<(*mut rd::rd_kafka_topic_t, Arc<str>)> = None;
-        let mut last_bound: Option<(*const str, i32, Option<i64>)> = None;
         let lag_due = self.last_lag_report.elapsed() >= LAG_REPORT_INTERVAL;
         let mut seen: Vec<(Arc<str>, i32)> = Vec::new();
-        let consumer = self.consumer.as_ref().expect("present until drop");
-        while polled.records < max {
-            let Some(next) = consumer.poll(std::time::Duration::ZERO) else {
-                break;
-            };
-            let m = match next {
-                Ok(m) => m,
-                Err(KafkaError::MessageConsumption(RDKafkaErrorCode::OffsetOutOfRange)) => {
-                    fatal = Some(SourceError::Cluster {
-                        cluster: self.cluster.to_string(),
-                        message: "offset out of range on a partition (log truncated or deleted); the policy is to fail rather than reset silently".into(),
-                    });
-                    break;
-                }
-                Err(e) => {
-                    // Transient errors (broker down, …): librdkafka retries by itself.
-                    let text = e.to_string();
-                    if self.warned.as_deref() != Some(text.as_str()) {
-                        tracing::warn!(cluster = %self.cluster, error = %text, "fetch error; retrying");
-                        self.warned = Some(text);
+        // SAFETY: the queue belongs to the consumer, which lives as long as `self`;
+        // the messages are destroyed below, before this returns.
+        unsafe { self.messages.take_from(self.queue, max) };
+        // Pass 1: keys and values go into one buffer for the whole batch (one
+        // allocation, and a record's bytes are then slices of it).
+        let mut data: Vec<u8> = Vec::with_capacity(self.data_hint);
+        let mut slots = std::mem::take(&mut self.slots);
+        slots.clear();
+        // Records come in runs per partition: remember the last topic handle and
+        // partition bound instead of looking them up for every record.
+        let mut last_topic: Option<(*mut rd::rd_kafka_topic_t, Arc<str>, u32)> = None;
+        let mut last_bound: Option<(*const str, i32, Option<i64>)> = None;
+        for i in 0..self.messages.len() {
+            let m = self.messages.get(i);
+            if let Some(err) = m.error() {
+                match err {
+                    rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE => {
+                        fatal = Some(SourceError::Cluster {
+                            cluster: self.cluster.to_string(),
+                            message: "offset out of range on a partition (log truncated or deleted); the policy is to fail rather than reset silently".into(),
+                        });
                     }
-                    break;
+                    rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR__PARTITION_EOF => {}
+                    // Transient errors (broker down, …): librdkafka retries by itself.
+                    _ => warn_once(&self.cluster, &mut self.warned, m.error_text()),
                 }
-            };
-            self.warned = None;
-            let handle = m.topic_ptr();
-            let topic = match &last_topic {
-                Some((h, t)) if *h == handle => t.clone(),
+                continue;
+            }
+            let handle = m.topic_handle();
+            let (topic, topic_index) = match &last_topic {
+                Some((h, t, k)) if *h == handle => (t, *k),
                 _ => {
-                    let t = intern(&mut self.topics, m.topic());
-                    last_topic = Some((handle, t.clone()));
-                    t
+                    let t = intern(&mut self.topics, &m.topic());
+                    let k = out.topic_index(&t);
+                    let (_, t, k) = last_topic.insert((handle, t, k));
+                    (&*t, *k)
                 }
             };
             let partition = m.partition();
             let offset = m.offset();
             if !self.bounds.is_empty() {
                 let stop = match last_bound {
-                    Some((t, p, stop))
-                        if p == partition && std::ptr::eq(t, Arc::as_ptr(&topic)) =>
-                    {
+                    Some((t, p, stop)) if p == partition && std::ptr::eq(t, Arc::as_ptr(topic)) => {
                         stop
                     }
                     _ => {
                         let stop = self.bounds.get(&(topic.clone(), partition)).copied();
-                        last_bound = Some((Arc::as_ptr(&topic), partition, stop));
+                        last_bound = Some((Arc::as_ptr(topic), partition, stop));
                         stop
                     }
                 };
                 if let Some(stop) = stop {
                     if offset >= stop {
-                        finished.push((topic, partition));
+                        finished.push((topic.clone(), partition));
                         continue;
                     }
                     if offset + 1 >= stop {
@@ -324,55 +365,42 @@ impl ClusterConsumer {
             if lag_due
                 && !seen
                     .iter()
-                    .any(|(t, q)| *q == partition && Arc::ptr_eq(t, &topic))
+                    .any(|(t, q)| *q == partition && Arc::ptr_eq(t, topic))
             {
                 seen.push((topic.clone(), partition));
             }
-            let key = m.key().map(|k| copy_out(&mut arena, k));
-            let value = m.payload().map(|v| copy_out(&mut arena, v));
-            let headers = if self.include_headers {
-                m.headers()
-                    .map(|h| {
-                        h.iter()
-                            .map(|x| (x.key.to_string(), x.value.map(<[u8]>::to_vec)))
-                            .collect()
-                    })
-                    .unwrap_or_default()
-            } else {
-                Vec::new()
+            let mut copy = |bytes: &[u8]| {
+                let start = data.len();
+                data.extend_from_slice(bytes);
+                (start, bytes.len() as u32)
             };
-            let timestamp = m.timestamp().to_millis();
-            let bytes = key.as_ref().map_or(0, Bytes::len) + value.as_ref().map_or(0, Bytes::len);
-            let raw = RawRecord {
-                cluster: &self.cluster,
-                topic: &topic,
+            let key = m.key().map(&mut copy);
+            let value = m.payload().map(&mut copy);
+            slots.push(Slot {
+                topic: topic_index,
                 partition,
                 offset,
-                timestamp,
-                key: key.as_deref(),
-                value: value.as_deref(),
-                shared: value.as_ref(),
-            };
-            let result = deserializer.deserialize(&raw).map(|v| Record {
-                cluster: self.cluster.clone(),
-                topic: topic.clone(),
-                partition,
-                offset,
-                timestamp,
+                timestamp: m.timestamp(),
                 key,
-                headers,
-                value: v,
+                value,
+                headers: if self.include_headers {
+                    m.headers()
+                } else {
+                    Vec::new()
+                },
             });
-            out.push_back(Item {
-                topic,
-                partition,
-                offset,
-                bytes,
-                value: result,
-            });
-            polled.records += 1;
         }
-        self.arena = arena;
+        let took = self.messages.len();
+        self.messages.clear();
+        if !slots.is_empty() {
+            // Records flow again: the current error streak is over.
+            self.warned = None;
+        }
+        self.data_hint = data.len().next_power_of_two().clamp(4096, 16 << 20);
+        out.data = Bytes::from(data);
+        // Pass 2: deserialize.
+        self.deserialize(deserializer, &mut slots, out, &mut polled);
+        self.slots = slots;
         if lag_due && !seen.is_empty() {
             self.last_lag_report = std::time::Instant::now();
             for (t, p) in seen {
@@ -384,7 +412,7 @@ impl ClusterConsumer {
         // A split whose last records before its stop are transaction markers (or
         // compacted away) is finished by its fetch position; that only matters once
         // records stop coming.
-        if fatal.is_none() && polled.records == 0 && !self.bounds.is_empty() {
+        if fatal.is_none() && took == 0 && !self.bounds.is_empty() {
             self.check_positions(&mut finished);
         }
         if !finished.is_empty() {
@@ -396,7 +424,7 @@ impl ClusterConsumer {
                 tpl.add_partition(topic, *partition);
             }
             self.unassign(&tpl);
-            polled.finished = finished
+            let ids: Vec<SplitId> = finished
                 .into_iter()
                 .map(|(topic, partition)| SplitId {
                     cluster: self.cluster.clone(),
@@ -404,15 +432,103 @@ impl ClusterConsumer {
                     partition,
                 })
                 .collect();
+            polled.finished = self.defer_finished(ids);
         }
         match fatal {
-            Some(e) if polled.records == 0 => Err(e),
+            Some(e)
+                if polled.records == 0 && polled.failed.is_none() && self.leftover.is_none() =>
+            {
+                Err(e)
+            }
             Some(e) => {
                 // Hand out what came before the error first; it is reported next time.
                 self.failed = Some(e);
                 Ok(polled)
             }
             None => Ok(polled),
+        }
+    }
+
+    /// Deserializes `slots` (draining them) into `out`, whose buffer holds their
+    /// bytes. A failure ends the batch: the slots after it become the leftover.
+    fn deserialize<D: Deserializer>(
+        &mut self,
+        deserializer: &D,
+        slots: &mut Vec<Slot>,
+        out: &mut RecordBatch<D::Value>,
+        polled: &mut Polled,
+    ) {
+        out.entries.reserve(slots.len());
+        let mut rest = slots.drain(..);
+        for slot in rest.by_ref() {
+            let raw = RawRecord {
+                cluster: &self.cluster,
+                topic: &out.topics[slot.topic as usize],
+                partition: slot.partition,
+                offset: slot.offset,
+                timestamp: slot.timestamp,
+                key: slot.key.map(|k| span(&out.data, k)),
+                value: slot.value.map(|v| span(&out.data, v)),
+                shared: Some(&out.data),
+            };
+            let bytes = slot.key.map_or(0, |k| k.1) + slot.value.map_or(0, |v| v.1);
+            match deserializer.deserialize(&raw) {
+                Ok(value) => {
+                    out.entries.push(BatchEntry {
+                        topic: slot.topic,
+                        partition: slot.partition,
+                        offset: slot.offset,
+                        timestamp: slot.timestamp,
+                        key: slot.key,
+                        headers: slot.headers,
+                        bytes,
+                        value,
+                    });
+                    polled.records += 1;
+                }
+                Err(error) => {
+                    polled.failed = Some(Failed {
+                        topic: out.topics[slot.topic as usize].clone(),
+                        partition: slot.partition,
+                        offset: slot.offset,
+                        bytes,
+                        error,
+                    });
+                    break;
+                }
+            }
+        }
+        let left: Vec<Slot> = rest.collect();
+        if !left.is_empty() {
+            self.leftover = Some(Leftover {
+                topics: out.topics.clone(),
+                data: out.data.clone(),
+                slots: left,
+                finished: Vec::new(),
+            });
+        }
+    }
+
+    /// Keeps finished splits that still have records in the leftover with it (they
+    /// finish with the poll that hands those out); returns the others.
+    fn defer_finished(&mut self, ids: Vec<SplitId>) -> Vec<SplitId> {
+        let Some(left) = &mut self.leftover else {
+            return ids;
+        };
+        let (later, now): (Vec<SplitId>, Vec<SplitId>) = ids.into_iter().partition(|id| {
+            left.slots
+                .iter()
+                .any(|s| s.partition == id.partition && *left.topics[s.topic as usize] == *id.topic)
+        });
+        left.finished.extend(later);
+        now
+    }
+
+    /// Reports librdkafka's log lines; its errors go through [`warn_once`].
+    fn drain_logs(&mut self) {
+        if let Some(logs) = &mut self.logs {
+            let (cluster, warned) = (&self.cluster, &mut self.warned);
+            logs.drain(cluster, |text| warn_once(cluster, warned, text));
         }
     }
 
@@ -461,6 +577,11 @@ impl ClusterConsumer {
     }
 
     fn disable_wakeups(&mut self) {
+        self.messages.clear();
+        self.leftover = None;
+        if let Some(mut logs) = self.logs.take() {
+            logs.detach();
+        }
         if !self.queue.is_null() {
             // SAFETY: the queue handle is ours; after this call librdkafka no longer
             // uses the opaque pointer.
@@ -476,6 +597,14 @@ impl ClusterConsumer {
 impl Drop for ClusterConsumer {
     fn drop(&mut self) {
         self.disable_wakeups();
+    }
+}
+
+/// Warns about a fetch error once per streak of the same error.
+fn warn_once(cluster: &str, warned: &mut Option<String>, text: String) {
+    if warned.as_deref() != Some(text.as_str()) {
+        tracing::warn!(%cluster, error = %text, "fetch error; retrying");
+        *warned = Some(text);
     }
 }
 

@@ -2,8 +2,9 @@
 //! splits on, and hand records out in order while tracking positions.
 
 pub(crate) mod cluster_consumer;
+mod native;
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,9 +15,9 @@ use crate::deserializer::Deserializer;
 use crate::error::SourceError;
 use crate::metrics as m;
 use crate::properties::ClientProperties;
-use crate::record::Record;
+use crate::record::{Record, RecordBatch};
 use crate::split::{KafkaSplit, SplitId};
-use cluster_consumer::{ClusterConsumer, Item};
+use cluster_consumer::{ClusterConsumer, Failed};
 
 /// What the enumerator tells a reader.
 #[derive(Debug)]
@@ -79,6 +80,33 @@ struct SplitState {
     finished: bool,
 }
 
+/// Records polled from one cluster's consumer, handed out by `next` one at a time or
+/// by `next_batch` all at once.
+struct Buffered<V> {
+    records: Option<crate::record::IntoIter<V>>,
+    /// A record of that cluster that failed to deserialize, handed out (as an error)
+    /// after the records.
+    failed: Option<(Arc<str>, Failed)>,
+    /// Records and bytes handed out, added to the metrics of `cluster` once
+    /// everything is handed out.
+    counts: (u64, u64),
+    cluster: Option<Arc<str>>,
+    /// Splits whose consumer saw their stop, finished once everything is handed out.
+    finish_after: Vec<SplitId>,
+}
+
+impl<V> Default for Buffered<V> {
+    fn default() -> Self {
+        Self {
+            records: None,
+            failed: None,
+            counts: (0, 0),
+            cluster: None,
+            finish_after: Vec::new(),
+        }
+    }
+}
+
 struct ClusterInfo {
     kafka_cluster_id: Option<String>,
     initial_discovery_done: bool,
@@ -86,7 +114,9 @@ struct ClusterInfo {
 
 /// One of the source's parallel readers: a stream of records from the splits it owns.
 ///
-/// Positions count only the records handed out by [`SourceReader::next`]; a
+/// Records are handed out one at a time by [`SourceReader::next`], or a polled batch
+/// at a time by [`SourceReader::next_batch`] (cheaper per record); the two can be
+/// mixed. Positions count only the records handed out; a
 /// [`checkpoint`](SourceReader::checkpoint) resumes each split at exactly the record
 /// after the last one handed out. Dropping a reader returns its splits (at those
 /// positions) to the enumerator, which gives them to the other readers.
@@ -113,11 +143,9 @@ pub struct SourceReader<D: Deserializer> {
     /// partition, so this saves a hash lookup per record.
     last: Option<(Arc<str>, i32, usize)>,
     clusters: BTreeMap<Arc<str>, ClusterInfo>,
-    buffer: VecDeque<Item<D::Value>>,
-    buffer_cluster: Option<Arc<str>>,
-    /// Records and bytes handed out from the current batch, added to the metrics
-    /// when the batch is done.
-    pending_counts: (u64, u64),
+    /// What the last poll found and is not handed out yet (boxed: it is touched once
+    /// per batch, and keeps the reader small to move).
+    handout: Box<Buffered<D::Value>>,
     no_more_splits: bool,
     enumerator_gone: bool,
     max_batch: usize,
@@ -164,9 +192,7 @@ impl<D: Deserializer> SourceReader<D> {
             index: HashMap::new(),
             last: None,
             clusters: BTreeMap::new(),
-            buffer: VecDeque::new(),
-            buffer_cluster: None,
-            pending_counts: (0, 0),
+            handout: Box::default(),
             no_more_splits: false,
             enumerator_gone: false,
             max_batch: parts.max_batch,
@@ -300,11 +326,11 @@ impl<D: Deserializer> SourceReader<D> {
 
     /// Adds the current batch's counts to the per-cluster metrics.
     fn flush_counts(&mut self) {
-        let (records, bytes) = std::mem::take(&mut self.pending_counts);
+        let (records, bytes) = std::mem::take(&mut self.handout.counts);
         if records == 0 {
             return;
         }
-        let Some(cluster) = self.buffer_cluster.clone() else {
+        let Some(cluster) = self.handout.cluster.clone() else {
             return;
         };
         let (r, b) = self.counters.entry(cluster.clone()).or_insert_with(|| {
@@ -319,7 +345,8 @@ impl<D: Deserializer> SourceReader<D> {
 
     fn is_done(&self) -> bool {
         self.no_more_splits
-            && self.buffer.is_empty()
+            && self.handout.records.is_none()
+            && self.handout.failed.is_none()
             && self.to_start.is_empty()
             && self.creating.is_empty()
             && self.states.iter().all(|s| s.finished)
@@ -452,7 +479,8 @@ impl<D: Deserializer> SourceReader<D> {
     }
 
     /// Polls the consumers without waiting, starting with a different one each time;
-    /// stops at the first that has records. Returns the number of records buffered.
+    /// stops at the first that has records, which become the buffer (empty when this
+    /// is called). Returns the number of records buffered.
     fn poll_consumers(&mut self) -> Result<usize, SourceError> {
         let clusters: Vec<Arc<str>> = self.consumers.keys().cloned().collect();
         if clusters.is_empty() {
@@ -464,17 +492,21 @@ impl<D: Deserializer> SourceReader<D> {
             let Some(consumer) = self.consumers.get_mut(cluster) else {
                 continue;
             };
-            let polled =
-                consumer.poll(self.deserializer.as_ref(), self.max_batch, &mut self.buffer)?;
-            for id in &polled.finished {
-                // Records of the split buffered before the stop are still handed out;
-                // `pop` finishes the split at its last record.
-                let pending = self
-                    .buffer
-                    .iter()
-                    .any(|i| i.partition == id.partition && *i.topic == *id.topic);
-                if !pending {
-                    self.mark_finished(id);
+            let mut batch = RecordBatch::new(cluster.clone());
+            let polled = consumer.poll(self.deserializer.as_ref(), self.max_batch, &mut batch)?;
+            for id in polled.finished {
+                // Records of the split polled before the stop are still handed out
+                // first (handing out the one just before the stop finishes it too).
+                let pending = batch.entries.iter().any(|e| {
+                    e.partition == id.partition && *batch.topics[e.topic as usize] == *id.topic
+                }) || polled
+                    .failed
+                    .as_ref()
+                    .is_some_and(|f| f.partition == id.partition && *f.topic == *id.topic);
+                if pending {
+                    self.handout.finish_after.push(id);
+                } else {
+                    self.mark_finished(&id);
                 }
             }
             for (topic, partition, hw) in polled.high_watermarks {
@@ -491,59 +523,144 @@ impl<D: Deserializer> SourceReader<D> {
                         .set((hw - next).max(0) as f64);
                 }
             }
-            if polled.records > 0 {
-                self.buffer_cluster = Some(cluster.clone());
-                return Ok(polled.records);
+            let found = polled.records + usize::from(polled.failed.is_some());
+            if found > 0 {
+                self.handout.records = Some(batch.into_iter());
+                self.handout.failed = polled.failed.map(|f| (cluster.clone(), f));
+                self.handout.cluster = Some(cluster.clone());
+                return Ok(found);
             }
         }
         Ok(0)
     }
 
+    /// Whether a polled record is handed out (a split this reader owns, not finished,
+    /// not handed out before); if so, its split's position moves past it.
+    fn accept(
+        &mut self,
+        cluster: &Arc<str>,
+        topic: &Arc<str>,
+        partition: i32,
+        offset: i64,
+    ) -> bool {
+        let i = match &self.last {
+            Some((t, p, i)) if *p == partition && Arc::ptr_eq(t, topic) => *i,
+            _ => {
+                let id = SplitId {
+                    cluster: cluster.clone(),
+                    topic: topic.clone(),
+                    partition,
+                };
+                let Some(i) = self.index.get(&id).copied() else {
+                    return false; // a split this reader no longer owns
+                };
+                self.last = Some((topic.clone(), partition, i));
+                i
+            }
+        };
+        let state = &mut self.states[i];
+        if state.finished || offset < state.next_offset {
+            return false; // already handed out (a rebuilt consumer re-fetched it)
+        }
+        if let Some(stop) = state.stop
+            && offset >= stop
+        {
+            state.finished = true;
+            self.report_active();
+            return false;
+        }
+        state.next_offset = offset + 1;
+        if state.stop.is_some_and(|stop| state.next_offset >= stop) {
+            state.finished = true;
+            self.report_active();
+        }
+        true
+    }
+
     /// Hands out the next buffered record, if any, advancing its split's position.
     fn pop(&mut self) -> Option<Result<Record<D::Value>, SourceError>> {
-        let cluster = self.buffer_cluster.clone()?;
-        while let Some(item) = self.buffer.pop_front() {
-            let i = match &self.last {
-                Some((topic, partition, i))
-                    if *partition == item.partition && Arc::ptr_eq(topic, &item.topic) =>
-                {
-                    *i
-                }
-                _ => {
-                    let id = SplitId {
-                        cluster: cluster.clone(),
-                        topic: item.topic.clone(),
-                        partition: item.partition,
-                    };
-                    let Some(i) = self.index.get(&id).copied() else {
-                        continue; // a split this reader no longer owns
-                    };
-                    self.last = Some((item.topic.clone(), item.partition, i));
-                    i
-                }
-            };
-            let state = &mut self.states[i];
-            if state.finished || item.offset < state.next_offset {
-                continue; // already handed out (a rebuilt consumer re-fetched it)
+        while let Some((record, bytes)) =
+            self.handout.records.as_mut().and_then(|b| b.next_counted())
+        {
+            if self.accept(
+                &record.cluster,
+                &record.topic,
+                record.partition,
+                record.offset,
+            ) {
+                self.handout.counts.0 += 1;
+                self.handout.counts.1 += u64::from(bytes);
+                return Some(Ok(record));
             }
-            if let Some(stop) = state.stop
-                && item.offset >= stop
-            {
-                state.finished = true;
-                continue;
-            }
-            state.next_offset = item.offset + 1;
-            let reached_stop = state.stop.is_some_and(|stop| state.next_offset >= stop);
-            if reached_stop {
-                state.finished = true;
-                self.report_active();
-            }
-            self.pending_counts.0 += 1;
-            self.pending_counts.1 += item.bytes as u64;
-            return Some(item.value.map_err(SourceError::from));
         }
+        self.handout.records = None;
+        let failed = self.take_failed();
+        self.buffer_done();
+        failed.map(Err)
+    }
+
+    /// The deserialization failure after the buffered records, if its split still
+    /// wants it (its position moves past it).
+    fn take_failed(&mut self) -> Option<SourceError> {
+        let (cluster, f) = self.handout.failed.take()?;
+        if !self.accept(&cluster, &f.topic, f.partition, f.offset) {
+            return None;
+        }
+        self.handout.counts.0 += 1;
+        self.handout.counts.1 += u64::from(f.bytes);
+        Some(SourceError::from(f.error))
+    }
+
+    /// Hands out the buffered records as one batch, advancing their splits'
+    /// positions; then the deserialization failure after them, if any.
+    fn take_batch(&mut self) -> Option<Result<RecordBatch<D::Value>, SourceError>> {
+        if let Some(rest) = self.handout.records.take() {
+            let mut batch = rest.into_batch();
+            self.accept_batch(&mut batch);
+            if !batch.is_empty() {
+                if self.handout.failed.is_none() {
+                    self.buffer_done();
+                }
+                return Some(Ok(batch));
+            }
+        }
+        let failed = self.take_failed();
+        self.buffer_done();
+        failed.map(Err)
+    }
+
+    /// Everything polled has been handed out: counts go to the metrics, and splits
+    /// whose stop was seen are finished.
+    fn buffer_done(&mut self) {
         self.flush_counts();
-        None
+        for id in std::mem::take(&mut self.handout.finish_after) {
+            self.mark_finished(&id);
+        }
+    }
+
+    /// [`Self::accept`] for every record of `batch`, dropping those not handed out.
+    fn accept_batch(&mut self, batch: &mut RecordBatch<D::Value>) {
+        let mut rejected: Vec<usize> = Vec::new();
+        let mut bytes = 0u64;
+        for (k, e) in batch.entries.iter().enumerate() {
+            let topic = &batch.topics[e.topic as usize];
+            if self.accept(&batch.cluster, topic, e.partition, e.offset) {
+                bytes += u64::from(e.bytes);
+            } else {
+                rejected.push(k);
+            }
+        }
+        if !rejected.is_empty() {
+            let mut k = 0;
+            let mut next = rejected.iter().peekable();
+            batch.entries.retain(|_| {
+                let drop = next.next_if_eq(&&k).is_some();
+                k += 1;
+                !drop
+            });
+        }
+        self.handout.counts.0 += batch.entries.len() as u64;
+        self.handout.counts.1 += bytes;
     }
 
     /// The next record, or `None` once the input has ended (bounded mode: every split
@@ -558,42 +675,72 @@ impl<D: Deserializer> SourceReader<D> {
             if let Some(r) = self.pop() {
                 return Some(r);
             }
-            if let Err(e) = self.drain_events() {
-                return Some(Err(e));
-            }
-            if let Err(e) = self.start_pending().await {
-                return Some(Err(e));
-            }
-            match self.poll_consumers() {
-                Ok(0) => {}
-                Ok(_) => continue,
+            match self.fill().await {
+                Ok(true) => return None,
+                Ok(false) => {}
                 Err(e) => return Some(Err(e)),
             }
-            if self.is_done() {
+        }
+    }
+
+    /// The next batch of records: what one poll of a cluster's consumer found (at most
+    /// [`max_batch_size`](crate::SourceBuilder::max_batch_size) records, all of one
+    /// cluster), or `None` once the input has ended. A record that fails to
+    /// deserialize ends its batch and is handed out alone as an error by the next
+    /// call.
+    ///
+    /// Positions advance when the batch is handed out: a checkpoint taken after this
+    /// returns resumes each split right after its last record in the batch. Records
+    /// left over from [`next`](Self::next) come first. Cheaper per record than
+    /// `next`: no per-record call, queue or reference counting of the cluster and
+    /// topic.
+    ///
+    /// Cancel-safe: dropping the future loses nothing.
+    pub async fn next_batch(&mut self) -> Option<Result<RecordBatch<D::Value>, SourceError>> {
+        loop {
+            if self.closed {
                 return None;
             }
-            tokio::select! {
-                biased;
-                event = self.events.recv(), if !self.enumerator_gone => match event {
-                    Some(e) => {
-                        if let Err(e) = self.apply(e) {
-                            return Some(Err(e));
-                        }
-                    }
-                    None => {
-                        self.enumerator_gone = true;
-                        if self.states.is_empty() {
-                            self.closed = true;
-                            return Some(Err(SourceError::Closed));
-                        }
-                    }
-                },
-                _ = self.notify.notified() => {}
-                // A safety net: librdkafka's wake-up covers new records, this covers
-                // anything else (position-based stops, missed wake-ups).
-                _ = tokio::time::sleep(self.poll_timeout) => {}
+            if let Some(r) = self.take_batch() {
+                return Some(r);
+            }
+            match self.fill().await {
+                Ok(true) => return None,
+                Ok(false) => {}
+                Err(e) => return Some(Err(e)),
             }
         }
+    }
+
+    /// Buffers the next records, waiting for them if none are there. `Ok(true)` when
+    /// the input has ended.
+    async fn fill(&mut self) -> Result<bool, SourceError> {
+        self.drain_events()?;
+        self.start_pending().await?;
+        if self.poll_consumers()? > 0 {
+            return Ok(false);
+        }
+        if self.is_done() {
+            return Ok(true);
+        }
+        tokio::select! {
+            biased;
+            event = self.events.recv(), if !self.enumerator_gone => match event {
+                Some(e) => self.apply(e)?,
+                None => {
+                    self.enumerator_gone = true;
+                    if self.states.is_empty() {
+                        self.closed = true;
+                        return Err(SourceError::Closed);
+                    }
+                }
+            },
+            _ = self.notify.notified() => {}
+            // A safety net: librdkafka's wake-up covers new records, this covers
+            // anything else (position-based stops, missed wake-ups).
+            _ = tokio::time::sleep(self.poll_timeout) => {}
+        }
+        Ok(false)
     }
 
     /// Applies every event the enumerator has already sent (assignments in flight), so
