@@ -24,30 +24,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Read throughput: this project vs a plain rdkafka consumer, same run, same data.
-    Throughput {
-        /// Records per cluster.
-        #[arg(long, default_value_t = 400_000)]
-        records: usize,
-        /// Value size in bytes.
-        #[arg(long, default_value_t = 100)]
-        value_size: usize,
-        /// Partitions per cluster.
-        #[arg(long, default_value_t = 8)]
-        partitions: i32,
-        /// Alternating rounds (each reads everything once with each reader).
-        #[arg(long, default_value_t = 3)]
-        rounds: usize,
-        /// Parallel readers of this project's source.
-        #[arg(long, default_value_t = 1)]
-        readers: usize,
-        /// Run only one side (to profile it): `ours` or `plain`. No ratio is printed.
-        #[arg(long)]
-        only: Option<Side>,
-        /// How this project's side takes records: `batch` (`next_batch`) or `record`
-        /// (`next`).
-        #[arg(long, value_enum, default_value_t = Api::Batch)]
-        api: Api,
-    },
+    Throughput(ThroughputArgs),
     /// Isolation: records/s from an unaffected cluster while another cluster's
     /// properties change every 100 ms, against the same reader's steady-state rate.
     Isolation {
@@ -62,6 +39,39 @@ enum Cmd {
         #[arg(long, default_value_t = 10)]
         rounds: usize,
     },
+}
+
+/// Options of the throughput benchmark.
+#[derive(clap::Args, Clone, Copy)]
+struct ThroughputArgs {
+    /// Records per cluster.
+    #[arg(long, default_value_t = 400_000)]
+    records: usize,
+    /// Value size in bytes.
+    #[arg(long, default_value_t = 100)]
+    value_size: usize,
+    /// Partitions per cluster.
+    #[arg(long, default_value_t = 8)]
+    partitions: i32,
+    /// Alternating rounds (each reads everything once with each reader).
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    /// Parallel readers of this project's source.
+    #[arg(long, default_value_t = 1)]
+    readers: usize,
+    /// Run only one side (to profile it): `ours` or `plain`. No ratio is printed.
+    #[arg(long)]
+    only: Option<Side>,
+    /// How this project's side takes records: `batch` (`next_batch`) or `record`
+    /// (`next`).
+    #[arg(long, value_enum, default_value_t = Api::Batch)]
+    api: Api,
+    /// How the plain consumer takes records: `poll` (`BaseConsumer::poll`, one
+    /// message per call, the usual rust-rdkafka loop) or `batch`
+    /// (`rd_kafka_consume_batch_queue` through the raw bindings, as the library
+    /// does).
+    #[arg(long, value_enum, default_value_t = Peer::Poll)]
+    peer: Peer,
 }
 
 /// One side of the throughput comparison.
@@ -80,6 +90,15 @@ enum Api {
     Batch,
     /// `SourceReader::next`.
     Record,
+}
+
+/// How the plain consumer takes records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Peer {
+    /// `BaseConsumer::poll`.
+    Poll,
+    /// `rd_kafka_consume_batch_queue`.
+    Batch,
 }
 
 const TOPIC: &str = "bench";
@@ -136,7 +155,7 @@ fn prefill(c: &KafkaCluster, partitions: i32, records: usize, value_size: usize)
 
 /// Reads every partition of both clusters to its end with one plain consumer per
 /// cluster (each on its own thread). Returns (records, bytes).
-fn plain(clusters: &[&KafkaCluster], partitions: i32) -> (u64, u64, Instant) {
+fn plain(clusters: &[&KafkaCluster], partitions: i32, peer: Peer) -> (u64, u64, Instant) {
     std::thread::scope(|s| {
         let handles: Vec<_> = clusters
             .iter()
@@ -170,6 +189,10 @@ fn plain(clusters: &[&KafkaCluster], partitions: i32) -> (u64, u64, Instant) {
                     consumer.assign(&tpl).unwrap();
                     let (mut records, mut bytes) = (0u64, 0u64);
                     let mut scratch: Vec<u8> = Vec::with_capacity(4096);
+                    if peer == Peer::Batch {
+                        (records, bytes) = read_batches(&consumer, &ends, remaining, &mut scratch);
+                        remaining = 0;
+                    }
                     while remaining > 0 {
                         if let Some(m) = consumer.poll(Duration::from_millis(100)) {
                             let m = m.unwrap();
@@ -195,6 +218,63 @@ fn plain(clusters: &[&KafkaCluster], partitions: i32) -> (u64, u64, Instant) {
         let (records, bytes) = results.iter().fold((0, 0), |a, r| (a.0 + r.0, a.1 + r.1));
         (records, bytes, end)
     })
+}
+
+/// The plain consumer's loop with `rd_kafka_consume_batch_queue`: up to 1024
+/// messages per call. Returns (records, bytes) once every partition reached its end.
+fn read_batches(
+    consumer: &BaseConsumer,
+    ends: &[i64],
+    mut remaining: usize,
+    scratch: &mut Vec<u8>,
+) -> (u64, u64) {
+    use rdkafka::bindings as rd;
+    const MAX: usize = 1024;
+    let (mut records, mut bytes) = (0u64, 0u64);
+    // SAFETY: the client lives as long as `consumer`; the queue reference is
+    // released below.
+    let queue = unsafe { rd::rd_kafka_queue_get_consumer(consumer.client().native_ptr()) };
+    assert!(!queue.is_null(), "a consumer queue");
+    let mut messages: Vec<*mut rd::rd_kafka_message_t> = Vec::with_capacity(MAX);
+    while remaining > 0 {
+        // SAFETY: a live queue and room for MAX message pointers.
+        let n = unsafe { rd::rd_kafka_consume_batch_queue(queue, 100, messages.as_mut_ptr(), MAX) };
+        for i in 0..usize::try_from(n).unwrap_or(0) {
+            // SAFETY: librdkafka filled the first `n` pointers with live messages,
+            // each destroyed once below.
+            let m = unsafe { &*messages.as_ptr().add(i).read() };
+            assert_eq!(
+                m.err,
+                rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR,
+                "a record"
+            );
+            let slice = |p: *mut std::ffi::c_void, len: usize| {
+                // SAFETY: librdkafka keeps `len` bytes at `p` while the message lives.
+                (!p.is_null()).then(|| unsafe { std::slice::from_raw_parts(p as *const u8, len) })
+            };
+            let mut kind = rd::rd_kafka_timestamp_type_t::RD_KAFKA_TIMESTAMP_NOT_AVAILABLE;
+            // SAFETY: a live message and a valid out-pointer.
+            let ts = unsafe { rd::rd_kafka_message_timestamp(m, &mut kind) };
+            let timestamp = (kind
+                != rd::rd_kafka_timestamp_type_t::RD_KAFKA_TIMESTAMP_NOT_AVAILABLE)
+                .then_some(ts);
+            records += 1;
+            bytes += touch(
+                scratch,
+                slice(m.key, m.key_len),
+                slice(m.payload, m.len).unwrap_or_default(),
+                timestamp,
+            );
+            if m.offset + 1 == ends[m.partition as usize] {
+                remaining -= 1;
+            }
+            // SAFETY: see above.
+            unsafe { rd::rd_kafka_message_destroy(messages.as_ptr().add(i).read()) };
+        }
+    }
+    // SAFETY: our reference to the queue, released once.
+    unsafe { rd::rd_kafka_queue_destroy(queue) };
+    (records, bytes)
 }
 
 fn ours(
@@ -501,15 +581,17 @@ impl Figures {
     }
 }
 
-fn throughput(
-    records: usize,
-    value_size: usize,
-    partitions: i32,
-    rounds: usize,
-    readers: usize,
-    only: Option<Side>,
-    api: Api,
-) {
+fn throughput(args: &ThroughputArgs) {
+    let ThroughputArgs {
+        records,
+        value_size,
+        partitions,
+        rounds,
+        readers,
+        only,
+        api,
+        peer,
+    } = *args;
     let (a, b) = start_clusters();
     let started = Instant::now();
     std::thread::scope(|s| {
@@ -529,7 +611,7 @@ fn throughput(
     let expected = (2 * records) as u64;
     let (mut ours_f, mut plain_f) = (Figures::default(), Figures::default());
     // Warm the brokers' page cache and JIT once before measuring.
-    plain(&clusters, partitions);
+    plain(&clusters, partitions, Peer::Poll);
     eprintln!("measuring (pid {})", std::process::id());
     let sides: &[Side] = match only {
         Some(Side::Ours) => &[Side::Ours],
@@ -548,7 +630,7 @@ fn throughput(
             let cpu0 = process_cpu();
             let (n, bytes, end, figures) = match side {
                 Side::Plain => {
-                    let (n, bytes, end) = plain(&clusters, partitions);
+                    let (n, bytes, end) = plain(&clusters, partitions, peer);
                     (n, bytes, end, &mut plain_f)
                 }
                 Side::Ours => {
@@ -566,7 +648,7 @@ fn throughput(
         );
     }
     println!(
-        "workload: 2 clusters x {partitions} partitions, {records} records/cluster, {value_size} B values, {readers} reader(s), library API {api:?}"
+        "workload: 2 clusters x {partitions} partitions, {records} records/cluster, {value_size} B values, {readers} reader(s), library API {api:?}, plain consumer {peer:?}"
     );
     println!("| reader | records/s (median of {rounds}) | MB/s | client CPU ns/record |");
     println!("|---|---|---|---|");
@@ -578,7 +660,11 @@ fn throughput(
     }
     if !plain_f.rps.is_empty() {
         let (p, mb, pc) = plain_f.medians();
-        println!("| plain rdkafka BaseConsumer (1 per cluster) | {p:.0} | {mb:.1} | {pc:.0} |");
+        let how = match peer {
+            Peer::Poll => "BaseConsumer::poll",
+            Peer::Batch => "rd_kafka_consume_batch_queue",
+        };
+        println!("| plain rdkafka, {how} (1 consumer per cluster) | {p:.0} | {mb:.1} | {pc:.0} |");
     }
     if only.is_none() {
         let (o, _, oc) = ours_f.medians();
@@ -596,14 +682,6 @@ fn main() {
     match cli.cmd {
         Cmd::Isolation { records } => isolation(records),
         Cmd::Handover { rounds } => handover(rounds),
-        Cmd::Throughput {
-            records,
-            value_size,
-            partitions,
-            rounds,
-            readers,
-            only,
-            api,
-        } => throughput(records, value_size, partitions, rounds, readers, only, api),
+        Cmd::Throughput(args) => throughput(&args),
     }
 }

@@ -366,3 +366,91 @@ impl<V> IntoIter<V> {
         ))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(
+        topic: u32,
+        partition: i32,
+        offset: i64,
+        key: Option<(usize, u32)>,
+        value: &str,
+    ) -> BatchEntry<String> {
+        BatchEntry {
+            topic,
+            partition,
+            offset,
+            timestamp: Some(offset * 10),
+            key,
+            headers: Vec::new(),
+            bytes: 0,
+            value: value.to_string(),
+        }
+    }
+
+    /// Two topics; keys "k1" and "k2" in the shared data, one record without a key.
+    fn batch() -> RecordBatch<String> {
+        let mut b = RecordBatch::new(Arc::from("east"));
+        let (a, t) = (Arc::from("a"), Arc::from("b"));
+        assert_eq!(b.topic_index(&a), 0);
+        assert_eq!(b.topic_index(&t), 1);
+        assert_eq!(b.topic_index(&a), 0, "a topic is added once");
+        b.data = Bytes::from_static(b"k1k2");
+        b.entries = vec![
+            entry(0, 0, 5, Some((0, 2)), "x"),
+            entry(1, 3, 9, None, "y"),
+            entry(0, 0, 6, Some((2, 2)), "z"),
+        ];
+        b
+    }
+
+    #[test]
+    fn borrowed_and_owned_records_agree() {
+        let b = batch();
+        assert_eq!((b.len(), b.is_empty(), &**b.cluster()), (3, false, "east"));
+        let borrowed: Vec<Record<String>> = b.iter().map(|r| r.to_record()).collect();
+        let owned: Vec<Record<String>> = b.clone().into_iter().collect();
+        assert_eq!(borrowed, owned);
+        let r = &owned[2];
+        assert_eq!(
+            (&*r.cluster, &*r.topic, r.partition, r.offset, r.timestamp),
+            ("east", "a", 0, 6, Some(60))
+        );
+        assert_eq!(r.key.as_deref(), Some(&b"k2"[..]));
+        assert_eq!(owned[1].key, None);
+        assert_eq!(&*owned[1].topic, "b");
+    }
+
+    #[test]
+    fn a_borrowed_record_shares_its_key_and_names_its_split() {
+        let b = batch();
+        let first = b.get(0).unwrap();
+        assert_eq!(first.key, Some(&b"k1"[..]));
+        assert_eq!(first.key_bytes().as_deref(), Some(&b"k1"[..]));
+        assert_eq!(
+            first.split_id().to_string(),
+            b.iter().next().unwrap().split_id().to_string()
+        );
+        assert!(b.get(3).is_none());
+        assert_eq!(
+            b.iter().rev().map(|r| r.offset).collect::<Vec<_>>(),
+            [6, 9, 5]
+        );
+        assert_eq!(b.iter().len(), 3);
+    }
+
+    #[test]
+    fn a_partly_iterated_batch_gives_back_the_rest() {
+        let mut it = batch().into_iter();
+        let (first, _) = it.next_counted().unwrap();
+        assert_eq!(first.value, "x");
+        let rest = it.into_batch();
+        assert_eq!(
+            rest.iter().map(|r| r.value.as_str()).collect::<Vec<_>>(),
+            ["y", "z"]
+        );
+        assert_eq!(rest.get(1).unwrap().key, Some(&b"k2"[..]));
+    }
+}

@@ -437,3 +437,107 @@ fn a_checkpoint_after_a_failed_record_in_a_batch_resumes_after_it() {
         );
     });
 }
+
+/// Collects `tracing` events: (target, level, fields).
+#[derive(Clone, Default)]
+struct Capture(std::sync::Arc<std::sync::Mutex<Vec<(String, tracing::Level, String)>>>);
+
+impl Capture {
+    fn events(&self) -> Vec<(String, tracing::Level, String)> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+impl tracing::Subscriber for Capture {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        struct Fields(String);
+        impl tracing::field::Visit for Fields {
+            fn record_debug(&mut self, f: &tracing::field::Field, v: &dyn std::fmt::Debug) {
+                self.0.push_str(&format!("{}={v:?} ", f.name()));
+            }
+        }
+        let mut fields = Fields(String::new());
+        event.record(&mut fields);
+        let m = event.metadata();
+        self.0
+            .lock()
+            .unwrap()
+            .push((m.target().to_string(), *m.level(), fields.0));
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+#[test]
+fn fetch_errors_become_reader_warnings_and_librdkafka_lines_keep_their_target() {
+    let c = MockKafkaCluster::start("flaky", 1).unwrap();
+    c.create_topic("t", 1).unwrap();
+    c.produce("t", &[TestRecord::value("one")]).unwrap();
+    let capture = Capture::default();
+    // One thread: the reader's task logs where the subscriber is installed.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    tracing::subscriber::with_default(capture.clone(), || {
+        rt.block_on(async {
+            let mut s = MultiClusterKafkaSource::builder()
+                .metadata_service(stream_on("s", "flaky", &c, "t"))
+                .stream_ids(["s"])
+                .deserializer(Utf8)
+                .build()
+                .unwrap()
+                .open()
+                .await
+                .unwrap();
+            assert_eq!(s.next().await.unwrap().unwrap().value, "one");
+            c.broker_down(0).unwrap();
+            let warned = |events: &[(String, tracing::Level, String)]| {
+                events.iter().any(|(target, level, fields)| {
+                    target.starts_with("multicluster_kafka")
+                        && *level == tracing::Level::WARN
+                        && fields.contains("fetch error; retrying")
+                        && fields.contains("cluster=flaky")
+                })
+            };
+            // A guard against hangs, not a timing assertion.
+            let patience = std::time::Instant::now();
+            while !warned(&capture.events()) {
+                assert!(
+                    patience.elapsed() < std::time::Duration::from_secs(90),
+                    "no fetch warning: {:?}",
+                    capture.events()
+                );
+                let _ = tokio::time::timeout(std::time::Duration::from_millis(200), s.next()).await;
+            }
+            c.broker_up(0).unwrap();
+            c.produce("t", &[TestRecord::value("two")]).unwrap();
+            let next = tokio::time::timeout(std::time::Duration::from_secs(90), s.next())
+                .await
+                .expect("reading resumes once the broker is back");
+            assert_eq!(next.unwrap().unwrap().value, "two");
+            s.close().await;
+        })
+    });
+    let events = capture.events();
+    // librdkafka's own lines arrive as events under its target (not on stderr), and
+    // its client errors are not repeated there.
+    assert!(
+        events.iter().any(|(target, _, _)| target == "librdkafka"),
+        "{events:?}"
+    );
+    assert!(
+        !events
+            .iter()
+            .any(|(_, _, fields)| fields.contains("rdkafka#consumer")),
+        "{events:?}"
+    );
+}

@@ -219,8 +219,9 @@ impl LogQueue {
         Some(Self { queue, client })
     }
 
-    /// Emits the waiting log lines as `tracing` events, calling `on_error` with the
-    /// text of lines at error level instead (the client's own errors).
+    /// Emits the waiting log lines as `tracing` events with target `librdkafka` (as
+    /// rust-rdkafka does), except the client's errors (facility `ERROR`: what an error
+    /// event carries when the event API is in use), whose text goes to `on_error`.
     pub fn drain(&mut self, cluster: &str, mut on_error: impl FnMut(String)) {
         if self.queue.is_null() {
             return;
@@ -249,11 +250,34 @@ impl LogQueue {
                         .to_string_lossy()
                         .into_owned()
                 };
-                match level {
-                    0..=3 => on_error(text),
-                    4 => tracing::warn!(%cluster, facility = %fac, "librdkafka: {text}"),
-                    5 | 6 => tracing::info!(%cluster, facility = %fac, "librdkafka: {text}"),
-                    _ => tracing::debug!(%cluster, facility = %fac, "librdkafka: {text}"),
+                if fac == "ERROR" {
+                    // "[thrd:<thread>]: <client name>: <error>"; the cluster id says
+                    // more than the client's name.
+                    let rest = match text.split_once("]: ") {
+                        Some((thread, rest)) if thread.starts_with("[thrd:") => rest,
+                        _ => text.as_str(),
+                    };
+                    let error = match rest.split_once(": ") {
+                        Some((name, error)) if name.starts_with("rdkafka#") => error,
+                        _ => rest,
+                    };
+                    let error = error.to_string();
+                    on_error(error);
+                } else {
+                    match level {
+                        0..=3 => {
+                            tracing::error!(target: "librdkafka", %cluster, facility = %fac, "{text}")
+                        }
+                        4 => {
+                            tracing::warn!(target: "librdkafka", %cluster, facility = %fac, "{text}")
+                        }
+                        5 | 6 => {
+                            tracing::info!(target: "librdkafka", %cluster, facility = %fac, "{text}")
+                        }
+                        _ => {
+                            tracing::debug!(target: "librdkafka", %cluster, facility = %fac, "{text}")
+                        }
+                    }
                 }
             }
             // SAFETY: our event, destroyed once.
