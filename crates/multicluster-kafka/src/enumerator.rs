@@ -95,6 +95,7 @@ pub(crate) struct Enumerator {
     generation: u64,
     /// Positions of removed splits, shared with the readers.
     retained: crate::retention::Retained,
+    active: crate::active::ActiveClusters,
 }
 
 /// What the source reads on one cluster, merged over the subscribed streams.
@@ -254,6 +255,7 @@ impl Enumerator {
         notices: mpsc::UnboundedReceiver<ReaderNotice>,
         commands: mpsc::Receiver<Command>,
         retained: crate::retention::Retained,
+        active: crate::active::ActiveClusters,
     ) -> Result<Enumerator, SourceError> {
         let streams = subscribed_streams(&cfg, service.as_ref(), true).await?;
         let wanted = clusters_of(&cfg, &streams);
@@ -312,7 +314,10 @@ impl Enumerator {
             metadata_failures: 0,
             generation: 0,
             retained,
+            active,
         };
+        let views = e.views.clone();
+        e.refresh_active(&views).await;
         let restored = e.restore()?;
         e.broadcast_cluster_info();
         let discovered = e.discover_all(true).await?;
@@ -571,6 +576,23 @@ impl Enumerator {
         }
     }
 
+    /// Clusters of `views` the service does not report inactive become the active set
+    /// (readers drop the errors of the others).
+    async fn refresh_active(&self, views: &BTreeMap<String, ClusterView>) {
+        let mut active = BTreeSet::new();
+        for cluster in views.keys() {
+            if self
+                .service
+                .is_cluster_active(cluster)
+                .await
+                .unwrap_or(true)
+            {
+                active.insert(cluster.clone());
+            }
+        }
+        self.active.set(active);
+    }
+
     /// Reads the metadata again and applies what changed.
     async fn refresh_metadata(&mut self) {
         let streams = match subscribed_streams(&self.cfg, self.service.as_ref(), false).await {
@@ -596,6 +618,9 @@ impl Enumerator {
             }
         };
         let new_views = clusters_of_streams(streams.values());
+        // Errors of clusters leaving (or reported inactive) are dropped from now on,
+        // before the plan closes their consumers.
+        self.refresh_active(&new_views).await;
         let p = plan(&self.views, &new_views);
         if p.is_empty() {
             return;

@@ -23,6 +23,7 @@
 //! ```
 #![warn(missing_docs)]
 
+mod active;
 pub mod assignment;
 pub mod checkpoint;
 mod cluster_client;

@@ -458,6 +458,7 @@ impl<D: Deserializer> MultiClusterKafkaSource<D> {
     ) -> Result<(SourceCoordinator, Vec<SourceReader<D>>), SourceError> {
         let cfg = Arc::new(self.cfg);
         let retained = crate::retention::Retained::default();
+        let active = crate::active::ActiveClusters::default();
         let (notice_tx, notice_rx) = mpsc::unbounded_channel();
         let (cmd_tx, cmd_rx) = mpsc::channel(16);
         let mut senders = BTreeMap::new();
@@ -474,11 +475,20 @@ impl<D: Deserializer> MultiClusterKafkaSource<D> {
                 poll_timeout: cfg.poll_timeout,
                 include_headers: cfg.include_headers,
                 retained: retained.clone(),
+                active: active.clone(),
             }));
         }
         drop(notice_tx);
-        let enumerator =
-            Enumerator::start(cfg, self.service, senders, notice_rx, cmd_rx, retained).await?;
+        let enumerator = Enumerator::start(
+            cfg,
+            self.service,
+            senders,
+            notice_rx,
+            cmd_rx,
+            retained,
+            active,
+        )
+        .await?;
         let task = tokio::spawn(enumerator.run());
         Ok((
             SourceCoordinator {

@@ -317,7 +317,10 @@ impl ClusterConsumer {
             let m = self.messages.get(i);
             if let Some(err) = m.error() {
                 match err {
-                    rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE => {
+                    // With `auto.offset.reset=error` librdkafka reports a position
+                    // outside the log as an automatic-reset failure.
+                    rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE
+                    | rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET => {
                         fatal = Some(SourceError::Cluster {
                             cluster: self.cluster.to_string(),
                             message: "offset out of range on a partition (log truncated or deleted); the policy is to fail rather than reset silently".into(),

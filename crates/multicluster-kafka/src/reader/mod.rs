@@ -152,6 +152,8 @@ pub struct SourceReader<D: Deserializer> {
     poll_timeout: Duration,
     include_headers: bool,
     retained: crate::retention::Retained,
+    /// Clusters whose errors count (the others are leaving the metadata).
+    active: crate::active::ActiveClusters,
     counters: HashMap<Arc<str>, (metrics::Counter, metrics::Counter)>,
     closed: bool,
 }
@@ -174,6 +176,7 @@ pub(crate) struct ReaderParts<D: Deserializer> {
     pub poll_timeout: Duration,
     pub include_headers: bool,
     pub retained: crate::retention::Retained,
+    pub active: crate::active::ActiveClusters,
 }
 
 impl<D: Deserializer> SourceReader<D> {
@@ -199,6 +202,7 @@ impl<D: Deserializer> SourceReader<D> {
             poll_timeout: parts.poll_timeout,
             include_headers: parts.include_headers,
             retained: parts.retained,
+            active: parts.active,
             counters: HashMap::new(),
             closed: false,
         }
@@ -493,7 +497,15 @@ impl<D: Deserializer> SourceReader<D> {
                 continue;
             };
             let mut batch = RecordBatch::new(cluster.clone());
-            let polled = consumer.poll(self.deserializer.as_ref(), self.max_batch, &mut batch)?;
+            let polled = match consumer.poll(self.deserializer.as_ref(), self.max_batch, &mut batch)
+            {
+                Ok(polled) => polled,
+                Err(e) if !self.active.is_active(cluster) => {
+                    tracing::debug!(cluster = %cluster, error = %e, "ignoring an error of a cluster the metadata no longer calls active");
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             for id in polled.finished {
                 // Records of the split polled before the stop are still handed out
                 // first (handing out the one just before the stop finishes it too).
