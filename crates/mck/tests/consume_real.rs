@@ -137,6 +137,26 @@ impl Run {
         Run { child, stderr }
     }
 
+    /// Polls `done` until it holds; fails if the command exits first or patience runs
+    /// out (a guard against hangs, not a timing assertion).
+    fn wait_until(&mut self, what: &str, mut done: impl FnMut() -> bool) {
+        let until = Instant::now() + PATIENCE;
+        while !done() {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                panic!(
+                    "mck consume exited ({status}) before {what}; stderr:\n{}",
+                    self.stderr()
+                );
+            }
+            assert!(
+                Instant::now() < until,
+                "no {what}; stderr:\n{}",
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     fn stderr(&self) -> String {
         let mut s = String::new();
         if let Ok(mut f) = std::fs::File::open(&self.stderr) {
@@ -177,27 +197,11 @@ impl Run {
 
 /// Waits until the output holds at least `n` lines.
 fn wait_for_lines(path: &Path, n: usize, run: &mut Run) {
-    let until = Instant::now() + PATIENCE;
-    loop {
-        let lines = std::fs::read_to_string(path)
-            .map(|t| t.lines().count())
-            .unwrap_or(0);
-        if lines >= n {
-            return;
-        }
-        if let Some(status) = run.child.try_wait().unwrap() {
-            panic!(
-                "mck consume exited ({status}) with {lines}/{n} lines; stderr:\n{}",
-                run.stderr()
-            );
-        }
-        assert!(
-            Instant::now() < until,
-            "only {lines}/{n} lines; stderr:\n{}",
-            run.stderr()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    run.wait_until(&format!("{n} lines in {}", path.display()), || {
+        std::fs::read_to_string(path)
+            .map(|t| t.lines().count() >= n)
+            .unwrap_or(false)
+    });
 }
 
 fn s(v: &[&str]) -> Vec<String> {
@@ -400,27 +404,12 @@ fn twenty_kill_nines_at_random_moments_leave_each_record_in_the_file_once() {
     let mut run = Run::start(&args, dir.path().join("stderr-final"));
     // Done when the file holds every record and a checkpoint of this run covers it
     // (a killed run may have left lines past its last checkpoint: those are cut).
-    let until = Instant::now() + PATIENCE;
-    loop {
+    run.wait_until("a checkpoint covering every record", || {
         let text = std::fs::read_to_string(&out).unwrap_or_default();
-        if text.lines().count() == want.len()
+        text.lines().count() == want.len()
             && newest_checkpoint(&cps)
                 .is_some_and(|(n, len)| n > before && len == text.len() as u64)
-        {
-            break;
-        }
-        assert!(
-            run.child.try_wait().unwrap().is_none(),
-            "final run exited; stderr:\n{}",
-            run.stderr()
-        );
-        assert!(
-            Instant::now() < until,
-            "final run did not catch up; stderr:\n{}",
-            run.stderr()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    });
     run.signal(libc::SIGTERM);
     assert!(run.wait(), "final run failed; stderr:\n{}", run.stderr());
     assert_exactly_once(&read_output(&out), &want);
@@ -499,15 +488,12 @@ fn a_migration_made_by_editing_the_metadata_file_is_followed_exactly_once() {
 
     // A broken edit is reported and reading goes on with the last good metadata.
     std::fs::write(&md, "- streamId: [unclosed\n").unwrap();
-    let until = Instant::now() + PATIENCE;
-    while !run.stderr().contains("warning: metadata file") {
-        assert!(
-            Instant::now() < until,
-            "no warning; stderr:\n{}",
-            run.stderr()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let stderr = run.stderr.clone();
+    run.wait_until("a warning about the metadata file", || {
+        std::fs::read_to_string(&stderr)
+            .unwrap_or_default()
+            .contains("warning: metadata file")
+    });
     want.extend(fill(b(), topic, 2, 10, "b-broken"));
     wait_for_lines(&out, want.len(), &mut run);
 
