@@ -61,7 +61,7 @@ pub mod prelude {
         SingleClusterMetadataService, StaticMetadataService,
     };
     pub use crate::offsets::{OffsetReset, StartingOffsets, StoppingOffsets};
-    pub use crate::record::Record;
+    pub use crate::record::{Record, RecordBatch};
     pub use crate::{KafkaSourceStream, MultiClusterKafkaSource, SourceBuilder, SourceReader};
     pub use bytes::Bytes;
 }
