@@ -9,11 +9,17 @@
 //! the timestamp, copy key and value into a reused buffer). It prints records/s, MB/s
 //! and client CPU per record (this process's user + system time, librdkafka's threads
 //! included), and their ratios.
+//!
+//! `cargo run --release -p mck-bench -- compare` is issue 7's one run: every measure
+//! against its peer on the same brokers, as one table (see [`compare`]).
+
+mod compare;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
+use mck_bench::peers::{self, PeerCluster};
 use mck_testkit::{ClusterOptions, KafkaCluster, TestCluster, TestRecord};
 use multicluster_kafka::prelude::*;
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -44,6 +50,14 @@ enum Cmd {
         #[arg(long, default_value_t = 10)]
         rounds: usize,
     },
+    /// Issue 7's one run: throughput, handover, isolation, memory and checkpoint cost,
+    /// each beside its peer (plain rdkafka, Kafka's ConsumerPerformance, Flink's
+    /// DynamicKafkaSource), on the same brokers, printed as one markdown table.
+    Compare(compare::CompareArgs),
+    /// Reads a topic to its end with one side, for `compare`'s peak-RSS measure (run
+    /// as a child process).
+    #[command(hide = true)]
+    RssChild(compare::RssChildArgs),
 }
 
 /// Options of the throughput benchmark.
@@ -143,35 +157,21 @@ fn start_clusters() -> (KafkaCluster, KafkaCluster) {
     })
 }
 
-fn prefill(c: &KafkaCluster, partitions: i32, records: usize, value_size: usize) {
-    c.create_topic(TOPIC, partitions).unwrap();
-    let value = vec![b'x'; value_size];
-    let chunk = 50_000;
-    let mut sent = 0;
-    while sent < records {
-        let n = chunk.min(records - sent);
-        let recs: Vec<TestRecord> = (0..n)
-            .map(|i| {
-                TestRecord::value(value.clone())
-                    .with_key(format!("{:08}", sent + i))
-                    .to_partition(((sent + i) % partitions as usize) as i32)
-            })
-            .collect();
-        c.produce(TOPIC, &recs).unwrap();
-        sent += n;
-    }
-}
-
 /// Reads every partition of both clusters to its end with one plain consumer per
-/// cluster (each on its own thread). Returns (records, bytes).
-fn plain(clusters: &[&KafkaCluster], partitions: i32, peer: Peer) -> (u64, u64, Instant) {
+/// cluster (each on its own thread). Returns (records, bytes, the last record's time).
+fn plain(
+    clusters: &[PeerCluster],
+    topic: &str,
+    partitions: i32,
+    peer: Peer,
+) -> (u64, u64, Instant) {
     std::thread::scope(|s| {
         let handles: Vec<_> = clusters
             .iter()
             .map(|c| {
                 s.spawn(move || {
                     let consumer: BaseConsumer = ClientConfig::new()
-                        .set("bootstrap.servers", c.bootstrap_servers())
+                        .set("bootstrap.servers", &c.bootstrap_servers)
                         .set("group.id", "bench-plain")
                         .set("enable.auto.commit", "false")
                         .set("enable.auto.offset.store", "false")
@@ -186,13 +186,13 @@ fn plain(clusters: &[&KafkaCluster], partitions: i32, peer: Peer) -> (u64, u64, 
                     let mut ends = Vec::new();
                     for p in 0..partitions {
                         let (_, high) = consumer
-                            .fetch_watermarks(TOPIC, p, Duration::from_secs(10))
+                            .fetch_watermarks(topic, p, Duration::from_secs(10))
                             .unwrap();
                         ends.push(high);
                         if high > 0 {
                             remaining += 1;
                         }
-                        tpl.add_partition_offset(TOPIC, p, Offset::Beginning)
+                        tpl.add_partition_offset(topic, p, Offset::Beginning)
                             .unwrap();
                     }
                     consumer.assign(&tpl).unwrap();
@@ -288,7 +288,8 @@ fn read_batches(
 
 fn ours(
     rt: &tokio::runtime::Runtime,
-    clusters: &[&KafkaCluster],
+    clusters: &[PeerCluster],
+    topic: &str,
     readers: usize,
     api: Api,
     max_batch: Option<usize>,
@@ -296,9 +297,9 @@ fn ours(
     let mut stream = KafkaStream::new("bench");
     for c in clusters {
         stream = stream.with_cluster(
-            c.logical_id(),
-            ClusterMetadata::builder(c.bootstrap_servers())
-                .topic(TOPIC)
+            &c.id,
+            ClusterMetadata::builder(&c.bootstrap_servers)
+                .topic(topic)
                 .build()
                 .unwrap(),
         );
@@ -395,12 +396,25 @@ fn metadata_yaml(clusters: &[&KafkaCluster]) -> String {
 
 fn handover(rounds: usize) {
     let (a, b) = start_clusters();
+    let mut latencies = handover_latencies(&a, &b, rounds);
+    latencies.sort_by(f64::total_cmp);
+    println!(
+        "handover (file write -> first record from the added cluster), {rounds} rounds: min {:.0} ms, median {:.0} ms, max {:.0} ms",
+        latencies[0],
+        latencies[latencies.len() / 2],
+        latencies[latencies.len() - 1]
+    );
+}
+
+/// Handover latencies in ms, one per round: topic `h` (created here) on `a` and `b`,
+/// `b` added to a watched metadata file in each round and removed again after it.
+fn handover_latencies(a: &KafkaCluster, b: &KafkaCluster, rounds: usize) -> Vec<f64> {
     a.create_topic("h", 1).unwrap();
     b.create_topic("h", 1).unwrap();
     let dir = std::env::temp_dir().join(format!("mck-handover-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("streams.yaml");
-    std::fs::write(&path, metadata_yaml(&[&a])).unwrap();
+    std::fs::write(&path, metadata_yaml(&[a])).unwrap();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -424,7 +438,7 @@ fn handover(rounds: usize) {
             b.produce("h", &[TestRecord::value(marker.clone())])
                 .unwrap();
             let t0 = Instant::now();
-            std::fs::write(&path, metadata_yaml(&[&a, &b])).unwrap();
+            std::fs::write(&path, metadata_yaml(&[a, b])).unwrap();
             loop {
                 let r = tokio::time::timeout(Duration::from_secs(60), source.next())
                     .await
@@ -443,39 +457,59 @@ fn handover(rounds: usize) {
             while let Ok(Some(_)) =
                 tokio::time::timeout(Duration::from_millis(300), source.next()).await
             {}
-            std::fs::write(&path, metadata_yaml(&[&a])).unwrap();
+            std::fs::write(&path, metadata_yaml(&[a])).unwrap();
             tokio::time::sleep(Duration::from_millis(1000)).await;
         }
         source.close().await;
     });
     let _ = std::fs::remove_dir_all(&dir);
-    latencies.sort_by(f64::total_cmp);
-    println!(
-        "handover (file write -> first record from the added cluster), {rounds} rounds: min {:.0} ms, median {:.0} ms, max {:.0} ms",
-        latencies[0],
-        latencies[latencies.len() / 2],
-        latencies[latencies.len() - 1]
-    );
+    latencies
 }
 
 fn isolation(records: usize) {
-    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
     let (a, b) = start_clusters();
+    let r = isolation_run(&a, &b, TOPIC, records);
+    println!(
+        "isolation: cluster A {:.0} rec/s steady, {:.0} rec/s while B's properties changed ({} changes); ratio {:.3}",
+        r.steady,
+        r.changing,
+        r.changes,
+        r.changing / r.steady
+    );
+}
+
+/// What [`isolation_run`] measured.
+struct Isolation {
+    /// Cluster A's records/s while B is left alone.
+    steady: f64,
+    /// Cluster A's records/s while B's properties change every 100 ms.
+    changing: f64,
+    /// Property changes applied to B.
+    changes: u64,
+}
+
+/// Fills `topic` on `a` (4 partitions, `records` records of 100 B) and on `b` (1
+/// partition, 10 records), reads the stream of both with one reader while B's
+/// `client.id` changes every 100 ms for 500 ms, then rests 500 ms, and so on; returns
+/// A's rate in each kind of phase. The first tenth of A's records (at most 100 000)
+/// warm up and are not counted.
+fn isolation_run(a: &KafkaCluster, b: &KafkaCluster, topic: &str, records: usize) -> Isolation {
+    use std::sync::atomic::{AtomicBool, Ordering};
     std::thread::scope(|s| {
-        s.spawn(|| prefill(&a, 4, records, 100));
-        s.spawn(|| prefill(&b, 1, 10, 100));
+        s.spawn(|| peers::prefill(a, topic, 4, records, 100).expect("pre-fill a"));
+        s.spawn(|| peers::prefill(b, topic, 1, 10, 100).expect("pre-fill b"));
     });
     let meta = |c: &KafkaCluster, client_id: &str| {
         ClusterMetadata::builder(c.bootstrap_servers())
-            .topic(TOPIC)
+            .topic(topic)
             .property("client.id", client_id)
             .build()
             .unwrap()
     };
     let streams = |b_client: &str| {
         [KafkaStream::new("s")
-            .with_cluster("a", meta(&a, "a"))
-            .with_cluster("b", meta(&b, b_client))]
+            .with_cluster("a", meta(a, "a"))
+            .with_cluster("b", meta(b, b_client))]
     };
     let svc = Arc::new(StaticMetadataService::new(streams("b-0")).unwrap());
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -485,9 +519,10 @@ fn isolation(records: usize) {
         .unwrap();
     let changing = Arc::new(AtomicBool::new(false));
     let done = Arc::new(AtomicBool::new(false));
-    // Nanoseconds spent in each phase, and A's records read in each.
-    let (steady_ns, change_ns) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-    let (mut steady_n, mut change_n, mut rebuilds) = (0u64, 0u64, 0u64);
+    // Seconds spent in each kind of phase and A's records read in it ([steady,
+    // changing]), accounted by the reader at each phase switch and at the end.
+    let (mut secs, mut counts) = ([0f64; 2], [0u64; 2]);
+    let mut changes = 0u64;
     rt.block_on(async {
         let mut source = MultiClusterKafkaSource::builder()
             .shared_metadata_service(svc.clone() as Arc<dyn KafkaMetadataService>)
@@ -499,9 +534,9 @@ fn isolation(records: usize) {
             .open()
             .await
             .unwrap();
-        // Warm up: the first 100k records are not counted.
+        let warmup = (records / 10).min(100_000);
         let mut seen_a = 0usize;
-        while seen_a < 100_000 {
+        while seen_a < warmup {
             let r = source.next().await.unwrap().unwrap();
             if &*r.cluster == "a" {
                 seen_a += 1;
@@ -509,16 +544,12 @@ fn isolation(records: usize) {
         }
         let toggler = {
             let (svc, changing, done) = (svc.clone(), changing.clone(), done.clone());
-            let (steady_ns, change_ns) = (steady_ns.clone(), change_ns.clone());
             tokio::spawn(async move {
                 let mut n = 0u64;
                 while !done.load(Ordering::Relaxed) {
                     // 500 ms steady, then 500 ms with B's properties changed every 100 ms.
-                    let t = Instant::now();
                     tokio::time::sleep(Duration::from_millis(500)).await;
-                    steady_ns.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
                     changing.store(true, Ordering::Relaxed);
-                    let t = Instant::now();
                     for _ in 0..5 {
                         n += 1;
                         let mut current = svc.all_streams().await.unwrap();
@@ -529,7 +560,6 @@ fn isolation(records: usize) {
                         svc.replace(current.into_values()).unwrap();
                         tokio::time::sleep(Duration::from_millis(100)).await;
                     }
-                    change_ns.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
                     changing.store(false, Ordering::Relaxed);
                 }
                 n
@@ -537,28 +567,32 @@ fn isolation(records: usize) {
         };
         let total_a = records - seen_a;
         let mut read_a = 0usize;
+        let (mut phase, mut phase_start, mut phase_n) = (0usize, Instant::now(), 0u64);
         while read_a < total_a {
             let r = source.next().await.unwrap().unwrap();
             if &*r.cluster == "a" {
                 read_a += 1;
-                if changing.load(Ordering::Relaxed) {
-                    change_n += 1;
-                } else {
-                    steady_n += 1;
+                let now_phase = usize::from(changing.load(Ordering::Relaxed));
+                if now_phase != phase {
+                    secs[phase] += phase_start.elapsed().as_secs_f64();
+                    counts[phase] += phase_n;
+                    (phase, phase_start, phase_n) = (now_phase, Instant::now(), 0);
                 }
+                phase_n += 1;
             }
         }
+        secs[phase] += phase_start.elapsed().as_secs_f64();
+        counts[phase] += phase_n;
         done.store(true, Ordering::Relaxed);
-        rebuilds = toggler.await.unwrap();
+        changes = toggler.await.unwrap();
         source.close().await;
     });
-    // The last, partial phase is not in the phase times: drop its records.
-    let steady = steady_n as f64 / (steady_ns.load(Ordering::Relaxed).max(1) as f64 / 1e9);
-    let change = change_n as f64 / (change_ns.load(Ordering::Relaxed).max(1) as f64 / 1e9);
-    println!(
-        "isolation: cluster A {steady:.0} rec/s steady, {change:.0} rec/s while B's properties changed ({rebuilds} changes); ratio {:.3}",
-        change / steady
-    );
+    let rate = |i: usize| counts[i] as f64 / secs[i].max(1e-9);
+    Isolation {
+        steady: rate(0),
+        changing: rate(1),
+        changes,
+    }
 }
 
 /// One side's figures over the rounds.
@@ -608,8 +642,8 @@ fn throughput(args: &ThroughputArgs) {
     let (a, b) = start_clusters();
     let started = Instant::now();
     std::thread::scope(|s| {
-        s.spawn(|| prefill(&a, partitions, records, value_size));
-        s.spawn(|| prefill(&b, partitions, records, value_size));
+        s.spawn(|| peers::prefill(&a, TOPIC, partitions, records, value_size).expect("fill a"));
+        s.spawn(|| peers::prefill(&b, TOPIC, partitions, records, value_size).expect("fill b"));
     });
     eprintln!(
         "prefilled 2 × {records} records of {value_size} B in {:.1} s",
@@ -620,11 +654,11 @@ fn throughput(args: &ThroughputArgs) {
         .enable_all()
         .build()
         .unwrap();
-    let clusters = [&a, &b];
+    let clusters = [PeerCluster::of(&a), PeerCluster::of(&b)];
     let expected = (2 * records) as u64;
     let (mut ours_f, mut plain_f) = (Figures::default(), Figures::default());
     // Warm the brokers' page cache and JIT once before measuring.
-    plain(&clusters, partitions, Peer::Poll);
+    plain(&clusters, TOPIC, partitions, Peer::Poll);
     eprintln!("measuring (pid {})", std::process::id());
     let sides: &[Side] = match only {
         Some(Side::Ours) => &[Side::Ours],
@@ -643,11 +677,11 @@ fn throughput(args: &ThroughputArgs) {
             let cpu0 = process_cpu();
             let (n, bytes, end, figures) = match side {
                 Side::Plain => {
-                    let (n, bytes, end) = plain(&clusters, partitions, peer);
+                    let (n, bytes, end) = plain(&clusters, TOPIC, partitions, peer);
                     (n, bytes, end, &mut plain_f)
                 }
                 Side::Ours => {
-                    let (n, bytes, end) = ours(&rt, &clusters, readers, api, max_batch);
+                    let (n, bytes, end) = ours(&rt, &clusters, TOPIC, readers, api, max_batch);
                     (n, bytes, end, &mut ours_f)
                 }
             };
@@ -696,5 +730,7 @@ fn main() {
         Cmd::Isolation { records } => isolation(records),
         Cmd::Handover { rounds } => handover(rounds),
         Cmd::Throughput(args) => throughput(&args),
+        Cmd::Compare(args) => compare::compare(&args),
+        Cmd::RssChild(args) => compare::rss_child(&args),
     }
 }
