@@ -204,6 +204,20 @@ fn wait_for_lines(path: &Path, n: usize, run: &mut Run) {
     });
 }
 
+/// The lines a successful run printed (fails with its stderr otherwise).
+fn stdout_lines(out: std::process::Output) -> Vec<String> {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
 fn s(v: &[&str]) -> Vec<String> {
     v.iter().map(|x| x.to_string()).collect()
 }
@@ -276,16 +290,7 @@ fn a_bounded_read_of_two_clusters_prints_every_record_once_and_commits() {
         .args(["--until", "latest", "--format", "value"])
         .output()
         .unwrap();
-    assert!(
-        values.status.success(),
-        "{}",
-        String::from_utf8_lossy(&values.stderr)
-    );
-    let got: BTreeSet<String> = String::from_utf8(values.stdout)
-        .unwrap()
-        .lines()
-        .map(str::to_string)
-        .collect();
+    let got: BTreeSet<String> = stdout_lines(values).into_iter().collect();
     let expected: BTreeSet<String> = want.iter().map(|r| r.3.clone()).collect();
     assert_eq!(got, expected);
 }
@@ -686,16 +691,7 @@ fn a_malformed_history_line_fails_with_its_place_or_is_skipped_when_asked() {
     let err = String::from_utf8_lossy(&failed.stderr);
     assert!(err.contains("h.jsonl:2: no timestamp field `ts`"), "{err}");
     let skipped = run(&["--backfill-skip-malformed", "--format", "value"]);
-    assert!(
-        skipped.status.success(),
-        "{}",
-        String::from_utf8_lossy(&skipped.stderr)
-    );
-    let lines: Vec<String> = String::from_utf8(skipped.stdout)
-        .unwrap()
-        .lines()
-        .map(str::to_string)
-        .collect();
+    let lines = stdout_lines(skipped);
     assert_eq!(lines.len(), 2, "{lines:?}");
     assert!(lines[0].contains("\"x\"") || lines[1].contains("\"x\""));
 }

@@ -113,25 +113,14 @@ pub const HYBRID_KEY: &str = "hybrid";
 impl HybridCheckpoint {
     /// As a regular checkpoint: Kafka positions (none while on the files) plus the
     /// hybrid's stage in `user_data["hybrid"]`.
-    pub fn into_checkpoint(self) -> Checkpoint {
-        let mut cp = match &self {
+    pub fn into_checkpoint(mut self) -> Checkpoint {
+        // The Kafka positions move into the checkpoint; the stage keeps the rest.
+        let mut cp = match &mut self {
             HybridCheckpoint::Files { .. } => Checkpoint::default(),
-            HybridCheckpoint::Kafka { kafka, .. } => kafka.clone(),
-        };
-        let stage = match self {
-            HybridCheckpoint::Kafka {
-                starting,
-                files_max_timestamp,
-                ..
-            } => HybridCheckpoint::Kafka {
-                starting,
-                files_max_timestamp,
-                kafka: Checkpoint::default(),
-            },
-            files => files,
+            HybridCheckpoint::Kafka { kafka, .. } => std::mem::take(kafka),
         };
         // Serializing these plain types cannot fail.
-        let text = serde_json::to_string(&stage).unwrap_or_default();
+        let text = serde_json::to_string(&self).unwrap_or_default();
         cp.user_data.insert(HYBRID_KEY.into(), text);
         cp
     }
@@ -142,21 +131,13 @@ impl HybridCheckpoint {
         let Some(text) = cp.user_data.remove(HYBRID_KEY) else {
             return Ok(None);
         };
-        let stage: HybridCheckpoint = serde_json::from_str(&text).map_err(|e| {
+        let mut stage: HybridCheckpoint = serde_json::from_str(&text).map_err(|e| {
             SourceError::Config(format!("the checkpoint's hybrid stage is unreadable: {e}"))
         })?;
-        Ok(Some(match stage {
-            HybridCheckpoint::Kafka {
-                starting,
-                files_max_timestamp,
-                ..
-            } => HybridCheckpoint::Kafka {
-                starting,
-                files_max_timestamp,
-                kafka: cp,
-            },
-            files => files,
-        }))
+        if let HybridCheckpoint::Kafka { kafka, .. } = &mut stage {
+            *kafka = cp;
+        }
+        Ok(Some(stage))
     }
 }
 
