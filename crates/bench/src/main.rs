@@ -386,6 +386,10 @@ fn metadata_yaml(clusters: &[&KafkaCluster]) -> String {
             c.logical_id(),
             c.bootstrap_servers()
         ));
+        // MCK_BENCH_RDKAFKA_DEBUG: librdkafka `debug` contexts for the readers' clients.
+        if let Ok(debug) = std::env::var("MCK_BENCH_RDKAFKA_DEBUG") {
+            out.push_str(&format!("    properties: {{ debug: \"{debug}\" }}\n"));
+        }
     }
     out.push_str("streams:\n  s:\n    clusters:\n");
     for c in clusters {
@@ -725,6 +729,14 @@ fn throughput(args: &ThroughputArgs) {
 }
 
 fn main() {
+    // MCK_BENCH_LOG (a tracing filter such as `librdkafka=debug`) turns on logs to
+    // stderr, for looking inside a slow round; off by default so they cost nothing.
+    if let Ok(filter) = std::env::var("MCK_BENCH_LOG") {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let cli = Cli::parse();
     match cli.cmd {
         Cmd::Isolation { records } => isolation(records),

@@ -239,9 +239,32 @@ impl ClusterConsumer {
                     cluster: self.cluster.to_string(),
                     message: format!("assign: {e}"),
                 })?;
+            self.ask_leaders(&tpl);
             self.notify.notify_one();
         }
         Ok(done)
+    }
+
+    /// Asks for the metadata of the topics just assigned, without waiting for the
+    /// answer. A consumer that is already connected learns the leaders of newly
+    /// assigned partitions only from its next metadata request, and librdkafka's scan
+    /// for leaderless partitions runs once a second: without this, a partition added
+    /// to an idle consumer starts about a second late (`mck-bench handover` measured
+    /// ~1.18 s instead of ~0.2 s). The answer is applied by librdkafka's own threads;
+    /// the zero timeout makes this call return at once ("timed out" is expected).
+    fn ask_leaders(&self, tpl: &TopicPartitionList) {
+        let mut topics: Vec<String> = tpl
+            .elements()
+            .iter()
+            .map(|e| e.topic().to_owned())
+            .collect();
+        topics.sort_unstable();
+        topics.dedup();
+        for topic in &topics {
+            let _ = self
+                .consumer()
+                .fetch_metadata(Some(topic), std::time::Duration::ZERO);
+        }
     }
 
     /// Stops reading these splits.

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::{Notify, mpsc, oneshot};
 
 use crate::checkpoint::Checkpoint;
 use crate::deserializer::Deserializer;
@@ -131,7 +131,9 @@ pub struct SourceReader<D: Deserializer> {
     /// consumer properties of the cluster.
     to_start: BTreeMap<Arc<str>, (ClientProperties, Vec<KafkaSplit>)>,
     /// Consumers being created on the blocking pool.
-    creating: HashMap<Arc<str>, tokio::task::JoinHandle<Result<ClusterConsumer, SourceError>>>,
+    /// Consumers being made on the blocking pool: each answer is sent before the
+    /// reader is woken, so the wake-up finds it.
+    creating: HashMap<Arc<str>, oneshot::Receiver<Result<ClusterConsumer, SourceError>>>,
     /// Woken by librdkafka when any consumer of this reader has something.
     notify: Arc<Notify>,
     /// Which consumer to poll first next time (fairness between clusters).
@@ -426,25 +428,27 @@ impl<D: Deserializer> SourceReader<D> {
     /// Creates missing consumers (on the blocking pool) and starts queued splits.
     async fn start_pending(&mut self) -> Result<(), SourceError> {
         // Consumers whose creation finished.
-        let ready: Vec<Arc<str>> = self
-            .creating
-            .iter()
-            .filter(|(_, h)| h.is_finished())
-            .map(|(c, _)| c.clone())
-            .collect();
-        for cluster in ready {
-            if let Some(handle) = self.creating.remove(&cluster) {
-                let created = handle.await.map_err(|e| {
-                    SourceError::Config(format!("consumer creation task failed: {e}"))
-                })??;
-                if self.states.iter().any(|s| s.id.cluster == cluster)
-                    || self.to_start.contains_key(&cluster)
-                {
-                    self.consumers.insert(cluster, created);
-                } else {
-                    // Every split of the cluster left while its consumer was being made.
-                    close_off_runtime(vec![Box::new(created.into_closer())]);
-                }
+        let mut ready = Vec::new();
+        self.creating.retain(|cluster, rx| match rx.try_recv() {
+            Err(oneshot::error::TryRecvError::Empty) => true,
+            answer => {
+                ready.push((cluster.clone(), answer));
+                false
+            }
+        });
+        for (cluster, answer) in ready {
+            let created = answer.map_err(|_| {
+                SourceError::Config(format!(
+                    "creating the consumer of cluster {cluster} failed without an answer (the task panicked)"
+                ))
+            })??;
+            if self.states.iter().any(|s| s.id.cluster == cluster)
+                || self.to_start.contains_key(&cluster)
+            {
+                self.consumers.insert(cluster, created);
+            } else {
+                // Every split of the cluster left while its consumer was being made.
+                close_off_runtime(vec![Box::new(created.into_closer())]);
             }
         }
         let waiting: Vec<Arc<str>> = self.to_start.keys().cloned().collect();
@@ -461,12 +465,16 @@ impl<D: Deserializer> SourceReader<D> {
                 let props = self.to_start[&cluster].0.clone();
                 let (c, n) = (cluster.clone(), self.notify.clone());
                 let headers = self.include_headers;
-                let handle = tokio::task::spawn_blocking(move || {
+                let (tx, rx) = oneshot::channel();
+                tokio::task::spawn_blocking(move || {
                     let created = ClusterConsumer::create(c, &props, n.clone(), headers);
-                    n.notify_one();
-                    created
+                    // A reader that stopped waiting drops the receiver; the consumer
+                    // then comes back here and is closed on this blocking thread.
+                    if tx.send(created).is_ok() {
+                        n.notify_one();
+                    }
                 });
-                self.creating.insert(cluster, handle);
+                self.creating.insert(cluster, rx);
             }
         }
         Ok(())
