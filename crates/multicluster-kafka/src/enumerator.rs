@@ -54,6 +54,8 @@ pub(crate) struct SourceConfig {
     pub new_partition_start: StartingOffsets,
     /// How long positions of removed topics and clusters are kept (zero: not kept).
     pub retention: Duration,
+    /// Shortest time between two client rebuilds of one cluster.
+    pub rebuild_interval: Duration,
 }
 
 impl SourceConfig {
@@ -96,6 +98,11 @@ pub(crate) struct Enumerator {
     /// Positions of removed splits, shared with the readers.
     retained: crate::retention::Retained,
     active: crate::active::ActiveClusters,
+    /// When each cluster's clients were last rebuilt for a property change.
+    last_rebuild: BTreeMap<Arc<str>, tokio::time::Instant>,
+    /// When to read the metadata again to apply property changes held back by the
+    /// rebuild interval.
+    held_back_until: Option<tokio::time::Instant>,
 }
 
 /// What the source reads on one cluster, merged over the subscribed streams.
@@ -313,6 +320,8 @@ impl Enumerator {
             views: clusters_of_streams(streams.values()),
             metadata_failures: 0,
             generation: 0,
+            last_rebuild: BTreeMap::new(),
+            held_back_until: None,
             retained,
             active,
         };
@@ -621,7 +630,8 @@ impl Enumerator {
         // Errors of clusters leaving (or reported inactive) are dropped from now on,
         // before the plan closes their consumers.
         self.refresh_active(&new_views).await;
-        let p = plan(&self.views, &new_views);
+        let mut p = plan(&self.views, &new_views);
+        let held_back = self.hold_back(&mut p);
         if p.is_empty() {
             return;
         }
@@ -632,11 +642,38 @@ impl Enumerator {
             changed = ?p.clusters_changed.keys().collect::<Vec<_>>(),
             "applying a metadata change"
         );
-        self.apply_plan(p, &new_views).await;
+        self.apply_plan(p, &new_views, &held_back).await;
         self.generation += 1;
         metrics::gauge!(m::METADATA_GENERATION).set(self.generation as f64);
         metrics::counter!(m::RECONCILIATIONS).increment(1);
         metrics::histogram!(m::RECONCILIATION_SECONDS).record(began.elapsed().as_secs_f64());
+    }
+
+    /// Takes out of `p` the property changes of clusters rebuilt less than the rebuild
+    /// interval ago (dropping a cluster's entry when nothing else of it changed) and
+    /// schedules a metadata read for when the first of them may be applied.
+    fn hold_back(&mut self, p: &mut Plan) -> BTreeSet<String> {
+        let now = tokio::time::Instant::now();
+        let mut held = BTreeSet::new();
+        for (cluster, change) in p.clusters_changed.iter_mut() {
+            if !change.properties_changed {
+                continue;
+            }
+            let Some(due) = self
+                .last_rebuild
+                .get(cluster.as_str())
+                .map(|at| *at + self.cfg.rebuild_interval)
+                .filter(|due| *due > now)
+            else {
+                continue;
+            };
+            change.properties_changed = false;
+            self.held_back_until = Some(self.held_back_until.map_or(due, |h| h.min(due)));
+            tracing::debug!(cluster, "property change held back by the rebuild interval");
+            held.insert(cluster.clone());
+        }
+        p.clusters_changed.retain(|_, change| !change.is_empty());
+        held
     }
 
     fn reader_props(&self, view: &ClusterView) -> ClientProperties {
@@ -670,10 +707,20 @@ impl Enumerator {
     }
 
     /// Applies a plan: clusters the plan does not name are not touched.
-    async fn apply_plan(&mut self, p: Plan, new_views: &BTreeMap<String, ClusterView>) {
+    ///
+    /// `held_back`: clusters whose property change waits for the rebuild interval
+    /// (taken out of the plan by [`Self::hold_back`]); their old properties stay
+    /// recorded, so the change is planned again.
+    async fn apply_plan(
+        &mut self,
+        p: Plan,
+        new_views: &BTreeMap<String, ClusterView>,
+        held_back: &BTreeSet<String>,
+    ) {
         for cluster in &p.clusters_removed {
             let key: Arc<str> = Arc::from(cluster.as_str());
             self.remove_splits(|id| id.cluster == key);
+            self.last_rebuild.remove(&key);
             if let Some(state) = self.clusters.remove(&key) {
                 // Closing a client blocks.
                 tokio::task::spawn_blocking(move || drop(state));
@@ -711,7 +758,16 @@ impl Enumerator {
                     .clone()
                     .or_else(|| self.cfg.stopping.clone());
             }
+            let mut applied_view = view.clone();
+            if held_back.contains(cluster) {
+                // Recorded as not applied yet: the next plan finds the change again.
+                if let Some(previous) = self.views.get(cluster) {
+                    applied_view.properties = previous.properties.clone();
+                }
+            }
             if change.properties_changed {
+                self.last_rebuild
+                    .insert(key.clone(), tokio::time::Instant::now());
                 let (c, pr, g, t) = (
                     key.clone(),
                     props.clone(),
@@ -748,7 +804,7 @@ impl Enumerator {
                     }
                 }
             }
-            self.views.insert(cluster.clone(), view.clone());
+            self.views.insert(cluster.clone(), applied_view);
         }
         for (cluster, view) in &p.clusters_added {
             let key: Arc<str> = Arc::from(cluster.as_str());
@@ -889,6 +945,10 @@ impl Enumerator {
                     } else {
                         self.refresh_metadata().await;
                     }
+                }
+                _ = tokio::time::sleep_until(self.held_back_until.unwrap_or_else(tokio::time::Instant::now)), if self.held_back_until.is_some() => {
+                    self.held_back_until = None;
+                    self.refresh_metadata().await;
                 }
                 cmd = self.commands.recv(), if handles_open => match cmd {
                     Some(Command::Commit(cp, reply)) => {

@@ -47,8 +47,8 @@ pub use bytes::Bytes;
 pub use reader::SourceReader;
 pub use source::{
     DEFAULT_METADATA_DISCOVERY, DEFAULT_METADATA_FAILURE_THRESHOLD, DEFAULT_PARTITION_DISCOVERY,
-    DEFAULT_RETENTION, KafkaSourceStream, MultiClusterKafkaSource, SourceBuilder,
-    SourceCoordinator,
+    DEFAULT_REBUILD_INTERVAL, DEFAULT_RETENTION, KafkaSourceStream, MultiClusterKafkaSource,
+    SourceBuilder, SourceCoordinator,
 };
 
 /// The names most programs need.

@@ -85,6 +85,7 @@ impl MultiClusterKafkaSource<RawValue> {
             metadata_failure_threshold: DEFAULT_METADATA_FAILURE_THRESHOLD,
             new_partition_start: StartingOffsets::Earliest,
             retention: DEFAULT_RETENTION,
+            rebuild_interval: DEFAULT_REBUILD_INTERVAL,
         }
     }
 }
@@ -131,6 +132,10 @@ impl Interval {
 /// they come back in time.
 pub const DEFAULT_RETENTION: Duration = Duration::from_secs(3600);
 
+/// Default shortest time between two rebuilds of one cluster's clients after property
+/// changes (see [`SourceBuilder::rebuild_interval`]).
+pub const DEFAULT_REBUILD_INTERVAL: Duration = Duration::from_secs(1);
+
 /// Default interval of metadata discovery in unbounded mode. Services with change
 /// notification (the file service) are also followed immediately on each change.
 pub const DEFAULT_METADATA_DISCOVERY: Duration = Duration::from_secs(30);
@@ -162,6 +167,7 @@ pub struct SourceBuilder<D> {
     metadata_failure_threshold: u32,
     new_partition_start: StartingOffsets,
     retention: Duration,
+    rebuild_interval: Duration,
 }
 
 impl<D> std::fmt::Debug for SourceBuilder<D> {
@@ -231,6 +237,7 @@ impl<D: Deserializer> SourceBuilder<D> {
             metadata_failure_threshold: self.metadata_failure_threshold,
             new_partition_start: self.new_partition_start,
             retention: self.retention,
+            rebuild_interval: self.rebuild_interval,
         }
     }
 
@@ -342,6 +349,18 @@ impl<D: Deserializer> SourceBuilder<D> {
         self
     }
 
+    /// The shortest time between two rebuilds of one cluster's clients (default
+    /// [`DEFAULT_REBUILD_INTERVAL`]). A property change (credentials, bootstrap list)
+    /// is applied at once when the cluster was not rebuilt within this time; changes
+    /// that follow sooner are merged and applied together when it has passed, so a
+    /// burst of edits costs one rebuild, not one per edit. Other clusters, and
+    /// topic or offset changes of this one, are never held back. Zero applies every
+    /// change at once.
+    pub fn rebuild_interval(mut self, interval: Duration) -> Self {
+        self.rebuild_interval = interval;
+        self
+    }
+
     /// Where partitions found after a cluster's first discovery start: new partitions,
     /// and every partition of a topic added to a cluster already being read (default
     /// earliest, so nothing produced to them is missed).
@@ -432,6 +451,7 @@ impl<D: Deserializer> SourceBuilder<D> {
                 metadata_failure_threshold: self.metadata_failure_threshold,
                 new_partition_start: self.new_partition_start,
                 retention: self.retention,
+                rebuild_interval: self.rebuild_interval,
             },
             service,
             deserializer: Arc::new(self.deserializer),

@@ -192,3 +192,105 @@ fn a_change_to_one_cluster_leaves_the_other_clusters_consumer_alone() {
         s.close().await;
     });
 }
+
+#[test]
+fn property_changes_in_quick_succession_cost_one_rebuild_per_interval_and_none_is_lost() {
+    let _serial = serial();
+    let snapshotter = snapshotter();
+    let (a, b) = (
+        MockKafkaCluster::start("burst-a", 1).unwrap(),
+        MockKafkaCluster::start("burst-b", 1).unwrap(),
+    );
+    for c in [&a, &b] {
+        c.create_topic("t", 1).unwrap();
+        c.produce("t", &[TestRecord::value("first")]).unwrap();
+    }
+    let meta = |c: &MockKafkaCluster, client_id: &str| {
+        ClusterMetadata::builder(c.bootstrap_servers())
+            .topic("t")
+            .property("client.id", client_id)
+            .build()
+            .unwrap()
+    };
+    let streams = |b_client: &str| {
+        [KafkaStream::new("s")
+            .with_cluster("burst-a", meta(&a, "a"))
+            .with_cluster("burst-b", meta(&b, b_client))]
+    };
+    let svc = Arc::new(StaticMetadataService::new(streams("one")).unwrap());
+    // Consumers made so far, per cluster (snapshots hand out what counters gained).
+    let mut totals = (0.0, 0.0);
+    let mut created = || {
+        let snap = snapshotter.snapshot().into_vec();
+        totals.0 +=
+            value_of(&snap, m::CONSUMERS_CREATED, Some(("cluster", "burst-a"))).unwrap_or(0.0);
+        totals.1 +=
+            value_of(&snap, m::CONSUMERS_CREATED, Some(("cluster", "burst-b"))).unwrap_or(0.0);
+        totals
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let interval = Duration::from_millis(1500);
+        let mut s = MultiClusterKafkaSource::builder()
+            .shared_metadata_service(svc.clone())
+            .stream_ids(["s"])
+            .deserializer(ValueOnly::<String>::utf8())
+            .rebuild_interval(interval)
+            .build()
+            .unwrap()
+            .open()
+            .await
+            .unwrap();
+        // Reads while waiting, so the reader applies what the enumerator sends.
+        async fn wait_for(s: &mut KafkaSourceStream<Utf8>, mut done: impl FnMut() -> bool) {
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+            while !done() {
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "not reached in 30 s"
+                );
+                let _ = tokio::time::timeout(Duration::from_millis(50), s.next()).await;
+            }
+        }
+        wait_for(&mut s, || created() == (1.0, 1.0)).await;
+        // The first change after a quiet time is applied at once.
+        svc.replace(streams("two")).unwrap();
+        wait_for(&mut s, || created().1 == 2.0).await;
+        // Two more within the interval: held back, then applied together.
+        svc.replace(streams("three")).unwrap();
+        let t = tokio::time::Instant::now();
+        while t.elapsed() < Duration::from_millis(300) {
+            let _ = tokio::time::timeout(Duration::from_millis(50), s.next()).await;
+        }
+        svc.replace(streams("four")).unwrap();
+        wait_for(&mut s, || created().1 == 3.0).await;
+        // Nothing else is pending: no further rebuild.
+        let t = tokio::time::Instant::now();
+        while t.elapsed() < interval * 2 {
+            let _ = tokio::time::timeout(Duration::from_millis(50), s.next()).await;
+        }
+        assert_eq!(
+            created(),
+            (1.0, 3.0),
+            "A untouched; B rebuilt once for `two` and once for `three` + `four`"
+        );
+        // B's rebuilt consumer reads.
+        b.produce("t", &[TestRecord::value("after")]).unwrap();
+        let r = tokio::time::timeout(Duration::from_secs(60), async {
+            loop {
+                let r = s.next().await.unwrap().unwrap();
+                if r.value == "after" {
+                    return r;
+                }
+            }
+        })
+        .await
+        .unwrap();
+        assert_eq!(&*r.cluster, "burst-b");
+        s.close().await;
+    });
+}
