@@ -268,11 +268,11 @@ pub fn compare(args: &CompareArgs) {
         let expected = 2 * records as u64;
         // Warm the brokers' page cache once before measuring.
         super::plain(&clusters, topic, PARTITIONS, Peer::Poll);
-        // [plain, ours with 1 reader, ours with 2 readers]
-        let mut rates: [Rates; 3] = Default::default();
+        // [plain, ours with 1 reader, ours with 2 readers, librdkafka batch loop]
+        let mut rates: [Rates; 4] = Default::default();
         for round in 0..sizes.rounds {
             // Alternate the order so no reader always gets the warmer broker.
-            let mut order = [0, 1, 2];
+            let mut order = [0, 1, 2, 3];
             if round % 2 == 1 {
                 order.reverse();
             }
@@ -280,6 +280,7 @@ pub fn compare(args: &CompareArgs) {
                 let t = Instant::now();
                 let (n, bytes, end) = match side {
                     0 => super::plain(&clusters, topic, PARTITIONS, Peer::Poll),
+                    3 => super::plain(&clusters, topic, PARTITIONS, Peer::Batch),
                     r => super::ours(&rt, &clusters, topic, r, Api::Batch, None),
                 };
                 assert_eq!(n, expected, "every record read");
@@ -329,6 +330,26 @@ pub fn compare(args: &CompareArgs) {
             });
             (Some(cp), flink)
         };
+        // librdkafka's own ceiling (a bare `rd_kafka_consume_batch_queue` loop, no
+        // per-record work beyond touching the bytes) against the Java tool: what any
+        // librdkafka-based reader can reach on this machine.
+        let ceiling = rates[3].median();
+        rows.push(Row::new(
+            format!(
+                "context: {label}, librdkafka batch loop (1 consumer per cluster) vs ConsumerPerformance (records/s)"
+            ),
+            (ceiling.0, cp.map(|c| c.0)),
+            "rec/s",
+            Target::None,
+            java_note,
+        ));
+        rows.push(Row::new(
+            format!("context: {label}, ours with 2 readers vs the librdkafka batch loop (records/s)"),
+            (ours_by_readers[1].0, Some(ceiling.0)),
+            "rec/s",
+            Target::None,
+            "",
+        ));
         let mut cp_mbps = None;
         for (i, &o) in ours_by_readers.iter().enumerate() {
             let readers = i + 1;
@@ -440,7 +461,7 @@ pub fn compare(args: &CompareArgs) {
         command_line("rustc", &["--version"]),
     );
     println!(
-        "- settings: 2 clusters × {PARTITIONS} partitions, {} records/cluster of 100 B and {} of 1 KiB (8 B keys), {} measured round(s) per figure (median), brokers `-Xms1g -Xmx1g -XX:+UseG1GC`; ours = `next_batch`, plain = `BaseConsumer::poll`, one consumer per cluster; ConsumerPerformance and Flink after 1 warm-up round in the same JVM (Flink window: task start to end of input){}",
+        "- settings: 2 clusters × {PARTITIONS} partitions, {} records/cluster of 100 B and {} of 1 KiB (8 B keys), {} measured round(s) per figure (median), brokers `-Xms1g -Xmx1g -XX:+UseG1GC`; ours = `next_batch`, plain = `BaseConsumer::poll`, librdkafka batch loop = `rd_kafka_consume_batch_queue`, one consumer per cluster; ConsumerPerformance and Flink after 1 warm-up round in the same JVM (Flink window: task start to end of input){}",
         sizes.records_100,
         sizes.records_1k,
         sizes.rounds,
