@@ -6,10 +6,16 @@
 //! cargo run --release -p mck-bench --example assign_latency -- [ROUNDS] [MODE]
 //! ```
 //!
-//! MODE `poll` (default) polls `BaseConsumer::poll(10 ms)`; MODE `batch` polls the
-//! consumer queue with `rd_kafka_consume_batch_queue` like the library's readers.
-//! Setting `RDKAFKA_DEBUG` (librdkafka `debug` contexts) prints librdkafka's log
-//! lines with the time since the assignment.
+//! MODE is a list of words joined by `-`: `batch` polls the consumer queue with
+//! `rd_kafka_consume_batch_queue` like the library's readers (otherwise
+//! `BaseConsumer::poll(10 ms)`); `zero` polls the batch with a zero timeout and sleeps
+//! 10 ms between empty polls; `incr` assigns with `incremental_assign`; `backoff` sets
+//! `fetch.queue.backoff.ms=10`; `logq` gives the client its own log queue; `event`
+//! enables a queue-event callback; `nudge` asks for the topic's metadata right after the
+//! assignment (what the library does). `GAP_MS` waits that long between creating the
+//! consumer and assigning (a connected, idle consumer: the case that is slow without
+//! `nudge`). Setting `RDKAFKA_DEBUG` (librdkafka `debug` contexts) prints librdkafka's
+//! log lines as the consumer serves them.
 
 use std::time::{Duration, Instant};
 

@@ -24,7 +24,7 @@ pub struct CompareArgs {
     /// Records per cluster with 1 KiB values (default 200 000; 5 000 with --quick).
     #[arg(long)]
     records_1k: Option<usize>,
-    /// Measured rounds per throughput figure and RSS child (default 3; 1 with --quick).
+    /// Measured rounds per throughput figure and RSS child (default 5; 1 with --quick).
     #[arg(long)]
     rounds: Option<usize>,
     /// Handover rounds, for this project and for Flink (default 10; 2 with --quick).
@@ -82,7 +82,7 @@ impl CompareArgs {
         Sizes {
             records_100: self.records.unwrap_or(q(20_000, 1_000_000)),
             records_1k: self.records_1k.unwrap_or(q(5_000, 200_000)),
-            rounds: self.rounds.unwrap_or(q(1, 3)).max(1),
+            rounds: self.rounds.unwrap_or(q(1, 5)).max(1),
             handover_rounds: self.handover_rounds.unwrap_or(q(2, 10)).max(1),
             isolation_records: q(1_500_000, 3_000_000),
             checkpoint_budget: Duration::from_millis(q(200, 2_000) as u64),
@@ -192,6 +192,11 @@ impl Rates {
             .push((records as f64 / secs, bytes as f64 / secs / 1e6));
     }
 
+    /// Records/s of the latest round.
+    fn last(&self) -> f64 {
+        self.0.last().map_or(0.0, |r| r.0)
+    }
+
     fn median(&self) -> (f64, f64) {
         let mut v = self.0.clone();
         v.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -286,7 +291,13 @@ pub fn compare(args: &CompareArgs) {
                 assert_eq!(n, expected, "every record read");
                 rates[side].push(n, bytes, (end - t).as_secs_f64());
             }
-            eprintln!("{label} round {round} done");
+            eprintln!(
+                "{label} round {round}: plain {:.0}, ours 1 reader {:.0}, ours 2 readers {:.0}, batch loop {:.0} rec/s",
+                rates[0].last(),
+                rates[1].last(),
+                rates[2].last(),
+                rates[3].last()
+            );
         }
         let ours_by_readers = [rates[1].median(), rates[2].median()];
         let plain_m = rates[0].median();
@@ -344,7 +355,9 @@ pub fn compare(args: &CompareArgs) {
             java_note,
         ));
         rows.push(Row::new(
-            format!("context: {label}, ours with 2 readers vs the librdkafka batch loop (records/s)"),
+            format!(
+                "context: {label}, ours with 2 readers vs the librdkafka batch loop (records/s)"
+            ),
             (ours_by_readers[1].0, Some(ceiling.0)),
             "rec/s",
             Target::None,

@@ -32,21 +32,11 @@ type Rec = (String, String, i32, String);
 
 /// Produces `n` records to each partition; values `<prefix>-<partition>-<i>`.
 fn fill(c: &dyn TestCluster, topic: &str, partitions: i32, n: usize, prefix: &str) -> Vec<Rec> {
-    let mut recs = Vec::new();
-    let mut out = Vec::new();
-    for p in 0..partitions {
-        for i in 0..n {
-            let v = format!("{prefix}-{p}-{i}");
-            recs.push(
-                TestRecord::value(v.clone())
-                    .to_partition(p)
-                    .with_key(format!("k{i}")),
-            );
-            out.push((c.logical_id().to_string(), topic.to_string(), p, v));
-        }
-    }
-    c.produce(topic, &recs).expect("produce");
-    out
+    mck_testkit::fill_partitions(c, topic, partitions, n, prefix)
+        .expect("produce")
+        .into_iter()
+        .map(|(p, v)| (c.logical_id().to_string(), topic.to_string(), p, v))
+        .collect()
 }
 
 /// Writes a Flink-layout metadata file mapping `stream` to the given clusters' topics.

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use mck_testkit::{KafkaCluster, TestCluster, TestRecord, shared_cluster};
+use mck_testkit::{KafkaCluster, TestCluster, shared_cluster};
 use multicluster_kafka::prelude::*;
 use multicluster_kafka::record::RecordBatch;
 
@@ -31,21 +31,11 @@ fn rt() -> tokio::runtime::Runtime {
 /// values `<prefix>-<partition>-<i>` with keys `k<i>`. Returns the values.
 fn fill(c: &KafkaCluster, topic: &str, partitions: i32, n: usize, prefix: &str) -> Vec<String> {
     c.create_topic(topic, partitions).unwrap();
-    let mut recs = Vec::new();
-    let mut values = Vec::new();
-    for p in 0..partitions {
-        for i in 0..n {
-            let v = format!("{prefix}-{p}-{i}");
-            recs.push(
-                TestRecord::value(v.clone())
-                    .to_partition(p)
-                    .with_key(format!("k{i}")),
-            );
-            values.push(v);
-        }
-    }
-    c.produce(topic, &recs).unwrap();
-    values
+    mck_testkit::fill_partitions(c, topic, partitions, n, prefix)
+        .unwrap()
+        .into_iter()
+        .map(|(_, v)| v)
+        .collect()
 }
 
 /// A bounded source of UTF-8 values over `topic` on both clusters.

@@ -30,21 +30,11 @@ fn rt() -> tokio::runtime::Runtime {
 
 /// Produces `n` records to each partition, values `<prefix>-<partition>-<i>`.
 fn fill(c: &dyn TestCluster, topic: &str, partitions: i32, n: usize, prefix: &str) -> Vec<String> {
-    let mut recs = Vec::new();
-    let mut values = Vec::new();
-    for p in 0..partitions {
-        for i in 0..n {
-            let v = format!("{prefix}-{p}-{i}");
-            recs.push(
-                TestRecord::value(v.clone())
-                    .to_partition(p)
-                    .with_key(format!("k{i}")),
-            );
-            values.push(v);
-        }
-    }
-    c.produce(topic, &recs).unwrap();
-    values
+    mck_testkit::fill_partitions(c, topic, partitions, n, prefix)
+        .unwrap()
+        .into_iter()
+        .map(|(_, v)| v)
+        .collect()
 }
 
 fn cluster(c: &dyn TestCluster, topics: &[&str]) -> ClusterMetadataBuilderExt {

@@ -104,5 +104,32 @@ pub trait TestCluster: Send + Sync {
     fn broker_count(&self) -> usize;
 }
 
+/// Produces `per_partition` records to each of partitions `0..partitions` of `topic`,
+/// with values `<prefix>-<partition>-<i>` and keys `k<i>`, and returns
+/// `(partition, value)` in the order produced. The topic must exist.
+pub fn fill_partitions(
+    cluster: &dyn TestCluster,
+    topic: &str,
+    partitions: i32,
+    per_partition: usize,
+    prefix: &str,
+) -> Result<Vec<(i32, String)>, TestkitError> {
+    let mut records = Vec::new();
+    let mut values = Vec::new();
+    for p in 0..partitions {
+        for i in 0..per_partition {
+            let v = format!("{prefix}-{p}-{i}");
+            records.push(
+                TestRecord::value(v.clone())
+                    .to_partition(p)
+                    .with_key(format!("k{i}")),
+            );
+            values.push((p, v));
+        }
+    }
+    cluster.produce(topic, &records)?;
+    Ok(values)
+}
+
 /// How long [`KafkaCluster`] waits for a broker to answer a metadata request.
 pub const DEFAULT_READY_TIMEOUT: Duration = Duration::from_secs(60);
