@@ -84,7 +84,7 @@ impl CompareArgs {
             records_1k: self.records_1k.unwrap_or(q(5_000, 200_000)),
             rounds: self.rounds.unwrap_or(q(1, 5)).max(1),
             handover_rounds: self.handover_rounds.unwrap_or(q(2, 10)).max(1),
-            isolation_records: q(1_500_000, 3_000_000),
+            isolation_records: q(1_500_000, 10_000_000),
             checkpoint_budget: Duration::from_millis(q(200, 2_000) as u64),
         }
     }
@@ -422,7 +422,13 @@ pub fn compare(args: &CompareArgs) {
         ), (super::median(ours_handover), flink_handover), "ms", Target::OursAtMost(500.0), java_note));
 
     // Isolation.
-    let iso = super::isolation_run(&a, &b, ISOLATION_TOPIC, sizes.isolation_records);
+    let iso = super::isolation_run(
+        &a,
+        &b,
+        ISOLATION_TOPIC,
+        sizes.isolation_records,
+        multicluster_kafka::DEFAULT_REBUILD_INTERVAL,
+    );
     rows.push(Row::new(format!(
             "isolation: cluster A's records/s while B's properties change every 100 ms ({} changes) (peer: the same reader, steady)",
             iso.changes

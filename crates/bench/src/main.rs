@@ -40,8 +40,12 @@ enum Cmd {
     /// properties change every 100 ms, against the same reader's steady-state rate.
     Isolation {
         /// Records pre-filled on the unaffected cluster.
-        #[arg(long, default_value_t = 3_000_000)]
+        #[arg(long, default_value_t = 10_000_000)]
         records: usize,
+        /// The source's `rebuild_interval` in ms (0: every change rebuilds B at once,
+        /// the behaviour before it existed).
+        #[arg(long, default_value_t = multicluster_kafka::DEFAULT_REBUILD_INTERVAL.as_millis() as u64)]
+        rebuild_interval_ms: u64,
     },
     /// Handover latency: from a metadata file write that adds a cluster to the first
     /// record read from that cluster (file watch, no polling interval involved).
@@ -470,9 +474,9 @@ fn handover_latencies(a: &KafkaCluster, b: &KafkaCluster, rounds: usize) -> Vec<
     latencies
 }
 
-fn isolation(records: usize) {
+fn isolation(records: usize, rebuild_interval: Duration) {
     let (a, b) = start_clusters();
-    let r = isolation_run(&a, &b, TOPIC, records);
+    let r = isolation_run(&a, &b, TOPIC, records, rebuild_interval);
     println!(
         "isolation: cluster A {:.0} rec/s steady, {:.0} rec/s while B's properties changed ({} changes); ratio {:.3}",
         r.steady,
@@ -497,7 +501,13 @@ struct Isolation {
 /// `client.id` changes every 100 ms for 500 ms, then rests 500 ms, and so on; returns
 /// A's rate in each kind of phase. The first tenth of A's records (at most 100 000)
 /// warm up and are not counted.
-fn isolation_run(a: &KafkaCluster, b: &KafkaCluster, topic: &str, records: usize) -> Isolation {
+fn isolation_run(
+    a: &KafkaCluster,
+    b: &KafkaCluster,
+    topic: &str,
+    records: usize,
+    rebuild_interval: Duration,
+) -> Isolation {
     use std::sync::atomic::{AtomicBool, Ordering};
     std::thread::scope(|s| {
         s.spawn(|| peers::prefill(a, topic, 4, records, 100).expect("pre-fill a"));
@@ -533,6 +543,7 @@ fn isolation_run(a: &KafkaCluster, b: &KafkaCluster, topic: &str, records: usize
             .stream_ids(["s"])
             .deserializer(RawValue)
             .include_headers(false)
+            .rebuild_interval(rebuild_interval)
             .build()
             .unwrap()
             .open()
@@ -739,7 +750,10 @@ fn main() {
     }
     let cli = Cli::parse();
     match cli.cmd {
-        Cmd::Isolation { records } => isolation(records),
+        Cmd::Isolation {
+            records,
+            rebuild_interval_ms,
+        } => isolation(records, Duration::from_millis(rebuild_interval_ms)),
         Cmd::Handover { rounds } => handover(rounds),
         Cmd::Throughput(args) => throughput(&args),
         Cmd::Compare(args) => compare::compare(&args),
