@@ -430,8 +430,8 @@ pub fn compare(args: &CompareArgs) {
         multicluster_kafka::DEFAULT_REBUILD_INTERVAL,
     );
     rows.push(Row::new(format!(
-            "isolation: cluster A's records/s while B's properties change every 100 ms ({} changes) (peer: the same reader, steady)",
-            iso.changes
+            "isolation: cluster A's records/s while B's properties change every 100 ms ({} changes, {} rebuilds of B's clients) (peer: the same reader, steady)",
+            iso.changes, iso.rebuilds
         ), (iso.changing, Some(iso.steady)), "rec/s", Target::RatioAtLeast(0.95), ""));
 
     // Checkpoint cost.

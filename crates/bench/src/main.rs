@@ -478,10 +478,11 @@ fn isolation(records: usize, rebuild_interval: Duration) {
     let (a, b) = start_clusters();
     let r = isolation_run(&a, &b, TOPIC, records, rebuild_interval);
     println!(
-        "isolation: cluster A {:.0} rec/s steady, {:.0} rec/s while B's properties changed ({} changes); ratio {:.3}",
+        "isolation: cluster A {:.0} rec/s steady, {:.0} rec/s while B's properties changed ({} changes, {} rebuilds); ratio {:.3}",
         r.steady,
         r.changing,
         r.changes,
+        r.rebuilds,
         r.changing / r.steady
     );
 }
@@ -492,8 +493,10 @@ struct Isolation {
     steady: f64,
     /// Cluster A's records/s while B's properties change every 100 ms.
     changing: f64,
-    /// Property changes applied to B.
+    /// Property changes made to B's metadata.
     changes: u64,
+    /// Rebuilds of B's clients they caused (fewer: see `rebuild_interval`).
+    rebuilds: u64,
 }
 
 /// Fills `topic` on `a` (4 partitions, `records` records of 100 B) and on `b` (1
@@ -536,7 +539,7 @@ fn isolation_run(
     // Seconds spent in each kind of phase and A's records read in it ([steady,
     // changing]), accounted by the reader at each phase switch and at the end.
     let (mut secs, mut counts) = ([0f64; 2], [0u64; 2]);
-    let mut changes = 0u64;
+    let (mut changes, mut rebuilds) = (0u64, 0u64);
     rt.block_on(async {
         let mut source = MultiClusterKafkaSource::builder()
             .shared_metadata_service(svc.clone() as Arc<dyn KafkaMetadataService>)
@@ -557,6 +560,7 @@ fn isolation_run(
                 seen_a += 1;
             }
         }
+        let rebuilds_before = REBUILDS.load(std::sync::atomic::Ordering::Relaxed);
         let toggler = {
             let (svc, changing, done) = (svc.clone(), changing.clone(), done.clone());
             tokio::spawn(async move {
@@ -600,6 +604,7 @@ fn isolation_run(
         counts[phase] += phase_n;
         done.store(true, Ordering::Relaxed);
         changes = toggler.await.unwrap();
+        rebuilds = REBUILDS.load(std::sync::atomic::Ordering::Relaxed) - rebuilds_before;
         source.close().await;
     });
     let rate = |i: usize| counts[i] as f64 / secs[i].max(1e-9);
@@ -607,6 +612,7 @@ fn isolation_run(
         steady: rate(0),
         changing: rate(1),
         changes,
+        rebuilds,
     }
 }
 
@@ -739,15 +745,48 @@ fn throughput(args: &ThroughputArgs) {
     }
 }
 
+/// Client rebuilds after property changes, counted from the enumerator's log event.
+static REBUILDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// A tracing layer that counts [`REBUILDS`].
+struct RebuildCounter;
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for RebuildCounter {
+    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        struct Message(bool);
+        impl tracing::field::Visit for Message {
+            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+                if field.name() == "message" {
+                    self.0 |= format!("{value:?}").contains("rebuilding the cluster's clients");
+                }
+            }
+        }
+        let mut m = Message(false);
+        event.record(&mut m);
+        if m.0 {
+            REBUILDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+}
+
 fn main() {
     // MCK_BENCH_LOG (a tracing filter such as `librdkafka=debug`) turns on logs to
     // stderr, for looking inside a slow round; off by default so they cost nothing.
-    if let Ok(filter) = std::env::var("MCK_BENCH_LOG") {
-        tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+    // The rebuild counter sees only the enumerator's info events.
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::{Layer, filter::Targets};
+    let logs = std::env::var("MCK_BENCH_LOG").ok().map(|filter| {
+        tracing_subscriber::fmt::layer()
             .with_writer(std::io::stderr)
-            .init();
-    }
+            .with_filter(tracing_subscriber::EnvFilter::new(filter))
+    });
+    tracing_subscriber::registry()
+        .with(logs)
+        .with(RebuildCounter.with_filter(
+            Targets::new().with_target("multicluster_kafka::enumerator", tracing::Level::INFO),
+        ))
+        .init();
     let cli = Cli::parse();
     match cli.cmd {
         Cmd::Isolation {

@@ -766,6 +766,10 @@ impl Enumerator {
                 }
             }
             if change.properties_changed {
+                tracing::info!(
+                    cluster,
+                    "properties changed: rebuilding the cluster's clients at their positions"
+                );
                 self.last_rebuild
                     .insert(key.clone(), tokio::time::Instant::now());
                 let (c, pr, g, t) = (
