@@ -16,6 +16,11 @@
 //! consumer and assigning (a connected, idle consumer: the case that is slow without
 //! `nudge`). Setting `RDKAFKA_DEBUG` (librdkafka `debug` contexts) prints librdkafka's
 //! log lines as the consumer serves them.
+//!
+//! Safety, for every `unsafe` block below: the client pointer comes from a consumer
+//! that outlives the block; the queues made here are destroyed once, after their
+//! callback is disabled and before the consumer is dropped; each message returned by
+//! `rd_kafka_consume_batch_queue` is read and then destroyed exactly once.
 
 use std::time::{Duration, Instant};
 

@@ -12,34 +12,10 @@
 use std::time::{Duration, Instant};
 
 use mck_bench::peers::{self, Figures, PeerCluster, StreamTarget};
-use mck_testkit::{ClusterOptions, KafkaCluster, TestCluster};
+use mck_testkit::TestCluster;
 
 const TOPIC: &str = "bench";
 const PARTITIONS: i32 = 8;
-
-fn start_clusters() -> (KafkaCluster, KafkaCluster) {
-    // The same broker options as the `mck-bench` command.
-    let opts = |id: &str| {
-        ClusterOptions::new(id).jvm_options([
-            "-Xms1g",
-            "-Xmx1g",
-            "-XX:+UseG1GC",
-            "-Djava.awt.headless=true",
-        ])
-    };
-    std::thread::scope(|s| {
-        let a = s.spawn(|| KafkaCluster::start(opts("bench-a")));
-        let b = s.spawn(|| KafkaCluster::start(opts("bench-b")));
-        (
-            a.join()
-                .expect("start thread")
-                .expect("cluster bench-a starts"),
-            b.join()
-                .expect("start thread")
-                .expect("cluster bench-b starts"),
-        )
-    })
-}
 
 fn row(name: &str, f: Figures) {
     println!(
@@ -63,7 +39,7 @@ fn main() {
     let rounds = arg(3, 3);
 
     let t = Instant::now();
-    let (a, b) = start_clusters();
+    let (a, b) = mck_bench::start_clusters();
     std::thread::scope(|s| {
         s.spawn(|| peers::prefill(&a, TOPIC, PARTITIONS, records, value_size).expect("fill a"));
         s.spawn(|| peers::prefill(&b, TOPIC, PARTITIONS, records, value_size).expect("fill b"));

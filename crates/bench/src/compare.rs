@@ -242,7 +242,7 @@ pub fn compare(args: &CompareArgs) {
     let sizes = args.sizes();
     let load_before = loadavg();
     let started = Instant::now();
-    let (a, b) = super::start_clusters();
+    let (a, b) = mck_bench::start_clusters();
     let clusters = [PeerCluster::of(&a), PeerCluster::of(&b)];
     std::thread::scope(|s| {
         for c in [&a, &b] {

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
 use mck_bench::peers::{self, PeerCluster};
-use mck_testkit::{ClusterOptions, KafkaCluster, TestCluster, TestRecord};
+use mck_testkit::{KafkaCluster, TestCluster, TestRecord};
 use multicluster_kafka::prelude::*;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
@@ -140,25 +140,6 @@ fn touch(scratch: &mut Vec<u8>, key: Option<&[u8]>, value: &[u8], timestamp: Opt
     scratch.extend_from_slice(value);
     std::hint::black_box(timestamp);
     std::hint::black_box(&*scratch).len() as u64
-}
-
-fn start_clusters() -> (KafkaCluster, KafkaCluster) {
-    let opts = |id: &str| {
-        ClusterOptions::new(id).jvm_options([
-            "-Xms1g",
-            "-Xmx1g",
-            "-XX:+UseG1GC",
-            "-Djava.awt.headless=true",
-        ])
-    };
-    std::thread::scope(|s| {
-        let a = s.spawn(|| KafkaCluster::start(opts("bench-a")));
-        let b = s.spawn(|| KafkaCluster::start(opts("bench-b")));
-        (
-            a.join().unwrap().expect("cluster bench-a starts"),
-            b.join().unwrap().expect("cluster bench-b starts"),
-        )
-    })
 }
 
 /// Reads every partition of both clusters to its end with one plain consumer per
@@ -403,7 +384,7 @@ fn metadata_yaml(clusters: &[&KafkaCluster]) -> String {
 }
 
 fn handover(rounds: usize) {
-    let (a, b) = start_clusters();
+    let (a, b) = mck_bench::start_clusters();
     let mut latencies = handover_latencies(&a, &b, rounds);
     latencies.sort_by(f64::total_cmp);
     println!(
@@ -475,7 +456,7 @@ fn handover_latencies(a: &KafkaCluster, b: &KafkaCluster, rounds: usize) -> Vec<
 }
 
 fn isolation(records: usize, rebuild_interval: Duration) {
-    let (a, b) = start_clusters();
+    let (a, b) = mck_bench::start_clusters();
     let r = isolation_run(&a, &b, TOPIC, records, rebuild_interval);
     println!(
         "isolation: cluster A {:.0} rec/s steady, {:.0} rec/s while B's properties changed ({} changes, {} rebuilds); ratio {:.3}",
@@ -660,7 +641,7 @@ fn throughput(args: &ThroughputArgs) {
         peer,
         max_batch,
     } = *args;
-    let (a, b) = start_clusters();
+    let (a, b) = mck_bench::start_clusters();
     let started = Instant::now();
     std::thread::scope(|s| {
         s.spawn(|| peers::prefill(&a, TOPIC, partitions, records, value_size).expect("fill a"));

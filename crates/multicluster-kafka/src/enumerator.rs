@@ -626,12 +626,12 @@ impl Enumerator {
                 return;
             }
         };
-        let new_views = clusters_of_streams(streams.values());
+        let mut new_views = clusters_of_streams(streams.values());
         // Errors of clusters leaving (or reported inactive) are dropped from now on,
         // before the plan closes their consumers.
         self.refresh_active(&new_views).await;
         let mut p = plan(&self.views, &new_views);
-        let held_back = self.hold_back(&mut p);
+        self.hold_back(&mut p, &mut new_views);
         if p.is_empty() {
             return;
         }
@@ -642,7 +642,7 @@ impl Enumerator {
             changed = ?p.clusters_changed.keys().collect::<Vec<_>>(),
             "applying a metadata change"
         );
-        self.apply_plan(p, &new_views, &held_back).await;
+        self.apply_plan(p, &new_views).await;
         self.generation += 1;
         metrics::gauge!(m::METADATA_GENERATION).set(self.generation as f64);
         metrics::counter!(m::RECONCILIATIONS).increment(1);
@@ -650,11 +650,12 @@ impl Enumerator {
     }
 
     /// Takes out of `p` the property changes of clusters rebuilt less than the rebuild
-    /// interval ago (dropping a cluster's entry when nothing else of it changed) and
+    /// interval ago (dropping a cluster's entry when nothing else of it changed), keeps
+    /// their old properties in `new_views` (so the views recorded as applied still
+    /// differ from the metadata, and the next plan finds the change again), and
     /// schedules a metadata read for when the first of them may be applied.
-    fn hold_back(&mut self, p: &mut Plan) -> BTreeSet<String> {
+    fn hold_back(&mut self, p: &mut Plan, new_views: &mut BTreeMap<String, ClusterView>) {
         let now = tokio::time::Instant::now();
-        let mut held = BTreeSet::new();
         for (cluster, change) in p.clusters_changed.iter_mut() {
             if !change.properties_changed {
                 continue;
@@ -668,12 +669,13 @@ impl Enumerator {
                 continue;
             };
             change.properties_changed = false;
+            if let (Some(old), Some(new)) = (self.views.get(cluster), new_views.get_mut(cluster)) {
+                new.properties = old.properties.clone();
+            }
             self.held_back_until = Some(self.held_back_until.map_or(due, |h| h.min(due)));
             tracing::debug!(cluster, "property change held back by the rebuild interval");
-            held.insert(cluster.clone());
         }
         p.clusters_changed.retain(|_, change| !change.is_empty());
-        held
     }
 
     fn reader_props(&self, view: &ClusterView) -> ClientProperties {
@@ -707,16 +709,7 @@ impl Enumerator {
     }
 
     /// Applies a plan: clusters the plan does not name are not touched.
-    ///
-    /// `held_back`: clusters whose property change waits for the rebuild interval
-    /// (taken out of the plan by [`Self::hold_back`]); their old properties stay
-    /// recorded, so the change is planned again.
-    async fn apply_plan(
-        &mut self,
-        p: Plan,
-        new_views: &BTreeMap<String, ClusterView>,
-        held_back: &BTreeSet<String>,
-    ) {
+    async fn apply_plan(&mut self, p: Plan, new_views: &BTreeMap<String, ClusterView>) {
         for cluster in &p.clusters_removed {
             let key: Arc<str> = Arc::from(cluster.as_str());
             self.remove_splits(|id| id.cluster == key);
@@ -757,13 +750,6 @@ impl Enumerator {
                     .stopping_offsets
                     .clone()
                     .or_else(|| self.cfg.stopping.clone());
-            }
-            let mut applied_view = view.clone();
-            if held_back.contains(cluster) {
-                // Recorded as not applied yet: the next plan finds the change again.
-                if let Some(previous) = self.views.get(cluster) {
-                    applied_view.properties = previous.properties.clone();
-                }
             }
             if change.properties_changed {
                 tracing::info!(
@@ -808,7 +794,7 @@ impl Enumerator {
                     }
                 }
             }
-            self.views.insert(cluster.clone(), applied_view);
+            self.views.insert(cluster.clone(), view.clone());
         }
         for (cluster, view) in &p.clusters_added {
             let key: Arc<str> = Arc::from(cluster.as_str());

@@ -54,6 +54,64 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// Two mock clusters `<name>-a` and `<name>-b`, each with topic `t` holding one record,
+/// read together as stream `s`. B's `client.id` is the property the tests change.
+struct TwoClusters {
+    a: MockKafkaCluster,
+    b: MockKafkaCluster,
+}
+
+impl TwoClusters {
+    fn start(name: &str) -> Self {
+        let (a, b) = (
+            MockKafkaCluster::start(&format!("{name}-a"), 1).unwrap(),
+            MockKafkaCluster::start(&format!("{name}-b"), 1).unwrap(),
+        );
+        for c in [&a, &b] {
+            c.create_topic("t", 1).unwrap();
+            c.produce("t", &[TestRecord::value("first")]).unwrap();
+        }
+        Self { a, b }
+    }
+
+    /// Stream `s` over both clusters, with this `client.id` on B.
+    fn streams(&self, b_client: &str) -> [KafkaStream; 1] {
+        let meta = |c: &MockKafkaCluster, client_id: &str| {
+            ClusterMetadata::builder(c.bootstrap_servers())
+                .topic("t")
+                .property("client.id", client_id)
+                .build()
+                .unwrap()
+        };
+        [KafkaStream::new("s")
+            .with_cluster(self.a.logical_id(), meta(&self.a, "a"))
+            .with_cluster(self.b.logical_id(), meta(&self.b, b_client))]
+    }
+
+    /// Consumers created on (A, B) since the previous snapshot (a snapshot hands out
+    /// what counters gained since the one before).
+    fn created_since_last_snapshot(&self) -> (f64, f64) {
+        let snap = snapshotter().snapshot().into_vec();
+        let of = |c: &MockKafkaCluster| {
+            value_of(
+                &snap,
+                m::CONSUMERS_CREATED,
+                Some(("cluster", c.logical_id())),
+            )
+            .unwrap_or(0.0)
+        };
+        (of(&self.a), of(&self.b))
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 #[test]
 fn records_bytes_splits_lag_and_commits_are_reported() {
     let _serial = serial();
@@ -126,41 +184,13 @@ fn records_bytes_splits_lag_and_commits_are_reported() {
 #[test]
 fn a_change_to_one_cluster_leaves_the_other_clusters_consumer_alone() {
     let _serial = serial();
-    let snapshotter = snapshotter();
-    let (a, b) = (
-        MockKafkaCluster::start("iso-a", 1).unwrap(),
-        MockKafkaCluster::start("iso-b", 1).unwrap(),
-    );
-    for c in [&a, &b] {
-        c.create_topic("t", 1).unwrap();
-        c.produce("t", &[TestRecord::value("first")]).unwrap();
-    }
-    let meta = |c: &MockKafkaCluster, client_id: &str| {
-        ClusterMetadata::builder(c.bootstrap_servers())
-            .topic("t")
-            .property("client.id", client_id)
-            .build()
-            .unwrap()
-    };
-    let streams = |b_client: &str| {
-        [KafkaStream::new("s")
-            .with_cluster("iso-a", meta(&a, "a"))
-            .with_cluster("iso-b", meta(&b, b_client))]
-    };
+    snapshotter();
+    let clusters = TwoClusters::start("iso");
+    let b = &clusters.b;
+    let streams = |b_client: &str| clusters.streams(b_client);
     let svc = Arc::new(StaticMetadataService::new(streams("one")).unwrap());
-    // A snapshot hands out what counters gained since the previous one.
-    let created = || {
-        let snap = snapshotter.snapshot().into_vec();
-        (
-            value_of(&snap, m::CONSUMERS_CREATED, Some(("cluster", "iso-a"))).unwrap_or(0.0),
-            value_of(&snap, m::CONSUMERS_CREATED, Some(("cluster", "iso-b"))).unwrap_or(0.0),
-        )
-    };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let created = || clusters.created_since_last_snapshot();
+    let rt = runtime();
     rt.block_on(async {
         let mut s = MultiClusterKafkaSource::builder()
             .shared_metadata_service(svc.clone())
@@ -196,43 +226,20 @@ fn a_change_to_one_cluster_leaves_the_other_clusters_consumer_alone() {
 #[test]
 fn property_changes_in_quick_succession_cost_one_rebuild_per_interval_and_none_is_lost() {
     let _serial = serial();
-    let snapshotter = snapshotter();
-    let (a, b) = (
-        MockKafkaCluster::start("burst-a", 1).unwrap(),
-        MockKafkaCluster::start("burst-b", 1).unwrap(),
-    );
-    for c in [&a, &b] {
-        c.create_topic("t", 1).unwrap();
-        c.produce("t", &[TestRecord::value("first")]).unwrap();
-    }
-    let meta = |c: &MockKafkaCluster, client_id: &str| {
-        ClusterMetadata::builder(c.bootstrap_servers())
-            .topic("t")
-            .property("client.id", client_id)
-            .build()
-            .unwrap()
-    };
-    let streams = |b_client: &str| {
-        [KafkaStream::new("s")
-            .with_cluster("burst-a", meta(&a, "a"))
-            .with_cluster("burst-b", meta(&b, b_client))]
-    };
+    snapshotter();
+    let clusters = TwoClusters::start("burst");
+    let b = &clusters.b;
+    let streams = |b_client: &str| clusters.streams(b_client);
     let svc = Arc::new(StaticMetadataService::new(streams("one")).unwrap());
-    // Consumers made so far, per cluster (snapshots hand out what counters gained).
+    // Consumers made so far, per cluster.
     let mut totals = (0.0, 0.0);
     let mut created = || {
-        let snap = snapshotter.snapshot().into_vec();
-        totals.0 +=
-            value_of(&snap, m::CONSUMERS_CREATED, Some(("cluster", "burst-a"))).unwrap_or(0.0);
-        totals.1 +=
-            value_of(&snap, m::CONSUMERS_CREATED, Some(("cluster", "burst-b"))).unwrap_or(0.0);
+        let (a, b) = clusters.created_since_last_snapshot();
+        totals.0 += a;
+        totals.1 += b;
         totals
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     rt.block_on(async {
         let interval = Duration::from_millis(1500);
         let mut s = MultiClusterKafkaSource::builder()

@@ -130,7 +130,6 @@ pub struct SourceReader<D: Deserializer> {
     /// Splits assigned but not yet handed to their cluster's consumer, with the
     /// consumer properties of the cluster.
     to_start: BTreeMap<Arc<str>, (ClientProperties, Vec<KafkaSplit>)>,
-    /// Consumers being created on the blocking pool.
     /// Consumers being made on the blocking pool: each answer is sent before the
     /// reader is woken, so the wake-up finds it.
     creating: HashMap<Arc<str>, oneshot::Receiver<Result<ClusterConsumer, SourceError>>>,
