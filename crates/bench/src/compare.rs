@@ -18,7 +18,7 @@ use super::{Api, Peer};
 /// Options of `mck-bench compare`.
 #[derive(clap::Args, Clone, Copy, Debug)]
 pub struct CompareArgs {
-    /// Records per cluster with 100 B values (default 1 000 000; 20 000 with --quick).
+    /// Records per cluster with 100 B values (default 2 000 000; 20 000 with --quick).
     #[arg(long)]
     records: Option<usize>,
     /// Records per cluster with 1 KiB values (default 200 000; 5 000 with --quick).
@@ -80,7 +80,7 @@ impl CompareArgs {
     fn sizes(&self) -> Sizes {
         let q = |quick: usize, full: usize| if self.quick { quick } else { full };
         Sizes {
-            records_100: self.records.unwrap_or(q(20_000, 1_000_000)),
+            records_100: self.records.unwrap_or(q(20_000, 2_000_000)),
             records_1k: self.records_1k.unwrap_or(q(5_000, 200_000)),
             rounds: self.rounds.unwrap_or(q(1, 5)).max(1),
             handover_rounds: self.handover_rounds.unwrap_or(q(2, 10)).max(1),
@@ -182,26 +182,48 @@ impl Row {
     }
 }
 
-/// Median throughput figures of one reader over the rounds: records/s, MB/s.
+/// Throughput figures of one side, round by round, over two windows: from its start
+/// (creating its clients; for this project also discovering the stream's partitions)
+/// to its last record, and from its first record to its last.
 #[derive(Default)]
-struct Rates(Vec<(f64, f64)>);
+struct Rates {
+    /// (records/s, MB/s) from the side's start.
+    from_start: Vec<(f64, f64)>,
+    /// (records/s, MB/s) from its first record.
+    reading: Vec<(f64, f64)>,
+}
 
 impl Rates {
-    fn push(&mut self, records: u64, bytes: u64, secs: f64) {
-        self.0
-            .push((records as f64 / secs, bytes as f64 / secs / 1e6));
+    fn push(&mut self, pass: &super::Pass, started: Instant) {
+        let rate = |secs: f64| (pass.records as f64 / secs, pass.bytes as f64 / secs / 1e6);
+        self.from_start
+            .push(rate((pass.end - started).as_secs_f64()));
+        self.reading.push(rate(pass.reading_secs()));
     }
 
-    /// Records/s of the latest round.
-    fn last(&self) -> f64 {
-        self.0.last().map_or(0.0, |r| r.0)
+    /// Records/s of the latest round: from the start, and from the first record.
+    fn last(&self) -> String {
+        match (self.from_start.last(), self.reading.last()) {
+            (Some(s), Some(r)) => format!("{:.0} ({:.0})", s.0, r.0),
+            _ => "-".into(),
+        }
     }
 
-    fn median(&self) -> (f64, f64) {
-        let mut v = self.0.clone();
-        v.sort_by(|a, b| a.0.total_cmp(&b.0));
-        v[v.len() / 2]
+    /// The round with the median records/s from the first record: (records/s, MB/s).
+    fn reading_median(&self) -> (f64, f64) {
+        median_rate(&self.reading)
     }
+
+    /// The round with the median records/s from the start.
+    fn from_start_median(&self) -> (f64, f64) {
+        median_rate(&self.from_start)
+    }
+}
+
+fn median_rate(rounds: &[(f64, f64)]) -> (f64, f64) {
+    let mut v = rounds.to_vec();
+    v.sort_by(|a, b| a.0.total_cmp(&b.0));
+    v[v.len() / 2]
 }
 
 /// The records/s and MB/s rows of one comparison: `ours` and `peer` are (records/s,
@@ -283,24 +305,29 @@ pub fn compare(args: &CompareArgs) {
             }
             for side in order {
                 let t = Instant::now();
-                let (n, bytes, end) = match side {
+                let pass = match side {
                     0 => super::plain(&clusters, topic, PARTITIONS, Peer::Poll),
                     3 => super::plain(&clusters, topic, PARTITIONS, Peer::Batch),
                     r => super::ours(&rt, &clusters, topic, r, Api::Batch, None),
                 };
-                assert_eq!(n, expected, "every record read");
-                rates[side].push(n, bytes, (end - t).as_secs_f64());
+                assert_eq!(pass.records, expected, "every record read");
+                rates[side].push(&pass, t);
             }
             eprintln!(
-                "{label} round {round}: plain {:.0}, ours 1 reader {:.0}, ours 2 readers {:.0}, batch loop {:.0} rec/s",
+                "{label} round {round}, rec/s from the start (from the first record): plain {}, ours 1 reader {}, ours 2 readers {}, batch loop {}",
                 rates[0].last(),
                 rates[1].last(),
                 rates[2].last(),
                 rates[3].last()
             );
         }
-        let ours_by_readers = [rates[1].median(), rates[2].median()];
-        let plain_m = rates[0].median();
+        // Steady-state throughput (first record to last) for the comparisons with
+        // librdkafka and with ConsumerPerformance, whose window also starts once its
+        // consumer is ready (group joined); from the start for Flink, whose window
+        // includes its source's start-up too.
+        let ours_by_readers = [rates[1].reading_median(), rates[2].reading_median()];
+        let ours_from_start = [rates[1].from_start_median(), rates[2].from_start_median()];
+        let plain_m = rates[0].reading_median();
         for (i, &o) in ours_by_readers.iter().enumerate() {
             let what = format!("{label}, {} reader(s), vs plain rdkafka", i + 1);
             rows.extend(rate_rows(&what, o, Some(plain_m), 0.95, ""));
@@ -344,7 +371,7 @@ pub fn compare(args: &CompareArgs) {
         // librdkafka's own ceiling (a bare `rd_kafka_consume_batch_queue` loop, no
         // per-record work beyond touching the bytes) against the Java tool: what any
         // librdkafka-based reader can reach on this machine.
-        let ceiling = rates[3].median();
+        let ceiling = rates[3].reading_median();
         rows.push(Row::new(
             format!(
                 "context: {label}, librdkafka batch loop (1 consumer per cluster) vs ConsumerPerformance (records/s)"
@@ -376,7 +403,13 @@ pub fn compare(args: &CompareArgs) {
             let what = format!(
                 "{label}, {readers} reader(s), vs Flink DynamicKafkaSource parallelism {readers}"
             );
-            rows.extend(rate_rows(&what, o, flink[i], 1.0, java_note));
+            rows.extend(rate_rows(
+                &what,
+                ours_from_start[i],
+                flink[i],
+                1.0,
+                java_note,
+            ));
         }
         rows.extend(cp_mbps);
     }
@@ -480,7 +513,7 @@ pub fn compare(args: &CompareArgs) {
         command_line("rustc", &["--version"]),
     );
     println!(
-        "- settings: 2 clusters × {PARTITIONS} partitions, {} records/cluster of 100 B and {} of 1 KiB (8 B keys), {} measured round(s) per figure (median), brokers `-Xms1g -Xmx1g -XX:+UseG1GC`; ours = `next_batch`, plain = `BaseConsumer::poll`, librdkafka batch loop = `rd_kafka_consume_batch_queue`, one consumer per cluster; ConsumerPerformance and Flink after 1 warm-up round in the same JVM (Flink window: task start to end of input){}",
+        "- settings: 2 clusters × {PARTITIONS} partitions, {} records/cluster of 100 B and {} of 1 KiB (8 B keys), {} measured round(s) per figure (median), brokers `-Xms1g -Xmx1g -XX:+UseG1GC`; ours = `next_batch`, plain = `BaseConsumer::poll`, librdkafka batch loop = `rd_kafka_consume_batch_queue`, one consumer per cluster; ConsumerPerformance and Flink after 1 warm-up round in the same JVM; windows: beside plain rdkafka and ConsumerPerformance, every side from its first record to its last (ConsumerPerformance: from group joined, its `fetch` window), beside Flink, ours from building the source and Flink from task start, both to the end of input{}",
         sizes.records_100,
         sizes.records_1k,
         sizes.rounds,
@@ -534,7 +567,7 @@ pub fn rss_child(args: &RssChildArgs) {
             PeerCluster::new(id, servers)
         })
         .collect();
-    let (n, _, _) = match args.side {
+    let pass = match args.side {
         super::Side::Plain => super::plain(&clusters, &args.topic, args.partitions, Peer::Poll),
         super::Side::Ours => {
             let rt = tokio::runtime::Builder::new_multi_thread()
@@ -545,7 +578,7 @@ pub fn rss_child(args: &RssChildArgs) {
             super::ours(&rt, &clusters, &args.topic, 1, Api::Batch, None)
         }
     };
-    assert_eq!(n, args.expected, "every record read");
+    assert_eq!(pass.records, args.expected, "every record read");
 }
 
 /// Median time (ms) of `Checkpoint::from_splits` + `encode` for `n` splits (over 2

@@ -142,14 +142,42 @@ fn touch(scratch: &mut Vec<u8>, key: Option<&[u8]>, value: &[u8], timestamp: Opt
     std::hint::black_box(&*scratch).len() as u64
 }
 
+/// What one side read in one pass over the data.
+#[derive(Clone, Copy, Debug)]
+struct Pass {
+    records: u64,
+    /// Key + value bytes.
+    bytes: u64,
+    /// When the first record of the pass arrived (the earliest over the consumers or
+    /// readers): the clock a tool starts once it has joined its group.
+    first: Instant,
+    /// When the last record arrived.
+    end: Instant,
+}
+
+impl Pass {
+    /// Folds the passes of concurrent consumers or readers into one.
+    fn combine(parts: impl IntoIterator<Item = Pass>) -> Pass {
+        parts
+            .into_iter()
+            .reduce(|a, b| Pass {
+                records: a.records + b.records,
+                bytes: a.bytes + b.bytes,
+                first: a.first.min(b.first),
+                end: a.end.max(b.end),
+            })
+            .expect("at least one consumer")
+    }
+
+    /// From the first record to the last, in seconds.
+    fn reading_secs(&self) -> f64 {
+        (self.end - self.first).as_secs_f64()
+    }
+}
+
 /// Reads every partition of both clusters to its end with one plain consumer per
-/// cluster (each on its own thread). Returns (records, bytes, the last record's time).
-fn plain(
-    clusters: &[PeerCluster],
-    topic: &str,
-    partitions: i32,
-    peer: Peer,
-) -> (u64, u64, Instant) {
+/// cluster (each on its own thread).
+fn plain(clusters: &[PeerCluster], topic: &str, partitions: i32, peer: Peer) -> Pass {
     std::thread::scope(|s| {
         let handles: Vec<_> = clusters
             .iter()
@@ -164,6 +192,7 @@ fn plain(
                         .set("enable.partition.eof", "false")
                         // The same librdkafka settings the library's readers use.
                         .set("fetch.queue.backoff.ms", "10")
+                        .set("reconnect.backoff.ms", "10")
                         .create()
                         .unwrap();
                     let mut tpl = TopicPartitionList::new();
@@ -182,14 +211,17 @@ fn plain(
                     }
                     consumer.assign(&tpl).unwrap();
                     let (mut records, mut bytes) = (0u64, 0u64);
+                    let mut first = None;
                     let mut scratch: Vec<u8> = Vec::with_capacity(4096);
                     if peer == Peer::Batch {
-                        (records, bytes) = read_batches(&consumer, &ends, remaining, &mut scratch);
+                        (records, bytes, first) =
+                            read_batches(&consumer, &ends, remaining, &mut scratch);
                         remaining = 0;
                     }
                     while remaining > 0 {
                         if let Some(m) = consumer.poll(Duration::from_millis(100)) {
                             let m = m.unwrap();
+                            first.get_or_insert_with(Instant::now);
                             records += 1;
                             bytes += touch(
                                 &mut scratch,
@@ -203,28 +235,35 @@ fn plain(
                         }
                     }
                     // The clock stops at the last record; closing the consumer is not timed.
-                    (records, bytes, Instant::now(), consumer)
+                    let end = Instant::now();
+                    let pass = Pass {
+                        records,
+                        bytes,
+                        first: first.unwrap_or(end),
+                        end,
+                    };
+                    (pass, consumer)
                 })
             })
             .collect();
         let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
-        let end = results.iter().map(|r| r.2).max().expect("two clusters");
-        let (records, bytes) = results.iter().fold((0, 0), |a, r| (a.0 + r.0, a.1 + r.1));
-        (records, bytes, end)
+        Pass::combine(results.iter().map(|r| r.0))
     })
 }
 
 /// The plain consumer's loop with `rd_kafka_consume_batch_queue`: up to 1024
-/// messages per call. Returns (records, bytes) once every partition reached its end.
+/// messages per call. Returns (records, bytes, when the first record came) once every
+/// partition reached its end.
 fn read_batches(
     consumer: &BaseConsumer,
     ends: &[i64],
     mut remaining: usize,
     scratch: &mut Vec<u8>,
-) -> (u64, u64) {
+) -> (u64, u64, Option<Instant>) {
     use rdkafka::bindings as rd;
     const MAX: usize = 1024;
     let (mut records, mut bytes) = (0u64, 0u64);
+    let mut first = None;
     // SAFETY: the client lives as long as `consumer`; the queue reference is
     // released below.
     let queue = unsafe { rd::rd_kafka_queue_get_consumer(consumer.client().native_ptr()) };
@@ -233,6 +272,9 @@ fn read_batches(
     while remaining > 0 {
         // SAFETY: a live queue and room for MAX message pointers.
         let n = unsafe { rd::rd_kafka_consume_batch_queue(queue, 100, messages.as_mut_ptr(), MAX) };
+        if n > 0 {
+            first.get_or_insert_with(Instant::now);
+        }
         for i in 0..usize::try_from(n).unwrap_or(0) {
             // SAFETY: librdkafka filled the first `n` pointers with live messages,
             // each destroyed once below.
@@ -268,7 +310,7 @@ fn read_batches(
     }
     // SAFETY: our reference to the queue, released once.
     unsafe { rd::rd_kafka_queue_destroy(queue) };
-    (records, bytes)
+    (records, bytes, first)
 }
 
 fn ours(
@@ -278,7 +320,7 @@ fn ours(
     readers: usize,
     api: Api,
     max_batch: Option<usize>,
-) -> (u64, u64, Instant) {
+) -> Pass {
     let mut stream = KafkaStream::new("bench");
     for c in clusters {
         stream = stream.with_cluster(
@@ -301,17 +343,24 @@ fn ours(
         if let Some(records) = max_batch {
             builder = builder.max_batch_size(records);
         }
+        tracing::debug!("building the source");
         let source = builder.build().unwrap();
         let (coordinator, readers) = source.open_parallel().await.unwrap();
+        tracing::debug!("source open");
         let tasks: Vec<_> = readers
             .into_iter()
             .map(|mut reader| {
                 tokio::spawn(async move {
                     let (mut records, mut bytes) = (0u64, 0u64);
+                    let mut first = None;
                     let mut scratch: Vec<u8> = Vec::with_capacity(4096);
                     match api {
                         Api::Batch => {
                             while let Some(batch) = reader.next_batch().await {
+                                first.get_or_insert_with(|| {
+                                    tracing::debug!("first batch");
+                                    Instant::now()
+                                });
                                 for r in &batch.unwrap() {
                                     records += 1;
                                     bytes += touch(&mut scratch, r.key, r.value, r.timestamp);
@@ -320,6 +369,7 @@ fn ours(
                         }
                         Api::Record => {
                             while let Some(r) = reader.next().await {
+                                first.get_or_insert_with(Instant::now);
                                 let r = r.unwrap();
                                 records += 1;
                                 bytes +=
@@ -330,21 +380,21 @@ fn ours(
                     // The clock stops at the last record; closing the consumers is not timed.
                     let end = Instant::now();
                     reader.close().await;
-                    (records, bytes, end)
+                    Pass {
+                        records,
+                        bytes,
+                        first: first.unwrap_or(end),
+                        end,
+                    }
                 })
             })
             .collect();
-        let mut out = (0, 0, Instant::now());
-        let mut last = None;
+        let mut passes = Vec::new();
         for t in tasks {
-            let (r, b, end) = t.await.unwrap();
-            out.0 += r;
-            out.1 += b;
-            last = Some(last.map_or(end, |l: Instant| l.max(end)));
+            passes.push(t.await.unwrap());
         }
         coordinator.close().await;
-        out.2 = last.expect("at least one reader");
-        out
+        Pass::combine(passes)
     })
 }
 
@@ -600,30 +650,40 @@ fn isolation_run(
 /// One side's figures over the rounds.
 #[derive(Default)]
 struct Figures {
+    /// From the side's start (client creation) to its last record.
     rps: Vec<f64>,
     mbps: Vec<f64>,
+    /// From its first record to its last.
+    rps_reading: Vec<f64>,
     cpu_ns: Vec<f64>,
 }
 
 impl Figures {
-    fn push(&mut self, records: u64, bytes: u64, secs: f64, cpu_secs: f64) {
-        self.rps.push(records as f64 / secs);
-        self.mbps.push(bytes as f64 / secs / 1e6);
-        self.cpu_ns.push(cpu_secs / records as f64 * 1e9);
+    fn push(&mut self, pass: &Pass, started: Instant, cpu_secs: f64) {
+        let secs = (pass.end - started).as_secs_f64();
+        self.rps.push(pass.records as f64 / secs);
+        self.mbps.push(pass.bytes as f64 / secs / 1e6);
+        self.rps_reading
+            .push(pass.records as f64 / pass.reading_secs());
+        self.cpu_ns.push(cpu_secs / pass.records as f64 * 1e9);
     }
 
     fn last(&self) -> String {
-        match (self.rps.last(), self.cpu_ns.last()) {
-            (Some(r), Some(c)) => format!("{r:.0} rec/s {c:.0} ns CPU/rec"),
+        match (self.rps.last(), self.rps_reading.last(), self.cpu_ns.last()) {
+            (Some(r), Some(f), Some(c)) => {
+                format!("{r:.0} rec/s ({f:.0} from the first record) {c:.0} ns CPU/rec")
+            }
             _ => "-".into(),
         }
     }
 
-    /// Medians of records/s, MB/s and CPU ns/record.
-    fn medians(&self) -> (f64, f64, f64) {
+    /// Medians of records/s, MB/s, records/s from the first record, and CPU
+    /// ns/record.
+    fn medians(&self) -> (f64, f64, f64, f64) {
         (
             median(self.rps.clone()),
             median(self.mbps.clone()),
+            median(self.rps_reading.clone()),
             median(self.cpu_ns.clone()),
         )
     }
@@ -677,18 +737,15 @@ fn throughput(args: &ThroughputArgs) {
         for side in order {
             let t = Instant::now();
             let cpu0 = process_cpu();
-            let (n, bytes, end, figures) = match side {
-                Side::Plain => {
-                    let (n, bytes, end) = plain(&clusters, TOPIC, partitions, peer);
-                    (n, bytes, end, &mut plain_f)
-                }
-                Side::Ours => {
-                    let (n, bytes, end) = ours(&rt, &clusters, TOPIC, readers, api, max_batch);
-                    (n, bytes, end, &mut ours_f)
-                }
+            let (pass, figures) = match side {
+                Side::Plain => (plain(&clusters, TOPIC, partitions, peer), &mut plain_f),
+                Side::Ours => (
+                    ours(&rt, &clusters, TOPIC, readers, api, max_batch),
+                    &mut ours_f,
+                ),
             };
-            assert_eq!(n, expected, "{side:?} read everything");
-            figures.push(n, bytes, (end - t).as_secs_f64(), process_cpu() - cpu0);
+            assert_eq!(pass.records, expected, "{side:?} read everything");
+            figures.push(&pass, t, process_cpu() - cpu0);
         }
         eprintln!(
             "round {round}: plain {}, multicluster-kafka {}",
@@ -699,28 +756,33 @@ fn throughput(args: &ThroughputArgs) {
     println!(
         "workload: 2 clusters x {partitions} partitions, {records} records/cluster, {value_size} B values, {readers} reader(s), library API {api:?}, plain consumer {peer:?}"
     );
-    println!("| reader | records/s (median of {rounds}) | MB/s | client CPU ns/record |");
-    println!("|---|---|---|---|");
+    println!(
+        "| reader | records/s (median of {rounds}) | MB/s | records/s from the first record | client CPU ns/record |"
+    );
+    println!("|---|---|---|---|---|");
     if !ours_f.rps.is_empty() {
-        let (o, mb, oc) = ours_f.medians();
+        let (o, mb, of, oc) = ours_f.medians();
         println!(
-            "| multicluster-kafka (library, {readers} reader(s)) | {o:.0} | {mb:.1} | {oc:.0} |"
+            "| multicluster-kafka (library, {readers} reader(s)) | {o:.0} | {mb:.1} | {of:.0} | {oc:.0} |"
         );
     }
     if !plain_f.rps.is_empty() {
-        let (p, mb, pc) = plain_f.medians();
+        let (p, mb, pf, pc) = plain_f.medians();
         let how = match peer {
             Peer::Poll => "BaseConsumer::poll",
             Peer::Batch => "rd_kafka_consume_batch_queue",
         };
-        println!("| plain rdkafka, {how} (1 consumer per cluster) | {p:.0} | {mb:.1} | {pc:.0} |");
+        println!(
+            "| plain rdkafka, {how} (1 consumer per cluster) | {p:.0} | {mb:.1} | {pf:.0} | {pc:.0} |"
+        );
     }
     if only.is_none() {
-        let (o, _, oc) = ours_f.medians();
-        let (p, _, pc) = plain_f.medians();
+        let (o, _, of, oc) = ours_f.medians();
+        let (p, _, pf, pc) = plain_f.medians();
         println!(
-            "ratio multicluster-kafka / plain rdkafka: throughput {:.2}, CPU per record {:.2}",
+            "ratio multicluster-kafka / plain rdkafka: throughput {:.2} ({:.2} from the first record), CPU per record {:.2}",
             o / p,
+            of / pf,
             oc / pc
         );
     }

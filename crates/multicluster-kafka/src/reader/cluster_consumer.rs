@@ -159,6 +159,7 @@ impl ClusterConsumer {
             .map_err(|e| SourceError::cluster(&cluster, "create consumer", &e, props))?;
         metrics::counter!(crate::metrics::CONSUMERS_CREATED, "cluster" => cluster.to_string())
             .increment(1);
+        tracing::debug!(cluster = %cluster, "consumer created");
         // SAFETY: the client pointer is valid while `consumer` lives; the returned queue
         // is our own reference, destroyed in Drop after the callback is disabled.
         let queue = unsafe { rd::rd_kafka_queue_get_consumer(consumer.client().native_ptr()) };
@@ -241,6 +242,7 @@ impl ClusterConsumer {
                 })?;
             self.ask_leaders(&tpl);
             self.notify.notify_one();
+            tracing::debug!(cluster = %self.cluster, partitions = tpl.count(), "partitions assigned");
         }
         Ok(done)
     }
