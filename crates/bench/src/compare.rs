@@ -215,7 +215,7 @@ impl Rates {
     }
 
     /// The round with the median records/s from the start.
-    fn from_start_median(&self) -> (f64, f64) {
+    fn start_median(&self) -> (f64, f64) {
         median_rate(&self.from_start)
     }
 }
@@ -326,7 +326,7 @@ pub fn compare(args: &CompareArgs) {
         // consumer is ready (group joined); from the start for Flink, whose window
         // includes its source's start-up too.
         let ours_by_readers = [rates[1].reading_median(), rates[2].reading_median()];
-        let ours_from_start = [rates[1].from_start_median(), rates[2].from_start_median()];
+        let ours_from_start = [rates[1].start_median(), rates[2].start_median()];
         let plain_m = rates[0].reading_median();
         for (i, &o) in ours_by_readers.iter().enumerate() {
             let what = format!("{label}, {} reader(s), vs plain rdkafka", i + 1);
