@@ -21,7 +21,7 @@ pub struct CompareArgs {
     /// Records per cluster with 100 B values (default 2 000 000; 20 000 with --quick).
     #[arg(long)]
     records: Option<usize>,
-    /// Records per cluster with 1 KiB values (default 200 000; 5 000 with --quick).
+    /// Records per cluster with 1 KiB values (default 500 000; 5 000 with --quick).
     #[arg(long)]
     records_1k: Option<usize>,
     /// Measured rounds per throughput figure and RSS child (default 5; 1 with --quick).
@@ -81,7 +81,7 @@ impl CompareArgs {
         let q = |quick: usize, full: usize| if self.quick { quick } else { full };
         Sizes {
             records_100: self.records.unwrap_or(q(20_000, 2_000_000)),
-            records_1k: self.records_1k.unwrap_or(q(5_000, 200_000)),
+            records_1k: self.records_1k.unwrap_or(q(5_000, 500_000)),
             rounds: self.rounds.unwrap_or(q(1, 5)).max(1),
             handover_rounds: self.handover_rounds.unwrap_or(q(2, 10)).max(1),
             isolation_records: q(1_500_000, 10_000_000),
@@ -259,6 +259,25 @@ fn peer_rates(f: Option<peers::Figures>) -> (f64, f64) {
     (f.records_per_sec(), f.mb_per_sec())
 }
 
+/// One measured round of ConsumerPerformance on `target`: a JVM of its own, one
+/// warm-up pass, then the measured pass (its `fetch` window).
+fn consumer_perf_round(target: &StreamTarget) -> peers::Figures {
+    let rounds = peers::consumer_perf(
+        target,
+        &peers::ConsumerPerfOptions {
+            warmup_rounds: 1,
+            rounds: 1,
+            ..Default::default()
+        },
+    )
+    .unwrap_or_else(|e| panic!("Java peer failed: {e}"));
+    rounds
+        .iter()
+        .find(|r| !r.warmup)
+        .map(|r| r.fetch)
+        .expect("one measured round")
+}
+
 /// Runs every measure and prints the table.
 pub fn compare(args: &CompareArgs) {
     let sizes = args.sizes();
@@ -295,15 +314,33 @@ pub fn compare(args: &CompareArgs) {
         let expected = 2 * records as u64;
         // Warm the brokers' page cache once before measuring.
         super::plain(&clusters, topic, PARTITIONS, Peer::Poll);
+        let target = StreamTarget {
+            clusters: clusters.to_vec(),
+            topic: topic.into(),
+            partitions: PARTITIONS,
+            records_per_cluster: records as u64,
+        };
         // [plain, ours with 1 reader, ours with 2 readers, librdkafka batch loop]
         let mut rates: [Rates; 4] = Default::default();
+        // ConsumerPerformance takes its turn in every round too (a JVM per round, one
+        // warm-up pass, then the measured one), so that a slow spell of the machine
+        // falls on all sides alike rather than on whichever ran in it.
+        let mut cp_rounds: Vec<peers::Figures> = Vec::new();
+        const CP: usize = 4;
         for round in 0..sizes.rounds {
             // Alternate the order so no reader always gets the warmer broker.
-            let mut order = [0, 1, 2, 3];
+            let mut order = vec![0, 1, 2, 3];
+            if !args.skip_java {
+                order.push(CP);
+            }
             if round % 2 == 1 {
                 order.reverse();
             }
             for side in order {
+                if side == CP {
+                    cp_rounds.push(consumer_perf_round(&target));
+                    continue;
+                }
                 let t = Instant::now();
                 let pass = match side {
                     0 => super::plain(&clusters, topic, PARTITIONS, Peer::Poll),
@@ -314,11 +351,14 @@ pub fn compare(args: &CompareArgs) {
                 rates[side].push(&pass, t);
             }
             eprintln!(
-                "{label} round {round}, rec/s from the start (from the first record): plain {}, ours 1 reader {}, ours 2 readers {}, batch loop {}",
+                "{label} round {round}, rec/s from the start (from the first record): plain {}, ours 1 reader {}, ours 2 readers {}, batch loop {}, ConsumerPerformance {}",
                 rates[0].last(),
                 rates[1].last(),
                 rates[2].last(),
-                rates[3].last()
+                rates[3].last(),
+                cp_rounds
+                    .last()
+                    .map_or_else(|| "-".into(), |f| format!("({:.0})", f.records_per_sec()))
             );
         }
         // Steady-state throughput (first record to last) for the comparisons with
@@ -332,26 +372,10 @@ pub fn compare(args: &CompareArgs) {
             let what = format!("{label}, {} reader(s), vs plain rdkafka", i + 1);
             rows.extend(rate_rows(&what, o, Some(plain_m), 0.95, ""));
         }
-        let target = StreamTarget {
-            clusters: clusters.to_vec(),
-            topic: topic.into(),
-            partitions: PARTITIONS,
-            records_per_cluster: records as u64,
-        };
         let (cp, flink) = if args.skip_java {
             (None, [None, None])
         } else {
-            let cp = peers::consumer_perf(
-                &target,
-                &peers::ConsumerPerfOptions {
-                    rounds: sizes.rounds,
-                    ..Default::default()
-                },
-            )
-            .unwrap_or_else(|e| panic!("Java peer failed: {e}"));
-            let cp = peer_rates(peers::median(
-                cp.iter().filter(|r| !r.warmup).map(|r| r.fetch),
-            ));
+            let cp = peer_rates(peers::median(cp_rounds.iter().copied()));
             let flink = [1, 2].map(|parallelism| {
                 let f = peers::flink_throughput(
                     &target,
@@ -513,7 +537,7 @@ pub fn compare(args: &CompareArgs) {
         command_line("rustc", &["--version"]),
     );
     println!(
-        "- settings: 2 clusters × {PARTITIONS} partitions, {} records/cluster of 100 B and {} of 1 KiB (8 B keys), {} measured round(s) per figure (median), brokers `-Xms1g -Xmx1g -XX:+UseG1GC`; ours = `next_batch`, plain = `BaseConsumer::poll`, librdkafka batch loop = `rd_kafka_consume_batch_queue`, one consumer per cluster; ConsumerPerformance and Flink after 1 warm-up round in the same JVM; windows: beside plain rdkafka and ConsumerPerformance, every side from its first record to its last (ConsumerPerformance: from group joined, its `fetch` window), beside Flink, ours from building the source and Flink from task start, both to the end of input{}",
+        "- settings: 2 clusters × {PARTITIONS} partitions, {} records/cluster of 100 B and {} of 1 KiB (8 B keys), {} measured round(s) per figure (median), brokers `-Xms1g -Xmx1g -XX:+UseG1GC`; ours = `next_batch`, plain = `BaseConsumer::poll`, librdkafka batch loop = `rd_kafka_consume_batch_queue`, one consumer per cluster; ConsumerPerformance in every round, in turn with the other sides (a JVM per round, 1 warm-up pass first); Flink after 1 warm-up round in the same JVM; windows: beside plain rdkafka and ConsumerPerformance, every side from its first record to its last (ConsumerPerformance: from group joined, its `fetch` window), beside Flink, ours from building the source and Flink from task start, both to the end of input{}",
         sizes.records_100,
         sizes.records_1k,
         sizes.rounds,

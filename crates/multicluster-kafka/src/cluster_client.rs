@@ -261,3 +261,23 @@ impl ClusterClient {
             .map_err(|e| self.err("commit", &e))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_defaults_apply_unless_the_properties_set_them() {
+        let unset = ClientProperties::from_iter([("bootstrap.servers", "b:9092")]);
+        assert_eq!(
+            client_config(&unset).get("reconnect.backoff.ms"),
+            Some("10")
+        );
+        let set = ClientProperties::from_iter([
+            ("bootstrap.servers", "b:9092"),
+            ("reconnect.backoff.ms", "250"),
+        ]);
+        assert_eq!(client_config(&set).get("reconnect.backoff.ms"), Some("250"));
+        assert_eq!(client_config(&set).get("bootstrap.servers"), Some("b:9092"));
+    }
+}
