@@ -195,10 +195,8 @@ struct Rates {
 
 impl Rates {
     fn push(&mut self, pass: &super::Pass, started: Instant) {
-        let rate = |secs: f64| (pass.records as f64 / secs, pass.bytes as f64 / secs / 1e6);
-        self.from_start
-            .push(rate((pass.end - started).as_secs_f64()));
-        self.reading.push(rate(pass.reading_secs()));
+        self.from_start.push(pass.rate_since(started));
+        self.reading.push(pass.reading_rate());
     }
 
     /// Records/s of the latest round: from the start, and from the first record.

@@ -169,9 +169,15 @@ impl Pass {
             .expect("at least one consumer")
     }
 
-    /// From the first record to the last, in seconds.
-    fn reading_secs(&self) -> f64 {
-        (self.end - self.first).as_secs_f64()
+    /// (records/s, MB/s) over the window from `start` to the last record.
+    fn rate_since(&self, start: Instant) -> (f64, f64) {
+        let secs = (self.end - start).as_secs_f64().max(1e-9);
+        (self.records as f64 / secs, self.bytes as f64 / secs / 1e6)
+    }
+
+    /// (records/s, MB/s) from the first record to the last.
+    fn reading_rate(&self) -> (f64, f64) {
+        self.rate_since(self.first)
     }
 }
 
@@ -183,16 +189,21 @@ fn plain(clusters: &[PeerCluster], topic: &str, partitions: i32, peer: Peer) -> 
             .iter()
             .map(|c| {
                 s.spawn(move || {
-                    let consumer: BaseConsumer = ClientConfig::new()
+                    let mut config = ClientConfig::new();
+                    // The same librdkafka settings the library's readers use.
+                    for (key, value) in multicluster_kafka::CLIENT_DEFAULTS
+                        .iter()
+                        .chain(multicluster_kafka::READER_DEFAULTS)
+                    {
+                        config.set(*key, *value);
+                    }
+                    let consumer: BaseConsumer = config
                         .set("bootstrap.servers", &c.bootstrap_servers)
                         .set("group.id", "bench-plain")
                         .set("enable.auto.commit", "false")
                         .set("enable.auto.offset.store", "false")
                         .set("auto.offset.reset", "error")
                         .set("enable.partition.eof", "false")
-                        // The same librdkafka settings the library's readers use.
-                        .set("fetch.queue.backoff.ms", "10")
-                        .set("reconnect.backoff.ms", "10")
                         .create()
                         .unwrap();
                     let mut tpl = TopicPartitionList::new();
@@ -660,11 +671,10 @@ struct Figures {
 
 impl Figures {
     fn push(&mut self, pass: &Pass, started: Instant, cpu_secs: f64) {
-        let secs = (pass.end - started).as_secs_f64();
-        self.rps.push(pass.records as f64 / secs);
-        self.mbps.push(pass.bytes as f64 / secs / 1e6);
-        self.rps_reading
-            .push(pass.records as f64 / pass.reading_secs());
+        let (rps, mbps) = pass.rate_since(started);
+        self.rps.push(rps);
+        self.mbps.push(mbps);
+        self.rps_reading.push(pass.reading_rate().0);
         self.cpu_ns.push(cpu_secs / pass.records as f64 * 1e9);
     }
 

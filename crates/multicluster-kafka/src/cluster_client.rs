@@ -48,7 +48,7 @@ impl std::fmt::Debug for ClusterClient {
 /// answer came after ~60 ms and a new reader's first record about as late (measured
 /// with one local broker). 10 ms cuts that to ~25 ms. Reconnection after a failure
 /// still backs off exponentially up to `reconnect.backoff.max.ms` (10 s).
-pub(crate) const CLIENT_DEFAULTS: &[(&str, &str)] = &[("reconnect.backoff.ms", "10")];
+pub const CLIENT_DEFAULTS: &[(&str, &str)] = &[("reconnect.backoff.ms", "10")];
 
 /// Builds an rdkafka config from properties (over [`CLIENT_DEFAULTS`]); secret values
 /// never reach error text.

@@ -1,5 +1,5 @@
 //! History from files, then the live multi-cluster stream: a [`HybridSource`] reads a
-//! bounded [`FileSource`] to its end, then switches to a [`MultiClusterKafkaSource`]
+//! bounded [`FileSource`] to its end, then switches to a [`MultiClusterKafkaSource`](crate::MultiClusterKafkaSource)
 //! that starts where the files stopped, with no gap and no overlap.
 //!
 //! Where Kafka starts ([`SwitchPolicy`]):

@@ -44,7 +44,9 @@ mod source;
 pub mod split;
 
 pub use bytes::Bytes;
+pub use cluster_client::CLIENT_DEFAULTS;
 pub use reader::SourceReader;
+pub use reader::cluster_consumer::READER_DEFAULTS;
 pub use source::{
     DEFAULT_METADATA_DISCOVERY, DEFAULT_METADATA_FAILURE_THRESHOLD, DEFAULT_PARTITION_DISCOVERY,
     DEFAULT_REBUILD_INTERVAL, DEFAULT_RETENTION, KafkaSourceStream, MultiClusterKafkaSource,

@@ -30,7 +30,8 @@ use crate::split::{KafkaSplit, SplitId};
 
 use super::native::{LogQueue, MessageBatch};
 
-/// librdkafka settings the readers use unless the user sets them.
+/// librdkafka settings the readers' consumers use (besides [`CLIENT_DEFAULTS`](crate::CLIENT_DEFAULTS))
+/// unless the cluster's properties set them.
 ///
 /// `fetch.queue.backoff.ms`: when the application applies back-pressure, librdkafka's
 /// prefetch queue fills and it postpones the next fetch by this much (1000 ms by
