@@ -297,11 +297,7 @@ pub fn compare(args: &CompareArgs) {
         "clusters started and filled in {:.1} s",
         started.elapsed().as_secs_f64()
     );
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a tokio runtime");
+    let rt = mck_testkit::runtime();
     let mut rows = Vec::new();
     let java_note = "skipped (--skip-java)";
     for (topic, value_size, records) in [
@@ -592,11 +588,7 @@ pub fn rss_child(args: &RssChildArgs) {
     let pass = match args.side {
         super::Side::Plain => super::plain(&clusters, &args.topic, args.partitions, Peer::Poll),
         super::Side::Ours => {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .expect("a tokio runtime");
+            let rt = mck_testkit::runtime();
             super::ours(&rt, &clusters, &args.topic, 1, Api::Batch, None)
         }
     };

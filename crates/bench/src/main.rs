@@ -465,11 +465,7 @@ fn handover_latencies(a: &KafkaCluster, b: &KafkaCluster, rounds: usize) -> Vec<
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("streams.yaml");
     std::fs::write(&path, metadata_yaml(&[a])).unwrap();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = mck_testkit::runtime();
     let mut latencies = Vec::new();
     rt.block_on(async {
         let mut source = MultiClusterKafkaSource::builder()
@@ -571,11 +567,7 @@ fn isolation_run(
             .with_cluster("b", meta(b, b_client))]
     };
     let svc = Arc::new(StaticMetadataService::new(streams("b-0")).unwrap());
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = mck_testkit::runtime();
     let changing = Arc::new(AtomicBool::new(false));
     let done = Arc::new(AtomicBool::new(false));
     // Seconds spent in each kind of phase and A's records read in it ([steady,
@@ -721,11 +713,7 @@ fn throughput(args: &ThroughputArgs) {
         "prefilled 2 × {records} records of {value_size} B in {:.1} s",
         started.elapsed().as_secs_f64()
     );
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = mck_testkit::runtime();
     let clusters = [PeerCluster::of(&a), PeerCluster::of(&b)];
     let expected = (2 * records) as u64;
     let (mut ours_f, mut plain_f) = (Figures::default(), Figures::default());

@@ -19,14 +19,6 @@ fn west() -> &'static KafkaCluster {
     shared_cluster("west").expect("cluster west starts")
 }
 
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 /// Creates `topic` with `partitions` partitions and produces `n` records to each,
 /// values `<prefix>-<partition>-<i>` with keys `k<i>`. Returns the values.
 fn fill(c: &KafkaCluster, topic: &str, partitions: i32, n: usize, prefix: &str) -> Vec<String> {
@@ -117,7 +109,7 @@ fn positions_after(seen: &[Seen]) -> BTreeMap<(String, i32), i64> {
 fn batches_hand_out_every_record_of_two_clusters_exactly_once_in_partition_order() {
     let mut want: BTreeSet<String> = fill(east(), "b-eo", 3, 300, "east").into_iter().collect();
     want.extend(fill(west(), "b-eo", 2, 300, "west"));
-    rt().block_on(async {
+    mck_testkit::runtime().block_on(async {
         let mut stream = source("b-eo", 64, None)
             .build()
             .unwrap()
@@ -153,7 +145,7 @@ fn batches_hand_out_every_record_of_two_clusters_exactly_once_in_partition_order
 fn a_checkpoint_after_a_batch_restores_to_exactly_the_record_after_it() {
     let mut want: BTreeSet<String> = fill(east(), "b-cp", 3, 200, "east").into_iter().collect();
     want.extend(fill(west(), "b-cp", 2, 200, "west"));
-    rt().block_on(async {
+    mck_testkit::runtime().block_on(async {
         let mut first = source("b-cp", 50, None)
             .build()
             .unwrap()
@@ -227,7 +219,7 @@ fn a_checkpoint_after_a_batch_restores_to_exactly_the_record_after_it() {
 fn next_and_next_batch_can_be_mixed_and_checkpoints_stay_exact() {
     let mut want: BTreeSet<String> = fill(east(), "b-mix", 2, 150, "east").into_iter().collect();
     want.extend(fill(west(), "b-mix", 2, 150, "west"));
-    rt().block_on(async {
+    mck_testkit::runtime().block_on(async {
         let mut stream = source("b-mix", 40, None)
             .build()
             .unwrap()
@@ -297,7 +289,7 @@ fn next_and_next_batch_can_be_mixed_and_checkpoints_stay_exact() {
 fn parallel_readers_hand_out_batches_exactly_once() {
     let mut want: BTreeSet<String> = fill(east(), "b-par", 4, 100, "east").into_iter().collect();
     want.extend(fill(west(), "b-par", 4, 100, "west"));
-    rt().block_on(async {
+    mck_testkit::runtime().block_on(async {
         let (coordinator, readers) = source("b-par", 32, None)
             .parallelism(3)
             .build()

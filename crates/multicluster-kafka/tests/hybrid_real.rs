@@ -116,14 +116,6 @@ fn key(r: HybridRecord<String>) -> String {
     }
 }
 
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 #[test]
 fn files_then_kafka_after_the_largest_timestamp_each_record_once_across_restores() {
     let topic = "hybrid-switch";
@@ -134,7 +126,7 @@ fn files_then_kafka_after_the_largest_timestamp_each_record_once_across_restores
     want.sort();
     assert_eq!(want.len(), 100 + 2 * 2 * 50);
 
-    rt().block_on(async {
+    mck_testkit::runtime().block_on(async {
         // One uninterrupted run: the switch is observed.
         let mut s = HybridSource::new(files(dir.path()), kafka(topic))
             .open()

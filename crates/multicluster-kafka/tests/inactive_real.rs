@@ -147,11 +147,7 @@ async fn run(inactive: Option<&'static str>, tag: &str) -> (Vec<String>, Option<
 
 #[test]
 fn a_fatal_error_of_an_inactive_cluster_is_ignored_and_of_an_active_one_is_not() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = mck_testkit::runtime();
     rt.block_on(async {
         let (_, error) = run(None, "active").await;
         let error = error.expect("the active cluster's offset-out-of-range error surfaces");

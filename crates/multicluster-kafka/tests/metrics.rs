@@ -104,14 +104,6 @@ impl TwoClusters {
     }
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 #[test]
 fn records_bytes_splits_lag_and_commits_are_reported() {
     let _serial = serial();
@@ -130,11 +122,7 @@ fn records_bytes_splits_lag_and_commits_are_reported() {
             .build()
             .unwrap(),
     );
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = mck_testkit::runtime();
     rt.block_on(async {
         let source = MultiClusterKafkaSource::builder()
             .metadata_service(StaticMetadataService::new([stream]).unwrap())
@@ -190,7 +178,7 @@ fn a_change_to_one_cluster_leaves_the_other_clusters_consumer_alone() {
     let streams = |b_client: &str| clusters.streams(b_client);
     let svc = Arc::new(StaticMetadataService::new(streams("one")).unwrap());
     let created = || clusters.created_since_last_snapshot();
-    let rt = runtime();
+    let rt = mck_testkit::runtime();
     rt.block_on(async {
         let mut s = MultiClusterKafkaSource::builder()
             .shared_metadata_service(svc.clone())
@@ -239,7 +227,7 @@ fn property_changes_in_quick_succession_cost_one_rebuild_per_interval_and_none_i
         totals.1 += b;
         totals
     };
-    let rt = runtime();
+    let rt = mck_testkit::runtime();
     rt.block_on(async {
         let interval = Duration::from_millis(1500);
         let mut s = MultiClusterKafkaSource::builder()

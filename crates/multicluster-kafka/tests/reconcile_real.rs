@@ -56,14 +56,6 @@ fn producer(
     })
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 /// Opens a source of UTF-8 values reading stream `s` from `svc`, with the defaults.
 async fn open_on(svc: Arc<StaticMetadataService>) -> KafkaSourceStream<Utf8> {
     MultiClusterKafkaSource::builder()
@@ -126,7 +118,7 @@ fn a_stream_migrates_from_one_cluster_to_another_without_restart() {
     let svc = Arc::new(
         StaticMetadataService::new([stream("s", vec![("a", meta(a, &["events"]))])]).unwrap(),
     );
-    let rt = runtime();
+    let rt = mck_testkit::runtime();
     rt.block_on(async {
         let mut source = MultiClusterKafkaSource::builder()
             .shared_metadata_service(svc.clone())
@@ -210,7 +202,7 @@ fn a_topic_migrates_on_one_cluster_without_restart() {
     let svc = Arc::new(
         StaticMetadataService::new([stream("s", vec![("a", meta(a, &["orders"]))])]).unwrap(),
     );
-    let rt = runtime();
+    let rt = mck_testkit::runtime();
     rt.block_on(async {
         let mut source = open_on(svc.clone()).await;
         let stop_old = Arc::new(AtomicBool::new(false));
@@ -283,7 +275,7 @@ fn a_property_change_on_one_cluster_is_applied_without_loss_or_repeat() {
         )])
         .unwrap(),
     );
-    let rt = runtime();
+    let rt = mck_testkit::runtime();
     rt.block_on(async {
         let mut source = open_on(svc.clone()).await;
         let (stop_a, stop_b) = (
@@ -346,7 +338,7 @@ fn flap(name: &str, retention: Duration) -> Vec<String> {
         .collect();
     a.produce("flap", &first).unwrap();
     let svc = Arc::new(StaticMetadataService::new(svc_streams(a, true)).unwrap());
-    let rt = runtime();
+    let rt = mck_testkit::runtime();
     rt.block_on(async {
         let mut source = MultiClusterKafkaSource::builder()
             .shared_metadata_service(svc.clone())
@@ -443,7 +435,7 @@ fn a_cluster_removed_and_readded_within_the_window_resumes_without_loss_or_repea
         )])
         .unwrap(),
     );
-    let rt = runtime();
+    let rt = mck_testkit::runtime();
     rt.block_on(async {
         let mut source = open_on(svc.clone()).await;
         let stop = Arc::new(AtomicBool::new(false));
@@ -493,7 +485,7 @@ fn an_invalid_metadata_file_mid_run_keeps_the_last_good_metadata_and_shows_the_e
     std::fs::write(&path, &good).unwrap();
     let file = Arc::new(FileMetadataService::watch(&path).unwrap());
     let shared: Arc<dyn KafkaMetadataService> = file.clone();
-    let rt = runtime();
+    let rt = mck_testkit::runtime();
     rt.block_on(async {
         let mut source = MultiClusterKafkaSource::builder()
             .shared_metadata_service(shared)
@@ -551,7 +543,7 @@ fn a_checkpoint_taken_during_a_migration_restores_to_exactly_once_output() {
     let both = || stream("s", vec![("a", meta(a, &["m"])), ("b", meta(b, &["m"]))]);
     let svc =
         Arc::new(StaticMetadataService::new([stream("s", vec![("a", meta(a, &["m"]))])]).unwrap());
-    let rt = runtime();
+    let rt = mck_testkit::runtime();
     rt.block_on(async {
         let open =
             |svc: Arc<StaticMetadataService>,

@@ -25,14 +25,6 @@ fn properties_for(cluster: &MockKafkaCluster) -> ClientProperties {
         .collect()
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime")
-}
-
 fn ids(names: &[&str]) -> Vec<String> {
     names.iter().map(|s| s.to_string()).collect()
 }
@@ -41,7 +33,7 @@ fn ids(names: &[&str]) -> Vec<String> {
 fn every_topic_of_the_cluster_is_a_stream_of_the_same_name() {
     let cluster = cluster_with_topics("east", &["orders", "payments", "__consumer_offsets"]);
     let properties = properties_for(&cluster);
-    runtime().block_on(async {
+    mck_testkit::runtime().block_on(async {
         let svc = SingleClusterMetadataService::new("east", properties.clone()).unwrap();
         let all = svc.all_streams().await.unwrap();
         assert_eq!(
@@ -65,7 +57,7 @@ fn every_topic_of_the_cluster_is_a_stream_of_the_same_name() {
 fn describe_returns_existing_topics_and_leaves_unknown_and_internal_ones_out() {
     let cluster = cluster_with_topics("east", &["orders", "payments", "__consumer_offsets"]);
     let properties = properties_for(&cluster);
-    runtime().block_on(async {
+    mck_testkit::runtime().block_on(async {
         let svc = SingleClusterMetadataService::new("east", properties).unwrap();
         let got = svc
             .describe_streams(&ids(&["orders", "missing", "__consumer_offsets"]))
@@ -87,7 +79,7 @@ fn describe_returns_existing_topics_and_leaves_unknown_and_internal_ones_out() {
 fn a_topic_created_later_is_found_on_the_next_call() {
     let cluster = cluster_with_topics("east", &["orders"]);
     let properties = properties_for(&cluster);
-    let rt = runtime();
+    let rt = mck_testkit::runtime();
     let svc = SingleClusterMetadataService::new("east", properties).unwrap();
     let before = rt.block_on(svc.all_streams()).unwrap();
     assert!(!before.contains_key("refunds"));
@@ -103,7 +95,7 @@ fn a_topic_created_later_is_found_on_the_next_call() {
 fn only_its_own_cluster_id_is_active() {
     let cluster = cluster_with_topics("east", &["orders"]);
     let properties = properties_for(&cluster);
-    runtime().block_on(async {
+    mck_testkit::runtime().block_on(async {
         let svc = SingleClusterMetadataService::new("east", properties).unwrap();
         assert!(svc.is_cluster_active("east").await.unwrap());
         assert!(!svc.is_cluster_active("west").await.unwrap());
@@ -121,7 +113,7 @@ fn an_unreachable_cluster_gives_a_cluster_error_without_secrets() {
     .into_iter()
     .collect();
     properties.set_secret("client.id", "secret-client-id");
-    runtime().block_on(async {
+    mck_testkit::runtime().block_on(async {
         let svc = SingleClusterMetadataService::new("gone", properties)
             .unwrap()
             .with_metadata_timeout(Duration::from_secs(1));
@@ -147,7 +139,7 @@ fn an_unreachable_cluster_gives_a_cluster_error_without_secrets() {
 fn a_cluster_that_goes_away_and_comes_back_is_listed_again() {
     let cluster = cluster_with_topics("east", &["orders"]);
     let properties = properties_for(&cluster);
-    let rt = runtime();
+    let rt = mck_testkit::runtime();
     let svc = SingleClusterMetadataService::new("east", properties)
         .unwrap()
         .with_metadata_timeout(Duration::from_secs(2));
@@ -179,7 +171,7 @@ fn a_cluster_that_goes_away_and_comes_back_is_listed_again() {
 fn a_closed_service_refuses_calls() {
     let cluster = cluster_with_topics("east", &["orders"]);
     let properties = properties_for(&cluster);
-    runtime().block_on(async {
+    mck_testkit::runtime().block_on(async {
         let svc = SingleClusterMetadataService::new("east", properties).unwrap();
         assert_eq!(svc.all_streams().await.unwrap().len(), 1);
         svc.close().await.unwrap();

@@ -7,14 +7,6 @@ use mck_testkit::{MockKafkaCluster, TestCluster, TestRecord};
 use multicluster_kafka::checkpoint::Checkpoint;
 use multicluster_kafka::prelude::*;
 
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 fn stream_on(
     id: &str,
     cluster_id: &str,
@@ -53,7 +45,9 @@ fn bounded(svc: StaticMetadataService, id: &str) -> SourceBuilder<Utf8> {
 #[test]
 fn a_bounded_stream_with_zero_clusters_ends_at_once() {
     let svc = StaticMetadataService::new([KafkaStream::new("empty")]).unwrap();
-    let (records, cp) = rt().block_on(read_all(bounded(svc, "empty"))).unwrap();
+    let (records, cp) = mck_testkit::runtime()
+        .block_on(read_all(bounded(svc, "empty")))
+        .unwrap();
     assert!(records.is_empty());
     assert_eq!(cp.split_count(), 0);
 }
@@ -66,7 +60,7 @@ fn a_bounded_run_restored_after_it_finished_ends_without_rereading() {
         .map(|i| TestRecord::value(format!("v{i}")).to_partition(i % 2))
         .collect();
     c.produce("t", &recs).unwrap();
-    let rt = rt();
+    let rt = mck_testkit::runtime();
     let (first, cp) = rt
         .block_on(read_all(bounded(stream_on("s", "done", &c, "t"), "s")))
         .unwrap();
@@ -91,7 +85,7 @@ fn positions_are_not_applied_to_another_physical_cluster_behind_the_same_id() {
         c.produce("t", &[TestRecord::value("x"), TestRecord::value("y")])
             .unwrap();
     }
-    let rt = rt();
+    let rt = mck_testkit::runtime();
     let (_, cp) = rt
         .block_on(read_all(bounded(stream_on("s", "logical", &a, "t"), "s")))
         .unwrap();
@@ -128,7 +122,7 @@ fn a_record_that_fails_to_deserialize_is_reported_in_place_and_reading_goes_on()
         ],
     )
     .unwrap();
-    rt().block_on(async {
+    mck_testkit::runtime().block_on(async {
         let mut s = bounded(stream_on("s", "bad", &c, "t"), "s").build().unwrap().open().await.unwrap();
         assert_eq!(s.next().await.unwrap().unwrap().value, "ok-1");
         let err = s.next().await.unwrap().unwrap_err();
@@ -209,7 +203,7 @@ fn an_unreachable_added_cluster_does_not_stall_the_others() {
     let svc = std::sync::Arc::new(
         StaticMetadataService::new([KafkaStream::new("s").with_cluster("alive", alive())]).unwrap(),
     );
-    rt().block_on(async {
+    mck_testkit::runtime().block_on(async {
         let mut s = MultiClusterKafkaSource::builder()
             .shared_metadata_service(svc.clone())
             .stream_ids(["s"])
@@ -269,7 +263,7 @@ fn retained_positions_are_refused_when_a_readded_cluster_is_another_physical_clu
             .with_cluster("keep", m(&keep))])
         .unwrap(),
     );
-    rt().block_on(async {
+    mck_testkit::runtime().block_on(async {
         let mut s = MultiClusterKafkaSource::builder()
             .shared_metadata_service(svc.clone())
             .stream_ids(["s"])
@@ -333,7 +327,7 @@ fn a_record_that_fails_to_deserialize_ends_its_batch_and_comes_alone_in_place() 
         ],
     )
     .unwrap();
-    let (batches, cp) = rt().block_on(read_batches(bounded(
+    let (batches, cp) = mck_testkit::runtime().block_on(read_batches(bounded(
         stream_on("s", "bad-batch", &c, "t"),
         "s",
     )));
@@ -379,7 +373,7 @@ fn a_checkpoint_after_a_failed_record_in_a_batch_resumes_after_it() {
     recs.extend((10..20).map(|i| TestRecord::value(format!("a-{i}")).to_partition(0)));
     recs.extend((0..5).map(|i| TestRecord::value(format!("b-{i}")).to_partition(1)));
     c.produce("t", &recs).unwrap();
-    let rt = rt();
+    let rt = mck_testkit::runtime();
     rt.block_on(async {
         let mut s = bounded(stream_on("s", "bad-cp", &c, "t"), "s")
             .build()

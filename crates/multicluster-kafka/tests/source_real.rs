@@ -20,14 +20,6 @@ fn west() -> &'static KafkaCluster {
     shared_cluster("west").expect("cluster west starts")
 }
 
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 /// Produces `n` records to each partition, values `<prefix>-<partition>-<i>`.
 fn fill(c: &dyn TestCluster, topic: &str, partitions: i32, n: usize, prefix: &str) -> Vec<String> {
     mck_testkit::fill_partitions(c, topic, partitions, n, prefix)
@@ -173,7 +165,7 @@ fn assert_exactly_once_in_order(seen: &Seen) {
 fn every_record_of_two_clusters_is_read_exactly_once() {
     let (e, w) = (east(), west());
     let (want, svc) = filled_on_both(e, w, "eo", (3, 3), 40, "eo-stream");
-    rt().block_on(async {
+    mck_testkit::runtime().block_on(async {
         let source = utf8_source(svc, "eo-stream")
             .stopping_offsets(StoppingOffsets::Latest)
             .build()
@@ -221,7 +213,7 @@ fn per_cluster_starting_offsets_earliest_on_one_latest_on_the_other() {
             ),
         ],
     );
-    rt().block_on(async {
+    mck_testkit::runtime().block_on(async {
         let source = utf8_source(svc, "starts-stream").build().unwrap();
         let mut stream = source.open().await.unwrap();
         let mut seen = take(&mut stream, east_before.len()).await;
@@ -273,7 +265,7 @@ fn per_cluster_stopping_offsets_bound_each_cluster() {
             ("west", cluster(w, &["stops"]).stop(west_stop).done()),
         ],
     );
-    rt().block_on(async {
+    mck_testkit::runtime().block_on(async {
         let source = utf8_source(svc, "stops-stream")
             .stopping_offsets(StoppingOffsets::Latest)
             .build()
@@ -301,7 +293,7 @@ fn timestamp_starting_offsets_skip_older_records() {
         "ts-stream",
         vec![("east", cluster(e, &["stamped-src"]).done())],
     );
-    rt().block_on(async {
+    mck_testkit::runtime().block_on(async {
         let source = utf8_source(svc, "ts-stream")
             .starting_offsets(StartingOffsets::Timestamp(base + 60))
             .stopping_offsets(StoppingOffsets::Latest)
@@ -365,7 +357,7 @@ fn committed_offsets_are_used_and_missing_ones_fall_back() {
     let west_all = fill(w, "committed", 2, 20, "west");
     commit_plain(e, "g-committed", "committed", &[(0, 10), (1, 15)]);
     let svc = on_both(e, w, "committed-stream", "committed");
-    rt().block_on(async {
+    mck_testkit::runtime().block_on(async {
         let source = MultiClusterKafkaSource::builder()
             .metadata_service(svc)
             .stream_ids(["committed-stream"])
@@ -406,7 +398,7 @@ fn a_checkpoint_taken_mid_stream_restores_to_exactly_once_output_and_commits_off
         }
         b.build().unwrap()
     };
-    rt().block_on(async {
+    mck_testkit::runtime().block_on(async {
         let mut first = make(None).open().await.unwrap();
         let before = take(&mut first, 70).await;
         let cp = first.checkpoint().unwrap();
@@ -439,7 +431,7 @@ fn partitions_added_while_running_are_read() {
         "grows-stream",
         vec![("east", cluster(e, &["grows"]).done())],
     );
-    rt().block_on(async {
+    mck_testkit::runtime().block_on(async {
         let source = utf8_source(svc, "grows-stream")
             .partition_discovery_interval(Duration::from_millis(500))
             .build()
@@ -471,7 +463,7 @@ fn partitions_added_while_running_are_read() {
 fn splits_of_a_dropped_reader_move_to_the_others_without_loss_or_repeat() {
     let (e, w) = (east(), west());
     let (want, svc) = filled_on_both(e, w, "failover", (4, 2), 25, "failover-stream");
-    rt().block_on(async {
+    mck_testkit::runtime().block_on(async {
         let source = utf8_source(svc, "failover-stream")
             .parallelism(2)
             .stopping_offsets(StoppingOffsets::Latest)
@@ -509,7 +501,7 @@ fn splits_of_a_dropped_reader_move_to_the_others_without_loss_or_repeat() {
 #[test]
 fn unknown_streams_unreachable_clusters_and_bad_patterns_are_clear_errors() {
     let e = east();
-    rt().block_on(async {
+    mck_testkit::runtime().block_on(async {
         let svc = service("known", vec![("east", cluster(e, &["whatever"]).done())]);
         let err = MultiClusterKafkaSource::builder()
             .metadata_service(svc)

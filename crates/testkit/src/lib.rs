@@ -104,6 +104,16 @@ pub trait TestCluster: Send + Sync {
     fn broker_count(&self) -> usize;
 }
 
+/// The tokio runtime the tests drive sources with: multi-threaded, two workers (the
+/// machine's cores), every driver enabled.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("the test kit cannot build a tokio runtime")
+}
+
 /// Produces `per_partition` records to each of partitions `0..partitions` of `topic`,
 /// with values `<prefix>-<partition>-<i>` and keys `k<i>`, and returns
 /// `(partition, value)` in the order produced. The topic must exist.
