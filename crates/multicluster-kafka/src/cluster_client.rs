@@ -45,8 +45,8 @@ impl std::fmt::Debug for ClusterClient {
 /// interval, at least 11 ms). A new client connects to the bootstrap server at once,
 /// but its connection to a partition leader learned from the first metadata answer
 /// waits out that interval: with the default 100 ms, a fresh client's first metadata
-/// answer came after ~60 ms and a new reader's first record about as late (measured
-/// with one local broker). 10 ms cuts that to ~25 ms. Reconnection after a failure
+/// answer came after ~60 ms and a new reader's first record about as late (one local
+/// broker; `mck-bench`'s `connect_latency` example). 10 ms cuts that to ~25 ms. Reconnection after a failure
 /// still backs off exponentially up to `reconnect.backoff.max.ms` (10 s).
 pub const CLIENT_DEFAULTS: &[(&str, &str)] = &[("reconnect.backoff.ms", "10")];
 
