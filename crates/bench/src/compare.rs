@@ -339,7 +339,7 @@ pub fn compare(args: &CompareArgs) {
                 let pass = match side {
                     0 => super::plain(&clusters, topic, PARTITIONS, Peer::Poll),
                     3 => super::plain(&clusters, topic, PARTITIONS, Peer::Batch),
-                    r => super::ours(&rt, &clusters, topic, r, Api::Batch, None),
+                    r => super::ours(&rt, &clusters, topic, r, Api::Batch, None).0,
                 };
                 assert_eq!(pass.records, expected, "every record read");
                 rates[side].push(&pass, t);
@@ -589,7 +589,7 @@ pub fn rss_child(args: &RssChildArgs) {
         super::Side::Plain => super::plain(&clusters, &args.topic, args.partitions, Peer::Poll),
         super::Side::Ours => {
             let rt = mck_testkit::runtime();
-            super::ours(&rt, &clusters, &args.topic, 1, Api::Batch, None)
+            super::ours(&rt, &clusters, &args.topic, 1, Api::Batch, None).0
         }
     };
     assert_eq!(pass.records, args.expected, "every record read");

@@ -324,6 +324,8 @@ fn read_batches(
     (records, bytes, first)
 }
 
+/// Reads the stream to its end with the library; returns the pass and the CPU seconds
+/// its fetcher threads used.
 fn ours(
     rt: &tokio::runtime::Runtime,
     clusters: &[PeerCluster],
@@ -331,7 +333,7 @@ fn ours(
     readers: usize,
     api: Api,
     max_batch: Option<usize>,
-) -> Pass {
+) -> (Pass, f64) {
     let mut stream = KafkaStream::new("bench");
     for c in clusters {
         stream = stream.with_cluster(
@@ -390,22 +392,30 @@ fn ours(
                     }
                     // The clock stops at the last record; closing the consumers is not timed.
                     let end = Instant::now();
-                    reader.close().await;
-                    Pass {
+                    let pass = Pass {
                         records,
                         bytes,
                         first: first.unwrap_or(end),
                         end,
-                    }
+                    };
+                    (pass, reader)
                 })
             })
             .collect();
         let mut passes = Vec::new();
+        let mut open = Vec::new();
         for t in tasks {
-            passes.push(t.await.unwrap());
+            let (pass, reader) = t.await.unwrap();
+            passes.push(pass);
+            open.push(reader);
+        }
+        // The fetcher threads of this pass, before closing ends them.
+        let fetchers_cpu = threads_cpu(FETCHER_THREADS);
+        for reader in open {
+            reader.close().await;
         }
         coordinator.close().await;
-        Pass::combine(passes)
+        (Pass::combine(passes), fetchers_cpu)
     })
 }
 
@@ -419,10 +429,14 @@ fn process_cpu() -> f64 {
     tv(u.ru_utime) + tv(u.ru_stime)
 }
 
-/// CPU seconds used so far by this process's tokio runtime threads (workers and
-/// blocking pool: the readers' side of the library; librdkafka's own threads are named
-/// `rdk:*`), from `/proc/self/task/*/stat`. Threads that already exited are not counted.
-fn runtime_threads_cpu() -> f64 {
+/// Name prefix of the library's fetcher threads (one per reader and cluster).
+const FETCHER_THREADS: &str = "mck-fetch";
+
+/// CPU seconds used so far by this process's threads whose name starts with `prefix`
+/// (`tokio-r` for the tokio runtime's workers and blocking pool, [`FETCHER_THREADS`];
+/// librdkafka's own threads are named `rdk:*`), from `/proc/self/task/*/stat`. Threads
+/// that already exited are not counted.
+fn threads_cpu(prefix: &str) -> f64 {
     // SAFETY: sysconf has no preconditions.
     let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
@@ -431,8 +445,8 @@ fn runtime_threads_cpu() -> f64 {
     let mut total = 0u64;
     for task in tasks.flatten() {
         let path = task.path();
-        let is_tokio = std::fs::read_to_string(path.join("comm"))
-            .is_ok_and(|name| name.starts_with("tokio-r"));
+        let named =
+            std::fs::read_to_string(path.join("comm")).is_ok_and(|name| name.starts_with(prefix));
         let Ok(stat) = std::fs::read_to_string(path.join("stat")) else {
             continue;
         };
@@ -441,7 +455,7 @@ fn runtime_threads_cpu() -> f64 {
         let fields: Vec<&str> = stat
             .rsplit_once(") ")
             .map_or(Vec::new(), |(_, rest)| rest.split(' ').collect());
-        if is_tokio && fields.len() > 12 {
+        if named && fields.len() > 12 {
             total +=
                 fields[11].parse::<u64>().unwrap_or(0) + fields[12].parse::<u64>().unwrap_or(0);
         }
@@ -691,6 +705,8 @@ struct Figures {
     cpu_ns: Vec<f64>,
     /// CPU ns per record of the tokio runtime's threads (ours only).
     runtime_cpu_ns: Vec<f64>,
+    /// The library's fetcher threads' CPU per record.
+    fetchers_cpu_ns: Vec<f64>,
 }
 
 impl Figures {
@@ -767,20 +783,22 @@ fn throughput(args: &ThroughputArgs) {
         for side in order {
             let t = Instant::now();
             let cpu0 = process_cpu();
-            let runtime_cpu0 = runtime_threads_cpu();
-            let (pass, figures) = match side {
-                Side::Plain => (plain(&clusters, TOPIC, partitions, peer), &mut plain_f),
-                Side::Ours => (
-                    ours(&rt, &clusters, TOPIC, readers, api, max_batch),
-                    &mut ours_f,
-                ),
+            let runtime_cpu0 = threads_cpu("tokio-r");
+            let (pass, fetchers_cpu, figures) = match side {
+                Side::Plain => (plain(&clusters, TOPIC, partitions, peer), 0.0, &mut plain_f),
+                Side::Ours => {
+                    let (pass, cpu) = ours(&rt, &clusters, TOPIC, readers, api, max_batch);
+                    (pass, cpu, &mut ours_f)
+                }
             };
             assert_eq!(pass.records, expected, "{side:?} read everything");
             figures.push(&pass, t, process_cpu() - cpu0);
             if side == Side::Ours {
+                let per_record = |secs: f64| secs / pass.records as f64 * 1e9;
                 figures
                     .runtime_cpu_ns
-                    .push((runtime_threads_cpu() - runtime_cpu0) / pass.records as f64 * 1e9);
+                    .push(per_record(threads_cpu("tokio-r") - runtime_cpu0));
+                figures.fetchers_cpu_ns.push(per_record(fetchers_cpu));
             }
         }
         eprintln!(
@@ -814,8 +832,9 @@ fn throughput(args: &ThroughputArgs) {
     }
     if !ours_f.runtime_cpu_ns.is_empty() {
         println!(
-            "multicluster-kafka, CPU of the tokio runtime's threads (the readers; not librdkafka's threads): median {:.0} ns/record",
-            median(ours_f.runtime_cpu_ns.clone())
+            "multicluster-kafka, CPU per record (medians; librdkafka's own threads not counted): the tokio runtime's threads (the readers' tasks) {:.0} ns, the fetcher threads {:.0} ns",
+            median(ours_f.runtime_cpu_ns.clone()),
+            median(ours_f.fetchers_cpu_ns.clone())
         );
     }
     if only.is_none() {

@@ -100,8 +100,8 @@ pub struct ConsumeArgs {
 
 /// What the command reads: Kafka alone, or history files then Kafka.
 enum Input {
-    Kafka(KafkaSourceStream<RawValue>),
-    Hybrid(HybridStream<RawValue>),
+    Kafka(Box<KafkaSourceStream<RawValue>>),
+    Hybrid(Box<HybridStream<RawValue>>),
 }
 
 /// One record from either.
@@ -263,7 +263,7 @@ async fn consume(args: ConsumeArgs) -> Result<ExitCode, String> {
                 builder = builder.restore_from(cp);
             }
             let source = builder.build().map_err(|e| e.to_string())?;
-            Input::Kafka(source.open().await.map_err(|e| e.to_string())?)
+            Input::Kafka(Box::new(source.open().await.map_err(|e| e.to_string())?))
         }
         (Some(dir), restored) => {
             let files = FileSource::builder(dir)
@@ -283,7 +283,7 @@ async fn consume(args: ConsumeArgs) -> Result<ExitCode, String> {
                     }
                 }
             }
-            Input::Hybrid(hybrid.open().await.map_err(|e| e.to_string())?)
+            Input::Hybrid(Box::new(hybrid.open().await.map_err(|e| e.to_string())?))
         }
     };
 

@@ -41,8 +41,8 @@ impl DeserializeError {
     }
 }
 
-/// Turns a raw record into a value. Called for each record on the task that reads it,
-/// a batch at a time, so it must be `Send + Sync`; it should not block.
+/// Turns a raw record into a value. Called for each record on the fetcher thread of its
+/// reader and cluster, a batch at a time, so it must be `Send + Sync`; it should not block.
 pub trait Deserializer: Send + Sync + 'static {
     /// The value type.
     type Value: Send + 'static;

@@ -1,15 +1,15 @@
 //! One cluster's consumer inside a reader: an rdkafka consumer with manual assignment
-//! (no group rebalancing), polled without blocking by the reader's own task.
+//! (no group rebalancing), owned and polled by the cluster's fetcher thread
+//! ([`super::fetcher`]).
 //!
-//! Records are read, deserialized and handed out by the same thread, a batch at a
-//! time (every message librdkafka has ready, up to the batch size, taken in one call;
-//! keys and values copied into one buffer per batch), so no record crosses threads
-//! and nothing is buffered beyond librdkafka's own prefetch queue,
-//! whose limits (`queued.max.messages.kbytes`, `queued.min.messages`) bound memory:
+//! Records are taken from librdkafka a batch at a time (every message it has ready, up
+//! to the batch size, in one call), their keys and values copied into one buffer per
+//! batch, and deserialized, all on the fetcher thread. Nothing is buffered beyond
+//! librdkafka's own prefetch queue, whose limits (`queued.max.messages.kbytes`,
+//! `queued.min.messages`) bound memory, and the one batch the fetcher builds ahead:
 //! when the application stops asking for records, librdkafka stops fetching. The
-//! reader sleeps on a [`Notify`] that librdkafka's queue-event callback wakes when
-//! records arrive. Creating and closing the consumer block; the reader does both on
-//! the blocking pool.
+//! fetcher thread sleeps until librdkafka's queue-event callback wakes it. Creating and
+//! closing the consumer block; both happen on the fetcher thread.
 
 use std::collections::HashMap;
 use std::ffi::{CString, c_void};
@@ -19,7 +19,6 @@ use bytes::Bytes;
 use rdkafka::bindings as rd;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{Offset, TopicPartitionList};
-use tokio::sync::Notify;
 
 use crate::cluster_client::client_config;
 use crate::deserializer::{DeserializeError, Deserializer};
@@ -96,19 +95,20 @@ struct Leftover {
 const LAG_REPORT_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The queue-event callback: librdkafka calls it (on one of its threads) when the
-/// consumer queue gets an event while the reader may be asleep.
+/// consumer queue gets an event while the fetcher thread may be asleep.
 unsafe extern "C" fn wake(_rk: *mut rd::rd_kafka_t, opaque: *mut c_void) {
-    // SAFETY: `opaque` is the `Notify` inside an `Arc` that the `ClusterConsumer` keeps
+    // SAFETY: `opaque` is the `Thread` inside a `Box` that the `ClusterConsumer` keeps
     // alive until it has disabled this callback.
-    let notify = unsafe { &*(opaque as *const Notify) };
-    notify.notify_one();
+    let thread = unsafe { &*(opaque as *const std::thread::Thread) };
+    thread.unpark();
 }
 
 pub(crate) struct ClusterConsumer {
     cluster: Arc<str>,
     consumer: Option<BaseConsumer>,
     queue: *mut rd::rd_kafka_queue_t,
-    notify: Arc<Notify>,
+    /// The thread to wake when records arrive (boxed: librdkafka holds its address).
+    _wake: Box<std::thread::Thread>,
     topics: HashMap<String, Arc<str>>,
     bounds: HashMap<(Arc<str>, i32), i64>,
     assigned: usize,
@@ -133,11 +133,11 @@ pub(crate) struct ClusterConsumer {
 unsafe impl Send for ClusterConsumer {}
 
 impl ClusterConsumer {
-    /// Creates the consumer (blocking: run it on the blocking pool).
+    /// Creates the consumer (blocking), which unparks `wake` whenever records arrive.
     pub fn create(
         cluster: Arc<str>,
         props: &ClientProperties,
-        notify: Arc<Notify>,
+        wake: std::thread::Thread,
         include_headers: bool,
     ) -> Result<Self, SourceError> {
         let mut config = client_config(props);
@@ -173,20 +173,21 @@ impl ClusterConsumer {
         // SAFETY: the client outlives the log queue, which `disable_wakeups` detaches
         // before the consumer is dropped.
         let logs = unsafe { LogQueue::attach(consumer.client().native_ptr()) };
-        // SAFETY: the opaque pointer stays valid (we hold the Arc) until Drop disables
+        let wake_thread = Box::new(wake);
+        // SAFETY: the opaque pointer stays valid (we hold the Box) until Drop disables
         // the callback.
         unsafe {
             rd::rd_kafka_queue_cb_event_enable(
                 queue,
-                Some(wake),
-                Arc::as_ptr(&notify) as *mut c_void,
+                Some(self::wake),
+                &*wake_thread as *const std::thread::Thread as *mut c_void,
             );
         }
         Ok(Self {
             cluster,
             consumer: Some(consumer),
             queue,
-            notify,
+            _wake: wake_thread,
             topics: HashMap::new(),
             bounds: HashMap::new(),
             assigned: 0,
@@ -242,7 +243,6 @@ impl ClusterConsumer {
                     message: format!("assign: {e}"),
                 })?;
             self.ask_leaders(&tpl);
-            self.notify.notify_one();
             tracing::debug!(cluster = %self.cluster, partitions = tpl.count(), "partitions assigned");
         }
         Ok(done)
@@ -270,7 +270,8 @@ impl ClusterConsumer {
         }
     }
 
-    /// Stops reading these splits.
+    /// Stops reading these splits; records of them already taken from librdkafka (after
+    /// a deserialization failure) are dropped.
     pub fn remove(&mut self, ids: &[SplitId]) {
         let mut tpl = TopicPartitionList::new();
         for id in ids {
@@ -279,6 +280,18 @@ impl ClusterConsumer {
             tpl.add_partition(&topic, id.partition);
         }
         self.unassign(&tpl);
+        if let Some(left) = &mut self.leftover {
+            let topics = &left.topics;
+            let gone = |topic: u32, partition: i32| {
+                ids.iter()
+                    .any(|id| id.partition == partition && *id.topic == *topics[topic as usize])
+            };
+            left.slots.retain(|s| !gone(s.topic, s.partition));
+            left.finished.retain(|f| !ids.contains(f));
+            if left.slots.is_empty() && left.finished.is_empty() {
+                self.leftover = None;
+            }
+        }
     }
 
     fn unassign(&mut self, tpl: &TopicPartitionList) {
@@ -595,14 +608,6 @@ impl ClusterConsumer {
             )
         };
         (err == rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR && high >= 0).then_some(high)
-    }
-
-    /// Detaches the consumer so it can be closed off the async runtime; the wake-up
-    /// callback is disabled first.
-    pub fn into_closer(mut self) -> impl FnOnce() + Send + 'static {
-        self.disable_wakeups();
-        let consumer = self.consumer.take();
-        move || drop(consumer)
     }
 
     fn disable_wakeups(&mut self) {

@@ -2,13 +2,14 @@
 //! splits on, and hand records out in order while tracking positions.
 
 pub(crate) mod cluster_consumer;
+mod fetcher;
 mod native;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{Notify, mpsc, oneshot};
+use tokio::sync::{Notify, mpsc};
 
 use crate::checkpoint::Checkpoint;
 use crate::deserializer::Deserializer;
@@ -17,7 +18,8 @@ use crate::metrics as m;
 use crate::properties::ClientProperties;
 use crate::record::{Record, RecordBatch};
 use crate::split::{KafkaSplit, SplitId};
-use cluster_consumer::{ClusterConsumer, Failed};
+use cluster_consumer::{Failed, Polled};
+use fetcher::{Answer, Fetcher, FetcherSettings};
 
 /// What the enumerator tells a reader.
 #[derive(Debug)]
@@ -125,18 +127,17 @@ pub struct SourceReader<D: Deserializer> {
     deserializer: Arc<D>,
     events: mpsc::UnboundedReceiver<ReaderEvent>,
     notices: mpsc::UnboundedSender<ReaderNotice>,
-    /// One consumer per cluster this reader has splits on.
-    consumers: BTreeMap<Arc<str>, ClusterConsumer>,
-    /// Splits assigned but not yet handed to their cluster's consumer, with the
+    /// One fetcher (a thread with the cluster's consumer) per cluster this reader has
+    /// splits on.
+    consumers: BTreeMap<Arc<str>, Fetcher<D::Value>>,
+    /// Splits assigned but not yet handed to their cluster's fetcher, with the
     /// consumer properties of the cluster.
     to_start: BTreeMap<Arc<str>, (ClientProperties, Vec<KafkaSplit>)>,
-    /// Consumers being made on the blocking pool: each answer is sent before the
-    /// reader is woken, so the wake-up finds it.
-    creating: HashMap<Arc<str>, oneshot::Receiver<Result<ClusterConsumer, SourceError>>>,
-    /// Woken by librdkafka when any consumer of this reader has something.
+    /// Answers of the fetchers not handed out yet, oldest first (at most one per
+    /// fetcher: the next is asked for when one is handed out).
+    ready: VecDeque<(Arc<str>, Answer<D::Value>)>,
+    /// Woken by the fetchers when they answer.
     notify: Arc<Notify>,
-    /// Which consumer to poll first next time (fairness between clusters).
-    rotate: usize,
     /// Split states; `index` maps ids to positions in this vector.
     states: Vec<SplitState>,
     index: HashMap<SplitId, usize>,
@@ -189,9 +190,8 @@ impl<D: Deserializer> SourceReader<D> {
             notices: parts.notices,
             consumers: BTreeMap::new(),
             to_start: BTreeMap::new(),
-            creating: HashMap::new(),
+            ready: VecDeque::new(),
             notify: Arc::new(Notify::new()),
-            rotate: 0,
             states: Vec::new(),
             index: HashMap::new(),
             last: None,
@@ -353,7 +353,6 @@ impl<D: Deserializer> SourceReader<D> {
             && self.handout.records.is_none()
             && self.handout.failed.is_none()
             && self.to_start.is_empty()
-            && self.creating.is_empty()
             && self.states.iter().all(|s| s.finished)
     }
 
@@ -382,11 +381,20 @@ impl<D: Deserializer> SourceReader<D> {
         for (cluster, ids) in by_cluster {
             let still_used = self.states.iter().any(|s| s.id.cluster == cluster);
             if still_used {
-                if let Some(c) = self.consumers.get_mut(&cluster) {
-                    c.remove(&ids);
+                for (c, answer) in &mut self.ready {
+                    if *c == cluster
+                        && let Answer::Batch(batch, polled) = answer
+                    {
+                        fetcher::drop_splits(batch, polled, &ids);
+                    }
                 }
-            } else if let Some(c) = self.consumers.remove(&cluster) {
-                close_off_runtime(vec![Box::new(c.into_closer())]);
+                if let Some(c) = self.consumers.get_mut(&cluster) {
+                    c.remove(ids);
+                }
+            } else {
+                // The fetcher thread closes the consumer by itself.
+                self.consumers.remove(&cluster);
+                self.ready.retain(|(c, _)| *c != cluster);
             }
         }
         self.report_active();
@@ -396,12 +404,10 @@ impl<D: Deserializer> SourceReader<D> {
     /// (records the old consumer had fetched but not handed out are read again, and
     /// positions drop any duplicate).
     fn rebuild(&mut self, cluster: Arc<str>, properties: ClientProperties) {
-        if let Some(old) = self.consumers.remove(&cluster) {
-            close_off_runtime(vec![Box::new(old.into_closer())]);
-        }
-        // A consumer still being made has the old properties: let it go (the blocking
-        // pool drops it when done).
-        self.creating.remove(&cluster);
+        // The old fetcher closes its consumer on its own thread; what it fetched and
+        // was not handed out is read again.
+        self.consumers.remove(&cluster);
+        self.ready.retain(|(c, _)| *c != cluster);
         let active: Vec<KafkaSplit> = self
             .states
             .iter()
@@ -424,57 +430,36 @@ impl<D: Deserializer> SourceReader<D> {
         }
     }
 
-    /// Creates missing consumers (on the blocking pool) and starts queued splits.
-    async fn start_pending(&mut self) -> Result<(), SourceError> {
-        // Consumers whose creation finished.
-        let mut ready = Vec::new();
-        self.creating.retain(|cluster, rx| match rx.try_recv() {
-            Err(oneshot::error::TryRecvError::Empty) => true,
-            answer => {
-                ready.push((cluster.clone(), answer));
-                false
-            }
-        });
-        for (cluster, answer) in ready {
-            let created = answer.map_err(|_| {
-                SourceError::Config(format!(
-                    "creating the consumer of cluster {cluster} failed without an answer (the task panicked)"
-                ))
-            })??;
-            if self.states.iter().any(|s| s.id.cluster == cluster)
-                || self.to_start.contains_key(&cluster)
-            {
-                self.consumers.insert(cluster, created);
-            } else {
-                // Every split of the cluster left while its consumer was being made.
-                close_off_runtime(vec![Box::new(created.into_closer())]);
-            }
-        }
+    /// Starts fetchers for clusters that have none, and hands queued splits to them.
+    fn start_pending(&mut self) -> Result<(), SourceError> {
         let waiting: Vec<Arc<str>> = self.to_start.keys().cloned().collect();
         for cluster in waiting {
-            if self.consumers.contains_key(&cluster) {
-                let (_, splits) = self.to_start.remove(&cluster).expect("listed");
-                let consumer = self.consumers.get_mut(&cluster).expect("checked");
-                for id in consumer.add(splits)? {
-                    self.mark_finished(&id);
-                }
-            } else if !self.creating.contains_key(&cluster) {
-                // Creating a consumer blocks for a while: it happens on the blocking
-                // pool while this reader goes on with its other clusters.
-                let props = self.to_start[&cluster].0.clone();
-                let (c, n) = (cluster.clone(), self.notify.clone());
-                let headers = self.include_headers;
-                let (tx, rx) = oneshot::channel();
-                tokio::task::spawn_blocking(move || {
-                    let created = ClusterConsumer::create(c, &props, n.clone(), headers);
-                    // A reader that stopped waiting drops the receiver; the consumer
-                    // then comes back here and is closed on this blocking thread.
-                    if tx.send(created).is_ok() {
-                        n.notify_one();
+            let (props, splits) = self.to_start.remove(&cluster).expect("listed");
+            if !self.consumers.contains_key(&cluster) {
+                let settings = FetcherSettings {
+                    max_batch: self.max_batch,
+                    include_headers: self.include_headers,
+                    idle: self.poll_timeout,
+                    reader: self.notify.clone(),
+                };
+                match Fetcher::spawn(
+                    cluster.clone(),
+                    props.clone(),
+                    self.deserializer.clone(),
+                    settings,
+                ) {
+                    Ok(mut f) => {
+                        f.ask();
+                        self.consumers.insert(cluster.clone(), f);
                     }
-                });
-                self.creating.insert(cluster, rx);
+                    Err(e) => {
+                        self.to_start.insert(cluster, (props, splits));
+                        return Err(e);
+                    }
+                }
             }
+            let fetcher = self.consumers.get_mut(&cluster).expect("started");
+            fetcher.add(splits);
         }
         Ok(())
     }
@@ -489,68 +474,94 @@ impl<D: Deserializer> SourceReader<D> {
         self.report_active();
     }
 
-    /// Polls the consumers without waiting, starting with a different one each time;
-    /// stops at the first that has records, which become the buffer (empty when this
-    /// is called). Returns the number of records buffered.
-    fn poll_consumers(&mut self) -> Result<usize, SourceError> {
-        let clusters: Vec<Arc<str>> = self.consumers.keys().cloned().collect();
-        if clusters.is_empty() {
-            return Ok(0);
+    /// Collects the fetchers' answers, then makes the oldest one the buffer (empty
+    /// when this is called) and asks its fetcher for the next. Returns the number of
+    /// records buffered (a failed record counts).
+    fn take_answers(&mut self) -> Result<usize, SourceError> {
+        for (cluster, fetcher) in &mut self.consumers {
+            if let Some(answer) = fetcher.answer() {
+                self.ready.push_back((cluster.clone(), answer));
+            }
         }
-        self.rotate = self.rotate.wrapping_add(1);
-        for k in 0..clusters.len() {
-            let cluster = &clusters[(self.rotate + k) % clusters.len()];
-            let Some(consumer) = self.consumers.get_mut(cluster) else {
-                continue;
-            };
-            let mut batch = RecordBatch::new(cluster.clone());
-            let polled = match consumer.poll(self.deserializer.as_ref(), self.max_batch, &mut batch)
-            {
-                Ok(polled) => polled,
-                Err(e) if !self.active.is_active(cluster) => {
+        while let Some((cluster, answer)) = self.ready.pop_front() {
+            let (batch, polled) = match answer {
+                Answer::Batch(batch, polled) => (batch, polled),
+                Answer::Failed(e) | Answer::Gone(e) if !self.active.is_active(&cluster) => {
                     tracing::debug!(cluster = %cluster, error = %e, "ignoring an error of a cluster the metadata no longer calls active");
+                    self.ask_again(&cluster);
                     continue;
                 }
-                Err(e) => return Err(e),
+                Answer::Failed(e) | Answer::Gone(e) => {
+                    self.ask_again(&cluster);
+                    return Err(e);
+                }
             };
-            for id in polled.finished {
-                // Records of the split polled before the stop are still handed out
-                // first (handing out the one just before the stop finishes it too).
-                let pending = batch.entries.iter().any(|e| {
-                    e.partition == id.partition && *batch.topics[e.topic as usize] == *id.topic
-                }) || polled
-                    .failed
-                    .as_ref()
-                    .is_some_and(|f| f.partition == id.partition && *f.topic == *id.topic);
-                if pending {
-                    self.handout.finish_after.push(id);
-                } else {
-                    self.mark_finished(&id);
-                }
-            }
-            for (topic, partition, hw) in polled.high_watermarks {
-                if let Some(next) = self
-                    .index
-                    .get(&SplitId {
-                        cluster: cluster.clone(),
-                        topic: topic.clone(),
-                        partition,
-                    })
-                    .map(|i| self.states[*i].next_offset)
-                {
-                    metrics::gauge!(m::SPLIT_LAG, "cluster" => cluster.to_string(), "topic" => topic.to_string(), "partition" => partition.to_string())
-                        .set((hw - next).max(0) as f64);
-                }
-            }
-            let found = polled.records + usize::from(polled.failed.is_some());
-            if found > 0 {
-                self.handout.records = Some(batch.into_iter());
-                self.handout.failed = polled.failed.map(|f| (cluster.clone(), f));
-                self.handout.cluster = Some(cluster.clone());
+            self.ask_again(&cluster);
+            if let Some(found) = self.buffer(cluster, batch, polled) {
                 return Ok(found);
             }
         }
         Ok(0)
+    }
+
+    /// Asks the cluster's fetcher for its next batch; a fetcher that is gone (its
+    /// consumer could not be made) is replaced by a new one the next time round.
+    fn ask_again(&mut self, cluster: &Arc<str>) {
+        let Some(fetcher) = self.consumers.get_mut(cluster) else {
+            return;
+        };
+        if fetcher.is_gone() {
+            let properties = fetcher.properties.clone();
+            self.rebuild(cluster.clone(), properties);
+        } else {
+            fetcher.ask();
+        }
+    }
+
+    /// Makes a fetcher's batch the buffer. `None` when it holds nothing to hand out.
+    fn buffer(
+        &mut self,
+        cluster: Arc<str>,
+        batch: RecordBatch<D::Value>,
+        polled: Polled,
+    ) -> Option<usize> {
+        for id in polled.finished {
+            // Records of the split polled before the stop are still handed out
+            // first (handing out the one just before the stop finishes it too).
+            let pending = batch.entries.iter().any(|e| {
+                e.partition == id.partition && *batch.topics[e.topic as usize] == *id.topic
+            }) || polled
+                .failed
+                .as_ref()
+                .is_some_and(|f| f.partition == id.partition && *f.topic == *id.topic);
+            if pending {
+                self.handout.finish_after.push(id);
+            } else {
+                self.mark_finished(&id);
+            }
+        }
+        for (topic, partition, hw) in polled.high_watermarks {
+            if let Some(next) = self
+                .index
+                .get(&SplitId {
+                    cluster: cluster.clone(),
+                    topic: topic.clone(),
+                    partition,
+                })
+                .map(|i| self.states[*i].next_offset)
+            {
+                metrics::gauge!(m::SPLIT_LAG, "cluster" => cluster.to_string(), "topic" => topic.to_string(), "partition" => partition.to_string())
+                    .set((hw - next).max(0) as f64);
+            }
+        }
+        let found = polled.records + usize::from(polled.failed.is_some());
+        if found == 0 {
+            return None;
+        }
+        self.handout.records = Some(batch.into_iter());
+        self.handout.failed = polled.failed.map(|f| (cluster.clone(), f));
+        self.handout.cluster = Some(cluster);
+        Some(found)
     }
 
     /// Whether a polled record is handed out (a split this reader owns, not finished,
@@ -735,8 +746,8 @@ impl<D: Deserializer> SourceReader<D> {
     /// the input has ended.
     async fn fill(&mut self) -> Result<bool, SourceError> {
         self.drain_events()?;
-        self.start_pending().await?;
-        if self.poll_consumers()? > 0 {
+        self.start_pending()?;
+        if self.take_answers()? > 0 {
             return Ok(false);
         }
         if self.is_done() {
@@ -817,19 +828,21 @@ impl<D: Deserializer> SourceReader<D> {
             .collect()
     }
 
-    /// Stops reading and closes every consumer (on the blocking pool, waiting for
-    /// them), returning unfinished splits to the enumerator.
+    /// Stops reading and closes every consumer (waiting for their fetcher threads,
+    /// on the blocking pool), returning unfinished splits to the enumerator.
     pub async fn close(mut self) {
-        let closers = self.shutdown();
+        let threads = self.shutdown();
         let _ = tokio::task::spawn_blocking(move || {
-            for close in closers {
-                close();
+            for thread in threads {
+                let _ = thread.join();
             }
         })
         .await;
     }
 
-    fn shutdown(&mut self) -> Vec<Box<dyn FnOnce() + Send>> {
+    /// Returns unfinished splits to the enumerator and stops the fetchers (each closes
+    /// its consumer on its own thread).
+    fn shutdown(&mut self) -> Vec<std::thread::JoinHandle<()>> {
         if !self.closed {
             self.closed = true;
             let _ = self.drain_events();
@@ -843,39 +856,17 @@ impl<D: Deserializer> SourceReader<D> {
                 splits,
             });
         }
+        self.ready.clear();
         std::mem::take(&mut self.consumers)
             .into_values()
-            .map(|c| Box::new(c.into_closer()) as Box<dyn FnOnce() + Send>)
+            .filter_map(Fetcher::stop)
             .collect()
     }
 }
 
 impl<D: Deserializer> Drop for SourceReader<D> {
     fn drop(&mut self) {
-        let closers = self.shutdown();
-        close_off_runtime(closers);
-    }
-}
-
-/// Closing a consumer blocks: do it on the blocking pool (or a thread of its own
-/// outside a runtime), so async code never stalls on it.
-fn close_off_runtime(closers: Vec<Box<dyn FnOnce() + Send>>) {
-    if closers.is_empty() {
-        return;
-    }
-    let run = move || {
-        for close in closers {
-            close();
-        }
-    };
-    match tokio::runtime::Handle::try_current() {
-        Ok(handle) => {
-            handle.spawn_blocking(run);
-        }
-        Err(_) => {
-            let _ = std::thread::Builder::new()
-                .name("mck-close".into())
-                .spawn(run);
-        }
+        // The fetcher threads close their consumers and end by themselves.
+        drop(self.shutdown());
     }
 }

@@ -1,0 +1,429 @@
+//! A reader's fetcher: one thread per cluster the reader has splits on, which owns that
+//! cluster's consumer, and takes, copies and deserializes its records a batch at a
+//! time, one batch ahead of the reader.
+//!
+//! Like the split fetchers of Flink's connector base, this gives a reader with splits
+//! on several clusters one core's worth of work per cluster, while the reader's own
+//! task only hands batches out and tracks positions. The reader and a fetcher talk in
+//! turns: the reader asks for a batch, the fetcher answers with one (waiting for
+//! records if librdkafka has none), and the reader asks for the next when it starts
+//! handing that one out. So a cluster has at most one batch waiting in the reader and
+//! one being built: memory stays bounded by librdkafka's queue limits plus two batches.
+//!
+//! Commands (add, remove splits) and requests travel on one channel, in order, and
+//! are numbered. An answer says which command the fetcher had applied before it
+//! polled, so records of splits removed after that are dropped from it: a split
+//! removed and then assigned again never gets records of its old assignment.
+
+use std::sync::Arc;
+use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
+use std::thread::{JoinHandle, Thread};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+
+use crate::deserializer::Deserializer;
+use crate::error::SourceError;
+use crate::properties::ClientProperties;
+use crate::record::RecordBatch;
+use crate::split::{KafkaSplit, SplitId};
+
+use super::cluster_consumer::{ClusterConsumer, Polled};
+
+enum Command {
+    Add(u64, Vec<KafkaSplit>),
+    Remove(u64, Vec<SplitId>),
+    /// Answer with the next batch (or error), waiting for one if need be.
+    Poll,
+    Stop,
+}
+
+/// What a fetcher answered to a request for a batch.
+pub(crate) enum Answer<V> {
+    /// Records, a failed record, finished splits or lag facts.
+    Batch(RecordBatch<V>, Polled),
+    /// An error reading the cluster; ask again to go on.
+    Failed(SourceError),
+    /// The consumer could not be made (or the thread ended): the fetcher is gone.
+    Gone(SourceError),
+}
+
+struct Reply<V> {
+    /// The number of the last command applied before the answer was made.
+    applied: u64,
+    answer: Answer<V>,
+}
+
+/// What a fetcher thread needs besides its cluster and properties.
+pub(crate) struct FetcherSettings {
+    pub max_batch: usize,
+    pub include_headers: bool,
+    /// How long the thread sleeps when librdkafka has nothing, unless woken sooner.
+    pub idle: Duration,
+    /// Woken after every answer (the reader sleeps on it).
+    pub reader: Arc<Notify>,
+}
+
+/// The reader's handle on a fetcher thread. Dropping it stops the thread, which then
+/// closes its consumer.
+pub(crate) struct Fetcher<V> {
+    /// The client properties the consumer was made with.
+    pub properties: ClientProperties,
+    commands: Sender<Command>,
+    replies: Receiver<Reply<V>>,
+    thread: Thread,
+    join: Option<JoinHandle<()>>,
+    /// Number of the last command sent.
+    sent: u64,
+    /// A batch was asked for and not answered yet.
+    asked: bool,
+    /// Splits removed while a batch was asked for, by command number.
+    removed: Vec<(u64, Vec<SplitId>)>,
+    /// The thread answered [`Answer::Gone`].
+    gone: bool,
+}
+
+impl<V: Send + 'static> Fetcher<V> {
+    /// Starts the thread, which makes the consumer; an error in that is the first
+    /// answer ([`Answer::Gone`]).
+    pub fn spawn<D: Deserializer<Value = V>>(
+        cluster: Arc<str>,
+        properties: ClientProperties,
+        deserializer: Arc<D>,
+        settings: FetcherSettings,
+    ) -> Result<Self, SourceError> {
+        let (commands, inbox) = mpsc::channel();
+        let (outbox, replies) = mpsc::channel();
+        let props = properties.clone();
+        // Events of the thread go where the reader's go (a subscriber set for a scope).
+        let dispatch = tracing::dispatcher::get_default(|d| d.clone());
+        let name = format!("mck-fetch-{cluster}");
+        let join = std::thread::Builder::new()
+            .name(name)
+            .spawn({
+                let cluster = cluster.clone();
+                move || {
+                    let _guard = tracing::dispatcher::set_default(&dispatch);
+                    run(
+                        cluster,
+                        &props,
+                        deserializer.as_ref(),
+                        settings,
+                        inbox,
+                        outbox,
+                    );
+                }
+            })
+            .map_err(|e| SourceError::Cluster {
+                cluster: cluster.to_string(),
+                message: format!("starting its fetcher thread: {e}"),
+            })?;
+        Ok(Self {
+            properties,
+            commands,
+            replies,
+            thread: join.thread().clone(),
+            join: Some(join),
+            sent: 0,
+            asked: false,
+            removed: Vec::new(),
+            gone: false,
+        })
+    }
+
+    fn send(&mut self, command: Command) {
+        // A thread that is gone says so in its answer (the channel then disconnects).
+        let _ = self.commands.send(command);
+        self.thread.unpark();
+    }
+
+    /// Starts reading these splits at their positions.
+    pub fn add(&mut self, splits: Vec<KafkaSplit>) {
+        self.sent += 1;
+        let n = self.sent;
+        self.send(Command::Add(n, splits));
+    }
+
+    /// Stops reading these splits: no record of them fetched before comes out of
+    /// [`Self::answer`] any more.
+    pub fn remove(&mut self, ids: Vec<SplitId>) {
+        self.sent += 1;
+        if self.asked {
+            self.removed.push((self.sent, ids.clone()));
+        }
+        let n = self.sent;
+        self.send(Command::Remove(n, ids));
+    }
+
+    /// Asks for the next batch, unless one is asked for already.
+    pub fn ask(&mut self) {
+        if !self.asked {
+            self.asked = true;
+            self.send(Command::Poll);
+        }
+    }
+
+    /// The answer to the request, if it has come.
+    pub fn answer(&mut self) -> Option<Answer<V>> {
+        let reply = match self.replies.try_recv() {
+            Ok(reply) => reply,
+            Err(TryRecvError::Empty) => return None,
+            Err(TryRecvError::Disconnected) => {
+                if !self.asked {
+                    return None;
+                }
+                Reply {
+                    applied: self.sent,
+                    answer: Answer::Gone(SourceError::Config(
+                        "a fetcher thread ended without an answer (it panicked)".into(),
+                    )),
+                }
+            }
+        };
+        self.asked = false;
+        let removed = std::mem::take(&mut self.removed);
+        let mut answer = reply.answer;
+        match &mut answer {
+            Answer::Batch(batch, polled) => drop_stale(batch, polled, removed, reply.applied),
+            Answer::Gone(_) => self.gone = true,
+            Answer::Failed(_) => {}
+        }
+        Some(answer)
+    }
+
+    /// Whether the thread has ended (its consumer could not be made).
+    pub fn is_gone(&self) -> bool {
+        self.gone
+    }
+
+    /// Stops the thread; the handle joins it once the consumer is closed.
+    pub fn stop(mut self) -> Option<JoinHandle<()>> {
+        self.send(Command::Stop);
+        self.join.take()
+    }
+}
+
+impl<V> Drop for Fetcher<V> {
+    fn drop(&mut self) {
+        let _ = self.commands.send(Command::Stop);
+        self.thread.unpark();
+    }
+}
+
+/// Drops from an answer made after command `applied` the splits of the removals the
+/// fetcher had not applied yet when it made it.
+fn drop_stale<V>(
+    batch: &mut RecordBatch<V>,
+    polled: &mut Polled,
+    removed: Vec<(u64, Vec<SplitId>)>,
+    applied: u64,
+) {
+    for (n, ids) in removed {
+        if n > applied {
+            drop_splits(batch, polled, &ids);
+        }
+    }
+}
+
+/// Drops what `batch` and `polled` hold of these splits.
+pub(crate) fn drop_splits<V>(batch: &mut RecordBatch<V>, polled: &mut Polled, ids: &[SplitId]) {
+    let topics = &batch.topics;
+    let gone = |topic: &str, partition: i32| {
+        ids.iter()
+            .any(|id| id.partition == partition && *id.topic == *topic)
+    };
+    batch
+        .entries
+        .retain(|e| !gone(&topics[e.topic as usize], e.partition));
+    polled.records = batch.entries.len();
+    if polled
+        .failed
+        .as_ref()
+        .is_some_and(|f| gone(&f.topic, f.partition))
+    {
+        polled.failed = None;
+    }
+    polled.finished.retain(|id| !ids.contains(id));
+}
+
+/// The fetcher thread: makes the consumer, then applies commands and answers requests
+/// until stopped; the consumer is closed (blocking) when this returns.
+fn run<D: Deserializer>(
+    cluster: Arc<str>,
+    props: &ClientProperties,
+    deserializer: &D,
+    settings: FetcherSettings,
+    inbox: Receiver<Command>,
+    outbox: Sender<Reply<D::Value>>,
+) {
+    let reply = |applied: u64, answer: Answer<D::Value>| {
+        let sent = outbox.send(Reply { applied, answer }).is_ok();
+        settings.reader.notify_one();
+        sent
+    };
+    let mut consumer = match ClusterConsumer::create(
+        cluster.clone(),
+        props,
+        std::thread::current(),
+        settings.include_headers,
+    ) {
+        Ok(c) => c,
+        Err(e) => {
+            reply(0, Answer::Gone(e));
+            return;
+        }
+    };
+    let mut applied = 0u64;
+    let mut asked = false;
+    // An error adding splits, answered to the next request.
+    let mut failed: Option<SourceError> = None;
+    // Splits added already at their stop, reported with the next answer.
+    let mut done: Vec<SplitId> = Vec::new();
+    loop {
+        loop {
+            match inbox.try_recv() {
+                Ok(Command::Add(n, splits)) => {
+                    applied = n;
+                    match consumer.add(splits) {
+                        Ok(ids) => done.extend(ids),
+                        Err(e) => failed = Some(e),
+                    }
+                }
+                Ok(Command::Remove(n, ids)) => {
+                    applied = n;
+                    done.retain(|id| !ids.contains(id));
+                    consumer.remove(&ids);
+                }
+                Ok(Command::Poll) => asked = true,
+                Ok(Command::Stop) | Err(TryRecvError::Disconnected) => return,
+                Err(TryRecvError::Empty) => break,
+            }
+        }
+        if asked {
+            if let Some(e) = failed.take() {
+                asked = false;
+                if !reply(applied, Answer::Failed(e)) {
+                    return;
+                }
+                continue;
+            }
+            let mut batch = RecordBatch::new(cluster.clone());
+            match consumer.poll(deserializer, settings.max_batch, &mut batch) {
+                Ok(mut polled) => {
+                    polled.finished.append(&mut done);
+                    if polled.records > 0
+                        || polled.failed.is_some()
+                        || !polled.finished.is_empty()
+                        || !polled.high_watermarks.is_empty()
+                    {
+                        asked = false;
+                        if !reply(applied, Answer::Batch(batch, polled)) {
+                            return;
+                        }
+                        continue;
+                    }
+                }
+                Err(e) => {
+                    asked = false;
+                    if !reply(applied, Answer::Failed(e)) {
+                        return;
+                    }
+                    continue;
+                }
+            }
+        }
+        std::thread::park_timeout(settings.idle);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::deserializer::DeserializeError;
+    use crate::reader::cluster_consumer::Failed;
+    use crate::record::BatchEntry;
+
+    fn id(topic: &str, partition: i32) -> SplitId {
+        SplitId {
+            cluster: "a".into(),
+            topic: topic.into(),
+            partition,
+        }
+    }
+
+    /// A batch of cluster `a` with offsets 0..3 of t/0, t/1 and u/0, a failed record
+    /// of t/1 after them, and t/0 and u/0 finished.
+    fn answer() -> (RecordBatch<u32>, Polled) {
+        let mut batch = RecordBatch::new("a".into());
+        let (t, u): (Arc<str>, Arc<str>) = ("t".into(), "u".into());
+        let mut polled = Polled::default();
+        for (topic, partition) in [(&t, 0), (&t, 1), (&u, 0)] {
+            let k = batch.topic_index(topic);
+            for offset in 0..3 {
+                batch.entries.push(BatchEntry {
+                    topic: k,
+                    partition,
+                    offset,
+                    timestamp: None,
+                    key: None,
+                    headers: Vec::new(),
+                    bytes: 1,
+                    value: offset as u32,
+                });
+                polled.records += 1;
+            }
+        }
+        polled.failed = Some(Failed {
+            topic: t.clone(),
+            partition: 1,
+            offset: 3,
+            bytes: 1,
+            error: DeserializeError {
+                cluster: "a".into(),
+                topic: "t".into(),
+                partition: 1,
+                offset: 3,
+                reason: "bad".into(),
+            },
+        });
+        polled.finished = vec![id("t", 0), id("u", 0)];
+        (batch, polled)
+    }
+
+    fn splits_in(batch: &RecordBatch<u32>) -> Vec<(String, i32)> {
+        let mut v: Vec<(String, i32)> = batch
+            .entries
+            .iter()
+            .map(|e| (batch.topics[e.topic as usize].to_string(), e.partition))
+            .collect();
+        v.dedup();
+        v
+    }
+
+    #[test]
+    fn dropping_splits_removes_their_records_failure_and_finish_and_nothing_else() {
+        let (mut batch, mut polled) = answer();
+        drop_splits(&mut batch, &mut polled, &[id("t", 1), id("u", 0)]);
+        assert_eq!(splits_in(&batch), vec![("t".to_string(), 0)]);
+        assert_eq!(polled.records, 3);
+        assert!(polled.failed.is_none());
+        assert_eq!(polled.finished, vec![id("t", 0)]);
+    }
+
+    #[test]
+    fn an_answer_keeps_the_splits_of_removals_applied_before_it_was_made() {
+        // Removal 3 was applied before the answer (made after command 4): a split
+        // removed then and assigned again by command 4 keeps its new records. Removal
+        // 5 came after: its split's records are from before the removal.
+        let (mut batch, mut polled) = answer();
+        let removed = vec![(3, vec![id("t", 0)]), (5, vec![id("u", 0)])];
+        drop_stale(&mut batch, &mut polled, removed, 4);
+        assert_eq!(
+            splits_in(&batch),
+            vec![("t".to_string(), 0), ("t".to_string(), 1)]
+        );
+        assert_eq!(polled.records, 6);
+        assert!(polled.failed.is_some());
+        assert_eq!(polled.finished, vec![id("t", 0)]);
+    }
+}
