@@ -5,10 +5,15 @@
 //! - [`AssignmentStrategy::PerCluster`]: the owner depends only on the split id and the
 //!   number of readers, so every run picks the same owner. Each cluster is balanced on
 //!   its own; the same topic on several clusters lands on the same readers.
-//! - [`AssignmentStrategy::Global`] (default): every new split goes to the reader that
-//!   currently owns the fewest, over all clusters, so split counts differ by at most
-//!   one across readers as long as assignment only adds splits (removals can leave
-//!   holes; new splits fill them first).
+//! - [`AssignmentStrategy::Global`] (default): balanced over all clusters. Each reader
+//!   ends with the split count a least-loaded-first deal would give it, so counts differ
+//!   by at most one across readers as long as assignment only adds splits (removals can
+//!   leave holes; new splits fill them first). Within that, splits stay with readers
+//!   that already read their cluster, and readers are filled in split order: every
+//!   cluster a reader has splits on costs it a consumer and a fetcher thread, so with
+//!   2 readers and 2 clusters of 8 partitions each reader reads one cluster (2
+//!   consumers, not 4), and a fresh assignment gives at most
+//!   `readers + clusters - 1` (reader, cluster) pairs.
 
 use std::collections::BTreeMap;
 
@@ -22,7 +27,8 @@ use crate::split::SplitId;
 pub enum AssignmentStrategy {
     /// Deterministic per cluster: `(hash(cluster, topic) + partition) mod readers`.
     PerCluster,
-    /// Balanced over all clusters: least-loaded reader first.
+    /// Balanced over all clusters (split counts within one), each reader on as few
+    /// clusters as that allows.
     #[default]
     Global,
 }
@@ -94,17 +100,50 @@ pub fn assign(
         }
         AssignmentStrategy::Global => {
             let mut load: BTreeMap<usize, usize> = alive.iter().map(|r| (*r, 0)).collect();
-            for owner in current.values() {
+            // Clusters each reader already reads.
+            let mut reads: std::collections::BTreeSet<(usize, &str)> = Default::default();
+            for (s, owner) in current {
                 if let Some(n) = load.get_mut(owner) {
                     *n += 1;
+                    reads.insert((*owner, &*s.cluster));
                 }
             }
-            for s in todo {
-                let (&owner, _) = load
+            // How many new splits each reader takes: what a least-loaded-first deal of
+            // them would give it.
+            let mut wants: BTreeMap<usize, usize> = alive.iter().map(|r| (*r, 0)).collect();
+            for _ in &todo {
+                let (&r, _) = load
                     .iter()
                     .min_by_key(|(r, n)| (**n, **r))
                     .expect("alive is not empty");
-                *load.get_mut(&owner).expect("owner is a key") += 1;
+                *load.get_mut(&r).expect("a key") += 1;
+                *wants.get_mut(&r).expect("a key") += 1;
+            }
+            // Which reader takes which: one that reads the split's cluster already, else
+            // the one that took the previous split, else the one wanting most.
+            let mut previous: Option<usize> = None;
+            for s in todo {
+                let wanting = |r: &usize| wants[r] > 0;
+                let most = |rs: &mut dyn Iterator<Item = usize>| {
+                    rs.max_by_key(|r| (wants[r], std::cmp::Reverse(*r)))
+                };
+                let same_cluster = |r: &usize| reads.contains(&(*r, &*s.cluster));
+                let owner = previous
+                    .filter(|r| wanting(r) && same_cluster(r))
+                    .or_else(|| {
+                        most(
+                            &mut alive
+                                .iter()
+                                .copied()
+                                .filter(|r| wanting(r) && same_cluster(r)),
+                        )
+                    })
+                    .or_else(|| previous.filter(wanting))
+                    .or_else(|| most(&mut alive.iter().copied().filter(wanting)))
+                    .expect("the wants add up to the splits");
+                *wants.get_mut(&owner).expect("a key") -= 1;
+                reads.insert((owner, &*s.cluster));
+                previous = Some(owner);
                 out.push((s.clone(), owner));
             }
         }
@@ -192,6 +231,22 @@ mod tests {
         }
 
         #[test]
+        fn a_fresh_global_assignment_puts_each_reader_on_few_clusters(
+            splits in shape(),
+            readers in 1usize..9,
+        ) {
+            let alive: Vec<usize> = (0..readers).collect();
+            let got = assign(&BTreeMap::new(), &splits, &alive, AssignmentStrategy::Global);
+            let pairs: BTreeSet<(usize, &str)> = got.iter().map(|(s, r)| (*r, &*s.cluster)).collect();
+            let clusters: BTreeSet<&str> = splits.iter().map(|s| &*s.cluster).collect();
+            prop_assert!(
+                pairs.len() < readers + clusters.len(),
+                "{} (reader, cluster) pairs for {} readers and {} clusters",
+                pairs.len(), readers, clusters.len()
+            );
+        }
+
+        #[test]
         fn per_cluster_owners_do_not_depend_on_other_splits(
             splits in shape(),
             readers in 1usize..9,
@@ -203,6 +258,48 @@ mod tests {
                 prop_assert_eq!(alone[0].1, all[s]);
             }
         }
+    }
+
+    #[test]
+    fn two_readers_and_two_equal_clusters_read_one_cluster_each() {
+        let splits: Vec<SplitId> = ["a", "b"]
+            .iter()
+            .flat_map(|c| (0..8).map(move |p| SplitId::new(*c, "t", p)))
+            .collect();
+        let got = assign(
+            &BTreeMap::new(),
+            &splits,
+            &[0, 1],
+            AssignmentStrategy::Global,
+        );
+        for (s, r) in &got {
+            assert_eq!(*r, usize::from(&*s.cluster == "b"), "{s}");
+        }
+        // A partition added later goes to a reader of its cluster when that is balanced.
+        let owners: BTreeMap<SplitId, usize> = got.into_iter().collect();
+        let added = [SplitId::new("b", "t", 8)];
+        let mut fewer = owners.clone();
+        fewer.remove(&SplitId::new("b", "t", 0));
+        assert_eq!(
+            assign(&fewer, &added, &[0, 1], AssignmentStrategy::Global),
+            vec![(added[0].clone(), 1)]
+        );
+    }
+
+    #[test]
+    fn new_splits_go_to_readers_of_their_cluster_when_the_balance_allows() {
+        // Reader 0 reads cluster b, reader 1 cluster a; a least-loaded deal alone would
+        // give a's new split to reader 0 (the lower id) and b's to reader 1.
+        let mut owners = BTreeMap::new();
+        for p in 0..4 {
+            owners.insert(SplitId::new("b", "t", p), 0);
+            owners.insert(SplitId::new("a", "t", p), 1);
+        }
+        let new = [SplitId::new("a", "t", 4), SplitId::new("b", "t", 4)];
+        assert_eq!(
+            assign(&owners, &new, &[0, 1], AssignmentStrategy::Global),
+            vec![(new[0].clone(), 1), (new[1].clone(), 0)]
+        );
     }
 
     #[test]

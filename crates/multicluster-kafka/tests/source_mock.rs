@@ -535,3 +535,88 @@ fn fetch_errors_become_reader_warnings_and_librdkafka_lines_keep_their_target() 
         "{events:?}"
     );
 }
+
+/// Names of this process's threads that start with `prefix`.
+fn threads_named(prefix: &str) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir("/proc/self/task")
+        .expect("/proc/self/task")
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
+        .map(|n| n.trim_end().to_string())
+        .filter(|n| n.starts_with(prefix))
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn each_cluster_is_fetched_on_a_thread_that_ends_with_the_cluster_and_with_the_source() {
+    let (a, b) = (
+        MockKafkaCluster::start("fta", 1).unwrap(),
+        MockKafkaCluster::start("ftb", 1).unwrap(),
+    );
+    for c in [&a, &b] {
+        c.create_topic("t", 1).unwrap();
+        c.produce("t", &[TestRecord::value(c.logical_id())])
+            .unwrap();
+    }
+    let meta = |c: &MockKafkaCluster| {
+        ClusterMetadata::builder(c.bootstrap_servers())
+            .topic("t")
+            .build()
+            .unwrap()
+    };
+    let both = KafkaStream::new("s")
+        .with_cluster("fta", meta(&a))
+        .with_cluster("ftb", meta(&b));
+    let svc = std::sync::Arc::new(StaticMetadataService::new([both]).unwrap());
+    // Thread names are cut at 15 bytes: these fit.
+    let ours = || {
+        let mut n = threads_named("mck-fetch-fta");
+        n.extend(threads_named("mck-fetch-ftb"));
+        n
+    };
+    mck_testkit::runtime().block_on(async {
+        let mut s = MultiClusterKafkaSource::builder()
+            .shared_metadata_service(svc.clone())
+            .stream_ids(["s"])
+            .deserializer(Utf8)
+            .parallelism(1)
+            .build()
+            .unwrap()
+            .open()
+            .await
+            .unwrap();
+        let mut seen = vec![
+            s.next().await.unwrap().unwrap().value,
+            s.next().await.unwrap().unwrap().value,
+        ];
+        seen.sort();
+        assert_eq!(seen, ["fta", "ftb"]);
+        assert_eq!(ours(), ["mck-fetch-fta", "mck-fetch-ftb"]);
+
+        // B leaves the metadata: its thread closes its consumer and ends; A's stays.
+        svc.replace([KafkaStream::new("s").with_cluster("fta", meta(&a))])
+            .unwrap();
+        // A guard against hangs, not a timing assertion.
+        let patience = std::time::Instant::now();
+        while ours() != ["mck-fetch-fta"] {
+            assert!(
+                patience.elapsed() < std::time::Duration::from_secs(60),
+                "B's fetcher thread is still there: {:?}",
+                ours()
+            );
+            let _ = tokio::time::timeout(std::time::Duration::from_millis(50), s.next()).await;
+        }
+        a.produce("t", &[TestRecord::value("after")]).unwrap();
+        let r = tokio::time::timeout(std::time::Duration::from_secs(60), s.next())
+            .await
+            .expect("A is still read")
+            .unwrap()
+            .unwrap();
+        assert_eq!(r.value, "after");
+        // Closing waits for the threads.
+        s.close().await;
+        assert!(ours().is_empty(), "{:?}", ours());
+    });
+}
