@@ -112,8 +112,7 @@ struct Envelope<T> {
 impl Checkpoint {
     /// A checkpoint holding these splits (a split given twice keeps the last).
     pub fn from_splits(splits: impl IntoIterator<Item = KafkaSplit>) -> Self {
-        let mut by_cluster: BTreeMap<String, BTreeMap<(String, i32), SplitCheckpoint>> =
-            BTreeMap::new();
+        let mut clusters: BTreeMap<String, ClusterCheckpoint> = BTreeMap::new();
         for s in splits {
             let entry = SplitCheckpoint {
                 topic: s.id.topic.to_string(),
@@ -122,24 +121,28 @@ impl Checkpoint {
                 stop_offset: s.stop_offset,
                 retained_until_ms: None,
             };
-            by_cluster
-                .entry(s.id.cluster.to_string())
-                .or_default()
-                .insert((entry.topic.clone(), entry.partition), entry);
+            match clusters.get_mut(&*s.id.cluster) {
+                Some(c) => c.splits.push(entry),
+                None => {
+                    let c = clusters.entry(s.id.cluster.to_string()).or_default();
+                    c.splits.push(entry);
+                }
+            }
+        }
+        for c in clusters.values_mut() {
+            // Stable: among duplicates the last given stays last, and is the one kept.
+            c.splits
+                .sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
+            c.splits.dedup_by(|later, kept| {
+                let same = later.topic == kept.topic && later.partition == kept.partition;
+                if same {
+                    std::mem::swap(later, kept);
+                }
+                same
+            });
         }
         Checkpoint {
-            clusters: by_cluster
-                .into_iter()
-                .map(|(cluster, splits)| {
-                    (
-                        cluster,
-                        ClusterCheckpoint {
-                            splits: splits.into_values().collect(),
-                            ..ClusterCheckpoint::default()
-                        },
-                    )
-                })
-                .collect(),
+            clusters,
             user_data: BTreeMap::new(),
         }
     }
@@ -264,6 +267,43 @@ impl Checkpoint {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn splits_are_grouped_by_cluster_sorted_and_a_split_given_twice_keeps_the_last() {
+        let split = |cluster: &str, topic: &str, partition, next_offset| KafkaSplit {
+            id: SplitId::new(cluster, topic, partition),
+            next_offset,
+            stop_offset: None,
+        };
+        let cp = Checkpoint::from_splits([
+            split("west", "t", 1, 10),
+            split("east", "u", 0, 1),
+            split("west", "s", 2, 20),
+            split("west", "t", 1, 11),
+            split("east", "t", 3, 2),
+            split("west", "t", 0, 5),
+            split("west", "t", 1, 12),
+        ]);
+        let got: Vec<(String, String, i32, i64)> = cp
+            .splits()
+            .map(|s| {
+                let (c, t) = (s.id.cluster.to_string(), s.id.topic.to_string());
+                (c, t, s.id.partition, s.next_offset)
+            })
+            .collect();
+        let want = [
+            ("east", "t", 3, 2),
+            ("east", "u", 0, 1),
+            ("west", "s", 2, 20),
+            ("west", "t", 0, 5),
+            ("west", "t", 1, 12),
+        ];
+        let want: Vec<(String, String, i32, i64)> = want
+            .iter()
+            .map(|(c, t, p, o)| (c.to_string(), t.to_string(), *p, *o))
+            .collect();
+        assert_eq!(got, want);
+    }
 
     #[test]
     fn a_version_1_checkpoint_written_by_hand_stays_readable() {
