@@ -42,7 +42,9 @@ impl DeserializeError {
 }
 
 /// Turns a raw record into a value. Called for each record on the fetcher thread of its
-/// reader and cluster, a batch at a time, so it must be `Send + Sync`; it should not block.
+/// reader and cluster (a plain thread: no tokio runtime context, no caller's span), a
+/// batch at a time, so it must be `Send + Sync`; it should not block. A panic in it
+/// reaches the caller of the reader's `next` or `next_batch`.
 pub trait Deserializer: Send + Sync + 'static {
     /// The value type.
     type Value: Send + 'static;

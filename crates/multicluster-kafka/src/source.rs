@@ -312,8 +312,10 @@ impl<D: Deserializer> SourceBuilder<D> {
     }
 
     /// Most records a reader takes from one cluster's consumer at a time (default
-    /// 1024). A reader buffers at most this many deserialized records; librdkafka's
-    /// `queued.max.messages.kbytes` and `queued.min.messages` bound what it prefetches.
+    /// 1024). A reader buffers at most one such batch being handed out plus one ready
+    /// batch per cluster it reads (its fetcher threads build them ahead);
+    /// librdkafka's `queued.max.messages.kbytes` and `queued.min.messages` bound what
+    /// it prefetches.
     pub fn max_batch_size(mut self, records: usize) -> Self {
         self.max_batch = records;
         self
@@ -615,7 +617,8 @@ impl<D: Deserializer> KafkaSourceStream<D> {
         self.coordinator.commit(checkpoint).await
     }
 
-    /// Stops reading and waits until every consumer is closed.
+    /// Stops reading and waits until the reader's consumers are closed (consumers of
+    /// clusters it stopped reading earlier close on their own threads).
     pub async fn close(self) {
         self.reader.close().await;
         self.coordinator.close().await;

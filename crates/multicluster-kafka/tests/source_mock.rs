@@ -476,7 +476,8 @@ fn fetch_errors_become_reader_warnings_and_librdkafka_lines_keep_their_target() 
     c.create_topic("t", 1).unwrap();
     c.produce("t", &[TestRecord::value("one")]).unwrap();
     let capture = Capture::default();
-    // One thread: the reader's task logs where the subscriber is installed.
+    // One thread: the reader's task runs where the subscriber is installed, and its
+    // fetcher threads (which log the fetch errors) take the subscriber from it.
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -537,6 +538,7 @@ fn fetch_errors_become_reader_warnings_and_librdkafka_lines_keep_their_target() 
 }
 
 /// Names of this process's threads that start with `prefix`.
+#[cfg(target_os = "linux")]
 fn threads_named(prefix: &str) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir("/proc/self/task")
         .expect("/proc/self/task")
@@ -549,6 +551,7 @@ fn threads_named(prefix: &str) -> Vec<String> {
     names
 }
 
+#[cfg(target_os = "linux")]
 #[test]
 fn each_cluster_is_fetched_on_a_thread_that_ends_with_the_cluster_and_with_the_source() {
     let (a, b) = (
@@ -619,4 +622,49 @@ fn each_cluster_is_fetched_on_a_thread_that_ends_with_the_cluster_and_with_the_s
         s.close().await;
         assert!(ours().is_empty(), "{:?}", ours());
     });
+}
+
+#[test]
+fn a_panic_in_the_deserializer_reaches_the_caller_of_next() {
+    let c = MockKafkaCluster::start("panics", 1).unwrap();
+    c.create_topic("t", 1).unwrap();
+    c.produce("t", &[TestRecord::value("fine"), TestRecord::value("boom")])
+        .unwrap();
+    use multicluster_kafka::deserializer::DeserializeError;
+    use multicluster_kafka::record::RawRecord;
+    let touchy = |r: &RawRecord<'_>| -> Result<String, DeserializeError> {
+        let v = std::str::from_utf8(r.value.unwrap_or_default()).unwrap_or("?");
+        assert_ne!(v, "boom", "the deserializer met a bad record");
+        Ok(v.to_string())
+    };
+    let rt = mck_testkit::runtime();
+    let read = rt.spawn(async move {
+        let mut s = MultiClusterKafkaSource::builder()
+            .metadata_service(stream_on("s", "panics", &c, "t"))
+            .stream_ids(["s"])
+            .deserializer(touchy)
+            .build()
+            .unwrap()
+            .open()
+            .await
+            .unwrap();
+        let mut seen = Vec::new();
+        while let Some(r) = s.next().await {
+            seen.push(r.unwrap().value);
+        }
+        seen
+    });
+    let err = rt
+        .block_on(read)
+        .expect_err("the panic ends the reading task");
+    assert!(err.is_panic());
+    let payload = err.into_panic();
+    let message = payload
+        .downcast_ref::<String>()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        message.contains("the deserializer met a bad record"),
+        "{message:?}"
+    );
 }

@@ -97,7 +97,7 @@ const LAG_REPORT_INTERVAL: std::time::Duration = std::time::Duration::from_secs(
 /// The queue-event callback: librdkafka calls it (on one of its threads) when the
 /// consumer queue gets an event while the fetcher thread may be asleep.
 unsafe extern "C" fn wake(_rk: *mut rd::rd_kafka_t, opaque: *mut c_void) {
-    // SAFETY: `opaque` is the `Thread` inside a `Box` that the `ClusterConsumer` keeps
+    // SAFETY: `opaque` is the `Thread` inside an `Arc` that the `ClusterConsumer` keeps
     // alive until it has disabled this callback.
     let thread = unsafe { &*(opaque as *const std::thread::Thread) };
     thread.unpark();
@@ -107,8 +107,9 @@ pub(crate) struct ClusterConsumer {
     cluster: Arc<str>,
     consumer: Option<BaseConsumer>,
     queue: *mut rd::rd_kafka_queue_t,
-    /// The thread to wake when records arrive (boxed: librdkafka holds its address).
-    _wake: Box<std::thread::Thread>,
+    /// The thread to wake when records arrive (librdkafka holds its address until the
+    /// callback is disabled).
+    _wake: Arc<std::thread::Thread>,
     topics: HashMap<String, Arc<str>>,
     bounds: HashMap<(Arc<str>, i32), i64>,
     assigned: usize,
@@ -173,14 +174,14 @@ impl ClusterConsumer {
         // SAFETY: the client outlives the log queue, which `disable_wakeups` detaches
         // before the consumer is dropped.
         let logs = unsafe { LogQueue::attach(consumer.client().native_ptr()) };
-        let wake_thread = Box::new(wake);
-        // SAFETY: the opaque pointer stays valid (we hold the Box) until Drop disables
-        // the callback.
+        let wake_thread = Arc::new(wake);
+        // SAFETY: the opaque pointer stays valid (we hold the Arc, and moving it does not
+        // move the Thread) until Drop disables the callback.
         unsafe {
             rd::rd_kafka_queue_cb_event_enable(
                 queue,
                 Some(self::wake),
-                &*wake_thread as *const std::thread::Thread as *mut c_void,
+                Arc::as_ptr(&wake_thread) as *mut c_void,
             );
         }
         Ok(Self {
@@ -477,8 +478,13 @@ impl ClusterConsumer {
             polled.finished = self.defer_finished(ids);
         }
         match fatal {
+            // Splits finished by this poll are reported first too: they are unassigned
+            // already, and nothing would report them later.
             Some(e)
-                if polled.records == 0 && polled.failed.is_none() && self.leftover.is_none() =>
+                if polled.records == 0
+                    && polled.failed.is_none()
+                    && polled.finished.is_empty()
+                    && self.leftover.is_none() =>
             {
                 Err(e)
             }

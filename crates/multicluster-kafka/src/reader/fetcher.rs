@@ -44,8 +44,12 @@ pub(crate) enum Answer<V> {
     Batch(RecordBatch<V>, Polled),
     /// An error reading the cluster; ask again to go on.
     Failed(SourceError),
-    /// The consumer could not be made (or the thread ended): the fetcher is gone.
+    /// The consumer could not be made, or splits could not be assigned to it: the
+    /// thread has ended, and the cluster's splits need a new fetcher.
     Gone(SourceError),
+    /// The thread panicked (in the deserializer, most likely): the reader passes the
+    /// panic on to its caller, as if the record had been deserialized on its task.
+    Panicked(Box<dyn std::any::Any + Send>),
 }
 
 struct Reply<V> {
@@ -97,21 +101,35 @@ impl<V: Send + 'static> Fetcher<V> {
         let props = properties.clone();
         // Events of the thread go where the reader's go (a subscriber set for a scope).
         let dispatch = tracing::dispatcher::get_default(|d| d.clone());
-        let name = format!("mck-fetch-{cluster}");
+        // Linux keeps the first 15 bytes of a thread's name; a NUL would make the name
+        // invalid.
+        let name = format!("mck-fetch-{cluster}").replace('\0', "?");
         let join = std::thread::Builder::new()
             .name(name)
             .spawn({
                 let cluster = cluster.clone();
                 move || {
                     let _guard = tracing::dispatcher::set_default(&dispatch);
-                    run(
-                        cluster,
-                        &props,
-                        deserializer.as_ref(),
-                        settings,
-                        inbox,
-                        outbox,
-                    );
+                    let reader = settings.reader.clone();
+                    let panics = outbox.clone();
+                    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        run(
+                            cluster,
+                            &props,
+                            deserializer.as_ref(),
+                            settings,
+                            inbox,
+                            outbox,
+                        )
+                    }));
+                    if let Err(payload) = ran {
+                        let _ = panics.send(Reply {
+                            applied: 0,
+                            answer: Answer::Panicked(payload),
+                        });
+                    }
+                    // Whatever ended the thread, the reader looks at its answers.
+                    reader.notify_one();
                 }
             })
             .map_err(|e| SourceError::Cluster {
@@ -186,12 +204,13 @@ impl<V: Send + 'static> Fetcher<V> {
         match &mut answer {
             Answer::Batch(batch, polled) => drop_stale(batch, polled, removed, reply.applied),
             Answer::Gone(_) => self.gone = true,
-            Answer::Failed(_) => {}
+            Answer::Failed(_) | Answer::Panicked(_) => {}
         }
         Some(answer)
     }
 
-    /// Whether the thread has ended (its consumer could not be made).
+    /// Whether the thread has ended (its consumer could not be made, or splits could
+    /// not be assigned).
     pub fn is_gone(&self) -> bool {
         self.gone
     }
@@ -275,8 +294,6 @@ fn run<D: Deserializer>(
     };
     let mut applied = 0u64;
     let mut asked = false;
-    // An error adding splits, answered to the next request.
-    let mut failed: Option<SourceError> = None;
     // Splits added already at their stop, reported with the next answer.
     let mut done: Vec<SplitId> = Vec::new();
     loop {
@@ -286,7 +303,12 @@ fn run<D: Deserializer>(
                     applied = n;
                     match consumer.add(splits) {
                         Ok(ids) => done.extend(ids),
-                        Err(e) => failed = Some(e),
+                        Err(e) => {
+                            // The reader starts a new fetcher for all of the cluster's
+                            // splits, at their positions: none is left unassigned.
+                            reply(n, Answer::Gone(e));
+                            return;
+                        }
                     }
                 }
                 Ok(Command::Remove(n, ids)) => {
@@ -300,13 +322,6 @@ fn run<D: Deserializer>(
             }
         }
         if asked {
-            if let Some(e) = failed.take() {
-                asked = false;
-                if !reply(applied, Answer::Failed(e)) {
-                    return;
-                }
-                continue;
-            }
             let mut batch = RecordBatch::new(cluster.clone());
             match consumer.poll(deserializer, settings.max_batch, &mut batch) {
                 Ok(mut polled) => {
@@ -332,7 +347,14 @@ fn run<D: Deserializer>(
                 }
             }
         }
-        std::thread::park_timeout(settings.idle);
+        if asked {
+            // librdkafka wakes the thread when records come; the timeout also finds
+            // bounded splits that end without a record at their stop.
+            std::thread::park_timeout(settings.idle);
+        } else {
+            // Every command wakes the thread.
+            std::thread::park();
+        }
     }
 }
 

@@ -225,7 +225,7 @@ impl<D: Deserializer> SourceReader<D> {
     }
 
     /// Records an event. Splits to start are queued; [`Self::start_pending`] hands them
-    /// to their consumers (creating consumers blocks, so it happens in `next`).
+    /// to their clusters' fetchers (starting fetchers as needed) in `next`.
     fn apply(&mut self, event: ReaderEvent) -> Result<(), SourceError> {
         match event {
             ReaderEvent::ClusterInfo {
@@ -371,6 +371,31 @@ impl<D: Deserializer> SourceReader<D> {
         for (_, splits) in self.to_start.values_mut() {
             splits.retain(|s| !gone.contains(&s.id));
         }
+        self.to_start.retain(|_, (_, splits)| !splits.is_empty());
+        // Records of these splits waiting to be handed out never are, even if the
+        // splits are assigned again before that.
+        if let Some(rest) = self.handout.records.take() {
+            let mut batch = rest.into_batch();
+            let topics = &batch.topics;
+            batch.entries.retain(|e| {
+                !gone.contains(&SplitId {
+                    cluster: batch.cluster.clone(),
+                    topic: topics[e.topic as usize].clone(),
+                    partition: e.partition,
+                })
+            });
+            self.handout.records = Some(batch.into_iter());
+        }
+        if let Some((cluster, f)) = &self.handout.failed
+            && gone.contains(&SplitId {
+                cluster: cluster.clone(),
+                topic: f.topic.clone(),
+                partition: f.partition,
+            })
+        {
+            self.handout.failed = None;
+        }
+        self.handout.finish_after.retain(|id| !gone.contains(id));
         let mut by_cluster: BTreeMap<Arc<str>, Vec<SplitId>> = BTreeMap::new();
         for id in ids {
             by_cluster
@@ -418,6 +443,9 @@ impl<D: Deserializer> SourceReader<D> {
                 stop_offset: s.stop,
             })
             .collect();
+        if active.is_empty() && !self.to_start.contains_key(&cluster) {
+            return; // nothing of the cluster left to read
+        }
         let entry = self
             .to_start
             .entry(cluster)
@@ -435,6 +463,9 @@ impl<D: Deserializer> SourceReader<D> {
         let waiting: Vec<Arc<str>> = self.to_start.keys().cloned().collect();
         for cluster in waiting {
             let (props, splits) = self.to_start.remove(&cluster).expect("listed");
+            if splits.is_empty() {
+                continue;
+            }
             if !self.consumers.contains_key(&cluster) {
                 let settings = FetcherSettings {
                     max_batch: self.max_batch,
@@ -494,6 +525,15 @@ impl<D: Deserializer> SourceReader<D> {
                 Answer::Failed(e) | Answer::Gone(e) => {
                     self.ask_again(&cluster);
                     return Err(e);
+                }
+                Answer::Panicked(payload) => {
+                    // The thread is gone: a later call starts a new fetcher for the
+                    // cluster's splits, at the positions handed out.
+                    if let Some(fetcher) = self.consumers.get(&cluster) {
+                        let properties = fetcher.properties.clone();
+                        self.rebuild(cluster, properties);
+                    }
+                    std::panic::resume_unwind(payload);
                 }
             };
             self.ask_again(&cluster);
@@ -766,8 +806,8 @@ impl<D: Deserializer> SourceReader<D> {
                 }
             },
             _ = self.notify.notified() => {}
-            // A safety net: librdkafka's wake-up covers new records, this covers
-            // anything else (position-based stops, missed wake-ups).
+            // A safety net: the fetchers wake the reader with every answer, this covers
+            // anything else.
             _ = tokio::time::sleep(self.poll_timeout) => {}
         }
         Ok(false)
@@ -868,5 +908,83 @@ impl<D: Deserializer> Drop for SourceReader<D> {
     fn drop(&mut self) {
         // The fetcher threads close their consumers and end by themselves.
         drop(self.shutdown());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::BatchEntry;
+
+    fn reader() -> SourceReader<crate::deserializer::Utf8> {
+        let (_events_tx, events) = mpsc::unbounded_channel();
+        let (notices, _notices_rx) = mpsc::unbounded_channel();
+        SourceReader::new(ReaderParts {
+            id: 0,
+            deserializer: Arc::new(crate::deserializer::Utf8),
+            events,
+            notices,
+            max_batch: 1024,
+            poll_timeout: Duration::from_millis(100),
+            include_headers: false,
+            retained: Default::default(),
+            active: Default::default(),
+        })
+    }
+
+    fn assign(partitions: &[(i32, i64)]) -> ReaderEvent {
+        ReaderEvent::Assign {
+            cluster: "a".into(),
+            properties: ClientProperties::default(),
+            splits: partitions
+                .iter()
+                .map(|(p, next_offset)| KafkaSplit {
+                    id: SplitId::new("a", "t", *p),
+                    next_offset: *next_offset,
+                    stop_offset: None,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn records_waiting_for_a_removed_split_never_come_out_even_if_it_is_assigned_again() {
+        let mut r = reader();
+        r.apply(assign(&[(0, 0), (1, 0)])).unwrap();
+        // A polled batch waiting to be handed out: offsets 0..3 of both partitions.
+        let mut batch = RecordBatch::new("a".into());
+        let t: Arc<str> = "t".into();
+        let k = batch.topic_index(&t);
+        for offset in 0..3 {
+            for partition in [0, 1] {
+                batch.entries.push(BatchEntry {
+                    topic: k,
+                    partition,
+                    offset,
+                    timestamp: None,
+                    key: None,
+                    headers: Vec::new(),
+                    bytes: 0,
+                    value: format!("{partition}/{offset}"),
+                });
+            }
+        }
+        r.handout.records = Some(batch.into_iter());
+        assert_eq!(r.pop().unwrap().unwrap().value, "0/0");
+        // Partition 1 is removed, then assigned again from offset 0 (its retained
+        // position was gone, say): the old batch's records of it are not its records.
+        r.apply(ReaderEvent::Remove {
+            ids: vec![SplitId::new("a", "t", 1)],
+            retain_until_ms: None,
+        })
+        .unwrap();
+        r.apply(assign(&[(1, 0)])).unwrap();
+        let mut rest = Vec::new();
+        while let Some(record) = r.pop() {
+            rest.push(record.unwrap().value);
+        }
+        assert_eq!(rest, ["0/1", "0/2"]);
+        let p1 = r.states.iter().find(|s| s.id.partition == 1).unwrap();
+        assert_eq!(p1.next_offset, 0, "partition 1 starts over at 0");
     }
 }
