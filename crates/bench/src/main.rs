@@ -432,8 +432,11 @@ fn process_cpu() -> f64 {
 /// Name prefix of the library's fetcher threads (one per reader and cluster).
 const FETCHER_THREADS: &str = "mck-fetch";
 
+/// Name prefix of the tokio runtime's threads (workers and blocking pool).
+const RUNTIME_THREADS: &str = "tokio-r";
+
 /// CPU seconds used so far by this process's threads whose name starts with `prefix`
-/// (`tokio-r` for the tokio runtime's workers and blocking pool, [`FETCHER_THREADS`];
+/// ([`RUNTIME_THREADS`], [`FETCHER_THREADS`];
 /// librdkafka's own threads are named `rdk:*`), from `/proc/self/task/*/stat`. Threads
 /// that already exited are not counted.
 fn threads_cpu(prefix: &str) -> f64 {
@@ -783,7 +786,7 @@ fn throughput(args: &ThroughputArgs) {
         for side in order {
             let t = Instant::now();
             let cpu0 = process_cpu();
-            let runtime_cpu0 = threads_cpu("tokio-r");
+            let runtime_cpu0 = threads_cpu(RUNTIME_THREADS);
             let (pass, fetchers_cpu, figures) = match side {
                 Side::Plain => (plain(&clusters, TOPIC, partitions, peer), 0.0, &mut plain_f),
                 Side::Ours => {
@@ -797,7 +800,7 @@ fn throughput(args: &ThroughputArgs) {
                 let per_record = |secs: f64| secs / pass.records as f64 * 1e9;
                 figures
                     .runtime_cpu_ns
-                    .push(per_record(threads_cpu("tokio-r") - runtime_cpu0));
+                    .push(per_record(threads_cpu(RUNTIME_THREADS) - runtime_cpu0));
                 figures.fetchers_cpu_ns.push(per_record(fetchers_cpu));
             }
         }

@@ -119,27 +119,23 @@ pub fn assign(
                 *load.get_mut(&r).expect("a key") += 1;
                 *wants.get_mut(&r).expect("a key") += 1;
             }
-            // Which reader takes which: one that reads the split's cluster already, else
-            // the one that took the previous split, else the one wanting most.
+            // Which reader takes which, among those still wanting splits: one that reads
+            // the split's cluster already, then the one that took the previous split,
+            // then the one wanting most (the lowest id on a tie).
             let mut previous: Option<usize> = None;
             for s in todo {
-                let wanting = |r: &usize| wants[r] > 0;
-                let most = |rs: &mut dyn Iterator<Item = usize>| {
-                    rs.max_by_key(|r| (wants[r], std::cmp::Reverse(*r)))
-                };
-                let same_cluster = |r: &usize| reads.contains(&(*r, &*s.cluster));
-                let owner = previous
-                    .filter(|r| wanting(r) && same_cluster(r))
-                    .or_else(|| {
-                        most(
-                            &mut alive
-                                .iter()
-                                .copied()
-                                .filter(|r| wanting(r) && same_cluster(r)),
+                let owner = alive
+                    .iter()
+                    .copied()
+                    .filter(|r| wants[r] > 0)
+                    .max_by_key(|r| {
+                        (
+                            reads.contains(&(*r, &*s.cluster)),
+                            previous == Some(*r),
+                            wants[r],
+                            std::cmp::Reverse(*r),
                         )
                     })
-                    .or_else(|| previous.filter(wanting))
-                    .or_else(|| most(&mut alive.iter().copied().filter(wanting)))
                     .expect("the wants add up to the splits");
                 *wants.get_mut(&owner).expect("a key") -= 1;
                 reads.insert((owner, &*s.cluster));

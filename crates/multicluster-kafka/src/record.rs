@@ -120,6 +120,23 @@ pub(crate) struct BatchEntry<V> {
     pub value: V,
 }
 
+#[cfg(test)]
+impl<V> BatchEntry<V> {
+    /// An entry without timestamp, key or headers.
+    pub(crate) fn bare(topic: u32, partition: i32, offset: i64, bytes: u32, value: V) -> Self {
+        Self {
+            topic,
+            partition,
+            offset,
+            timestamp: None,
+            key: None,
+            headers: Vec::new(),
+            bytes,
+            value,
+        }
+    }
+}
+
 impl<V> RecordBatch<V> {
     /// An empty batch of `cluster`'s records.
     pub(crate) fn new(cluster: Arc<str>) -> Self {

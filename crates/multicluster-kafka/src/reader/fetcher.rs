@@ -83,7 +83,7 @@ pub(crate) struct Fetcher<V> {
     asked: bool,
     /// Splits removed while a batch was asked for, by command number.
     removed: Vec<(u64, Vec<SplitId>)>,
-    /// The thread answered [`Answer::Gone`].
+    /// The thread has ended: it answered [`Answer::Gone`] or [`Answer::Panicked`].
     gone: bool,
 }
 
@@ -203,14 +203,13 @@ impl<V: Send + 'static> Fetcher<V> {
         let mut answer = reply.answer;
         match &mut answer {
             Answer::Batch(batch, polled) => drop_stale(batch, polled, removed, reply.applied),
-            Answer::Gone(_) => self.gone = true,
-            Answer::Failed(_) | Answer::Panicked(_) => {}
+            Answer::Gone(_) | Answer::Panicked(_) => self.gone = true,
+            Answer::Failed(_) => {}
         }
         Some(answer)
     }
 
-    /// Whether the thread has ended (its consumer could not be made, or splits could
-    /// not be assigned).
+    /// Whether the thread has ended ([`Answer::Gone`] or [`Answer::Panicked`]).
     pub fn is_gone(&self) -> bool {
         self.gone
     }
@@ -382,16 +381,9 @@ mod tests {
         for (topic, partition) in [(&t, 0), (&t, 1), (&u, 0)] {
             let k = batch.topic_index(topic);
             for offset in 0..3 {
-                batch.entries.push(BatchEntry {
-                    topic: k,
-                    partition,
-                    offset,
-                    timestamp: None,
-                    key: None,
-                    headers: Vec::new(),
-                    bytes: 1,
-                    value: offset as u32,
-                });
+                batch
+                    .entries
+                    .push(BatchEntry::bare(k, partition, offset, 1, offset as u32));
                 polled.records += 1;
             }
         }

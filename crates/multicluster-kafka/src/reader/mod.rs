@@ -463,9 +463,6 @@ impl<D: Deserializer> SourceReader<D> {
         let waiting: Vec<Arc<str>> = self.to_start.keys().cloned().collect();
         for cluster in waiting {
             let (props, splits) = self.to_start.remove(&cluster).expect("listed");
-            if splits.is_empty() {
-                continue;
-            }
             if !self.consumers.contains_key(&cluster) {
                 let settings = FetcherSettings {
                     max_batch: self.max_batch,
@@ -527,12 +524,9 @@ impl<D: Deserializer> SourceReader<D> {
                     return Err(e);
                 }
                 Answer::Panicked(payload) => {
-                    // The thread is gone: a later call starts a new fetcher for the
-                    // cluster's splits, at the positions handed out.
-                    if let Some(fetcher) = self.consumers.get(&cluster) {
-                        let properties = fetcher.properties.clone();
-                        self.rebuild(cluster, properties);
-                    }
+                    // A later call starts a new fetcher for the cluster's splits, at
+                    // the positions handed out.
+                    self.ask_again(&cluster);
                     std::panic::resume_unwind(payload);
                 }
             };
@@ -544,8 +538,8 @@ impl<D: Deserializer> SourceReader<D> {
         Ok(0)
     }
 
-    /// Asks the cluster's fetcher for its next batch; a fetcher that is gone (its
-    /// consumer could not be made) is replaced by a new one the next time round.
+    /// Asks the cluster's fetcher for its next batch; a fetcher whose thread has ended
+    /// is replaced by a new one the next time round.
     fn ask_again(&mut self, cluster: &Arc<str>) {
         let Some(fetcher) = self.consumers.get_mut(cluster) else {
             return;
@@ -957,16 +951,10 @@ mod tests {
         let k = batch.topic_index(&t);
         for offset in 0..3 {
             for partition in [0, 1] {
-                batch.entries.push(BatchEntry {
-                    topic: k,
-                    partition,
-                    offset,
-                    timestamp: None,
-                    key: None,
-                    headers: Vec::new(),
-                    bytes: 0,
-                    value: format!("{partition}/{offset}"),
-                });
+                let value = format!("{partition}/{offset}");
+                batch
+                    .entries
+                    .push(BatchEntry::bare(k, partition, offset, 0, value));
             }
         }
         r.handout.records = Some(batch.into_iter());
