@@ -333,7 +333,7 @@ fn ours(
     readers: usize,
     api: Api,
     max_batch: Option<usize>,
-) -> (Pass, f64) {
+) -> (Pass, ThreadsCpu) {
     let mut stream = KafkaStream::new("bench");
     for c in clusters {
         stream = stream.with_cluster(
@@ -409,13 +409,13 @@ fn ours(
             passes.push(pass);
             open.push(reader);
         }
-        // The fetcher threads of this pass, before closing ends them.
-        let fetchers_cpu = threads_cpu(FETCHER_THREADS);
+        // The threads of this pass, before closing ends the fetchers and librdkafka's.
+        let threads = threads_cpu();
         for reader in open {
             reader.close().await;
         }
         coordinator.close().await;
-        (Pass::combine(passes), fetchers_cpu)
+        (Pass::combine(passes), threads)
     })
 }
 
@@ -429,41 +429,53 @@ fn process_cpu() -> f64 {
     tv(u.ru_utime) + tv(u.ru_stime)
 }
 
-/// Name prefix of the library's fetcher threads (one per reader and cluster).
-const FETCHER_THREADS: &str = "mck-fetch";
+/// CPU seconds by thread group (see [`threads_cpu`]).
+type ThreadsCpu = std::collections::BTreeMap<String, f64>;
 
-/// Name prefix of the tokio runtime's threads (workers and blocking pool).
-const RUNTIME_THREADS: &str = "tokio-r";
-
-/// CPU seconds used so far by this process's threads whose name starts with `prefix`
-/// ([`RUNTIME_THREADS`], [`FETCHER_THREADS`];
-/// librdkafka's own threads are named `rdk:*`), from `/proc/self/task/*/stat`. Threads
-/// that already exited are not counted.
-fn threads_cpu(prefix: &str) -> f64 {
+/// CPU seconds used so far by this process's live threads, grouped by thread name
+/// with the per-instance tail cut off: `mck-fetch` (the library's fetcher threads,
+/// `mck-fetch-<cluster>`), `tokio-r` (the tokio runtime's workers and blocking pool),
+/// `rdk:broker` (librdkafka's `rdk:broker<N>`), `rdk:main`, the main thread and so
+/// on; from `/proc/self/task/*/stat`. Threads that already exited are not counted.
+fn threads_cpu() -> ThreadsCpu {
+    let mut groups = ThreadsCpu::new();
     // SAFETY: sysconf has no preconditions.
     let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return 0.0;
+        return groups;
     };
-    let mut total = 0u64;
     for task in tasks.flatten() {
         let path = task.path();
-        let named =
-            std::fs::read_to_string(path.join("comm")).is_ok_and(|name| name.starts_with(prefix));
         let Ok(stat) = std::fs::read_to_string(path.join("stat")) else {
             continue;
         };
-        // Fields after the parenthesised name: state is the 1st, utime the 12th and
-        // stime the 13th.
-        let fields: Vec<&str> = stat
-            .rsplit_once(") ")
-            .map_or(Vec::new(), |(_, rest)| rest.split(' ').collect());
-        if named && fields.len() > 12 {
-            total +=
-                fields[11].parse::<u64>().unwrap_or(0) + fields[12].parse::<u64>().unwrap_or(0);
+        // `pid (comm) state ...`: utime and stime are the 12th and 13th fields after
+        // the name.
+        let Some((head, rest)) = stat.rsplit_once(") ") else {
+            continue;
+        };
+        let name = head.split_once(" (").map_or("", |(_, name)| name);
+        let fields: Vec<&str> = rest.split(' ').collect();
+        if fields.len() <= 12 {
+            continue;
+        }
+        let group = thread_group(name);
+        let secs = (fields[11].parse::<u64>().unwrap_or(0) + fields[12].parse::<u64>().unwrap_or(0))
+            as f64
+            / ticks;
+        *groups.entry(group.to_string()).or_default() += secs;
+    }
+    groups
+}
+
+/// The group a thread name belongs to (see [`threads_cpu`]).
+fn thread_group(name: &str) -> &str {
+    for prefix in ["mck-fetch", "tokio-r"] {
+        if name.starts_with(prefix) {
+            return prefix;
         }
     }
-    total as f64 / ticks
+    name.trim_end_matches(|c: char| c.is_ascii_digit() || c == '-' || c == '/')
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -706,10 +718,8 @@ struct Figures {
     /// From its first record to its last.
     rps_reading: Vec<f64>,
     cpu_ns: Vec<f64>,
-    /// CPU ns per record of the tokio runtime's threads (ours only).
-    runtime_cpu_ns: Vec<f64>,
-    /// The library's fetcher threads' CPU per record.
-    fetchers_cpu_ns: Vec<f64>,
+    /// CPU ns per record of each thread group (ours only; see [`threads_cpu`]).
+    threads_cpu_ns: std::collections::BTreeMap<String, Vec<f64>>,
 }
 
 impl Figures {
@@ -786,22 +796,31 @@ fn throughput(args: &ThroughputArgs) {
         for side in order {
             let t = Instant::now();
             let cpu0 = process_cpu();
-            let runtime_cpu0 = threads_cpu(RUNTIME_THREADS);
-            let (pass, fetchers_cpu, figures) = match side {
-                Side::Plain => (plain(&clusters, TOPIC, partitions, peer), 0.0, &mut plain_f),
+            let threads0 = threads_cpu();
+            let (pass, threads, figures) = match side {
+                Side::Plain => (
+                    plain(&clusters, TOPIC, partitions, peer),
+                    ThreadsCpu::new(),
+                    &mut plain_f,
+                ),
                 Side::Ours => {
-                    let (pass, cpu) = ours(&rt, &clusters, TOPIC, readers, api, max_batch);
-                    (pass, cpu, &mut ours_f)
+                    let (pass, threads) = ours(&rt, &clusters, TOPIC, readers, api, max_batch);
+                    (pass, threads, &mut ours_f)
                 }
             };
             assert_eq!(pass.records, expected, "{side:?} read everything");
             figures.push(&pass, t, process_cpu() - cpu0);
             if side == Side::Ours {
-                let per_record = |secs: f64| secs / pass.records as f64 * 1e9;
-                figures
-                    .runtime_cpu_ns
-                    .push(per_record(threads_cpu(RUNTIME_THREADS) - runtime_cpu0));
-                figures.fetchers_cpu_ns.push(per_record(fetchers_cpu));
+                for (group, secs) in threads {
+                    // Threads that lived before the pass (the runtime's, the main thread)
+                    // count from where they were.
+                    let before = threads0.get(&group).copied().unwrap_or(0.0);
+                    figures
+                        .threads_cpu_ns
+                        .entry(group)
+                        .or_default()
+                        .push((secs - before) / pass.records as f64 * 1e9);
+                }
             }
         }
         eprintln!(
@@ -833,11 +852,15 @@ fn throughput(args: &ThroughputArgs) {
             "| plain rdkafka, {how} (1 consumer per cluster) | {p:.0} | {mb:.1} | {pf:.0} | {pc:.0} |"
         );
     }
-    if !ours_f.runtime_cpu_ns.is_empty() {
+    if !ours_f.threads_cpu_ns.is_empty() {
+        let groups: Vec<String> = ours_f
+            .threads_cpu_ns
+            .iter()
+            .map(|(group, ns)| format!("{group} {:.0}", median(ns.clone())))
+            .collect();
         println!(
-            "multicluster-kafka, CPU per record (medians; librdkafka's own threads not counted): the tokio runtime's threads (the readers' tasks) {:.0} ns, the fetcher threads {:.0} ns",
-            median(ours_f.runtime_cpu_ns.clone()),
-            median(ours_f.fetchers_cpu_ns.clone())
+            "multicluster-kafka, CPU ns per record by thread (medians; mck-fetch: the fetcher threads, tokio-r: the readers' tasks and the bench's loop, rdk:*: librdkafka's; threads that ended before the pass did are not counted): {}",
+            groups.join(", ")
         );
     }
     if only.is_none() {

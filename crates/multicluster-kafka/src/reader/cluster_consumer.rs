@@ -6,7 +6,7 @@
 //! to the batch size, in one call), their keys and values copied into one buffer per
 //! batch, and deserialized, all on the fetcher thread. Nothing is buffered beyond
 //! librdkafka's own prefetch queue, whose limits (`queued.max.messages.kbytes`,
-//! `queued.min.messages`) bound memory, and the one batch the fetcher builds ahead:
+//! `queued.min.messages`) bound memory, and the two batches the fetcher builds ahead:
 //! when the application stops asking for records, librdkafka stops fetching. The
 //! fetcher thread sleeps until librdkafka's queue-event callback wakes it. Creating and
 //! closing the consumer block; both happen on the fetcher thread.

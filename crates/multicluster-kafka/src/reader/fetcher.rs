@@ -1,14 +1,17 @@
 //! A reader's fetcher: one thread per cluster the reader has splits on, which owns that
 //! cluster's consumer, and takes, copies and deserializes its records a batch at a
-//! time, one batch ahead of the reader.
+//! time, up to two batches ahead of the reader.
 //!
 //! Like the split fetchers of Flink's connector base, this gives a reader with splits
 //! on several clusters one core's worth of work per cluster, while the reader's own
 //! task only hands batches out and tracks positions. The reader and a fetcher talk in
-//! turns: the reader asks for a batch, the fetcher answers with one (waiting for
-//! records if librdkafka has none), and the reader asks for the next when it starts
-//! handing that one out. So a cluster has at most one batch waiting in the reader and
-//! one being built: memory stays bounded by librdkafka's queue limits plus two batches.
+//! turns: the reader keeps [`DEPTH`] requests for a batch open, the fetcher answers
+//! each with one (waiting for records if librdkafka has none), and the reader asks
+//! again when it starts handing a batch out. So while the reader hands one batch out,
+//! the fetcher can have the next ready and be building the one after: it does not wait
+//! for the reader's task to wake up between batches. A cluster has at most [`DEPTH`]
+//! batches waiting or being built, plus the one being handed out: memory stays bounded
+//! by librdkafka's queue limits plus three batches.
 //!
 //! Commands (add, remove splits) and requests travel on one channel, in order, and
 //! are numbered. An answer says which command the fetcher had applied before it
@@ -29,6 +32,9 @@ use crate::record::RecordBatch;
 use crate::split::{KafkaSplit, SplitId};
 
 use super::cluster_consumer::{ClusterConsumer, Polled};
+
+/// How many requests for a batch the reader keeps open with each fetcher.
+const DEPTH: u32 = 2;
 
 enum Command {
     Add(u64, Vec<KafkaSplit>),
@@ -79,9 +85,9 @@ pub(crate) struct Fetcher<V> {
     join: Option<JoinHandle<()>>,
     /// Number of the last command sent.
     sent: u64,
-    /// A batch was asked for and not answered yet.
-    asked: bool,
-    /// Splits removed while a batch was asked for, by command number.
+    /// Batches asked for and not answered yet (at most [`DEPTH`]).
+    asked: u32,
+    /// Splits removed while batches were asked for, by command number.
     removed: Vec<(u64, Vec<SplitId>)>,
     /// The thread has ended: it answered [`Answer::Gone`] or [`Answer::Panicked`].
     gone: bool,
@@ -143,7 +149,7 @@ impl<V: Send + 'static> Fetcher<V> {
             thread: join.thread().clone(),
             join: Some(join),
             sent: 0,
-            asked: false,
+            asked: 0,
             removed: Vec::new(),
             gone: false,
         })
@@ -166,17 +172,17 @@ impl<V: Send + 'static> Fetcher<V> {
     /// [`Self::answer`] any more.
     pub fn remove(&mut self, ids: Vec<SplitId>) {
         self.sent += 1;
-        if self.asked {
+        if self.asked > 0 {
             self.removed.push((self.sent, ids.clone()));
         }
         let n = self.sent;
         self.send(Command::Remove(n, ids));
     }
 
-    /// Asks for the next batch, unless one is asked for already.
+    /// Asks for batches until [`DEPTH`] are asked for.
     pub fn ask(&mut self) {
-        if !self.asked {
-            self.asked = true;
+        while self.asked < DEPTH {
+            self.asked += 1;
             self.send(Command::Poll);
         }
     }
@@ -187,7 +193,7 @@ impl<V: Send + 'static> Fetcher<V> {
             Ok(reply) => reply,
             Err(TryRecvError::Empty) => return None,
             Err(TryRecvError::Disconnected) => {
-                if !self.asked {
+                if self.asked == 0 {
                     return None;
                 }
                 Reply {
@@ -198,13 +204,18 @@ impl<V: Send + 'static> Fetcher<V> {
                 }
             }
         };
-        self.asked = false;
-        let removed = std::mem::take(&mut self.removed);
+        self.asked = self.asked.saturating_sub(1);
         let mut answer = reply.answer;
         match &mut answer {
-            Answer::Batch(batch, polled) => drop_stale(batch, polled, removed, reply.applied),
+            Answer::Batch(batch, polled) => drop_stale(batch, polled, &self.removed, reply.applied),
             Answer::Gone(_) | Answer::Panicked(_) => self.gone = true,
             Answer::Failed(_) => {}
+        }
+        // Later answers were made after this one: removals it had applied are applied
+        // in them too.
+        self.removed.retain(|(n, _)| *n > reply.applied);
+        if self.asked == 0 {
+            self.removed.clear();
         }
         Some(answer)
     }
@@ -233,12 +244,12 @@ impl<V> Drop for Fetcher<V> {
 fn drop_stale<V>(
     batch: &mut RecordBatch<V>,
     polled: &mut Polled,
-    removed: Vec<(u64, Vec<SplitId>)>,
+    removed: &[(u64, Vec<SplitId>)],
     applied: u64,
 ) {
     for (n, ids) in removed {
-        if n > applied {
-            drop_splits(batch, polled, &ids);
+        if *n > applied {
+            drop_splits(batch, polled, ids);
         }
     }
 }
@@ -292,7 +303,8 @@ fn run<D: Deserializer>(
         }
     };
     let mut applied = 0u64;
-    let mut asked = false;
+    // Batches asked for and not answered yet.
+    let mut asked = 0u32;
     // Splits added already at their stop, reported with the next answer.
     let mut done: Vec<SplitId> = Vec::new();
     loop {
@@ -315,12 +327,12 @@ fn run<D: Deserializer>(
                     done.retain(|id| !ids.contains(id));
                     consumer.remove(&ids);
                 }
-                Ok(Command::Poll) => asked = true,
+                Ok(Command::Poll) => asked += 1,
                 Ok(Command::Stop) | Err(TryRecvError::Disconnected) => return,
                 Err(TryRecvError::Empty) => break,
             }
         }
-        if asked {
+        if asked > 0 {
             let mut batch = RecordBatch::new(cluster.clone());
             match consumer.poll(deserializer, settings.max_batch, &mut batch) {
                 Ok(mut polled) => {
@@ -330,7 +342,7 @@ fn run<D: Deserializer>(
                         || !polled.finished.is_empty()
                         || !polled.high_watermarks.is_empty()
                     {
-                        asked = false;
+                        asked -= 1;
                         if !reply(applied, Answer::Batch(batch, polled)) {
                             return;
                         }
@@ -338,7 +350,7 @@ fn run<D: Deserializer>(
                     }
                 }
                 Err(e) => {
-                    asked = false;
+                    asked -= 1;
                     if !reply(applied, Answer::Failed(e)) {
                         return;
                     }
@@ -346,7 +358,7 @@ fn run<D: Deserializer>(
                 }
             }
         }
-        if asked {
+        if asked > 0 {
             // librdkafka wakes the thread when records come; the timeout also finds
             // bounded splits that end without a record at their stop.
             std::thread::park_timeout(settings.idle);
@@ -424,6 +436,75 @@ mod tests {
         assert_eq!(polled.finished, vec![id("t", 0)]);
     }
 
+    /// A handle with no thread behind it: the test plays the fetcher's side of the
+    /// channels.
+    fn handle() -> (Fetcher<u32>, Receiver<Command>, Sender<Reply<u32>>) {
+        let (commands, inbox) = mpsc::channel();
+        let (outbox, replies) = mpsc::channel();
+        let fetcher = Fetcher {
+            properties: ClientProperties::default(),
+            commands,
+            replies,
+            thread: std::thread::current(),
+            join: None,
+            sent: 0,
+            asked: 0,
+            removed: Vec::new(),
+            gone: false,
+        };
+        (fetcher, inbox, outbox)
+    }
+
+    #[test]
+    fn every_answer_made_before_a_removal_loses_the_removed_split() {
+        let (mut fetcher, inbox, outbox) = handle();
+        fetcher.ask();
+        let polls = inbox
+            .try_iter()
+            .filter(|c| matches!(c, Command::Poll))
+            .count();
+        assert_eq!(
+            polls, DEPTH as usize,
+            "the reader keeps DEPTH requests open"
+        );
+        // Both open requests were answered before the fetcher applied removal 1.
+        fetcher.remove(vec![id("t", 0)]);
+        for _ in 0..2 {
+            let (batch, polled) = answer();
+            outbox
+                .send(Reply {
+                    applied: 0,
+                    answer: Answer::Batch(batch, polled),
+                })
+                .unwrap();
+        }
+        for n in 0..2 {
+            let Some(Answer::Batch(batch, _)) = fetcher.answer() else {
+                panic!("answer {n} is a batch");
+            };
+            assert_eq!(
+                splits_in(&batch),
+                vec![("t".to_string(), 1), ("u".to_string(), 0)],
+                "answer {n}"
+            );
+        }
+        // Split t/0 assigned again (command 2); an answer made after it keeps t/0.
+        fetcher.add(Vec::new());
+        fetcher.ask();
+        let (batch, polled) = answer();
+        outbox
+            .send(Reply {
+                applied: 2,
+                answer: Answer::Batch(batch, polled),
+            })
+            .unwrap();
+        let Some(Answer::Batch(batch, _)) = fetcher.answer() else {
+            panic!("a batch");
+        };
+        assert_eq!(splits_in(&batch).len(), 3);
+        assert!(fetcher.answer().is_none());
+    }
+
     #[test]
     fn an_answer_keeps_the_splits_of_removals_applied_before_it_was_made() {
         // Removal 3 was applied before the answer (made after command 4): a split
@@ -431,7 +512,7 @@ mod tests {
         // 5 came after: its split's records are from before the removal.
         let (mut batch, mut polled) = answer();
         let removed = vec![(3, vec![id("t", 0)]), (5, vec![id("u", 0)])];
-        drop_stale(&mut batch, &mut polled, removed, 4);
+        drop_stale(&mut batch, &mut polled, &removed, 4);
         assert_eq!(
             splits_in(&batch),
             vec![("t".to_string(), 0), ("t".to_string(), 1)]

@@ -133,8 +133,8 @@ pub struct SourceReader<D: Deserializer> {
     /// Splits assigned but not yet handed to their cluster's fetcher, with the
     /// consumer properties of the cluster.
     to_start: BTreeMap<Arc<str>, (ClientProperties, Vec<KafkaSplit>)>,
-    /// Answers of the fetchers not handed out yet, oldest first (at most one per
-    /// fetcher: the next is asked for when one is handed out).
+    /// Answers of the fetchers not handed out yet, oldest first (a fetcher has at
+    /// most two answered or being made; another is asked for when one is handed out).
     ready: VecDeque<(Arc<str>, Answer<D::Value>)>,
     /// Woken by the fetchers when they answer.
     notify: Arc<Notify>,
