@@ -84,7 +84,7 @@ impl CompareArgs {
             records_1k: self.records_1k.unwrap_or(q(5_000, 500_000)),
             rounds: self.rounds.unwrap_or(q(1, 5)).max(1),
             handover_rounds: self.handover_rounds.unwrap_or(q(2, 10)).max(1),
-            isolation_records: q(1_500_000, 10_000_000),
+            isolation_records: q(1_500_000, 30_000_000),
             checkpoint_budget: Duration::from_millis(q(200, 2_000) as u64),
         }
     }
@@ -484,6 +484,13 @@ pub fn compare(args: &CompareArgs) {
             "isolation: cluster A's records/s while B's properties change every 100 ms ({} changes, {} rebuilds of B's clients) (peer: the same reader, steady)",
             iso.changes, iso.rebuilds
         ), (iso.changing, Some(iso.steady)), "rec/s", Target::RatioAtLeast(0.95), ""));
+    rows.push(Row::new(
+        "context: isolation, this process's CPU per record of A while B's properties change (peer: while steady)".to_string(),
+        (iso.cpu_ns[1], Some(iso.cpu_ns[0])),
+        "ns",
+        Target::None,
+        "",
+    ));
 
     // Checkpoint cost.
     for n in [10, 1_000, 10_000] {

@@ -40,7 +40,7 @@ enum Cmd {
     /// properties change every 100 ms, against the same reader's steady-state rate.
     Isolation {
         /// Records pre-filled on the unaffected cluster.
-        #[arg(long, default_value_t = 10_000_000)]
+        #[arg(long, default_value_t = 30_000_000)]
         records: usize,
         /// The source's `rebuild_interval` in ms (0: every change rebuilds B at once,
         /// the behaviour before it existed).
@@ -429,6 +429,40 @@ fn process_cpu() -> f64 {
     tv(u.ru_utime) + tv(u.ru_stime)
 }
 
+/// The process ids of `cluster`'s brokers (found by their log dir on the command
+/// line).
+fn broker_pids(cluster: &KafkaCluster) -> Vec<u32> {
+    let needle = format!("-Dkafka.logs.dir={}", cluster.log_dir().display());
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+                c.split(|b| *b == 0)
+                    .any(|arg| arg.starts_with(needle.as_bytes()))
+            })
+        })
+        .collect()
+}
+
+/// CPU seconds (user + system) used so far by these processes.
+fn pids_cpu(pids: &[u32]) -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    pids.iter()
+        .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/stat")).ok())
+        .filter_map(|stat| {
+            let (_, rest) = stat.rsplit_once(") ")?;
+            let f: Vec<&str> = rest.split(' ').collect();
+            Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+        })
+        .sum::<u64>() as f64
+        / ticks
+}
+
 /// CPU seconds by thread group (see [`threads_cpu`]).
 type ThreadsCpu = std::collections::BTreeMap<String, f64>;
 
@@ -575,13 +609,21 @@ fn isolation(records: usize, rebuild_interval: Duration) {
     let (a, b) = mck_bench::start_clusters();
     let r = isolation_run(&a, &b, TOPIC, records, rebuild_interval);
     println!(
-        "isolation: cluster A {:.0} rec/s steady, {:.0} rec/s while B's properties changed ({} changes, {} rebuilds); ratio {:.3}",
+        "isolation: cluster A {:.0} rec/s steady, {:.0} rec/s while B's properties changed ({} changes, {} rebuilds); ratio {:.3}; process CPU per A record {:.0} ns steady, {:.0} ns changing",
         r.steady,
         r.changing,
         r.changes,
         r.rebuilds,
-        r.changing / r.steady
+        r.changing / r.steady,
+        r.cpu_ns[0],
+        r.cpu_ns[1]
     );
+    for (kind, cores) in ["steady", "changing"].iter().zip(r.cores) {
+        println!(
+            "cores used while {kind}: this process {:.2}, A's broker {:.2}, B's broker {:.2}",
+            cores[0], cores[1], cores[2]
+        );
+    }
 }
 
 /// What [`isolation_run`] measured.
@@ -594,6 +636,11 @@ struct Isolation {
     changes: u64,
     /// Rebuilds of B's clients they caused (fewer: see `rebuild_interval`).
     rebuilds: u64,
+    /// This process's CPU ns per A record in each kind of phase ([steady, changing]).
+    cpu_ns: [f64; 2],
+    /// Cores used in each kind of phase ([steady, changing]) by this process, by A's
+    /// broker and by B's broker.
+    cores: [[f64; 3]; 2],
 }
 
 /// Fills `topic` on `a` (4 partitions, `records` records of 100 B) and on `b` (1
@@ -631,7 +678,14 @@ fn isolation_run(
     let done = Arc::new(AtomicBool::new(false));
     // Seconds spent in each kind of phase and A's records read in it ([steady,
     // changing]), accounted by the reader at each phase switch and at the end.
-    let (mut secs, mut counts) = ([0f64; 2], [0u64; 2]);
+    let (mut secs, mut counts, mut cpu) = ([0f64; 2], [0u64; 2], [[0f64; 3]; 2]);
+    let brokers = [broker_pids(a), broker_pids(b)];
+    let sample = || [process_cpu(), pids_cpu(&brokers[0]), pids_cpu(&brokers[1])];
+    let add = |to: &mut [f64; 3], from: [f64; 3], now: [f64; 3]| {
+        for i in 0..3 {
+            to[i] += now[i] - from[i];
+        }
+    };
     let (mut changes, mut rebuilds) = (0u64, 0u64);
     rt.block_on(async {
         let mut source = MultiClusterKafkaSource::builder()
@@ -680,6 +734,7 @@ fn isolation_run(
         let total_a = records - seen_a;
         let mut read_a = 0usize;
         let (mut phase, mut phase_start, mut phase_n) = (0usize, Instant::now(), 0u64);
+        let mut phase_cpu = sample();
         while read_a < total_a {
             let r = source.next().await.unwrap().unwrap();
             if &*r.cluster == "a" {
@@ -688,6 +743,9 @@ fn isolation_run(
                 if now_phase != phase {
                     secs[phase] += phase_start.elapsed().as_secs_f64();
                     counts[phase] += phase_n;
+                    let now_cpu = sample();
+                    add(&mut cpu[phase], phase_cpu, now_cpu);
+                    phase_cpu = now_cpu;
                     (phase, phase_start, phase_n) = (now_phase, Instant::now(), 0);
                 }
                 phase_n += 1;
@@ -695,6 +753,7 @@ fn isolation_run(
         }
         secs[phase] += phase_start.elapsed().as_secs_f64();
         counts[phase] += phase_n;
+        add(&mut cpu[phase], phase_cpu, sample());
         done.store(true, Ordering::Relaxed);
         changes = toggler.await.unwrap();
         rebuilds = REBUILDS.load(std::sync::atomic::Ordering::Relaxed) - rebuilds_before;
@@ -706,6 +765,8 @@ fn isolation_run(
         changing: rate(1),
         changes,
         rebuilds,
+        cpu_ns: [0, 1].map(|i| cpu[i][0] / counts[i].max(1) as f64 * 1e9),
+        cores: [0, 1].map(|i| cpu[i].map(|c| c / secs[i].max(1e-9))),
     }
 }
 

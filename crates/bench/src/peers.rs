@@ -43,7 +43,7 @@ mod java;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use mck_testkit::{KafkaCluster, TestCluster, TestRecord};
+use mck_testkit::{KafkaCluster, TestCluster};
 
 pub use consumer_perf::{ConsumerPerfOptions, ConsumerPerfRound, consumer_perf};
 pub use flink::{FlinkHandoverOptions, FlinkOptions, FlinkRound, flink_handover, flink_throughput};
@@ -182,6 +182,10 @@ pub fn median(figures: impl IntoIterator<Item = Figures>) -> Option<Figures> {
 /// Creates `topic` with `partitions` partitions on `cluster` and produces `records`
 /// records round-robin over the partitions: 8-byte keys (`{:08}` of the index) and
 /// `value_size`-byte values, the same layout as the `throughput` command's fill.
+///
+/// One idempotent producer with large batches does the whole fill (the test kit's
+/// `produce` makes a producer per call and keeps a delivery report per record, which
+/// made a fill of 10 000 000 records take minutes). Any failed delivery fails the fill.
 pub fn prefill(
     cluster: &KafkaCluster,
     topic: &str,
@@ -189,23 +193,75 @@ pub fn prefill(
     records: usize,
     value_size: usize,
 ) -> Result<(), mck_testkit::TestkitError> {
-    cluster.create_topic(topic, partitions)?;
-    let value = vec![b'x'; value_size];
-    let chunk = 50_000;
-    let mut sent = 0;
-    while sent < records {
-        let n = chunk.min(records - sent);
-        let batch: Vec<TestRecord> = (sent..sent + n)
-            .map(|i| {
-                TestRecord::value(value.clone())
-                    .with_key(format!("{i:08}"))
-                    .to_partition((i % partitions as usize) as i32)
-            })
-            .collect();
-        cluster.produce(topic, &batch)?;
-        sent += n;
+    use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext};
+    use std::sync::Mutex;
+
+    /// Counts failed deliveries and keeps the first failure's reason.
+    #[derive(Default)]
+    struct Failures(Mutex<(u64, Option<String>)>);
+    impl rdkafka::ClientContext for Failures {}
+    impl ProducerContext for Failures {
+        type DeliveryOpaque = ();
+        fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
+            if let Err((e, _)) = result {
+                let mut f = self.0.lock().unwrap_or_else(|p| p.into_inner());
+                f.0 += 1;
+                f.1.get_or_insert_with(|| e.to_string());
+            }
+        }
     }
-    Ok(())
+
+    let fail = |message: String| mck_testkit::TestkitError::Kafka {
+        cluster: cluster.logical_id().to_string(),
+        message: format!("pre-filling {topic}: {message}"),
+    };
+    cluster.create_topic(topic, partitions)?;
+    let producer: rdkafka::producer::BaseProducer<Failures> = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", cluster.bootstrap_servers())
+        .set("enable.idempotence", "true")
+        .set("linger.ms", "20")
+        .set("batch.size", "1000000")
+        .set("queue.buffering.max.messages", "1000000")
+        .set("message.timeout.ms", "120000")
+        .create_with_context(Failures::default())
+        .map_err(|e| fail(format!("cannot create the producer: {e}")))?;
+    let value = vec![b'x'; value_size];
+    for i in 0..records {
+        let key = format!("{i:08}");
+        let mut record = BaseRecord::to(topic)
+            .key(key.as_bytes())
+            .payload(value.as_slice())
+            .partition((i % partitions as usize) as i32);
+        loop {
+            match producer.send(record) {
+                Ok(()) => break,
+                Err((e, back))
+                    if e.rdkafka_error_code()
+                        == Some(rdkafka::types::RDKafkaErrorCode::QueueFull) =>
+                {
+                    // Serve delivery reports until the queue has room.
+                    producer.poll(Duration::from_millis(10));
+                    record = back;
+                }
+                Err((e, _)) => return Err(fail(format!("send: {e}"))),
+            }
+        }
+    }
+    producer
+        .flush(Duration::from_secs(300))
+        .map_err(|e| fail(format!("flush: {e}")))?;
+    let failures = producer
+        .context()
+        .0
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    match &*failures {
+        (0, _) => Ok(()),
+        (n, first) => Err(fail(format!(
+            "{n} record(s) not delivered, the first: {}",
+            first.as_deref().unwrap_or("?")
+        ))),
+    }
 }
 
 #[cfg(test)]
