@@ -450,17 +450,23 @@ fn broker_pids(cluster: &KafkaCluster) -> Vec<u32> {
 
 /// CPU seconds (user + system) used so far by these processes.
 fn pids_cpu(pids: &[u32]) -> f64 {
-    // SAFETY: sysconf has no preconditions.
-    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
     pids.iter()
         .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/stat")).ok())
-        .filter_map(|stat| {
-            let (_, rest) = stat.rsplit_once(") ")?;
-            let f: Vec<&str> = rest.split(' ').collect();
-            Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
-        })
-        .sum::<u64>() as f64
-        / ticks
+        .filter_map(|stat| stat_cpu(&stat).map(|(_, secs)| secs))
+        .sum()
+}
+
+/// The name and CPU seconds (user + system) of a `/proc/…/stat` line.
+fn stat_cpu(stat: &str) -> Option<(&str, f64)> {
+    // SAFETY: sysconf has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    // `pid (comm) state ...`: utime and stime are the 12th and 13th fields after the
+    // name.
+    let (head, rest) = stat.rsplit_once(") ")?;
+    let name = head.split_once(" (").map_or("", |(_, name)| name);
+    let f: Vec<&str> = rest.split(' ').collect();
+    let ticks_used = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    Some((name, ticks_used as f64 / ticks))
 }
 
 /// CPU seconds by thread group (see [`threads_cpu`]).
@@ -473,31 +479,15 @@ type ThreadsCpu = std::collections::BTreeMap<String, f64>;
 /// on; from `/proc/self/task/*/stat`. Threads that already exited are not counted.
 fn threads_cpu() -> ThreadsCpu {
     let mut groups = ThreadsCpu::new();
-    // SAFETY: sysconf has no preconditions.
-    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
         return groups;
     };
     for task in tasks.flatten() {
-        let path = task.path();
-        let Ok(stat) = std::fs::read_to_string(path.join("stat")) else {
-            continue;
-        };
-        // `pid (comm) state ...`: utime and stime are the 12th and 13th fields after
-        // the name.
-        let Some((head, rest)) = stat.rsplit_once(") ") else {
-            continue;
-        };
-        let name = head.split_once(" (").map_or("", |(_, name)| name);
-        let fields: Vec<&str> = rest.split(' ').collect();
-        if fields.len() <= 12 {
-            continue;
+        if let Ok(stat) = std::fs::read_to_string(task.path().join("stat"))
+            && let Some((name, secs)) = stat_cpu(&stat)
+        {
+            *groups.entry(thread_group(name).to_string()).or_default() += secs;
         }
-        let group = thread_group(name);
-        let secs = (fields[11].parse::<u64>().unwrap_or(0) + fields[12].parse::<u64>().unwrap_or(0))
-            as f64
-            / ticks;
-        *groups.entry(group.to_string()).or_default() += secs;
     }
     groups
 }
