@@ -432,7 +432,8 @@ fn process_cpu() -> f64 {
 /// The process ids of `cluster`'s brokers (found by their log dir on the command
 /// line).
 fn broker_pids(cluster: &KafkaCluster) -> Vec<u32> {
-    let needle = format!("-Dkafka.logs.dir={}", cluster.log_dir().display());
+    // Each broker logs under `<log dir>/node-<id>`.
+    let needle = format!("-Dkafka.logs.dir={}/", cluster.log_dir().display());
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
