@@ -148,6 +148,19 @@ impl<V> RecordBatch<V> {
         }
     }
 
+    /// Drops the records of these splits (splits of other clusters are ignored).
+    pub(crate) fn drop_splits(&mut self, ids: &[SplitId]) {
+        let topics = &self.topics;
+        let cluster = &self.cluster;
+        self.entries.retain(|e| {
+            !ids.iter().any(|id| {
+                id.partition == e.partition
+                    && *id.cluster == **cluster
+                    && *id.topic == *topics[e.topic as usize]
+            })
+        });
+    }
+
     /// Logical id of the cluster every record of the batch comes from.
     pub fn cluster(&self) -> &Arc<str> {
         &self.cluster

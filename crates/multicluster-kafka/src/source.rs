@@ -312,8 +312,8 @@ impl<D: Deserializer> SourceBuilder<D> {
     }
 
     /// Most records a reader takes from one cluster's consumer at a time (default
-    /// 1024). A reader buffers at most one such batch being handed out plus one ready
-    /// batch per cluster it reads (its fetcher threads build them ahead);
+    /// 1024). A reader buffers at most one such batch being handed out plus two ready
+    /// or being built per cluster it reads (its fetcher threads build them ahead);
     /// librdkafka's `queued.max.messages.kbytes` and `queued.min.messages` bound what
     /// it prefetches.
     pub fn max_batch_size(mut self, records: usize) -> Self {

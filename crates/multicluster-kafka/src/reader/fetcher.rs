@@ -256,20 +256,12 @@ fn drop_stale<V>(
 
 /// Drops what `batch` and `polled` hold of these splits.
 pub(crate) fn drop_splits<V>(batch: &mut RecordBatch<V>, polled: &mut Polled, ids: &[SplitId]) {
-    let topics = &batch.topics;
-    let gone = |topic: &str, partition: i32| {
-        ids.iter()
-            .any(|id| id.partition == partition && *id.topic == *topic)
-    };
-    batch
-        .entries
-        .retain(|e| !gone(&topics[e.topic as usize], e.partition));
+    batch.drop_splits(ids);
     polled.records = batch.entries.len();
-    if polled
-        .failed
-        .as_ref()
-        .is_some_and(|f| gone(&f.topic, f.partition))
-    {
+    if polled.failed.as_ref().is_some_and(|f| {
+        ids.iter()
+            .any(|id| id.partition == f.partition && *id.topic == *f.topic)
+    }) {
         polled.failed = None;
     }
     polled.finished.retain(|id| !ids.contains(id));

@@ -376,14 +376,7 @@ impl<D: Deserializer> SourceReader<D> {
         // splits are assigned again before that.
         if let Some(rest) = self.handout.records.take() {
             let mut batch = rest.into_batch();
-            let topics = &batch.topics;
-            batch.entries.retain(|e| {
-                !gone.contains(&SplitId {
-                    cluster: batch.cluster.clone(),
-                    topic: topics[e.topic as usize].clone(),
-                    partition: e.partition,
-                })
-            });
+            batch.drop_splits(ids);
             self.handout.records = Some(batch.into_iter());
         }
         if let Some((cluster, f)) = &self.handout.failed
