@@ -8,6 +8,9 @@
 //!   injection (broker down/up, request errors, round-trip delay). It cannot grow a
 //!   topic's partitions or look offsets up by timestamp.
 //!
+//! - [`ClusterOptions::secured`] adds TLS and SASL listeners ([`Listener`]) with
+//!   certificates and credentials generated at start ([`Security`]).
+//!
 //! Both implement [`TestCluster`], so a test written against the trait runs on either.
 //! Every call here blocks; call it from a plain thread or `spawn_blocking`.
 
@@ -16,13 +19,15 @@ mod jars;
 mod mock;
 mod process;
 mod real;
+mod secured;
 mod util;
 mod verify;
 
 pub use error::TestkitError;
 pub use jars::{KAFKA_VERSION, kafka_libs};
 pub use mock::MockKafkaCluster;
-pub use real::{ClusterOptions, KafkaCluster, shared_cluster};
+pub use real::{ClusterOptions, KafkaCluster, shared_cluster, shared_cluster_with};
+pub use secured::{Listener, Security};
 pub use util::free_ports;
 pub use verify::{ReadRecord, read_topic};
 

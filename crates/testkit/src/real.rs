@@ -16,6 +16,7 @@ use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 
 use crate::process::{kill_and_wait, spawn_tied};
+use crate::secured::{Listener, Security};
 use crate::util::{block_on, free_ports, produce_records, tail_lines};
 use crate::{DEFAULT_READY_TIMEOUT, Produced, TestCluster, TestRecord, TestkitError, kafka_libs};
 
@@ -33,6 +34,9 @@ pub struct ClusterOptions {
     pub broker_config: Vec<(String, String)>,
     /// How long a broker may take to answer a metadata request.
     pub ready_timeout: Duration,
+    /// Adds the secured listeners of [`Listener`] to every broker, with certificates
+    /// and credentials generated at start (see [`KafkaCluster::security`]).
+    pub secured: bool,
 }
 
 impl ClusterOptions {
@@ -54,7 +58,17 @@ impl ClusterOptions {
             .collect(),
             broker_config: Vec::new(),
             ready_timeout: DEFAULT_READY_TIMEOUT,
+            secured: false,
         }
+    }
+
+    /// Adds the secured listeners ([`Listener`]): mTLS, SASL_SSL with SCRAM-SHA-512,
+    /// SASL_PLAINTEXT with PLAIN, SASL_SSL with OAUTHBEARER, and two SSL listeners
+    /// with a bad broker certificate (expired; another host's). The `PLAINTEXT`
+    /// listener stays for the test kit's own calls.
+    pub fn secured(mut self) -> Self {
+        self.secured = true;
+        self
     }
 
     /// Sets the broker count.
@@ -79,6 +93,8 @@ impl ClusterOptions {
 struct Node {
     node_id: usize,
     port: u16,
+    /// Ports of the secured listeners, in [`Listener::ALL`] order (empty if none).
+    secured_ports: Vec<u16>,
     data_dir: PathBuf,
     config: PathBuf,
     log_dir: PathBuf,
@@ -98,6 +114,7 @@ pub struct KafkaCluster {
     log_root: PathBuf,
     nodes: Mutex<Vec<Node>>,
     started_in: Duration,
+    security: Option<Security>,
 }
 
 impl std::fmt::Debug for KafkaCluster {
@@ -211,8 +228,19 @@ impl KafkaCluster {
 
         let n = options.brokers.max(1);
         let controllers = if n >= 3 { 3 } else { 1 };
-        let all = free_ports(2 * n).map_err(io(&data_root))?;
-        let ports: Vec<(u16, u16)> = all.chunks(2).map(|c| (c[0], c[1])).collect();
+        let security = if options.secured {
+            Some(Security::generate(&data_root.join("security"))?)
+        } else {
+            None
+        };
+        let per_node = 2 + if security.is_some() {
+            Listener::ALL.len()
+        } else {
+            0
+        };
+        let all = free_ports(per_node * n).map_err(io(&data_root))?;
+        let ports: Vec<(u16, u16)> = all.chunks(per_node).map(|c| (c[0], c[1])).collect();
+        let extra_ports: Vec<Vec<u16>> = all.chunks(per_node).map(|c| c[2..].to_vec()).collect();
         let voters: Vec<String> = (0..controllers)
             .map(|i| format!("{}@127.0.0.1:{}", i + 1, ports[i].1))
             .collect();
@@ -224,6 +252,18 @@ impl KafkaCluster {
             let data_dir = data_root.join(format!("node-{node_id}"));
             let log_dir = log_root.join(format!("node-{node_id}"));
             fs::create_dir_all(&log_dir).map_err(io(&log_dir))?;
+            let secured_ports = extra_ports[i].clone();
+            let (secured_listeners, secured_map) = if security.is_some() {
+                let mut l = String::new();
+                let mut m = String::new();
+                for (listener, p) in Listener::ALL.iter().zip(&secured_ports) {
+                    l.push_str(&format!(",{}://127.0.0.1:{p}", listener.name()));
+                    m.push_str(&format!(",{}:{}", listener.name(), listener.protocol()));
+                }
+                (l, m)
+            } else {
+                (String::new(), String::new())
+            };
             let mut props: Vec<(String, String)> = vec![
                 (
                     "process.roles".into(),
@@ -239,20 +279,22 @@ impl KafkaCluster {
                 (
                     "listeners".into(),
                     if is_controller {
-                        format!("PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{cport}")
+                        format!(
+                            "PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{cport}{secured_listeners}"
+                        )
                     } else {
-                        format!("PLAINTEXT://127.0.0.1:{port}")
+                        format!("PLAINTEXT://127.0.0.1:{port}{secured_listeners}")
                     },
                 ),
                 (
                     "advertised.listeners".into(),
-                    format!("PLAINTEXT://127.0.0.1:{port}"),
+                    format!("PLAINTEXT://127.0.0.1:{port}{secured_listeners}"),
                 ),
                 ("controller.listener.names".into(), "CONTROLLER".into()),
                 ("inter.broker.listener.name".into(), "PLAINTEXT".into()),
                 (
                     "listener.security.protocol.map".into(),
-                    "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT".into(),
+                    format!("PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT{secured_map}"),
                 ),
                 ("log.dirs".into(), data_dir.display().to_string()),
                 ("num.partitions".into(), "1".into()),
@@ -282,6 +324,9 @@ impl KafkaCluster {
                     "9223372036854775807".into(),
                 ),
             ];
+            if let Some(sec) = &security {
+                props.extend(sec.broker_properties());
+            }
             props.extend(options.broker_config.iter().cloned());
             let config = log_root.join(format!("node-{node_id}.properties"));
             let text: String = props.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
@@ -289,6 +334,7 @@ impl KafkaCluster {
             nodes.push(Node {
                 node_id,
                 port: *port,
+                secured_ports,
                 data_dir,
                 config,
                 log_dir,
@@ -303,6 +349,7 @@ impl KafkaCluster {
             nodes: Mutex::new(Vec::new()),
             options,
             started_in: Duration::ZERO,
+            security,
         };
         cluster.format(&nodes)?;
         for node in &mut nodes {
@@ -354,6 +401,7 @@ impl KafkaCluster {
                 .arg(format!("--cluster-id={}", self.kafka_cluster_id))
                 .arg("-c")
                 .arg(&node.config)
+                .args(self.security.iter().flat_map(Security::format_args))
                 .stdin(Stdio::null())
                 .stdout(out)
                 .stderr(err);
@@ -492,6 +540,115 @@ impl KafkaCluster {
         let mut c = ClientConfig::new();
         c.set("bootstrap.servers", self.bootstrap_servers());
         c
+    }
+
+    /// The certificates and credentials of a cluster started with
+    /// [`ClusterOptions::secured`]; `None` otherwise.
+    pub fn security(&self) -> Option<&Security> {
+        self.security.as_ref()
+    }
+
+    /// `host:port,…` of `listener` on every broker.
+    ///
+    /// # Panics
+    /// If the cluster was not started with [`ClusterOptions::secured`].
+    pub fn listener_bootstrap(&self, listener: Listener) -> String {
+        assert!(
+            self.security.is_some(),
+            "cluster `{}` has no secured listeners (ClusterOptions::secured)",
+            self.options.logical_id
+        );
+        let nodes = self.nodes.lock().unwrap_or_else(|p| p.into_inner());
+        nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.secured_ports[Security::slot(listener)]))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// The librdkafka properties that reach `listener` with valid credentials,
+    /// `bootstrap.servers` first.
+    ///
+    /// # Panics
+    /// If the cluster was not started with [`ClusterOptions::secured`].
+    pub fn listener_properties(&self, listener: Listener) -> Vec<(String, String)> {
+        let mut p = vec![(
+            "bootstrap.servers".to_string(),
+            self.listener_bootstrap(listener),
+        )];
+        p.extend(
+            self.security
+                .as_ref()
+                .expect("checked by listener_bootstrap")
+                .client_properties(listener),
+        );
+        p
+    }
+
+    /// Produces `values` (one record each, keys `k<i>`, in order) to `topic` with
+    /// Kafka's own Java producer (`kafka-console-producer` from the test kit's jars)
+    /// over the `PLAINTEXT` listener, with extra producer properties such as
+    /// `compression.type=zstd`. Values must not contain a newline or a tab.
+    pub fn produce_with_java(
+        &self,
+        topic: &str,
+        values: &[String],
+        producer_properties: &[(&str, &str)],
+    ) -> Result<(), TestkitError> {
+        use std::io::Write;
+        static SEQ: AtomicUsize = AtomicUsize::new(0);
+        let n = SEQ.fetch_add(1, Ordering::Relaxed);
+        let dir = self
+            .log_root
+            .join("java-producer")
+            .join(format!("{topic}-{n}"));
+        fs::create_dir_all(&dir).map_err(io(&dir))?;
+        let out_path = dir.join("stdout.log");
+        let out = fs::File::create(&out_path).map_err(io(&out_path))?;
+        let err = out.try_clone().map_err(io(&out_path))?;
+        let mut cmd = self.java();
+        cmd.arg(format!("-Dkafka.logs.dir={}", dir.display()))
+            .arg("org.apache.kafka.tools.ConsoleProducer")
+            .arg("--bootstrap-server")
+            .arg(self.bootstrap_servers())
+            .arg("--topic")
+            .arg(topic)
+            .args(["--property", "parse.key=true"])
+            .args(["--property", "key.separator=\t"])
+            .args(["--producer-property", "acks=all"])
+            .args(["--producer-property", "linger.ms=50"]);
+        for (k, v) in producer_properties {
+            cmd.arg("--producer-property").arg(format!("{k}={v}"));
+        }
+        cmd.stdin(Stdio::piped()).stdout(out).stderr(err);
+        let mut child = spawn_tied(cmd).map_err(|e| TestkitError::Java(e.to_string()))?;
+        let mut text = String::new();
+        for (i, v) in values.iter().enumerate() {
+            assert!(
+                !v.contains(['\n', '\t']),
+                "a value for the console producer holds a newline or tab: {v:?}"
+            );
+            text.push_str(&format!("k{i}\t{v}\n"));
+        }
+        let wrote = child
+            .stdin
+            .take()
+            .expect("stdin is piped")
+            .write_all(text.as_bytes());
+        // Closing stdin ends the producer once everything is sent.
+        let status = child
+            .wait()
+            .map_err(|e| TestkitError::Java(e.to_string()))?;
+        let mut log = fs::read_to_string(&out_path).unwrap_or_default();
+        log.push_str(&fs::read_to_string(dir.join("server.log")).unwrap_or_default());
+        if wrote.is_err() || !status.success() || log.contains("ERROR") {
+            return Err(self.kafka_err(format!(
+                "the Java console producer to {topic} failed ({status}); {}:\n{}",
+                dir.display(),
+                tail_lines(&log, 30)
+            )));
+        }
+        Ok(())
     }
 
     fn admin(&self) -> Result<AdminClient<DefaultClientContext>, TestkitError> {
@@ -658,6 +815,15 @@ extern "C" fn shutdown_shared() {
 /// Share a cluster only between tests that use their own topics and never kill its
 /// broker.
 pub fn shared_cluster(name: &str) -> Result<&'static KafkaCluster, TestkitError> {
+    shared_cluster_with(ClusterOptions::new(name))
+}
+
+/// Like [`shared_cluster`], started with `options` on first use; shared by every test
+/// of this test binary that asks for the same `options.logical_id` (later callers'
+/// other options are ignored). For example one secured cluster
+/// (`ClusterOptions::new("secure").secured()`) for every test of a binary.
+pub fn shared_cluster_with(options: ClusterOptions) -> Result<&'static KafkaCluster, TestkitError> {
+    let name = options.logical_id.clone();
     let reg = REGISTRY.get_or_init(|| {
         // SAFETY: registers a plain extern "C" function that captures nothing.
         unsafe {
@@ -666,11 +832,10 @@ pub fn shared_cluster(name: &str) -> Result<&'static KafkaCluster, TestkitError>
         Mutex::new(HashMap::new())
     });
     let mut guard = reg.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(c) = guard.get(name) {
+    if let Some(c) = guard.get(&name) {
         return Ok(c);
     }
-    let cluster: &'static KafkaCluster =
-        Box::leak(Box::new(KafkaCluster::start(ClusterOptions::new(name))?));
-    guard.insert(name.to_string(), cluster);
+    let cluster: &'static KafkaCluster = Box::leak(Box::new(KafkaCluster::start(options)?));
+    guard.insert(name, cluster);
     Ok(cluster)
 }
