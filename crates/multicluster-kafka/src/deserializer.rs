@@ -2,7 +2,8 @@
 //!
 //! A [`Deserializer`] sees the whole [`RawRecord`] (cluster id included) and returns the
 //! value the user gets in [`Record::value`](crate::record::Record). Ready-made ones:
-//! [`RawValue`] (the bytes, without a copy), [`Utf8`], [`Json`]; [`ValueOnly`] gathers
+//! [`RawValue`] (the bytes, without a copy), [`NullableValue`] (the same, tombstones
+//! as `None`), [`Utf8`], [`Json`]; [`ValueOnly`] gathers
 //! them under the names used in the design (`ValueOnly::<String>::utf8()`).
 
 use std::marker::PhantomData;
@@ -83,6 +84,30 @@ impl Deserializer for RawValue {
 
     fn deserialize(&self, record: &RawRecord<'_>) -> Result<Bytes, DeserializeError> {
         Ok(record.value_bytes())
+    }
+}
+
+/// The value bytes as they are, or `None` for a tombstone (a record whose value is
+/// null, as a compacted topic's deletes are), so a tombstone and an empty value stay
+/// apart. Shared with the fetched batch like [`RawValue`].
+///
+/// ```
+/// use multicluster_kafka::deserializer::{Deserializer, NullableValue};
+/// use multicluster_kafka::record::RawRecord;
+/// let tombstone = RawRecord { cluster: "c", topic: "t", partition: 0, offset: 0,
+///     timestamp: None, key: Some(b"k"), value: None, shared: None };
+/// assert_eq!(NullableValue.deserialize(&tombstone).unwrap(), None);
+/// let empty = RawRecord { value: Some(b""), ..tombstone };
+/// assert_eq!(NullableValue.deserialize(&empty).unwrap().as_deref(), Some(&b""[..]));
+/// ```
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NullableValue;
+
+impl Deserializer for NullableValue {
+    type Value = Option<Bytes>;
+
+    fn deserialize(&self, record: &RawRecord<'_>) -> Result<Option<Bytes>, DeserializeError> {
+        Ok(record.value.map(|_| record.value_bytes()))
     }
 }
 
