@@ -56,6 +56,13 @@ pub enum StartingOffsets {
     /// The first record whose timestamp is at or after this many milliseconds since the
     /// Unix epoch (end of log if there is none).
     Timestamp(i64),
+    /// The same offset in every partition, moved into the log's range (earliest when the
+    /// log starts after it, the end of the log when it has not reached it).
+    Offset(i64),
+    /// This many records before the end of each partition's log (from earliest when the
+    /// log holds fewer): `kcat -o -N`.
+    #[serde(rename = "beforeEnd")]
+    BeforeEnd(i64),
     /// Explicit offsets; partitions not listed start at `default`.
     Specific {
         /// Explicit per-partition offsets.
@@ -154,6 +161,8 @@ pub fn resolve_start(
                 .ok_or_else(|| OffsetError::NoCommittedOffset { split: split() })?,
         },
         StartingOffsets::Timestamp(_) => facts.at_timestamp.unwrap_or(facts.latest),
+        StartingOffsets::Offset(o) => (*o).clamp(facts.earliest, facts.latest.max(facts.earliest)),
+        StartingOffsets::BeforeEnd(n) => facts.latest.saturating_sub(*n).max(facts.earliest),
         StartingOffsets::Specific { offsets, default } => offsets
             .iter()
             .find(|o| o.topic == topic && o.partition == partition)
@@ -221,6 +230,24 @@ impl StoppingOffsets {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn an_offset_or_a_count_before_the_end_stays_inside_the_log() {
+        let facts = PartitionFacts {
+            earliest: 10,
+            latest: 50,
+            ..PartitionFacts::default()
+        };
+        let start = |spec| resolve_start(&spec, "t", "c", 0, &facts).unwrap();
+        assert_eq!(start(StartingOffsets::Offset(20)), 20);
+        assert_eq!(start(StartingOffsets::Offset(3)), 10);
+        assert_eq!(start(StartingOffsets::Offset(99)), 50);
+        assert_eq!(start(StartingOffsets::BeforeEnd(5)), 45);
+        assert_eq!(start(StartingOffsets::BeforeEnd(500)), 10);
+        let parsed: StartingOffsets = serde_json::from_str(r#"{"beforeEnd":5}"#).unwrap();
+        assert_eq!(parsed, StartingOffsets::BeforeEnd(5));
+    }
+
     use super::*;
 
     fn facts(committed: Option<i64>) -> PartitionFacts {
