@@ -7,26 +7,31 @@
 //! recorded length before reading resumes at the checkpointed positions, so records
 //! written after the last checkpoint are written again exactly once.
 
+use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use multicluster_kafka::checkpoint::{Checkpoint, CheckpointStore, FileCheckpointStore};
-use multicluster_kafka::deserializer::RawValue;
+use multicluster_kafka::deserializer::NullableValue;
 use multicluster_kafka::error::SourceError;
 use multicluster_kafka::file_source::{FileRecord, FileSource, MalformedLines};
 use multicluster_kafka::hybrid::{
     HYBRID_KEY, HybridCheckpoint, HybridRecord, HybridSource, HybridStream,
 };
-use multicluster_kafka::metadata::{FileMetadataService, KafkaMetadataService};
-use multicluster_kafka::offsets::{OffsetReset, StartingOffsets, StoppingOffsets};
+use multicluster_kafka::metadata::{
+    FileMetadataService, KafkaMetadataService, SingleClusterMetadataService,
+};
+use multicluster_kafka::offsets::{StartingOffsets, StoppingOffsets};
+use multicluster_kafka::properties::{BOOTSTRAP_SERVERS, ClientProperties};
 use multicluster_kafka::record::Record;
 use multicluster_kafka::{Bytes, KafkaSourceStream, MultiClusterKafkaSource};
 use tokio::signal::unix::{SignalKind, signal};
 
-use crate::output::{Format, Output, render, render_file};
+use crate::args::{self, MetadataFile};
+use crate::output::{Format, Layout, Output, WriteError, render, render_file};
 use crate::progress::{self, Progress};
 
 /// The checkpoint's user-data key holding the output file's length.
@@ -38,75 +43,169 @@ const KEEP_CHECKPOINTS: usize = 3;
 /// Arguments of `mck consume`.
 #[derive(Debug, clap::Args)]
 pub struct ConsumeArgs {
-    /// The metadata file (YAML or JSON), followed while the command runs.
-    #[arg(long, value_name = "FILE")]
-    pub metadata: PathBuf,
+    #[command(flatten)]
+    pub metadata: MetadataFile,
+    /// Quick mode: read the topics of `-t` from one cluster at these bootstrap servers,
+    /// without a metadata file (each topic is a stream of the same name).
+    #[arg(
+        short = 'b',
+        long = "brokers",
+        value_name = "HOST:PORT,…",
+        env = "MCK_BROKERS",
+        requires = "topics",
+        conflicts_with_all = ["file", "metadata", "streams", "stream_pattern"]
+    )]
+    pub brokers: Option<String>,
+    /// Quick mode: a topic to read (repeat, or separate with commas).
+    #[arg(
+        short = 't',
+        long = "topic",
+        value_name = "TOPIC",
+        env = "MCK_TOPIC",
+        value_delimiter = ',',
+        requires = "brokers"
+    )]
+    pub topics: Vec<String>,
     /// A stream id to read (repeat for several).
     #[arg(
+        short = 's',
         long = "stream",
         value_name = "ID",
-        required_unless_present = "stream_pattern"
+        env = "MCK_STREAM",
+        value_delimiter = ','
     )]
     pub streams: Vec<String>,
     /// Read every stream whose id matches this regular expression.
-    #[arg(long, value_name = "REGEX", conflicts_with = "streams")]
+    #[arg(
+        long,
+        value_name = "REGEX",
+        env = "MCK_STREAM_PATTERN",
+        conflicts_with = "streams"
+    )]
     pub stream_pattern: Option<String>,
     /// Consumer group: offsets are committed to it after each durable checkpoint, and
-    /// `--from committed` starts from its offsets.
-    #[arg(long = "group", value_name = "ID")]
+    /// `-o committed` starts from its offsets.
+    #[arg(short = 'g', long = "group", value_name = "ID", env = "MCK_GROUP")]
     pub group: Option<String>,
-    /// Where splits without a checkpointed position start: earliest, latest,
-    /// committed (the group's offsets, earliest where none), or a timestamp in ms.
-    #[arg(long, value_name = "WHERE", default_value = "earliest", value_parser = parse_from)]
+    /// Where splits without a checkpointed position start: beginning|earliest,
+    /// end|latest, committed, an offset (42), N before the end (-10), a time in ms
+    /// (@1700000000000), an RFC 3339 time (2026-11-30T10:00:00Z), or a time relative
+    /// to now (-1h, @-1h). Keywords in any case.
+    #[arg(short = 'o', long = "from", value_name = "WHERE", default_value = "earliest", env = "MCK_FROM", value_parser = args::parse_from, allow_hyphen_values = true)]
     pub from: StartingOffsets,
     /// Make the run bounded: stop each split at the log end found when it is
-    /// discovered (`latest`) or at a timestamp in ms; the command exits 0 at the end.
-    #[arg(long, value_name = "WHERE", value_parser = parse_until)]
+    /// discovered (end|latest), at the group's committed offsets, or at a time (the
+    /// forms of `--from`); the command exits 0 at the end.
+    #[arg(long, value_name = "WHERE", env = "MCK_UNTIL", value_parser = args::parse_until, allow_hyphen_values = true)]
     pub until: Option<StoppingOffsets>,
+    /// Exit at the end of the log: short for `--until latest`.
+    #[arg(
+        short = 'e',
+        long = "exit-at-end",
+        conflicts_with = "until",
+        env = "MCK_EXIT"
+    )]
+    pub exit_at_end: bool,
+    /// Stop after this many records (a checkpoint at the end counts exactly those).
+    #[arg(short = 'c', long = "count", value_name = "N", env = "MCK_COUNT")]
+    pub count: Option<u64>,
+    /// Print only records of these partitions (repeat, or separate with commas); the
+    /// others are still read, and skipped.
+    #[arg(
+        short = 'p',
+        long = "partition",
+        value_name = "N",
+        env = "MCK_PARTITION",
+        value_delimiter = ','
+    )]
+    pub partitions: Vec<i32>,
     /// A librdkafka client property for every cluster (repeat for several).
-    #[arg(long = "property", value_name = "KEY=VALUE", value_parser = parse_property)]
+    #[arg(short = 'X', long = "property", value_name = "KEY=VALUE", env = "MCK_PROPERTY", value_delimiter = ';', value_parser = args::parse_property)]
     pub properties: Vec<(String, String)>,
     /// Restore from the newest checkpoint here at start; checkpoint here on the
     /// interval, at the end and on SIGINT/SIGTERM.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", env = "MCK_CHECKPOINT_DIR")]
     pub checkpoint_dir: Option<PathBuf>,
     /// How often to checkpoint (and commit to `--group`), e.g. `10s`, `500ms`.
-    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_interval)]
+    #[arg(long, value_name = "DURATION", default_value = "10s", env = "MCK_CHECKPOINT_INTERVAL", value_parser = args::parse_duration)]
     pub checkpoint_interval: Duration,
     /// Write records to this file instead of stdout (exactly once across crashes when
     /// used with `--checkpoint-dir`; otherwise the file is started afresh).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", env = "MCK_OUTPUT")]
     pub output: Option<PathBuf>,
-    /// Output format.
-    #[arg(long, value_enum, default_value_t = Format::Json)]
+    /// Output layout: json (null key or value as null), value (a tombstone prints an
+    /// empty line), kv (key, tab, value), full (every field on one line).
+    #[arg(long, value_enum, default_value_t = Format::Json, env = "MCK_FORMAT")]
     pub format: Format,
+    /// A kcat-style format string, instead of `--format`: %s value, %S value length,
+    /// %k key, %K key length, %t topic, %p partition, %o offset, %T timestamp (ms),
+    /// %h headers (k=v,…), %c cluster, %% a percent sign; \n \t \r \\ escapes. Nothing
+    /// is added at the end: end it with \n.
+    #[arg(
+        short = 'f',
+        long = "format-string",
+        value_name = "FMT",
+        env = "MCK_FORMAT_STRING",
+        conflicts_with = "format"
+    )]
+    pub format_string: Option<String>,
     /// Serve Prometheus metrics on this address (e.g. 127.0.0.1:9464).
-    #[arg(long, value_name = "HOST:PORT")]
+    #[arg(long, value_name = "HOST:PORT", env = "MCK_METRICS_ADDR")]
     pub metrics_addr: Option<SocketAddr>,
     /// Read the history in this directory's newline-delimited JSON files first (gzip
     /// and zstd too), then switch to Kafka after the largest timestamp found there.
-    #[arg(long, value_name = "DIR", requires = "backfill_timestamp_field")]
+    #[arg(
+        long,
+        value_name = "DIR",
+        env = "MCK_BACKFILL",
+        requires = "backfill_timestamp_field"
+    )]
     pub backfill: Option<PathBuf>,
     /// The field of each history line that holds its event timestamp (ms).
-    #[arg(long, value_name = "NAME", requires = "backfill")]
+    #[arg(
+        long,
+        value_name = "NAME",
+        env = "MCK_BACKFILL_TIMESTAMP_FIELD",
+        requires = "backfill"
+    )]
     pub backfill_timestamp_field: Option<String>,
     /// Skip and count malformed history lines instead of failing (the default).
-    #[arg(long, requires = "backfill")]
+    #[arg(long, env = "MCK_BACKFILL_SKIP_MALFORMED", requires = "backfill")]
     pub backfill_skip_malformed: bool,
     /// History files read at the same time.
-    #[arg(long, value_name = "N", default_value_t = 2, requires = "backfill")]
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 2,
+        env = "MCK_BACKFILL_THREADS",
+        requires = "backfill"
+    )]
     pub backfill_threads: usize,
 }
 
+impl ConsumeArgs {
+    /// `--until`, or `latest` for `-e`.
+    fn stop(&self) -> Option<StoppingOffsets> {
+        match (&self.until, self.exit_at_end) {
+            (Some(u), _) => Some(u.clone()),
+            (None, true) => Some(StoppingOffsets::Latest),
+            (None, false) => None,
+        }
+    }
+}
+
+/// The logical cluster id of quick mode (`-b … -t …`).
+pub const QUICK_CLUSTER: &str = "kafka";
+
 /// What the command reads: Kafka alone, or history files then Kafka.
 enum Input {
-    Kafka(Box<KafkaSourceStream<RawValue>>),
-    Hybrid(Box<HybridStream<RawValue>>),
+    Kafka(Box<KafkaSourceStream<NullableValue>>),
+    Hybrid(Box<HybridStream<NullableValue>>),
 }
 
 /// One record from either.
 enum Item {
-    Kafka(Record<Bytes>),
+    Kafka(Record<Option<Bytes>>),
     File(FileRecord),
 }
 
@@ -148,48 +247,6 @@ impl Input {
     }
 }
 
-fn parse_from(s: &str) -> Result<StartingOffsets, String> {
-    match s {
-        "earliest" => Ok(StartingOffsets::Earliest),
-        "latest" => Ok(StartingOffsets::Latest),
-        "committed" => Ok(StartingOffsets::Committed {
-            reset: OffsetReset::Earliest,
-        }),
-        _ => parse_timestamp(s).map(StartingOffsets::Timestamp),
-    }
-}
-
-fn parse_until(s: &str) -> Result<StoppingOffsets, String> {
-    match s {
-        "latest" => Ok(StoppingOffsets::Latest),
-        _ => parse_timestamp(s).map(StoppingOffsets::Timestamp),
-    }
-}
-
-fn parse_timestamp(s: &str) -> Result<i64, String> {
-    match s.parse::<i64>() {
-        Ok(ts) if ts >= 0 => Ok(ts),
-        _ => Err(format!(
-            "`{s}` is neither a keyword nor a timestamp in milliseconds since the epoch"
-        )),
-    }
-}
-
-fn parse_property(s: &str) -> Result<(String, String), String> {
-    match s.split_once('=') {
-        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.to_string())),
-        _ => Err("expected KEY=VALUE".to_string()),
-    }
-}
-
-fn parse_interval(s: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(s).map_err(|e| format!("`{s}`: {e}"))?;
-    if d.is_zero() {
-        return Err("the interval must be positive".into());
-    }
-    Ok(d)
-}
-
 /// Runs the command on its own runtime.
 pub fn run(args: ConsumeArgs) -> Result<ExitCode, String> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -202,8 +259,12 @@ pub fn run(args: ConsumeArgs) -> Result<ExitCode, String> {
 
 /// Why the read loop ended.
 enum End {
+    /// A bounded run reached every stop, or `--count` records were written.
     Completed,
+    /// SIGINT or SIGTERM.
     Signal(&'static str),
+    /// Standard output's reader went away (`| head`).
+    OutputClosed,
 }
 
 /// Errors the run reports and reads on through: the source retries clusters and keeps
@@ -212,13 +273,78 @@ fn is_transient(e: &SourceError) -> bool {
     matches!(e, SourceError::Metadata(_) | SourceError::Cluster { .. })
 }
 
+/// How long written lines may wait in the buffer while records keep coming.
+const FLUSH_EVERY: Duration = Duration::from_millis(100);
+
+/// Records between two looks at the clock while records keep coming.
+const CLOCK_EVERY: u32 = 256;
+
+/// The metadata service of the run: the file (followed), or quick mode's one cluster.
+enum Service {
+    File(Arc<FileMetadataService>),
+    Quick(Arc<SingleClusterMetadataService>),
+}
+
+impl Service {
+    fn open(args: &ConsumeArgs) -> Result<Self, String> {
+        if let Some(brokers) = &args.brokers {
+            let props: ClientProperties = [(BOOTSTRAP_SERVERS, brokers.as_str())]
+                .into_iter()
+                .collect();
+            return SingleClusterMetadataService::new(QUICK_CLUSTER, props)
+                .map(|s| Service::Quick(Arc::new(s)))
+                .map_err(|e| format!("-b {brokers}: {e}"));
+        }
+        let path = args.metadata.path().unwrap_or_else(|| {
+            args::usage_error(
+                "nothing to read: give a metadata file (FILE or --metadata FILE) with --stream, \
+                 or brokers and topics (-b HOST:PORT -t TOPIC)",
+            )
+        });
+        if args.streams.is_empty() && args.stream_pattern.is_none() {
+            args::usage_error(format!(
+                "which streams of {}? give --stream ID (repeatable) or --stream-pattern REGEX",
+                path.display()
+            ));
+        }
+        FileMetadataService::watch(path)
+            .map(|s| Service::File(Arc::new(s)))
+            .map_err(|e| format!("metadata: {e}"))
+    }
+
+    fn shared(&self) -> Arc<dyn KafkaMetadataService> {
+        match self {
+            Service::File(s) => s.clone(),
+            Service::Quick(s) => s.clone(),
+        }
+    }
+
+    fn last_error(&self) -> Option<String> {
+        match self {
+            Service::File(s) => s.last_error().map(|e| e.to_string()),
+            Service::Quick(_) => None,
+        }
+    }
+}
+
+/// What a write, flush or checkpoint means for the loop: go on, end quietly (the
+/// reader of stdout has gone), or fail.
+fn keep_going(r: Result<(), WriteError>) -> Result<(), Result<End, String>> {
+    match r {
+        Ok(()) => Ok(()),
+        Err(WriteError::Closed) => Err(Ok(End::OutputClosed)),
+        Err(WriteError::Failed(e)) => Err(Err(e)),
+    }
+}
+
 async fn consume(args: ConsumeArgs) -> Result<ExitCode, String> {
     // First, so that a signal during start-up also ends the run cleanly.
     let mut sigint = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
     let mut sigterm = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
+    let layout = Layout::new(args.format, args.format_string.as_deref())
+        .map_err(|e| format!("--format-string: {e}"))?;
     progress::install(args.metrics_addr)?;
-    let service =
-        Arc::new(FileMetadataService::watch(&args.metadata).map_err(|e| format!("metadata: {e}"))?);
+    let service = Service::open(&args)?;
     let store = match &args.checkpoint_dir {
         Some(dir) => Some(Arc::new(
             FileCheckpointStore::open(dir, KEEP_CHECKPOINTS).map_err(|e| e.to_string())?,
@@ -235,18 +361,19 @@ async fn consume(args: ConsumeArgs) -> Result<ExitCode, String> {
     };
 
     let mut builder = MultiClusterKafkaSource::builder()
-        .shared_metadata_service(service.clone() as Arc<dyn KafkaMetadataService>)
-        .deserializer(RawValue)
+        .shared_metadata_service(service.shared())
+        .deserializer(NullableValue)
         .starting_offsets(args.from.clone());
-    builder = match &args.stream_pattern {
-        Some(p) => builder.stream_pattern(p),
-        None => builder.stream_ids(args.streams.iter().cloned()),
+    builder = match (&args.stream_pattern, args.brokers.is_some()) {
+        (_, true) => builder.stream_ids(args.topics.iter().cloned()),
+        (Some(p), false) => builder.stream_pattern(p),
+        (None, false) => builder.stream_ids(args.streams.iter().cloned()),
     };
     if let Some(g) = &args.group {
         builder = builder.group_id(g);
     }
-    if let Some(until) = &args.until {
-        builder = builder.stopping_offsets(until.clone());
+    if let Some(until) = args.stop() {
+        builder = builder.stopping_offsets(until);
     }
     for (k, v) in &args.properties {
         builder = builder.property(k, v);
@@ -291,35 +418,55 @@ async fn consume(args: ConsumeArgs) -> Result<ExitCode, String> {
     let mut ticker = tokio::time::interval(args.checkpoint_interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     ticker.tick().await;
-    // Wakes the loop to redraw progress and notice metadata-file errors while idle.
+    // Wakes the loop to redraw progress, notice metadata-file errors and a pipe whose
+    // reader has gone while no record comes.
     let mut status = tokio::time::interval(Duration::from_millis(250));
     let mut progress = Progress::new();
     let mut line = Vec::with_capacity(512);
     let mut records: u64 = 0;
     let mut metadata_error: Option<String> = None;
+    // Lines written since the last flush, and when that flush was.
+    let mut unflushed: u32 = 0;
+    let mut flushed_at = Instant::now();
+    let partitions: BTreeSet<i32> = args.partitions.iter().copied().collect();
 
-    let end = loop {
+    let end: Result<End, String> = loop {
+        if args.count.is_some_and(|n| records >= n) {
+            break Ok(End::Completed);
+        }
         tokio::select! {
             biased;
             _ = sigint.recv() => break Ok(End::Signal("SIGINT")),
             _ = sigterm.recv() => break Ok(End::Signal("SIGTERM")),
-            _ = status.tick() => {}
             _ = ticker.tick(), if checkpointing => {
-                if let Err(e) = checkpoint(&mut stream, &mut output, store.as_ref(), args.group.is_some()).await {
-                    break Err(e);
+                (unflushed, flushed_at) = (0, Instant::now());
+                let done = checkpoint(&mut stream, &mut output, store.as_ref(), args.group.is_some()).await;
+                if let Err(end) = keep_going(done) {
+                    break end;
                 }
             }
             next = stream.next() => match next {
                 None => break Ok(End::Completed),
                 Some(Ok(item)) => {
                     match &item {
-                        Item::Kafka(r) => render(r, args.format, &mut line),
-                        Item::File(r) => render_file(r, args.format, &mut line),
+                        Item::Kafka(r) if !partitions.is_empty() && !partitions.contains(&r.partition) => continue,
+                        Item::Kafka(r) => render(r, &layout, &mut line),
+                        Item::File(r) => render_file(r, &layout, &mut line),
                     }
-                    if let Err(e) = output.write(&line) {
-                        break Err(e);
+                    if let Err(end) = keep_going(output.write(&line)) {
+                        break end;
                     }
                     records += 1;
+                    unflushed += 1;
+                    // While records keep coming, the buffer still goes out every
+                    // FLUSH_EVERY; the clock is read only every CLOCK_EVERY lines.
+                    if unflushed % CLOCK_EVERY == 0 && flushed_at.elapsed() >= FLUSH_EVERY {
+                        if let Err(end) = keep_going(output.flush()) {
+                            break end;
+                        }
+                        (unflushed, flushed_at) = (0, Instant::now());
+                    }
+                    continue;
                 }
                 Some(Err(e)) if is_transient(&e) => {
                     progress.finish();
@@ -328,17 +475,29 @@ async fn consume(args: ConsumeArgs) -> Result<ExitCode, String> {
                 }
                 Some(Err(e)) => break Err(e.to_string()),
             },
-        }
-        let now_error = service.last_error().map(|e| e.to_string());
-        if now_error != metadata_error {
-            progress.finish();
-            match &now_error {
-                Some(e) => eprintln!(
-                    "mck: warning: metadata file: {e} (reading on with the last good metadata)"
-                ),
-                None => eprintln!("mck: metadata file is valid again"),
+            // Taken only when no record is ready: the reader is idle, so what was
+            // written goes out now.
+            () = std::future::ready(()), if unflushed > 0 => {
+                if let Err(end) = keep_going(output.flush()) {
+                    break end;
+                }
+                (unflushed, flushed_at) = (0, Instant::now());
             }
-            progress = Progress::new();
+            _ = status.tick() => {
+                if output.reader_gone() {
+                    break Ok(End::OutputClosed);
+                }
+            }
+        }
+        // The file service warns about a rejected edit itself; the run says when the
+        // file is in force again, and the progress line shows the state meanwhile.
+        let now_error = service.last_error();
+        if now_error != metadata_error {
+            if now_error.is_none() {
+                progress.finish();
+                eprintln!("mck: metadata: the file is valid again and in force");
+                progress = Progress::new();
+            }
             metadata_error = now_error;
         }
         progress.tick(
@@ -349,11 +508,13 @@ async fn consume(args: ConsumeArgs) -> Result<ExitCode, String> {
     progress.finish();
 
     let result = match end {
-        Ok(End::Completed) | Ok(End::Signal(_)) => {
-            if let Ok(End::Signal(name)) = &end {
-                tracing::info!("{name}: checkpointing and stopping");
+        Ok(end) => {
+            match end {
+                End::Signal(name) => tracing::info!("{name}: checkpointing and stopping"),
+                End::OutputClosed => tracing::info!("stdout closed: checkpointing and stopping"),
+                End::Completed => {}
             }
-            if checkpointing {
+            let done = if checkpointing {
                 checkpoint(
                     &mut stream,
                     &mut output,
@@ -361,9 +522,13 @@ async fn consume(args: ConsumeArgs) -> Result<ExitCode, String> {
                     args.group.is_some(),
                 )
                 .await
-                .map(|()| ExitCode::SUCCESS)
             } else {
-                output.sync().map(|_| ExitCode::SUCCESS)
+                output.sync().map(|_| ())
+            };
+            match done {
+                // The reader went away after the last record: nothing more to tell.
+                Ok(()) | Err(WriteError::Closed) => Ok(ExitCode::SUCCESS),
+                Err(WriteError::Failed(e)) => Err(e),
             }
         }
         Err(e) => {
@@ -400,15 +565,24 @@ async fn checkpoint(
     output: &mut Output,
     store: Option<&Arc<FileCheckpointStore>>,
     commit: bool,
-) -> Result<(), String> {
-    let len = tokio::task::block_in_place(|| output.sync())?;
-    let mut cp = stream.checkpoint().map_err(|e| e.to_string())?;
+) -> Result<(), WriteError> {
+    // The checkpoint is taken even when stdout's reader has gone, so a `| head` run
+    // still records where it stopped; a file output that cannot be made durable is not
+    // checkpointed.
+    let len = match tokio::task::block_in_place(|| output.sync()) {
+        Ok(len) => len,
+        Err(WriteError::Closed) => None,
+        Err(e) => return Err(e),
+    };
+    let mut cp = stream
+        .checkpoint()
+        .map_err(|e| WriteError::Failed(e.to_string()))?;
     if let Some(len) = len {
         cp.user_data.insert(OUTPUT_LENGTH.into(), len.to_string());
     }
     if let Some(store) = store {
         tokio::task::block_in_place(|| store.save(&cp))
-            .map_err(|e| format!("cannot save a checkpoint: {e}"))?;
+            .map_err(|e| WriteError::Failed(format!("cannot save a checkpoint: {e}")))?;
     }
     if commit && let Err(e) = stream.commit(&cp).await {
         eprintln!("mck: warning: offset commit failed (retried at the next checkpoint): {e}");
@@ -419,37 +593,6 @@ async fn checkpoint(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn from_and_until_accept_keywords_and_timestamps_only() {
-        assert_eq!(parse_from("earliest").unwrap(), StartingOffsets::Earliest);
-        assert_eq!(
-            parse_from("committed").unwrap(),
-            StartingOffsets::Committed {
-                reset: OffsetReset::Earliest
-            }
-        );
-        assert_eq!(
-            parse_from("1700000000000").unwrap(),
-            StartingOffsets::Timestamp(1_700_000_000_000)
-        );
-        assert!(parse_from("yesterday").unwrap_err().contains("yesterday"));
-        assert!(parse_from("-5").is_err());
-        assert_eq!(parse_until("latest").unwrap(), StoppingOffsets::Latest);
-        assert!(parse_until("earliest").is_err());
-    }
-
-    #[test]
-    fn properties_split_at_the_first_equals_sign() {
-        assert_eq!(
-            parse_property("sasl.jaas.config=a=b").unwrap(),
-            ("sasl.jaas.config".to_string(), "a=b".to_string())
-        );
-        assert!(parse_property("=x").is_err());
-        assert!(parse_property("novalue").is_err());
-        assert!(parse_interval("0s").is_err());
-        assert_eq!(parse_interval("250ms").unwrap(), Duration::from_millis(250));
-    }
 
     #[test]
     fn output_length_comes_from_the_checkpoint() {

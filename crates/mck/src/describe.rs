@@ -4,7 +4,6 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -18,12 +17,13 @@ use multicluster_kafka::plan::clusters_of_streams;
 use multicluster_kafka::properties::{BOOTSTRAP_SERVERS, ClientProperties};
 use serde_json::{Value, json};
 
+use crate::args::{MetadataFile, parse_duration};
+
 /// Arguments of `mck describe`.
 #[derive(Debug, clap::Args)]
 pub struct DescribeArgs {
-    /// The metadata file.
-    #[arg(long)]
-    pub metadata: PathBuf,
+    #[command(flatten)]
+    pub metadata: MetadataFile,
     /// Streams to show (all when none is given).
     #[arg(long = "stream", value_name = "ID")]
     pub streams: Vec<String>,
@@ -42,7 +42,7 @@ pub struct DescribeArgs {
 /// Reads the file, asks every cluster, prints the result. Exit 0 also when clusters
 /// are unreachable; 1 for a bad file or an unknown stream id.
 pub fn run(args: DescribeArgs) -> Result<ExitCode, String> {
-    let all = match read_metadata(&args.metadata) {
+    let all = match read_metadata(args.metadata.required()) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("mck: invalid metadata: {e}");
@@ -99,31 +99,6 @@ fn select_streams(
         .filter(|(id, _)| ids.contains(id))
         .map(|(id, s)| (id.clone(), s.clone()))
         .collect())
-}
-
-/// Parses `500ms`, `10s`, `2m`, `1h`, or a bare number of seconds; zero is refused.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let t = text.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (digits, unit) = t.split_at(split);
-    let n: u64 = digits
-        .parse()
-        .map_err(|_| format!("`{text}` is not a duration (try 500ms, 10s, 2m)"))?;
-    let d = match unit.trim() {
-        "ms" => Duration::from_millis(n),
-        "" | "s" => Duration::from_secs(n),
-        "m" | "min" => Duration::from_secs(n * 60),
-        "h" => Duration::from_secs(n * 3600),
-        other => {
-            return Err(format!(
-                "`{other}` is not a duration unit (use ms, s, m or h)"
-            ));
-        }
-    };
-    if d.is_zero() {
-        return Err("the duration must be positive".into());
-    }
-    Ok(d)
 }
 
 /// `bootstrap.servers` as a person may see it (redacted if it came from a secret
@@ -441,17 +416,6 @@ mod tests {
         assert_eq!(clusters[1]["reachable"], false);
         assert_eq!(clusters[1]["error"], "metadata request: timed out");
         assert!(!v.to_string().contains("hunter2"));
-    }
-
-    #[test]
-    fn durations_take_units_and_refuse_zero_and_nonsense() {
-        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
-        assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
-        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
-        assert!(parse_duration("0s").is_err());
-        assert!(parse_duration("ten").is_err());
-        assert!(parse_duration("5 parsecs").is_err());
     }
 
     #[test]

@@ -1,13 +1,15 @@
 //! `mck`: the multicluster-kafka command line.
 
-use std::path::PathBuf;
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
+mod args;
 mod consume;
 mod demo;
 mod describe;
+mod logging;
 mod output;
 mod plan;
 mod progress;
@@ -16,24 +18,44 @@ mod validate;
 /// Read one logical stream from many Kafka clusters, and follow it as it moves.
 #[derive(Debug, Parser)]
 #[command(name = "mck", version, about, long_about = None)]
-struct Cli {
+pub struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// How diagnostics on stderr look: plain `mck: …` lines, or one JSON object per
+    /// line. `MCK_LOG` (e.g. `MCK_LOG=debug`) shows full tracing instead of plain lines.
+    #[arg(long, value_enum, global = true, default_value_t = LogFormat::Text, env = "MCK_LOG_FORMAT")]
+    log_format: LogFormat,
+}
+
+/// `--log-format`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Plain lines (colours only on a terminal).
+    Text,
+    /// One JSON object per line.
+    Json,
 }
 
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Read streams and print their records, one per line; follows metadata edits.
     #[command(after_help = "Examples:\n  \
-        mck consume --metadata streams.yaml --stream orders\n  \
-        mck consume --metadata streams.yaml --stream orders --until latest --output out.jsonl \\\n      \
-        --checkpoint-dir state/ --group my-group\n\n\
-        Exit status: 0 when a bounded run completes or a run is stopped by SIGINT/SIGTERM,\n\
-        1 on an error, 2 on bad arguments.")]
+        mck consume streams.yaml --stream orders\n  \
+        mck consume -b localhost:9092 -t orders -o -10 -e          # the last 10 of each partition\n  \
+        mck consume -b localhost:9092 -t orders -o @-1h -f '%t [%p] @%o: %k %s\\n'\n  \
+        mck consume streams.yaml -s orders -o 2026-11-30T10:00:00Z -c 100 --format kv\n  \
+        mck consume streams.yaml -s orders --until latest --output out.jsonl \\\n      \
+        --checkpoint-dir state/ -g my-group\n\n\
+        Records appear as they arrive (flushed when the stream goes idle, and at least\n\
+        every 100 ms). Every option can also come from an MCK_* environment variable\n\
+        (MCK_BROKERS, MCK_FROM, ...), named in each option's help.\n\n\
+        Exit status: 0 when a bounded run completes, --count is reached, stdout's reader\n\
+        goes away (| head) or a run is stopped by SIGINT/SIGTERM; 1 on an error, 2 on\n\
+        bad arguments.")]
     Consume(Box<consume::ConsumeArgs>),
     /// Show streams, clusters, topics and partitions with their offsets (and a group's lag).
     #[command(after_help = "Examples:\n  \
-        mck describe --metadata streams.yaml\n  \
+        mck describe streams.yaml\n  \
         mck describe --metadata streams.yaml --stream orders --group my-group --json\n\n\
         An unreachable cluster is marked in the output; the exit status stays 0.")]
     Describe(describe::DescribeArgs),
@@ -46,16 +68,24 @@ enum Command {
     /// Show what would change between two metadata files.
     #[command(after_help = "Examples:\n  \
         mck plan streams-old.yaml streams-new.yaml\n  \
-        mck plan --json streams-old.yaml streams-new.yaml")]
+        mck plan --json --metadata streams-old.yaml --metadata streams-new.yaml")]
     Plan(plan::PlanArgs),
     /// Watch a migration between two in-process clusters (no Kafka needed).
     Demo(demo::DemoArgs),
+    /// Print a shell completion script (e.g. `mck completions bash > /etc/bash_completion.d/mck`).
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page, in roff (e.g. `mck man | man -l -`).
+    Man,
 }
 
 #[derive(Debug, Args)]
 struct ValidateArgs {
-    /// The metadata file (YAML or JSON; Flink's layout or ours).
-    file: PathBuf,
+    #[command(flatten)]
+    file: args::MetadataFile,
     /// Print the parsed streams as JSON (secrets redacted).
     #[arg(long)]
     json: bool,
@@ -63,28 +93,30 @@ struct ValidateArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    // Diagnostics go to stderr; `MCK_LOG` sets the filter. By default: our warnings,
-    // and none of librdkafka's own log lines (they repeat every connection failure;
-    // the commands report cluster errors themselves). `MCK_LOG=warn` shows them too.
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("MCK_LOG").unwrap_or_else(|_| {
-                tracing_subscriber::EnvFilter::new("warn,librdkafka=off,rdkafka=off")
-            }),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    let log_format = cli.log_format;
+    logging::init(log_format, std::io::stderr().is_terminal());
     let result = match cli.command {
-        Command::Validate(a) => validate::run(&a.file, a.json),
+        Command::Validate(a) => validate::run(a.file.required(), a.json),
         Command::Consume(a) => consume::run(*a),
         Command::Describe(a) => describe::run(a),
         Command::Plan(a) => plan::run(a),
         Command::Demo(a) => demo::run(a),
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "mck", &mut std::io::stdout());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Man => clap_mangen::Man::new(Cli::command())
+            .render(&mut std::io::stdout())
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(|e| format!("stdout: {e}")),
     };
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("mck: error: {e}");
+            match log_format {
+                LogFormat::Json => tracing::error!("{e}"),
+                LogFormat::Text => eprintln!("mck: error: {e}"),
+            }
             ExitCode::from(1)
         }
     }

@@ -12,14 +12,179 @@ use multicluster_kafka::file_source::FileRecord;
 use multicluster_kafka::record::Record;
 use serde_json::{Map, Value};
 
-/// `--format`.
+/// `--format`: the ready-made layouts (`-f` gives any other).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
     /// One JSON object per line: cluster, topic, partition, offset, timestamp, key,
-    /// value, headers.
+    /// value, headers (null key, null value and null header values as `null`).
     Json,
-    /// The value bytes as they are, then a newline.
+    /// The value bytes as they are, then a newline (a tombstone prints an empty line).
     Value,
+    /// The key, a tab, the value, a newline (`-f '%k\t%s\n'`).
+    Kv,
+    /// Cluster, topic, partition, offset, timestamp, headers, key and value on one line
+    /// (`-f '%c %t [%p] @%o %T %h key=%k: %s\n'`).
+    Full,
+}
+
+impl Format {
+    /// The template of a layout other than JSON.
+    pub fn template(self) -> Option<Template> {
+        let text = match self {
+            Format::Json => return None,
+            Format::Value => "%s\\n",
+            Format::Kv => "%k\\t%s\\n",
+            Format::Full => "%c %t [%p] @%o %T %h key=%k: %s\\n",
+        };
+        Some(Template::parse(text).expect("the presets are valid templates"))
+    }
+}
+
+/// One part of a `-f` template.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Piece {
+    Text(Vec<u8>),
+    Value,
+    ValueLength,
+    Key,
+    KeyLength,
+    Topic,
+    Partition,
+    Offset,
+    Timestamp,
+    Headers,
+    Cluster,
+}
+
+/// A kcat-style format string, parsed once: `%s` value, `%S` value length, `%k` key,
+/// `%K` key length, `%t` topic, `%p` partition, `%o` offset, `%T` timestamp (ms, -1 when
+/// none), `%h` headers (`k=v,k2=v2`), `%c` cluster, `%%` a percent sign; `\n`, `\t`,
+/// `\r`, `\\` escapes. Like kcat, nothing is added at the end: write `\n` yourself.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Template(Vec<Piece>);
+
+impl Template {
+    /// Parses `text`; an unknown placeholder or escape is an error naming it.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let mut pieces = Vec::new();
+        let mut lit = Vec::new();
+        let mut chars = text.chars();
+        while let Some(c) = chars.next() {
+            let piece = match c {
+                '%' => match chars.next() {
+                    Some('%') => {
+                        lit.push(b'%');
+                        continue;
+                    }
+                    Some('s') => Piece::Value,
+                    Some('S') => Piece::ValueLength,
+                    Some('k') => Piece::Key,
+                    Some('K') => Piece::KeyLength,
+                    Some('t') => Piece::Topic,
+                    Some('p') => Piece::Partition,
+                    Some('o') => Piece::Offset,
+                    Some('T') => Piece::Timestamp,
+                    Some('h') => Piece::Headers,
+                    Some('c') => Piece::Cluster,
+                    other => {
+                        return Err(format!(
+                            "unknown placeholder `%{}` in the format string; use %s %S %k %K %t %p %o %T %h %c or %%",
+                            other.map(String::from).unwrap_or_default()
+                        ));
+                    }
+                },
+                '\\' => {
+                    match chars.next() {
+                        Some('n') => lit.push(b'\n'),
+                        Some('t') => lit.push(b'\t'),
+                        Some('r') => lit.push(b'\r'),
+                        Some('\\') => lit.push(b'\\'),
+                        other => {
+                            return Err(format!(
+                                "unknown escape `\\{}` in the format string; use \\n \\t \\r or \\\\",
+                                other.map(String::from).unwrap_or_default()
+                            ));
+                        }
+                    }
+                    continue;
+                }
+                c => {
+                    let mut buf = [0; 4];
+                    lit.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+                    continue;
+                }
+            };
+            if !lit.is_empty() {
+                pieces.push(Piece::Text(std::mem::take(&mut lit)));
+            }
+            pieces.push(piece);
+        }
+        if !lit.is_empty() {
+            pieces.push(Piece::Text(lit));
+        }
+        Ok(Template(pieces))
+    }
+}
+
+/// How each record becomes bytes: JSON, or a template.
+#[derive(Clone, Debug)]
+pub enum Layout {
+    /// `--format json`.
+    Json,
+    /// A preset or `-f`.
+    Template(Template),
+}
+
+impl Layout {
+    /// `-f` when given, else the `--format` preset.
+    pub fn new(format: Format, format_string: Option<&str>) -> Result<Self, String> {
+        match format_string {
+            Some(f) => Template::parse(f).map(Layout::Template),
+            None => Ok(format.template().map_or(Layout::Json, Layout::Template)),
+        }
+    }
+}
+
+/// The parts of a record a template can show.
+struct Fields<'a> {
+    cluster: &'a str,
+    topic: &'a str,
+    partition: i64,
+    offset: i64,
+    timestamp: Option<i64>,
+    key: Option<&'a [u8]>,
+    value: Option<&'a [u8]>,
+    headers: &'a [(String, Option<Vec<u8>>)],
+}
+
+fn write_template(t: &Template, f: &Fields<'_>, line: &mut Vec<u8>) {
+    use std::io::Write as _;
+    for piece in &t.0 {
+        // Writing into a Vec cannot fail.
+        let _ = match piece {
+            Piece::Text(b) => line.write_all(b),
+            Piece::Value => line.write_all(f.value.unwrap_or_default()),
+            Piece::ValueLength => write!(line, "{}", f.value.map_or(-1, |v| v.len() as i64)),
+            Piece::Key => line.write_all(f.key.unwrap_or_default()),
+            Piece::KeyLength => write!(line, "{}", f.key.map_or(-1, |k| k.len() as i64)),
+            Piece::Topic => line.write_all(f.topic.as_bytes()),
+            Piece::Partition => write!(line, "{}", f.partition),
+            Piece::Offset => write!(line, "{}", f.offset),
+            Piece::Timestamp => write!(line, "{}", f.timestamp.unwrap_or(-1)),
+            Piece::Cluster => line.write_all(f.cluster.as_bytes()),
+            Piece::Headers => {
+                for (i, (k, v)) in f.headers.iter().enumerate() {
+                    if i > 0 {
+                        line.push(b',');
+                    }
+                    line.extend_from_slice(k.as_bytes());
+                    line.push(b'=');
+                    line.extend_from_slice(v.as_deref().unwrap_or_default());
+                }
+                Ok(())
+            }
+        };
+    }
 }
 
 /// Text when the bytes are UTF-8, base64 otherwise; the second value says which.
@@ -47,12 +212,25 @@ fn put_bytes(obj: &mut Map<String, Value>, name: &str, bytes: Option<&[u8]>) {
     }
 }
 
-/// Appends one record as a line in `format` to `line` (which is cleared first).
-pub fn render(record: &Record<Bytes>, format: Format, line: &mut Vec<u8>) {
+/// Renders one record in `layout` into `line` (which is cleared first).
+pub fn render(record: &Record<Option<Bytes>>, layout: &Layout, line: &mut Vec<u8>) {
     line.clear();
-    match format {
-        Format::Value => line.extend_from_slice(&record.value),
-        Format::Json => {
+    match layout {
+        Layout::Template(t) => write_template(
+            t,
+            &Fields {
+                cluster: &record.cluster,
+                topic: &record.topic,
+                partition: record.partition.into(),
+                offset: record.offset,
+                timestamp: record.timestamp,
+                key: record.key.as_deref(),
+                value: record.value.as_deref(),
+                headers: &record.headers,
+            },
+            line,
+        ),
+        Layout::Json => {
             let mut obj = Map::new();
             obj.insert("cluster".into(), Value::String(record.cluster.to_string()));
             obj.insert("topic".into(), Value::String(record.topic.to_string()));
@@ -63,7 +241,7 @@ pub fn render(record: &Record<Bytes>, format: Format, line: &mut Vec<u8>) {
                 record.timestamp.map(Value::from).unwrap_or(Value::Null),
             );
             put_bytes(&mut obj, "key", record.key.as_deref());
-            put_bytes(&mut obj, "value", Some(&record.value));
+            put_bytes(&mut obj, "value", record.value.as_deref());
             let headers: Vec<Value> = record
                 .headers
                 .iter()
@@ -77,28 +255,42 @@ pub fn render(record: &Record<Bytes>, format: Format, line: &mut Vec<u8>) {
             obj.insert("headers".into(), Value::Array(headers));
             // Serializing a Value into a Vec cannot fail.
             let _ = serde_json::to_writer(&mut *line, &Value::Object(obj));
+            line.push(b'\n');
         }
     }
-    line.push(b'\n');
 }
 
-/// Appends one history-file record (of `mck consume --backfill`) as a line: in
-/// `json`, an object with `file`, `line`, `timestamp` and `value` (the file's line,
-/// which is a JSON object, as text); in `value`, the line itself.
-pub fn render_file(record: &FileRecord, format: Format, line: &mut Vec<u8>) {
+/// Renders one history-file record (of `mck consume --backfill`): in JSON, an object
+/// with `file`, `line`, `timestamp` and `value` (the file's line, which is a JSON
+/// object, as text); in a template, `%t` is the file, `%o` the line number and `%s` the
+/// line.
+pub fn render_file(record: &FileRecord, layout: &Layout, line: &mut Vec<u8>) {
     line.clear();
-    match format {
-        Format::Value => line.extend_from_slice(&record.value),
-        Format::Json => {
+    match layout {
+        Layout::Template(t) => write_template(
+            t,
+            &Fields {
+                cluster: "",
+                topic: &record.file,
+                partition: -1,
+                offset: i64::try_from(record.line).unwrap_or(i64::MAX),
+                timestamp: Some(record.timestamp),
+                key: None,
+                value: Some(&record.value),
+                headers: &[],
+            },
+            line,
+        ),
+        Layout::Json => {
             let mut obj = Map::new();
             obj.insert("file".into(), Value::String(record.file.to_string()));
             obj.insert("line".into(), record.line.into());
             obj.insert("timestamp".into(), record.timestamp.into());
             put_bytes(&mut obj, "value", Some(&record.value));
             let _ = serde_json::to_writer(&mut *line, &Value::Object(obj));
+            line.push(b'\n');
         }
     }
-    line.push(b'\n');
 }
 
 /// Where records go: standard output, or a file whose length is tracked.
@@ -150,33 +342,90 @@ impl Output {
     }
 
     /// Writes one rendered line.
-    pub fn write(&mut self, line: &[u8]) -> Result<(), String> {
+    pub fn write(&mut self, line: &[u8]) -> Result<(), WriteError> {
         match self {
-            Output::Stdout(w) => w.write_all(line).map_err(|e| format!("stdout: {e}")),
+            Output::Stdout(w) => w.write_all(line).map_err(|e| WriteError::stdout(&e)),
             Output::File { path, writer, len } => {
-                writer
-                    .write_all(line)
-                    .map_err(|e| format!("output file {}: {e}", path.display()))?;
+                writer.write_all(line).map_err(|e| {
+                    WriteError::Failed(format!("output file {}: {e}", path.display()))
+                })?;
                 *len += line.len() as u64;
                 Ok(())
             }
         }
     }
 
+    /// Hands buffered lines to the operating system (no fsync), so a reader of the
+    /// pipe, terminal or file sees them now.
+    pub fn flush(&mut self) -> Result<(), WriteError> {
+        match self {
+            Output::Stdout(w) => w.flush().map_err(|e| WriteError::stdout(&e)),
+            Output::File { path, writer, .. } => writer
+                .flush()
+                .map_err(|e| WriteError::Failed(format!("output file {}: {e}", path.display()))),
+        }
+    }
+
     /// Flushes buffered lines; for a file, also makes them durable (fsync) and returns
     /// the file's length.
-    pub fn sync(&mut self) -> Result<Option<u64>, String> {
+    pub fn sync(&mut self) -> Result<Option<u64>, WriteError> {
         match self {
             Output::Stdout(w) => {
-                w.flush().map_err(|e| format!("stdout: {e}"))?;
+                w.flush().map_err(|e| WriteError::stdout(&e))?;
                 Ok(None)
             }
             Output::File { path, writer, len } => {
-                let at = |e: io::Error| format!("output file {}: {e}", path.display());
+                let at = |e: io::Error| {
+                    WriteError::Failed(format!("output file {}: {e}", path.display()))
+                };
                 writer.flush().map_err(at)?;
                 writer.get_ref().sync_data().map_err(at)?;
                 Ok(Some(*len))
             }
+        }
+    }
+
+    /// True when standard output is a pipe whose reader has gone (`| head` ended): the
+    /// run can end without waiting for a record to write.
+    pub fn reader_gone(&self) -> bool {
+        if !matches!(self, Output::Stdout(_)) {
+            return false;
+        }
+        let mut fd = libc::pollfd {
+            fd: libc::STDOUT_FILENO,
+            events: 0,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd, zero timeout; poll only reads and writes `fd`.
+        let n = unsafe { libc::poll(&mut fd, 1, 0) };
+        n == 1 && fd.revents & libc::POLLERR != 0
+    }
+}
+
+/// Why a line could not be written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteError {
+    /// Standard output's reader has gone (a broken pipe): the run ends quietly.
+    Closed,
+    /// Anything else, located.
+    Failed(String),
+}
+
+impl WriteError {
+    fn stdout(e: &io::Error) -> Self {
+        if e.kind() == io::ErrorKind::BrokenPipe {
+            WriteError::Closed
+        } else {
+            WriteError::Failed(format!("stdout: {e}"))
+        }
+    }
+}
+
+impl std::fmt::Display for WriteError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WriteError::Closed => f.write_str("stdout: the reader has gone (broken pipe)"),
+            WriteError::Failed(e) => f.write_str(e),
         }
     }
 }
@@ -186,7 +435,7 @@ mod tests {
     use super::*;
     use std::sync::Arc;
 
-    fn record(key: Option<&[u8]>, value: &[u8]) -> Record<Bytes> {
+    fn record(key: Option<&[u8]>, value: &[u8]) -> Record<Option<Bytes>> {
         Record {
             cluster: Arc::from("east"),
             topic: Arc::from("orders"),
@@ -199,13 +448,13 @@ mod tests {
                 ("bin".into(), Some(vec![0xff, 0x00])),
                 ("none".into(), None),
             ],
-            value: Bytes::copy_from_slice(value),
+            value: Some(Bytes::copy_from_slice(value)),
         }
     }
 
-    fn json(r: &Record<Bytes>) -> Value {
+    fn json(r: &Record<Option<Bytes>>) -> Value {
         let mut line = Vec::new();
-        render(r, Format::Json, &mut line);
+        render(r, &Layout::Json, &mut line);
         assert_eq!(line.last(), Some(&b'\n'));
         assert_eq!(line.iter().filter(|b| **b == b'\n').count(), 1);
         serde_json::from_slice(&line).unwrap()
@@ -240,11 +489,60 @@ mod tests {
         assert_eq!(v["value"], "line one\nline two");
     }
 
+    fn templated(r: &Record<Option<Bytes>>, format: Format, string: Option<&str>) -> String {
+        let mut line = Vec::new();
+        render(r, &Layout::new(format, string).unwrap(), &mut line);
+        String::from_utf8_lossy(&line).into_owned()
+    }
+
     #[test]
     fn value_format_is_the_bytes_and_a_newline() {
-        let mut line = Vec::new();
-        render(&record(None, b"hello"), Format::Value, &mut line);
-        assert_eq!(line, b"hello\n");
+        assert_eq!(
+            templated(&record(None, b"hello"), Format::Value, None),
+            "hello\n"
+        );
+    }
+
+    #[test]
+    fn a_tombstone_is_null_in_json_and_an_empty_line_in_value_format() {
+        let mut tombstone = record(Some(b"k"), b"");
+        tombstone.value = None;
+        let v = json(&tombstone);
+        assert!(v["value"].is_null(), "{v}");
+        assert_eq!(v["key"], "k");
+        assert_eq!(
+            json(&record(None, b""))["value"],
+            "",
+            "an empty value stays empty"
+        );
+        assert_eq!(templated(&tombstone, Format::Value, None), "\n");
+        assert_eq!(
+            templated(&tombstone, Format::Json, Some("%S|%K\\n")),
+            "-1|1\n"
+        );
+    }
+
+    #[test]
+    fn format_strings_take_kcat_placeholders_and_escapes() {
+        let r = record(Some(b"k-1"), b"v");
+        assert_eq!(
+            templated(
+                &r,
+                Format::Json,
+                Some(r"%c/%t/%p@%o %T %k=%s (%S,%K) %h 100%%\t|\n")
+            ),
+            "east/orders/2@41 1700000000000 k-1=v (1,3) trace=abc,bin=\u{fffd}\u{0},none= 100%\t|\n",
+        );
+        assert_eq!(templated(&r, Format::Kv, None), "k-1\tv\n");
+        assert!(
+            templated(&r, Format::Full, None).starts_with("east orders [2] @41 1700000000000 ")
+        );
+        assert!(Template::parse("%x").unwrap_err().contains("%x"));
+        assert!(Template::parse("\\q").unwrap_err().contains("\\q"));
+        assert!(
+            Template::parse("50%").is_err(),
+            "a lone % at the end is refused"
+        );
     }
 
     #[test]

@@ -19,15 +19,18 @@ use multicluster_kafka::plan::{ClusterView, clusters_of_streams, plan};
 use multicluster_kafka::properties::ClientProperties;
 use serde_json::{Value, json};
 
-use crate::describe::{failure_reason, parse_duration, shown_bootstrap};
+use crate::args::parse_duration;
+use crate::describe::{failure_reason, shown_bootstrap};
 
 /// Arguments of `mck plan`.
 #[derive(Debug, clap::Args)]
 pub struct PlanArgs {
-    /// The metadata file in force now.
-    pub old: PathBuf,
-    /// The metadata file about to replace it.
-    pub new: PathBuf,
+    /// The metadata file in force now, then the one about to replace it.
+    #[arg(value_name = "OLD NEW", num_args = 0..=2)]
+    pub files: Vec<PathBuf>,
+    /// The two files as options instead (`--metadata OLD --metadata NEW`).
+    #[arg(long = "metadata", value_name = "FILE")]
+    pub metadata: Vec<PathBuf>,
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
@@ -52,8 +55,15 @@ pub struct PlanArgs {
 /// Reads both files, plans, asks the clusters (unless offline), prints. Exit 0 with or
 /// without changes; 1 for a bad file.
 pub fn run(args: PlanArgs) -> Result<ExitCode, String> {
+    let paths: Vec<&PathBuf> = args.files.iter().chain(&args.metadata).collect();
+    let [old_path, new_path] = paths[..] else {
+        crate::args::usage_error(format!(
+            "plan compares two metadata files (OLD NEW, or --metadata OLD --metadata NEW); {} given",
+            paths.len()
+        ));
+    };
     let mut files = Vec::with_capacity(2);
-    for path in [&args.old, &args.new] {
+    for path in [old_path, new_path] {
         match read_metadata(path) {
             Ok(s) => files.push(s),
             Err(e) => {
@@ -95,10 +105,10 @@ pub fn run(args: PlanArgs) -> Result<ExitCode, String> {
         }
     }
     if args.json {
-        let v = to_json(&args.old, &args.new, &changes);
+        let v = to_json(old_path, new_path, &changes);
         println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
     } else {
-        print!("{}", render(&args.old, &args.new, &changes));
+        print!("{}", render(old_path, new_path, &changes));
     }
     Ok(ExitCode::SUCCESS)
 }
