@@ -1,0 +1,404 @@
+//! `mck` against real TLS and SASL listeners (one broker with every listener of the
+//! test kit's secured clusters): each listener and each codec read once with secrets
+//! from `${env:…}` and `${file:…}`, no secret in any output even at debug level, and
+//! a migration onto a SASL_SSL cluster by editing the metadata file under load.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use mck_testkit::{ClusterOptions, KafkaCluster, Listener, TestCluster, TestRecord};
+
+/// A guard against hangs, not a timing assertion.
+const PATIENCE: Duration = Duration::from_secs(120);
+
+fn secure() -> &'static KafkaCluster {
+    mck_testkit::shared_cluster_with(ClusterOptions::new("secure").secured())
+        .expect("the secured cluster starts")
+}
+
+fn plain() -> &'static KafkaCluster {
+    mck_testkit::shared_cluster("plain").expect("the plaintext cluster starts")
+}
+
+/// Environment variables the metadata files name; every `mck` run here gets them.
+fn secret_env() -> Vec<(&'static str, String)> {
+    let sec = secure().security().unwrap();
+    vec![
+        ("MCK_TEST_SCRAM_PASSWORD", sec.scram_password.clone()),
+        ("MCK_TEST_PLAIN_PASSWORD", sec.plain_password.clone()),
+    ]
+}
+
+/// Every secret a run could leak: the passwords and the client key's body.
+fn secrets() -> Vec<String> {
+    let sec = secure().security().unwrap();
+    let mut out = vec![sec.scram_password.clone(), sec.plain_password.clone()];
+    for key in [&sec.client_key, &sec.expired_client_key] {
+        let text = std::fs::read_to_string(key).unwrap();
+        out.extend(
+            text.lines()
+                .filter(|l| !l.starts_with("-----"))
+                .map(str::to_string),
+        );
+    }
+    out
+}
+
+fn assert_no_secret(what: &str, text: &str) {
+    for s in secrets() {
+        assert!(!text.contains(&s), "a secret appears in {what}");
+    }
+}
+
+fn mck() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mck"));
+    cmd.envs(secret_env());
+    cmd
+}
+
+fn arg(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// A rich-layout cluster entry reaching `listener` on the secured cluster, with
+/// `changes` applied (`None` removes a key). Passwords are `${env:…}` references,
+/// the client key a `${file:…}` reference (`ssl.key.pem`) to a copy next to the file.
+fn cluster_yaml(
+    dir: &Path,
+    id: &str,
+    listener: Listener,
+    changes: &[(&str, Option<&str>)],
+) -> String {
+    let mut props: BTreeMap<String, String> =
+        secure().listener_properties(listener).into_iter().collect();
+    for (k, v) in changes {
+        match v {
+            Some(v) => props.insert(k.to_string(), v.to_string()),
+            None => props.remove(*k),
+        };
+    }
+    if let Some(key) = props.remove("ssl.key.location") {
+        let name = format!("{id}-client.key");
+        std::fs::copy(key, dir.join(&name)).unwrap();
+        props.insert("ssl.key.pem".into(), format!("${{file:{name}}}"));
+    }
+    if let Some(pw) = props.get_mut("sasl.password") {
+        for (var, value) in secret_env() {
+            if *pw == value {
+                *pw = format!("${{env:{var}}}");
+            }
+        }
+    }
+    let mut yaml = format!("  {id}:\n    properties:\n");
+    for (k, v) in props {
+        yaml.push_str(&format!("      {k}: \"{v}\"\n"));
+    }
+    yaml
+}
+
+fn plain_yaml(id: &str, c: &KafkaCluster) -> String {
+    format!(
+        "  {id}:\n    bootstrapServers: \"{}\"\n",
+        c.bootstrap_servers()
+    )
+}
+
+/// Writes (atomically) a metadata file with one stream `s` over `clusters`
+/// (id, entry, topics).
+fn write_metadata(path: &Path, clusters: &[(&str, String, Vec<String>)]) {
+    let mut yaml = String::from("clusters:\n");
+    for (_, entry, _) in clusters {
+        yaml.push_str(entry);
+    }
+    yaml.push_str("streams:\n  s:\n    clusters:\n");
+    for (id, _, topics) in clusters {
+        yaml.push_str(&format!(
+            "      {id}: {{ topics: [{}] }}\n",
+            topics.join(", ")
+        ));
+    }
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, yaml).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+/// (cluster, topic, partition, offset, value) of each JSON line of `path`.
+fn read_output(path: &Path) -> Vec<(String, String, i64, i64, String)> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value =
+                serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"));
+            (
+                v["cluster"].as_str().unwrap().to_string(),
+                v["topic"].as_str().unwrap().to_string(),
+                v["partition"].as_i64().unwrap(),
+                v["offset"].as_i64().unwrap(),
+                v["value"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn assert_exactly_once(got: &[(String, String, i64, i64, String)], want: &BTreeSet<String>) {
+    let mut last: BTreeMap<(&str, &str, i64), i64> = BTreeMap::new();
+    for (c, t, p, o, _) in got {
+        if let Some(prev) = last.insert((c, t, *p), *o) {
+            assert!(*o > prev, "{c}/{t}/{p}: offset {o} after {prev}");
+        }
+    }
+    let values: BTreeSet<&String> = got.iter().map(|r| &r.4).collect();
+    assert_eq!(values.len(), got.len(), "a record was written twice");
+    let values: BTreeSet<String> = values.into_iter().cloned().collect();
+    let missing: Vec<_> = want.difference(&values).take(5).collect();
+    let extra: Vec<_> = values.difference(want).take(5).collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "missing {} (e.g. {missing:?}), unexpected {} (e.g. {extra:?})",
+        want.difference(&values).count(),
+        values.difference(want).count()
+    );
+}
+
+fn fill(c: &dyn TestCluster, topic: &str, partitions: i32, n: usize, prefix: &str) -> Vec<String> {
+    mck_testkit::fill_partitions(c, topic, partitions, n, prefix)
+        .unwrap()
+        .into_iter()
+        .map(|(_, v)| v)
+        .collect()
+}
+
+fn text(out: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+const READ_THROUGH: [(Listener, &str); 4] = [
+    (Listener::Mtls, "mtls"),
+    (Listener::ScramSsl, "scram"),
+    (Listener::PlainSasl, "plain"),
+    (Listener::OauthSsl, "oauth"),
+];
+
+#[test]
+fn every_listener_and_codec_is_consumed_once_and_no_secret_is_ever_shown() {
+    let c = secure();
+    let dir = tempfile::tempdir().unwrap();
+    let mut want = BTreeSet::new();
+    let mut clusters = Vec::new();
+    for (listener, id) in READ_THROUGH {
+        let topic = format!("mck-through-{id}");
+        c.create_topic(&topic, 2).unwrap();
+        want.extend(fill(c, &topic, 2, 40, id));
+        let mut topics = vec![topic];
+        if listener == Listener::ScramSsl {
+            // Compressed by Kafka's own Java producer, read over SASL_SSL.
+            for codec in ["gzip", "snappy", "lz4", "zstd"] {
+                let topic = format!("mck-codec-{codec}");
+                c.create_topic(&topic, 2).unwrap();
+                let values: Vec<String> = (0..300).map(|i| format!("{codec}-{i:04}")).collect();
+                c.produce_with_java(&topic, &values, &[("compression.type", codec)])
+                    .unwrap();
+                want.extend(values);
+                topics.push(topic);
+            }
+        }
+        clusters.push((id, cluster_yaml(dir.path(), id, listener, &[]), topics));
+    }
+    let md = dir.path().join("streams.yaml");
+    write_metadata(&md, &clusters);
+    let out = dir.path().join("out.jsonl");
+    let cps = dir.path().join("checkpoints");
+    let run = mck()
+        .args(["consume", "--metadata", arg(&md), "--stream", "s"])
+        .args(["--until", "latest", "--group", "mck-secured"])
+        .args(["--output", arg(&out), "--checkpoint-dir", arg(&cps)])
+        .args(["-X", "debug=security,broker"])
+        .env("MCK_LOG", "debug")
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&run);
+    assert!(
+        run.status.success(),
+        "mck consume failed; stderr tail:\n{}",
+        tail(&stderr)
+    );
+    assert!(
+        stderr.contains("librdkafka") || stderr.contains("SASL") || stderr.contains("SSL"),
+        "MCK_LOG=debug with debug=security,broker shows librdkafka's lines"
+    );
+    assert_no_secret("stdout", &stdout);
+    assert_no_secret("stderr at MCK_LOG=debug", &stderr);
+    assert_exactly_once(&read_output(&out), &want);
+    for e in std::fs::read_dir(&cps).unwrap() {
+        let path = e.unwrap().path();
+        assert_no_secret(
+            &format!("checkpoint {}", path.display()),
+            &std::fs::read_to_string(&path).unwrap(),
+        );
+    }
+
+    // describe, plan and validate reach or show the same clusters without a secret.
+    let describe = mck()
+        .args(["describe", "--metadata", arg(&md), "--json"])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&describe);
+    assert!(describe.status.success(), "{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let described = v["streams"][0]["clusters"].as_array().unwrap();
+    assert_eq!(described.len(), READ_THROUGH.len(), "{stdout}");
+    for cl in described {
+        assert_eq!(cl["reachable"], true, "{cl}");
+        assert_eq!(cl["kafkaClusterId"], c.kafka_cluster_id(), "{cl}");
+    }
+    assert_no_secret("describe", &format!("{stdout}{stderr}"));
+    let empty = dir.path().join("empty.yaml");
+    std::fs::write(&empty, "clusters: {}\nstreams: {}\n").unwrap();
+    for args in [
+        vec!["plan", arg(&empty), arg(&md)],
+        vec!["plan", "--json", arg(&empty), arg(&md)],
+        vec!["validate", arg(&md)],
+        vec!["validate", "--json", arg(&md)],
+    ] {
+        let out = mck().args(&args).output().unwrap();
+        let (stdout, stderr) = text(&out);
+        assert!(out.status.success(), "{args:?}: {stderr}");
+        assert_no_secret(&format!("{args:?}"), &format!("{stdout}{stderr}"));
+    }
+}
+
+fn tail(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(20)..].join("\n")
+}
+
+/// Produces `<prefix>-<n>` records to `topic` on `c` (over its plaintext listener) in
+/// small batches until stopped; returns every value produced.
+fn producer(
+    c: &'static KafkaCluster,
+    topic: &'static str,
+    prefix: &'static str,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<Vec<String>> {
+    std::thread::spawn(move || {
+        let mut all = Vec::new();
+        let mut n = 0usize;
+        while !stop.load(Ordering::Relaxed) {
+            let batch: Vec<TestRecord> = (0..20)
+                .map(|i| TestRecord::value(format!("{prefix}-{}", n + i)).with_key(format!("k{i}")))
+                .collect();
+            c.produce(topic, &batch).expect("produce");
+            all.extend(
+                batch
+                    .into_iter()
+                    .map(|r| String::from_utf8(r.value).unwrap()),
+            );
+            n += 20;
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        all
+    })
+}
+
+/// Waits until `out` holds `n` lines; fails if `child` exits first or patience runs out.
+fn wait_for_lines(out: &Path, n: usize, child: &mut Child, stderr: &Path) {
+    let until = Instant::now() + PATIENCE;
+    loop {
+        let lines = std::fs::read_to_string(out)
+            .map(|t| t.lines().count())
+            .unwrap_or(0);
+        if lines >= n {
+            return;
+        }
+        let log = || tail(&std::fs::read_to_string(stderr).unwrap_or_default());
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!(
+                "mck consume exited ({status}) at {lines} of {n} lines:\n{}",
+                log()
+            );
+        }
+        if Instant::now() > until {
+            let _ = child.kill();
+            panic!("{lines} of {n} lines after {PATIENCE:?}:\n{}", log());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn join(h: std::thread::JoinHandle<Vec<String>>) -> Vec<String> {
+    h.join().unwrap()
+}
+
+#[test]
+fn a_migration_onto_a_sasl_ssl_cluster_by_editing_the_file_under_load_is_exactly_once() {
+    let (old, new) = (plain(), secure());
+    let topic = "mck-migrating";
+    old.create_topic(topic, 2).unwrap();
+    new.create_topic(topic, 2).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let md = dir.path().join("streams.yaml");
+    let on_old = || ("old", plain_yaml("old", old), vec![topic.to_string()]);
+    let on_new = || {
+        (
+            "new",
+            cluster_yaml(dir.path(), "new", Listener::ScramSsl, &[]),
+            vec![topic.to_string()],
+        )
+    };
+    write_metadata(&md, &[on_old()]);
+    let out = dir.path().join("out.jsonl");
+    let stderr = dir.path().join("stderr");
+    let mut child = mck()
+        .args(["consume", "--metadata", arg(&md), "--stream", "s"])
+        .args(["--output", arg(&out)])
+        .args(["--checkpoint-dir", arg(&dir.path().join("cp"))])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&stderr).unwrap())
+        .spawn()
+        .unwrap();
+    let stop_old = Arc::new(AtomicBool::new(false));
+    let p_old = producer(old, topic, "on-old", stop_old.clone());
+    wait_for_lines(&out, 100, &mut child, &stderr);
+
+    // Both clusters; producers move to the new one.
+    write_metadata(&md, &[on_old(), on_new()]);
+    let stop_new = Arc::new(AtomicBool::new(false));
+    let p_new = producer(new, topic, "on-new", stop_new.clone());
+    std::thread::sleep(Duration::from_millis(300));
+    stop_old.store(true, Ordering::Relaxed);
+    let mut want: BTreeSet<String> = join(p_old).into_iter().collect();
+    let until = Instant::now() + PATIENCE;
+    while !read_output(&out).iter().any(|r| r.0 == "new") {
+        assert!(Instant::now() < until, "nothing read from the new cluster");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    // The new cluster only, once the old one is drained.
+    let old_count = want.len();
+    let until = Instant::now() + PATIENCE;
+    while read_output(&out).iter().filter(|r| r.0 == "old").count() < old_count {
+        assert!(Instant::now() < until, "the old cluster was not drained");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    write_metadata(&md, &[on_new()]);
+    std::thread::sleep(Duration::from_millis(500));
+    stop_new.store(true, Ordering::Relaxed);
+    want.extend(join(p_new));
+    wait_for_lines(&out, want.len(), &mut child, &stderr);
+
+    // SAFETY: plain kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    let status = child.wait().unwrap();
+    let log = std::fs::read_to_string(&stderr).unwrap_or_default();
+    assert!(status.success(), "mck consume: {status}\n{}", tail(&log));
+    assert_no_secret("stderr", &log);
+    assert_exactly_once(&read_output(&out), &want);
+}

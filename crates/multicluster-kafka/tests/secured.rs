@@ -1,0 +1,352 @@
+//! The source against real TLS and SASL listeners (one broker with every listener of
+//! the test kit's secured clusters), topics compressed by Kafka's own Java producer,
+//! and a migration onto a SASL_SSL cluster under load.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use mck_testkit::{ClusterOptions, KafkaCluster, Listener, TestCluster, TestRecord};
+use multicluster_kafka::prelude::*;
+
+/// A guard against hangs, not a timing assertion.
+const PATIENCE: Duration = Duration::from_secs(120);
+
+fn secure() -> &'static KafkaCluster {
+    mck_testkit::shared_cluster_with(ClusterOptions::new("secure").secured())
+        .expect("the secured cluster starts")
+}
+
+fn plain() -> &'static KafkaCluster {
+    mck_testkit::shared_cluster("plain").expect("the plaintext cluster starts")
+}
+
+/// The listeners data is read through, with the logical cluster id each gets.
+const READ_THROUGH: [(Listener, &str); 4] = [
+    (Listener::Mtls, "mtls"),
+    (Listener::ScramSsl, "scram"),
+    (Listener::PlainSasl, "plain"),
+    (Listener::OauthSsl, "oauth"),
+];
+
+/// A rich-layout cluster entry reaching `listener`, with `changes` applied (a value of
+/// `None` removes the key). Secrets go to files next to the metadata file and are
+/// given as `${file:…}` references: passwords, and the client key as `ssl.key.pem`.
+fn cluster_yaml(
+    dir: &Path,
+    id: &str,
+    listener: Listener,
+    changes: &[(&str, Option<&str>)],
+) -> String {
+    let mut props: BTreeMap<String, String> =
+        secure().listener_properties(listener).into_iter().collect();
+    for (k, v) in changes {
+        match v {
+            Some(v) => props.insert(k.to_string(), v.to_string()),
+            None => props.remove(*k),
+        };
+    }
+    if let Some(key) = props.remove("ssl.key.location") {
+        let name = format!("{id}-client.key");
+        std::fs::copy(key, dir.join(&name)).unwrap();
+        props.insert("ssl.key.pem".into(), format!("${{file:{name}}}"));
+    }
+    if let Some(pw) = props.remove("sasl.password") {
+        let name = format!("{id}-password");
+        std::fs::write(dir.join(&name), format!("{pw}\n")).unwrap();
+        props.insert("sasl.password".into(), format!("${{file:{name}}}"));
+    }
+    let mut yaml = format!("  {id}:\n    properties:\n");
+    for (k, v) in props {
+        yaml.push_str(&format!("      {k}: \"{v}\"\n"));
+    }
+    yaml
+}
+
+/// Writes `streams.yaml` with one stream `s` over `clusters` (id, entry, topics) and
+/// loads it.
+fn load(dir: &Path, clusters: &[(&str, String, Vec<String>)]) -> FileMetadataService {
+    let mut yaml = String::from("clusters:\n");
+    for (_, entry, _) in clusters {
+        yaml.push_str(entry);
+    }
+    yaml.push_str("streams:\n  s:\n    clusters:\n");
+    for (id, _, topics) in clusters {
+        yaml.push_str(&format!(
+            "      {id}: {{ topics: [{}] }}\n",
+            topics.join(", ")
+        ));
+    }
+    let path = dir.join("streams.yaml");
+    std::fs::write(&path, yaml).unwrap();
+    FileMetadataService::load(&path).expect("the metadata file loads")
+}
+
+/// Produces `n` records to each partition, values `<prefix>-<partition>-<i>`.
+fn fill(c: &dyn TestCluster, topic: &str, partitions: i32, n: usize, prefix: &str) -> Vec<String> {
+    mck_testkit::fill_partitions(c, topic, partitions, n, prefix)
+        .unwrap()
+        .into_iter()
+        .map(|(_, v)| v)
+        .collect()
+}
+
+type Seen = Vec<(String, String, i32, i64, String)>; // cluster, topic, partition, offset, value
+
+fn seen_of(r: Record<String>) -> (String, String, i32, i64, String) {
+    (
+        r.cluster.to_string(),
+        r.topic.to_string(),
+        r.partition,
+        r.offset,
+        r.value,
+    )
+}
+
+/// Reads a bounded stream to its end.
+async fn drain(stream: &mut KafkaSourceStream<Utf8>) -> Seen {
+    let mut out = Vec::new();
+    let done = tokio::time::timeout(PATIENCE, async {
+        while let Some(r) = stream.next().await {
+            out.push(seen_of(r.expect("record")));
+        }
+    })
+    .await;
+    assert!(
+        done.is_ok(),
+        "the bounded read did not end; got {}",
+        out.len()
+    );
+    out
+}
+
+/// Every record once, offsets increasing per partition, and exactly `want`'s values.
+fn assert_exactly_once(seen: &Seen, want: &BTreeSet<String>) {
+    let mut last: BTreeMap<(&str, &str, i32), i64> = BTreeMap::new();
+    for (c, t, p, o, _) in seen {
+        if let Some(prev) = last.insert((c, t, *p), *o) {
+            assert!(*o > prev, "{c}/{t}/{p}: offset {o} after {prev}");
+        }
+    }
+    let values: BTreeSet<&String> = seen.iter().map(|s| &s.4).collect();
+    assert_eq!(values.len(), seen.len(), "a record was handed out twice");
+    let got: BTreeSet<String> = values.into_iter().cloned().collect();
+    let missing: Vec<_> = want.difference(&got).take(5).collect();
+    let extra: Vec<_> = got.difference(want).take(5).collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "missing {} (e.g. {missing:?}), unexpected {} (e.g. {extra:?})",
+        want.difference(&got).count(),
+        got.difference(want).count()
+    );
+}
+
+fn bounded(svc: FileMetadataService) -> MultiClusterKafkaSource<Utf8> {
+    MultiClusterKafkaSource::builder()
+        .metadata_service(svc)
+        .stream_ids(["s"])
+        .deserializer(ValueOnly::<String>::utf8())
+        .stopping_offsets(StoppingOffsets::Latest)
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn every_secured_listener_is_read_exactly_once_with_secrets_from_files() {
+    let c = secure();
+    let sec = c.security().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut want = BTreeSet::new();
+    let mut clusters = Vec::new();
+    for (listener, id) in READ_THROUGH {
+        let topic = format!("through-{id}");
+        c.create_topic(&topic, 2).unwrap();
+        want.extend(fill(c, &topic, 2, 50, id));
+        clusters.push((id, cluster_yaml(dir.path(), id, listener, &[]), vec![topic]));
+    }
+    let svc = load(dir.path(), &clusters);
+    let cps = dir.path().join("checkpoints");
+    mck_testkit::runtime().block_on(async {
+        let mut stream = bounded(svc).open().await.unwrap();
+        let seen = drain(&mut stream).await;
+        assert_exactly_once(&seen, &want);
+        for (c, t, _, _, v) in &seen {
+            assert_eq!(t, &format!("through-{c}"), "{c} read only its topic");
+            assert!(v.starts_with(c.as_str()), "{v} came through {c}");
+        }
+        // Checkpoints carry positions, never client properties.
+        let cp = stream.checkpoint().unwrap();
+        let store = FileCheckpointStore::open(&cps, 3).unwrap();
+        store.save(&cp).unwrap();
+        stream.close().await;
+    });
+    let key = std::fs::read_to_string(&sec.client_key).unwrap();
+    let key_body = key.lines().nth(1).unwrap();
+    for entry in std::fs::read_dir(&cps).unwrap() {
+        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        for secret in [&sec.scram_password, &sec.plain_password, key_body] {
+            assert!(!text.contains(secret), "a secret in a checkpoint:\n{text}");
+        }
+    }
+}
+
+#[test]
+fn every_codec_written_by_the_java_producer_is_read_exactly_once() {
+    let c = secure();
+    let dir = tempfile::tempdir().unwrap();
+    let mut want = BTreeSet::new();
+    let mut topics = Vec::new();
+    for codec in ["gzip", "snappy", "lz4", "zstd"] {
+        let topic = format!("codec-{codec}");
+        c.create_topic(&topic, 2).unwrap();
+        let values: Vec<String> = (0..400).map(|i| format!("{codec}-{i:04}")).collect();
+        c.produce_with_java(&topic, &values, &[("compression.type", codec)])
+            .unwrap();
+        want.extend(values);
+        topics.push(topic);
+    }
+    // Read over SASL_SSL, so decompression and TLS meet in one read.
+    let entry = cluster_yaml(dir.path(), "scram", Listener::ScramSsl, &[]);
+    let svc = load(dir.path(), &[("scram", entry, topics)]);
+    mck_testkit::runtime().block_on(async {
+        let mut stream = bounded(svc).open().await.unwrap();
+        let seen = drain(&mut stream).await;
+        assert_exactly_once(&seen, &want);
+        for (_, t, _, _, v) in &seen {
+            assert!(t.ends_with(v.split('-').next().unwrap()), "{v} in {t}");
+        }
+        stream.close().await;
+    });
+}
+
+fn meta(bootstrap: String, props: &[(String, String)], topic: &str) -> ClusterMetadata {
+    let mut b = ClusterMetadata::builder(bootstrap).topic(topic);
+    for (k, v) in props {
+        if k != "bootstrap.servers" {
+            b = b.property(k.clone(), v.clone());
+        }
+    }
+    b.build().unwrap()
+}
+
+fn stream(clusters: Vec<(&str, ClusterMetadata)>) -> KafkaStream {
+    clusters
+        .into_iter()
+        .fold(KafkaStream::new("s"), |s, (c, m)| s.with_cluster(c, m))
+}
+
+/// Produces `<prefix>-<n>` records to `topic` on `c` (over its plaintext listener) in
+/// small batches until stopped; returns every value produced.
+fn producer(
+    c: &'static KafkaCluster,
+    topic: &'static str,
+    prefix: &'static str,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<Vec<String>> {
+    std::thread::spawn(move || {
+        let mut all = Vec::new();
+        let mut n = 0usize;
+        while !stop.load(Ordering::Relaxed) {
+            let batch: Vec<TestRecord> = (0..20)
+                .map(|i| TestRecord::value(format!("{prefix}-{}", n + i)))
+                .collect();
+            c.produce(topic, &batch).expect("produce");
+            all.extend(
+                batch
+                    .into_iter()
+                    .map(|r| String::from_utf8(r.value).unwrap()),
+            );
+            n += 20;
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        all
+    })
+}
+
+async fn read_until(
+    stream: &mut KafkaSourceStream<Utf8>,
+    seen: &mut Seen,
+    mut done: impl FnMut(&Seen) -> bool,
+) {
+    let ok = tokio::time::timeout(PATIENCE, async {
+        while !done(seen) {
+            let r = stream.next().await.expect("stream continues");
+            seen.push(seen_of(r.expect("record")));
+        }
+    })
+    .await;
+    assert!(ok.is_ok(), "gave up after {} records", seen.len());
+}
+
+#[test]
+fn a_migration_from_a_plaintext_cluster_to_a_sasl_ssl_cluster_under_load_is_exactly_once() {
+    let (old, new) = (plain(), secure());
+    old.create_topic("migrating", 2).unwrap();
+    new.create_topic("migrating", 2).unwrap();
+    let on_old = || ("old", meta(old.bootstrap_servers(), &[], "migrating"));
+    let scram = new.listener_properties(Listener::ScramSsl);
+    let on_new = || {
+        (
+            "new",
+            meta(
+                new.listener_bootstrap(Listener::ScramSsl),
+                &scram,
+                "migrating",
+            ),
+        )
+    };
+    let svc = Arc::new(StaticMetadataService::new([stream(vec![on_old()])]).unwrap());
+    mck_testkit::runtime().block_on(async {
+        let mut source = MultiClusterKafkaSource::builder()
+            .shared_metadata_service(svc.clone())
+            .stream_ids(["s"])
+            .deserializer(ValueOnly::<String>::utf8())
+            .metadata_discovery_interval(Duration::from_secs(60))
+            .build()
+            .unwrap()
+            .open()
+            .await
+            .unwrap();
+        let stop_old = Arc::new(AtomicBool::new(false));
+        let p_old = producer(old, "migrating", "on-old", stop_old.clone());
+        let mut seen = Vec::new();
+        read_until(&mut source, &mut seen, |s| s.len() >= 100).await;
+
+        // Both clusters; producers move to the new one.
+        svc.replace([stream(vec![on_old(), on_new()])]).unwrap();
+        let stop_new = Arc::new(AtomicBool::new(false));
+        let p_new = producer(new, "migrating", "on-new", stop_new.clone());
+        stop_old.store(true, Ordering::Relaxed);
+        let from_old: BTreeSet<String> = tokio::task::spawn_blocking(move || p_old.join().unwrap())
+            .await
+            .unwrap()
+            .into_iter()
+            .collect();
+        let n_old = from_old.len();
+        read_until(&mut source, &mut seen, |s| {
+            s.iter().filter(|r| r.0 == "old").count() >= n_old && s.iter().any(|r| r.0 == "new")
+        })
+        .await;
+
+        // The new cluster only.
+        svc.replace([stream(vec![on_new()])]).unwrap();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        stop_new.store(true, Ordering::Relaxed);
+        let from_new: BTreeSet<String> = tokio::task::spawn_blocking(move || p_new.join().unwrap())
+            .await
+            .unwrap()
+            .into_iter()
+            .collect();
+        let n_new = from_new.len();
+        read_until(&mut source, &mut seen, |s| {
+            s.iter().filter(|r| r.0 == "new").count() >= n_new
+        })
+        .await;
+        let mut produced = from_old;
+        produced.extend(from_new);
+        assert_exactly_once(&seen, &produced);
+        source.close().await;
+    });
+}
