@@ -14,6 +14,8 @@ use multicluster_kafka::error::SourceError;
 use multicluster_kafka::inspect::{ClusterQuery, ClusterReport, InspectOptions, inspect_clusters};
 use multicluster_kafka::metadata::KafkaStream;
 use multicluster_kafka::metadata::file::read_metadata;
+#[cfg(test)]
+use multicluster_kafka::offsets::StoppingOffsets;
 use multicluster_kafka::offsets::{StartingOffsets, resolve_start};
 use multicluster_kafka::plan::{ClusterView, clusters_of_streams, plan};
 use multicluster_kafka::properties::ClientProperties;
@@ -211,8 +213,12 @@ pub struct ClusterPlan {
     pub topics_removed: BTreeSet<String>,
     /// Property keys that differ (changed clusters only).
     pub properties: Vec<PropertyChange>,
-    /// `(what, old, new)` for starting / stopping offsets that differ.
-    pub offsets: Vec<(&'static str, String, String)>,
+    /// `(what, old, new)` for starting / stopping offsets that differ, per stream
+    /// (`stoppingOffsets of stream orders`).
+    pub offsets: Vec<(String, String, String)>,
+    /// True when `bootstrap.servers` changed: the new list is asked, and flagged when
+    /// it does not answer.
+    pub bootstrap_changed: bool,
     /// Where the new splits start (when there are topics added).
     pub start: Option<StartRule>,
     /// The splits added and removed.
@@ -334,6 +340,7 @@ pub fn changes(
             topics_removed: BTreeSet::new(),
             properties: Vec::new(),
             offsets: Vec::new(),
+            bootstrap_changed: false,
             start: Some(start_rule(Kind::Added, view)),
             splits: Splits::NotLookedUp,
             lookup: with_lookup(&view.topics, &view.properties),
@@ -349,33 +356,22 @@ pub fn changes(
             topics_removed: view.topics.clone(),
             properties: Vec::new(),
             offsets: Vec::new(),
+            bootstrap_changed: false,
             start: None,
             splits: Splits::NotLookedUp,
             lookup: with_lookup(&view.topics, &view.properties),
         });
     }
+    let mut offsets = stream_offset_changes(old, new);
     for (cluster, change) in &p.clusters_changed {
         let (was, view) = (&before[cluster], &after[cluster]);
-        let mut offsets = Vec::new();
-        if was.starting_offsets != view.starting_offsets {
-            offsets.push((
-                "startingOffsets",
-                spec_text(was.starting_offsets.as_ref().map(|o| json!(o))),
-                spec_text(view.starting_offsets.as_ref().map(|o| json!(o))),
-            ));
-        }
-        if was.stopping_offsets != view.stopping_offsets {
-            offsets.push((
-                "stoppingOffsets",
-                spec_text(was.stopping_offsets.as_ref().map(|o| json!(o))),
-                spec_text(view.stopping_offsets.as_ref().map(|o| json!(o))),
-            ));
-        }
         let touched: BTreeSet<String> = change
             .topics_added
             .union(&change.topics_removed)
             .cloned()
             .collect();
+        let bootstrap_changed =
+            was.properties.bootstrap_servers() != view.properties.bootstrap_servers();
         out.clusters.push(ClusterPlan {
             cluster: cluster.clone(),
             kind: Kind::Changed,
@@ -387,9 +383,10 @@ pub fn changes(
             } else {
                 Vec::new()
             },
-            offsets,
+            offsets: offsets.remove(cluster).unwrap_or_default(),
+            bootstrap_changed,
             start: (!change.topics_added.is_empty()).then(|| start_rule(Kind::Changed, view)),
-            splits: if touched.is_empty() {
+            splits: if touched.is_empty() && !bootstrap_changed {
                 Splits::Known {
                     added: Vec::new(),
                     removed: Vec::new(),
@@ -398,15 +395,79 @@ pub fn changes(
             } else {
                 Splits::NotLookedUp
             },
-            lookup: with_lookup(&touched, &view.properties),
+            lookup: if bootstrap_changed {
+                with_lookup(&view.topics, &view.properties)
+            } else {
+                with_lookup(&touched, &view.properties)
+            },
+        });
+    }
+    // Offsets changed by a stream whose cluster's merged view (taken from the first
+    // stream naming it) stayed the same: the cluster is shared with another stream.
+    for (cluster, offsets) in offsets {
+        if !after.contains_key(&cluster) || out.clusters.iter().any(|c| c.cluster == cluster) {
+            continue;
+        }
+        out.clusters.push(ClusterPlan {
+            cluster: cluster.clone(),
+            kind: Kind::Changed,
+            bootstrap: shown_bootstrap(&after[&cluster].properties),
+            topics_added: BTreeSet::new(),
+            topics_removed: BTreeSet::new(),
+            properties: Vec::new(),
+            offsets,
+            bootstrap_changed: false,
+            start: None,
+            splits: Splits::Known {
+                added: Vec::new(),
+                removed: Vec::new(),
+                missing: BTreeSet::new(),
+            },
+            lookup: None,
         });
     }
     out.clusters.sort_by(|a, b| a.cluster.cmp(&b.cluster));
     out.unchanged = before
         .keys()
-        .filter(|c| after.get(*c) == before.get(*c))
+        .filter(|c| {
+            after.get(*c) == before.get(*c) && !out.clusters.iter().any(|p| &p.cluster == *c)
+        })
         .cloned()
         .collect();
+    out
+}
+
+/// Starting and stopping offsets that differ between the two files, per stream and
+/// cluster (in both files), by cluster.
+fn stream_offset_changes(
+    old: &BTreeMap<String, KafkaStream>,
+    new: &BTreeMap<String, KafkaStream>,
+) -> BTreeMap<String, Vec<(String, String, String)>> {
+    let mut out: BTreeMap<String, Vec<(String, String, String)>> = BTreeMap::new();
+    for (id, now) in new {
+        let Some(was) = old.get(id) else { continue };
+        for (cluster, m) in &now.clusters {
+            let Some(w) = was.clusters.get(cluster) else {
+                continue;
+            };
+            let entry = out.entry(cluster.clone()).or_default();
+            if w.starting_offsets != m.starting_offsets {
+                entry.push((
+                    format!("startingOffsets of stream {id}"),
+                    spec_text(w.starting_offsets.as_ref().map(|o| json!(o))),
+                    spec_text(m.starting_offsets.as_ref().map(|o| json!(o))),
+                ));
+            }
+            if w.stopping_offsets != m.stopping_offsets {
+                entry.push((
+                    format!("stoppingOffsets of stream {id}"),
+                    spec_text(w.stopping_offsets.as_ref().map(|o| json!(o))),
+                    spec_text(m.stopping_offsets.as_ref().map(|o| json!(o))),
+                ));
+            }
+        }
+    }
+    out.retain(|_, v| !v.is_empty());
     out
 }
 
@@ -515,6 +576,13 @@ pub fn render(old: &Path, new: &Path, ch: &Changes) -> String {
                     let _ = writeln!(out, "  splits: not looked up (--offline)");
                 }
             }
+            Splits::Unreachable(reason) if c.bootstrap_changed => {
+                let _ = writeln!(
+                    out,
+                    "  WARNING: the new bootstrap list {} does not answer: {reason}",
+                    c.bootstrap
+                );
+            }
             Splits::Unreachable(reason) => {
                 let _ = writeln!(out, "  splits: unknown, unreachable: {reason}");
             }
@@ -603,6 +671,7 @@ pub fn to_json(old: &Path, new: &Path, ch: &Changes) -> Value {
                 "topicsRemoved": c.topics_removed,
                 "propertiesChanged": properties,
                 "offsetsChanged": offsets,
+                "bootstrapChanged": c.bootstrap_changed,
                 "start": c.start.as_ref().map(|r| json!({ "offsets": r.offsets, "from": r.from })),
                 "splits": splits,
             })
@@ -635,6 +704,74 @@ mod tests {
             s = s.with_cluster(*id, m);
         }
         BTreeMap::from([("s".to_string(), s)])
+    }
+
+    fn shared(stop_of_s2: Option<StoppingOffsets>) -> BTreeMap<String, KafkaStream> {
+        let m = |stop: Option<StoppingOffsets>| {
+            let mut b = ClusterMetadata::builder("a:1").topic("t");
+            if let Some(stop) = stop {
+                b = b.stopping_offsets(stop);
+            }
+            b.build().unwrap()
+        };
+        BTreeMap::from([
+            (
+                "s1".to_string(),
+                KafkaStream::new("s1").with_cluster("a", m(None)),
+            ),
+            (
+                "s2".to_string(),
+                KafkaStream::new("s2").with_cluster("a", m(stop_of_s2)),
+            ),
+        ])
+    }
+
+    #[test]
+    fn an_offset_change_of_the_second_stream_on_a_shared_cluster_is_shown() {
+        let ch = changes(&shared(None), &shared(Some(StoppingOffsets::Latest)));
+        assert_eq!(ch.clusters.len(), 1, "{ch:?}");
+        let c = &ch.clusters[0];
+        assert_eq!(c.kind, Kind::Changed);
+        assert_eq!(
+            c.offsets,
+            [(
+                "stoppingOffsets of stream s2".to_string(),
+                "(source default)".to_string(),
+                "latest".to_string()
+            )]
+        );
+        assert!(ch.unchanged.is_empty());
+        let text = render(Path::new("old"), Path::new("new"), &ch);
+        assert!(
+            text.contains("stoppingOffsets of stream s2 changed"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_changed_bootstrap_list_is_asked_and_flagged_when_it_does_not_answer() {
+        let mut ch = changes(
+            &stream(&[("a", "a:1", &["t"])]),
+            &stream(&[("a", "b:2", &["t"])]),
+        );
+        let c = &mut ch.clusters[0];
+        assert!(c.bootstrap_changed);
+        let q = c
+            .query(Duration::from_secs(1), None)
+            .expect("the new list is asked");
+        assert_eq!(q.properties.bootstrap_servers(), Some("b:2"));
+        c.splits = splits(
+            c,
+            &Err(SourceError::Cluster {
+                cluster: "a".into(),
+                message: "metadata request: timed out".into(),
+            }),
+        );
+        let text = render(Path::new("old"), Path::new("new"), &ch);
+        assert!(
+            text.contains("WARNING: the new bootstrap list b:2 does not answer"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -10,6 +10,7 @@ use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 
+use crate::client_context::{ClientEvents, ClientRole, ClientSetup, SourceContext};
 use crate::error::SourceError;
 use crate::offsets::PartitionFacts;
 use crate::properties::ClientProperties;
@@ -26,7 +27,10 @@ pub(crate) struct TopicPartitions {
 /// A consumer handle used only for lookups and commits (never polled for records).
 pub(crate) struct ClusterClient {
     cluster: Arc<str>,
-    consumer: BaseConsumer,
+    /// Serves the consumer's events; declared first, so it stops before the consumer
+    /// is destroyed.
+    _events: ClientEvents,
+    consumer: BaseConsumer<SourceContext>,
     timeout: Duration,
 }
 
@@ -65,23 +69,40 @@ pub(crate) fn client_config(props: &ClientProperties) -> ClientConfig {
 
 impl ClusterClient {
     /// Creates the client. `props` are the merged client properties of the cluster;
-    /// `group_id` is used for committed-offset lookups and commits.
+    /// `group_id` is used for committed-offset lookups and commits; `setup` has the
+    /// cluster's hooks, if the program set any, and where its log lines go.
     pub fn new(
         cluster: Arc<str>,
         props: &ClientProperties,
         group_id: Option<&str>,
         timeout: Duration,
+        setup: ClientSetup,
     ) -> Result<Self, SourceError> {
+        let ClientSetup { hooks, dispatch } = setup;
         let mut config = client_config(props);
         config
             .set("group.id", group_id.unwrap_or("multicluster-kafka-lookups"))
             .set("enable.auto.commit", "false")
             .set("enable.auto.offset.store", "false");
-        let consumer: BaseConsumer = config
-            .create()
+        crate::client_context::prepare(&mut config, props, hooks.as_ref())
             .map_err(|e| SourceError::cluster(&cluster, "create client", &e, props))?;
+        let context = SourceContext::new(cluster.clone(), ClientRole::Lookup, hooks);
+        let consumer: BaseConsumer<SourceContext> = config
+            .create_with_context(context)
+            .map_err(|e| SourceError::cluster(&cluster, "create client", &e, props))?;
+        // SAFETY: the client's opaque is this context, and `_events` is dropped
+        // before `consumer` (field order).
+        let events = unsafe {
+            ClientEvents::start(
+                consumer.client().native_ptr(),
+                consumer.context().clone(),
+                true,
+                dispatch,
+            )
+        };
         Ok(Self {
             cluster,
+            _events: events,
             consumer,
             timeout,
         })

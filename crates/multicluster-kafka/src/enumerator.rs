@@ -56,6 +56,8 @@ pub(crate) struct SourceConfig {
     pub retention: Duration,
     /// Shortest time between two client rebuilds of one cluster.
     pub rebuild_interval: Duration,
+    /// The program's hooks for each cluster's librdkafka clients.
+    pub client_hooks: Option<crate::client_context::ClientHooksFactory>,
 }
 
 impl SourceConfig {
@@ -279,9 +281,11 @@ impl Enumerator {
         {
             let timeout = cfg.client_timeout;
             let group = cfg.group_id.clone();
+            let setup =
+                crate::client_context::ClientSetup::new(cfg.client_hooks.as_ref(), &cluster);
             connects.spawn_blocking(move || {
                 let client =
-                    ClusterClient::new(cluster.clone(), &props, group.as_deref(), timeout)?;
+                    ClusterClient::new(cluster.clone(), &props, group.as_deref(), timeout, setup)?;
                 let id = client.kafka_cluster_id()?;
                 Ok::<_, SourceError>((cluster, props, topics, start, stop, client, id))
             });
@@ -764,8 +768,10 @@ impl Enumerator {
                     self.cfg.group_id.clone(),
                     self.cfg.client_timeout,
                 );
+                let h =
+                    crate::client_context::ClientSetup::new(self.cfg.client_hooks.as_ref(), &key);
                 match tokio::task::spawn_blocking(move || {
-                    ClusterClient::new(c, &pr, g.as_deref(), t)
+                    ClusterClient::new(c, &pr, g.as_deref(), t, h)
                 })
                 .await
                 {
@@ -805,8 +811,9 @@ impl Enumerator {
                 self.cfg.group_id.clone(),
                 self.cfg.client_timeout,
             );
+            let h = crate::client_context::ClientSetup::new(self.cfg.client_hooks.as_ref(), &key);
             let connected = tokio::task::spawn_blocking(move || {
-                let client = ClusterClient::new(c, &pr, g.as_deref(), t)?;
+                let client = ClusterClient::new(c, &pr, g.as_deref(), t, h)?;
                 let id = client.kafka_cluster_id()?;
                 Ok::<_, SourceError>((client, id))
             })

@@ -193,6 +193,7 @@ fn inspect(
         properties,
         options.group.as_deref(),
         options.timeout,
+        Default::default(),
     )?;
     let kafka_cluster_id = client.kafka_cluster_id()?;
     let found = client.describe(topics)?;

@@ -9,7 +9,9 @@
 //! - [`metadata`]: the model (`KafkaStream`, `ClusterMetadata`) and the metadata
 //!   services that answer "which clusters and topics make up this stream now?";
 //! - [`offsets`]: where reading starts and, in bounded mode, stops;
-//! - [`properties`]: librdkafka client properties with secrets redacted.
+//! - [`properties`]: librdkafka client properties with secrets redacted;
+//! - [`client_context`]: hooks into each cluster's librdkafka clients (OAUTHBEARER
+//!   token providers, statistics, errors).
 //!
 //! ```
 //! use multicluster_kafka::metadata::{ClusterMetadata, KafkaStream};
@@ -26,6 +28,7 @@
 mod active;
 pub mod assignment;
 pub mod checkpoint;
+pub mod client_context;
 mod cluster_client;
 pub mod deserializer;
 mod enumerator;
@@ -44,6 +47,7 @@ mod source;
 pub mod split;
 
 pub use bytes::Bytes;
+pub use client_context::{ClientHooks, ClientHooksFactory};
 pub use cluster_client::CLIENT_DEFAULTS;
 pub use reader::SourceReader;
 pub use reader::cluster_consumer::READER_DEFAULTS;
@@ -56,7 +60,8 @@ pub use source::{
 /// The names most programs need.
 pub mod prelude {
     pub use crate::checkpoint::{Checkpoint, CheckpointStore, FileCheckpointStore};
-    pub use crate::deserializer::{Deserializer, Json, RawValue, Utf8, ValueOnly};
+    pub use crate::client_context::ClientHooks;
+    pub use crate::deserializer::{Deserializer, Json, NullableValue, RawValue, Utf8, ValueOnly};
     pub use crate::error::SourceError;
     pub use crate::metadata::{
         ClusterMetadata, FileMetadataService, KafkaMetadataService, KafkaStream,

@@ -8,6 +8,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::assignment::AssignmentStrategy;
 use crate::checkpoint::Checkpoint;
+use crate::client_context::{ClientHooks, ClientHooksFactory};
 use crate::deserializer::{Deserializer, RawValue};
 use crate::enumerator::{Command, Enumerator, SourceConfig, Subscription};
 use crate::error::SourceError;
@@ -86,6 +87,7 @@ impl MultiClusterKafkaSource<RawValue> {
             new_partition_start: StartingOffsets::Earliest,
             retention: DEFAULT_RETENTION,
             rebuild_interval: DEFAULT_REBUILD_INTERVAL,
+            client_hooks: None,
         }
     }
 }
@@ -168,6 +170,7 @@ pub struct SourceBuilder<D> {
     new_partition_start: StartingOffsets,
     retention: Duration,
     rebuild_interval: Duration,
+    client_hooks: Option<ClientHooksFactory>,
 }
 
 impl<D> std::fmt::Debug for SourceBuilder<D> {
@@ -238,6 +241,7 @@ impl<D: Deserializer> SourceBuilder<D> {
             new_partition_start: self.new_partition_start,
             retention: self.retention,
             rebuild_interval: self.rebuild_interval,
+            client_hooks: self.client_hooks,
         }
     }
 
@@ -379,6 +383,47 @@ impl<D: Deserializer> SourceBuilder<D> {
         self
     }
 
+    /// Hooks into the librdkafka clients of each cluster: `hooks` is called with the
+    /// logical cluster id whenever the source makes a client for that cluster (its
+    /// lookup client at start and after a property change, and each reader's
+    /// consumer), and the [`ClientHooks`] it returns, if any, get that client's
+    /// OAUTHBEARER token requests, statistics and errors. Return the same `Arc` for a
+    /// cluster to see all its clients in one place.
+    ///
+    /// This is how a program supplies OAUTHBEARER tokens librdkafka cannot make
+    /// itself (AWS MSK IAM, a company token service): see
+    /// [`client_context`](crate::client_context) and the `oauth_token` example.
+    /// Statistics come every `statistics.interval.ms` when that property is set.
+    ///
+    /// ```no_run
+    /// # fn demo() -> Result<(), multicluster_kafka::error::SourceError> {
+    /// use std::sync::Arc;
+    /// use multicluster_kafka::prelude::*;
+    /// use multicluster_kafka::client_context::Statistics;
+    ///
+    /// struct LogStats;
+    /// impl ClientHooks for LogStats {
+    ///     fn stats(&self, s: Statistics) {
+    ///         println!("{}: {} bytes received", s.name, s.rx_bytes);
+    ///     }
+    /// }
+    /// let hooks: Arc<dyn ClientHooks> = Arc::new(LogStats);
+    /// let source = MultiClusterKafkaSource::builder()
+    ///     .metadata_service(StaticMetadataService::new([]).expect("no streams"))
+    ///     .stream_ids(["orders"])
+    ///     .property("statistics.interval.ms", "60000")
+    ///     .client_hooks(move |cluster: &str| (cluster == "east").then(|| hooks.clone()))
+    ///     .build()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn client_hooks(
+        mut self,
+        hooks: impl Fn(&str) -> Option<Arc<dyn ClientHooks>> + Send + Sync + 'static,
+    ) -> Self {
+        self.client_hooks = Some(ClientHooksFactory::new(hooks));
+        self
+    }
+
     /// Checks the configuration.
     pub fn build(self) -> Result<MultiClusterKafkaSource<D>, SourceError> {
         let config = |m: &str| SourceError::Config(m.to_string());
@@ -454,6 +499,7 @@ impl<D: Deserializer> SourceBuilder<D> {
                 new_partition_start: self.new_partition_start,
                 retention: self.retention,
                 rebuild_interval: self.rebuild_interval,
+                client_hooks: self.client_hooks,
             },
             service,
             deserializer: Arc::new(self.deserializer),
@@ -496,6 +542,7 @@ impl<D: Deserializer> MultiClusterKafkaSource<D> {
                 max_batch: cfg.max_batch,
                 poll_timeout: cfg.poll_timeout,
                 include_headers: cfg.include_headers,
+                client_hooks: cfg.client_hooks.clone(),
                 retained: retained.clone(),
                 active: active.clone(),
             }));

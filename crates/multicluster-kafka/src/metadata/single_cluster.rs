@@ -6,13 +6,24 @@ use std::time::Duration;
 use async_trait::async_trait;
 use rdkafka::ClientConfig;
 use rdkafka::admin::AdminClient;
-use rdkafka::client::DefaultClientContext;
 use rdkafka::types::RDKafkaRespErr;
 
 use super::{ClusterMetadata, KafkaMetadataService, KafkaStream, MetadataError};
+use crate::client_context::{ClientEvents, ClientHooks, ClientRole, SourceContext};
 use crate::properties::{ClientProperties, REDACTED};
 
-type Admin = AdminClient<DefaultClientContext>;
+/// The admin client and the thread serving its events (log lines, errors, token
+/// requests); the thread is declared first, so it stops before the client goes.
+struct Admin {
+    _events: ClientEvents,
+    client: AdminClient<SourceContext>,
+}
+
+impl Admin {
+    fn inner(&self) -> &rdkafka::client::Client<SourceContext> {
+        self.client.inner()
+    }
+}
 
 /// Every topic of one cluster is a stream of the same name.
 ///
@@ -71,6 +82,17 @@ impl SingleClusterMetadataService {
         cluster_id: impl Into<String>,
         properties: ClientProperties,
     ) -> Result<Self, MetadataError> {
+        Self::with_client_hooks(cluster_id, properties, None)
+    }
+
+    /// Like [`new`](Self::new), with [`ClientHooks`] for the service's client (an
+    /// OAUTHBEARER token provider, a statistics receiver; see
+    /// [`client_context`](crate::client_context)).
+    pub fn with_client_hooks(
+        cluster_id: impl Into<String>,
+        properties: ClientProperties,
+        hooks: Option<Arc<dyn ClientHooks>>,
+    ) -> Result<Self, MetadataError> {
         let cluster_id = cluster_id.into();
         if properties
             .bootstrap_servers()
@@ -87,10 +109,31 @@ impl SingleClusterMetadataService {
         for (key, value) in properties.iter() {
             config.set(key, value);
         }
-        let client: Admin = config.create().map_err(|e| MetadataError::Cluster {
+        let refused = |e: String| MetadataError::Cluster {
             message: redact(&properties, format!("cannot create a Kafka client: {e}")),
             cluster: cluster_id.clone(),
-        })?;
+        };
+        crate::client_context::prepare(&mut config, &properties, hooks.as_ref())
+            .map_err(refused)?;
+        let context =
+            SourceContext::new(Arc::from(cluster_id.as_str()), ClientRole::Metadata, hooks);
+        let client: AdminClient<SourceContext> = config
+            .create_with_context(context)
+            .map_err(|e| refused(e.to_string()))?;
+        // SAFETY: the client's opaque is this context, and `_events` is dropped
+        // before `client` (field order of `Admin`).
+        let events = unsafe {
+            ClientEvents::start(
+                client.inner().native_ptr(),
+                client.inner().context().clone(),
+                false,
+                None,
+            )
+        };
+        let client = Admin {
+            _events: events,
+            client,
+        };
         Ok(Self {
             cluster_id,
             properties,

@@ -20,6 +20,7 @@ use rdkafka::bindings as rd;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{Offset, TopicPartitionList};
 
+use crate::client_context::{ClientEvents, ClientHooks, ClientRole, SourceContext};
 use crate::cluster_client::client_config;
 use crate::deserializer::{DeserializeError, Deserializer};
 use crate::error::SourceError;
@@ -27,7 +28,7 @@ use crate::properties::ClientProperties;
 use crate::record::{BatchEntry, RawRecord, RecordBatch};
 use crate::split::{KafkaSplit, SplitId};
 
-use super::native::{LogQueue, MessageBatch};
+use super::native::MessageBatch;
 
 /// librdkafka settings the readers' consumers use (besides [`CLIENT_DEFAULTS`](crate::CLIENT_DEFAULTS))
 /// unless the cluster's properties set them.
@@ -105,7 +106,10 @@ unsafe extern "C" fn wake(_rk: *mut rd::rd_kafka_t, opaque: *mut c_void) {
 
 pub(crate) struct ClusterConsumer {
     cluster: Arc<str>,
-    consumer: Option<BaseConsumer>,
+    /// Serves the consumer's log lines, errors, statistics and token requests on a
+    /// thread of its own; stopped before the consumer is closed.
+    events: Option<ClientEvents>,
+    consumer: Option<BaseConsumer<SourceContext>>,
     queue: *mut rd::rd_kafka_queue_t,
     /// The thread to wake when records arrive (librdkafka holds its address until the
     /// callback is disabled).
@@ -116,8 +120,6 @@ pub(crate) struct ClusterConsumer {
     include_headers: bool,
     /// The messages of the current poll (always empty between polls).
     messages: MessageBatch,
-    /// librdkafka's log lines (and client errors), when their queue could be made.
-    logs: Option<LogQueue>,
     leftover: Option<Leftover>,
     /// Reused from poll to poll.
     slots: Vec<Slot>,
@@ -125,7 +127,6 @@ pub(crate) struct ClusterConsumer {
     data_hint: usize,
     /// A fatal error met after records that were handed out first.
     failed: Option<SourceError>,
-    warned: Option<String>,
     last_lag_report: std::time::Instant,
 }
 
@@ -135,11 +136,13 @@ unsafe impl Send for ClusterConsumer {}
 
 impl ClusterConsumer {
     /// Creates the consumer (blocking), which unparks `wake` whenever records arrive.
+    /// `hooks` are the cluster's [`ClientHooks`], if the program set any.
     pub fn create(
         cluster: Arc<str>,
         props: &ClientProperties,
         wake: std::thread::Thread,
         include_headers: bool,
+        hooks: Option<Arc<dyn ClientHooks>>,
     ) -> Result<Self, SourceError> {
         let mut config = client_config(props);
         for (key, value) in READER_DEFAULTS {
@@ -156,8 +159,11 @@ impl ClusterConsumer {
             .set("enable.auto.offset.store", "false")
             .set("auto.offset.reset", "error")
             .set("enable.partition.eof", "false");
-        let consumer: BaseConsumer = config
-            .create()
+        crate::client_context::prepare(&mut config, props, hooks.as_ref())
+            .map_err(|e| SourceError::cluster(&cluster, "create consumer", &e, props))?;
+        let context = SourceContext::new(cluster.clone(), ClientRole::Reader, hooks);
+        let consumer: BaseConsumer<SourceContext> = config
+            .create_with_context(context)
             .map_err(|e| SourceError::cluster(&cluster, "create consumer", &e, props))?;
         metrics::counter!(crate::metrics::CONSUMERS_CREATED, "cluster" => cluster.to_string())
             .increment(1);
@@ -171,9 +177,16 @@ impl ClusterConsumer {
                 message: "librdkafka returned no consumer queue".into(),
             });
         }
-        // SAFETY: the client outlives the log queue, which `disable_wakeups` detaches
-        // before the consumer is dropped.
-        let logs = unsafe { LogQueue::attach(consumer.client().native_ptr()) };
+        // SAFETY: the client's opaque is this context; `disable_wakeups` stops the
+        // event thread before the consumer is dropped.
+        let events = unsafe {
+            ClientEvents::start(
+                consumer.client().native_ptr(),
+                consumer.context().clone(),
+                true,
+                None,
+            )
+        };
         let wake_thread = Arc::new(wake);
         // SAFETY: the opaque pointer stays valid (we hold the Arc, and moving it does not
         // move the Thread) until Drop disables the callback.
@@ -186,6 +199,7 @@ impl ClusterConsumer {
         }
         Ok(Self {
             cluster,
+            events: Some(events),
             consumer: Some(consumer),
             queue,
             _wake: wake_thread,
@@ -194,12 +208,10 @@ impl ClusterConsumer {
             assigned: 0,
             include_headers,
             messages: MessageBatch::new(),
-            logs,
             leftover: None,
             slots: Vec::new(),
             data_hint: 0,
             failed: None,
-            warned: None,
             // Report lag at the first poll, then every interval.
             last_lag_report: std::time::Instant::now()
                 .checked_sub(LAG_REPORT_INTERVAL)
@@ -207,7 +219,7 @@ impl ClusterConsumer {
         })
     }
 
-    fn consumer(&self) -> &BaseConsumer {
+    fn consumer(&self) -> &BaseConsumer<SourceContext> {
         self.consumer.as_ref().expect("present until drop")
     }
 
@@ -336,7 +348,6 @@ impl ClusterConsumer {
         if let Some(e) = self.failed.take() {
             return Err(e);
         }
-        self.drain_logs();
         let mut finished: Vec<(Arc<str>, i32)> = Vec::new();
         let mut fatal = None;
         let lag_due = self.last_lag_report.elapsed() >= LAG_REPORT_INTERVAL;
@@ -368,7 +379,7 @@ impl ClusterConsumer {
                     }
                     rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR__PARTITION_EOF => {}
                     // Transient errors (broker down, …): librdkafka retries by itself.
-                    _ => warn_once(&self.cluster, &mut self.warned, m.error_text()),
+                    _ => self.consumer().context().report_error(&m.error_text()),
                 }
                 continue;
             }
@@ -437,7 +448,7 @@ impl ClusterConsumer {
         self.messages.clear();
         if !slots.is_empty() {
             // Records flow again: the current error streak is over.
-            self.warned = None;
+            self.consumer().context().end_error_streak();
         }
         self.data_hint = data.len().next_power_of_two().clamp(4096, 16 << 20);
         out.data = Bytes::from(data);
@@ -572,14 +583,6 @@ impl ClusterConsumer {
         now
     }
 
-    /// Reports librdkafka's log lines; its errors go through [`warn_once`].
-    fn drain_logs(&mut self) {
-        if let Some(logs) = &mut self.logs {
-            let (cluster, warned) = (&self.cluster, &mut self.warned);
-            logs.drain(cluster, |text| warn_once(cluster, warned, text));
-        }
-    }
-
     /// Bounded splits whose fetch position passed the stop without a record at
     /// stop - 1 (transaction markers, compaction) are finished too.
     fn check_positions(&self, finished: &mut Vec<(Arc<str>, i32)>) {
@@ -619,9 +622,9 @@ impl ClusterConsumer {
     fn disable_wakeups(&mut self) {
         self.messages.clear();
         self.leftover = None;
-        if let Some(mut logs) = self.logs.take() {
-            logs.detach();
-        }
+        // Joins the event thread, and gives the consumer's events back to its queue,
+        // where rdkafka's close serves them.
+        self.events = None;
         if !self.queue.is_null() {
             // SAFETY: the queue handle is ours; after this call librdkafka no longer
             // uses the opaque pointer.
@@ -637,14 +640,6 @@ impl ClusterConsumer {
 impl Drop for ClusterConsumer {
     fn drop(&mut self) {
         self.disable_wakeups();
-    }
-}
-
-/// Warns about a fetch error once per streak of the same error.
-fn warn_once(cluster: &str, warned: &mut Option<String>, text: String) {
-    if warned.as_deref() != Some(text.as_str()) {
-        tracing::warn!(%cluster, error = %text, "fetch error; retrying");
-        *warned = Some(text);
     }
 }
 

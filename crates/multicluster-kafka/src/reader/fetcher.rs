@@ -72,6 +72,8 @@ pub(crate) struct FetcherSettings {
     pub idle: Duration,
     /// Woken after every answer (the reader sleeps on it).
     pub reader: Arc<Notify>,
+    /// The program's hooks for the cluster's clients.
+    pub hooks: Option<Arc<dyn crate::client_context::ClientHooks>>,
 }
 
 /// The reader's handle on a fetcher thread. Dropping it stops the thread, which then
@@ -287,6 +289,7 @@ fn run<D: Deserializer>(
         props,
         std::thread::current(),
         settings.include_headers,
+        settings.hooks.clone(),
     ) {
         Ok(c) => c,
         Err(e) => {

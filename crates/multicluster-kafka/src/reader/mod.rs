@@ -153,6 +153,8 @@ pub struct SourceReader<D: Deserializer> {
     max_batch: usize,
     poll_timeout: Duration,
     include_headers: bool,
+    /// The program's hooks for each cluster's librdkafka clients.
+    client_hooks: Option<crate::client_context::ClientHooksFactory>,
     retained: crate::retention::Retained,
     /// Clusters whose errors count (the others are leaving the metadata).
     active: crate::active::ActiveClusters,
@@ -177,6 +179,7 @@ pub(crate) struct ReaderParts<D: Deserializer> {
     pub max_batch: usize,
     pub poll_timeout: Duration,
     pub include_headers: bool,
+    pub client_hooks: Option<crate::client_context::ClientHooksFactory>,
     pub retained: crate::retention::Retained,
     pub active: crate::active::ActiveClusters,
 }
@@ -202,6 +205,7 @@ impl<D: Deserializer> SourceReader<D> {
             max_batch: parts.max_batch,
             poll_timeout: parts.poll_timeout,
             include_headers: parts.include_headers,
+            client_hooks: parts.client_hooks,
             retained: parts.retained,
             active: parts.active,
             counters: HashMap::new(),
@@ -462,6 +466,10 @@ impl<D: Deserializer> SourceReader<D> {
                     include_headers: self.include_headers,
                     idle: self.poll_timeout,
                     reader: self.notify.clone(),
+                    hooks: self
+                        .client_hooks
+                        .as_ref()
+                        .and_then(|f| f.for_cluster(&cluster)),
                 };
                 match Fetcher::spawn(
                     cluster.clone(),
@@ -914,6 +922,7 @@ mod tests {
             max_batch: 1024,
             poll_timeout: Duration::from_millis(100),
             include_headers: false,
+            client_hooks: None,
             retained: Default::default(),
             active: Default::default(),
         })

@@ -1,17 +1,17 @@
 //! The few librdkafka calls the reader makes without rust-rdkafka's wrappers, behind
-//! safe types:
+//! a safe type:
 //!
 //! - [`MessageBatch`]: `rd_kafka_consume_batch_queue`, which takes every message
 //!   already fetched (up to a limit) in one call. rust-rdkafka's `BaseConsumer::poll`
 //!   takes one message per call, and each call reads the clock three times, allocates
 //!   an event handle and serves the queue again; per record that was about a quarter of
 //!   the reader's CPU.
-//! - [`LogQueue`]: librdkafka's log lines (and its client-level errors, which it logs
-//!   when no error callback is set) on a queue of their own, turned into `tracing`
-//!   events. Without it they would reach the consumer queue, where the batch call hands
-//!   them to librdkafka's default logger (stderr).
+//!
+//! The consumer's log lines, errors, statistics and token requests do not come
+//! through the consumer queue: `ClientEvents` (in `client_context`) takes them to a
+//! thread of their own.
 
-use std::ffi::{CStr, c_char, c_int};
+use std::ffi::{CStr, c_char};
 
 use rdkafka::bindings as rd;
 
@@ -184,118 +184,5 @@ impl<'a> Message<'a> {
             out.push((name, value));
         }
         out
-    }
-}
-
-/// A queue that receives a client's log lines.
-pub(crate) struct LogQueue {
-    queue: *mut rd::rd_kafka_queue_t,
-    client: *mut rd::rd_kafka_t,
-}
-
-// SAFETY: queue and client handles are usable from any thread; the queue is only
-// touched through `&mut self` or in `Drop`.
-unsafe impl Send for LogQueue {}
-
-impl LogQueue {
-    /// Sends `client`'s log lines to a new queue (the client needs `log.queue=true`,
-    /// which rust-rdkafka sets).
-    ///
-    /// # Safety
-    /// `client` must stay alive until [`LogQueue::detach`] has been called.
-    pub unsafe fn attach(client: *mut rd::rd_kafka_t) -> Option<Self> {
-        // SAFETY: a live client, by the caller's guarantee.
-        let queue = unsafe { rd::rd_kafka_queue_new(client) };
-        if queue.is_null() {
-            return None;
-        }
-        // SAFETY: both handles are live.
-        let err = unsafe { rd::rd_kafka_set_log_queue(client, queue) };
-        if err != rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
-            // SAFETY: our own handle, not used again.
-            unsafe { rd::rd_kafka_queue_destroy(queue) };
-            return None;
-        }
-        Some(Self { queue, client })
-    }
-
-    /// Emits the waiting log lines as `tracing` events with target `librdkafka` (as
-    /// rust-rdkafka does), except the client's errors (facility `ERROR`: what an error
-    /// event carries when the event API is in use), whose text goes to `on_error`.
-    pub fn drain(&mut self, cluster: &str, mut on_error: impl FnMut(String)) {
-        if self.queue.is_null() {
-            return;
-        }
-        // SAFETY: a live queue (detach nulls it).
-        while unsafe { rd::rd_kafka_queue_length(self.queue) } > 0 {
-            // SAFETY: a live queue; a null result means nothing was there.
-            let event = unsafe { rd::rd_kafka_queue_poll(self.queue, 0) };
-            if event.is_null() {
-                break;
-            }
-            let mut fac: *const c_char = std::ptr::null();
-            let mut text: *const c_char = std::ptr::null();
-            let mut level: c_int = 0;
-            // SAFETY: a live event and valid out-pointers; the strings live as long
-            // as the event.
-            let ok = unsafe { rd::rd_kafka_event_log(event, &mut fac, &mut text, &mut level) } == 0;
-            if ok && !text.is_null() {
-                let text = unsafe { CStr::from_ptr(text) }
-                    .to_string_lossy()
-                    .into_owned();
-                let fac = if fac.is_null() {
-                    String::new()
-                } else {
-                    unsafe { CStr::from_ptr(fac) }
-                        .to_string_lossy()
-                        .into_owned()
-                };
-                if fac == "ERROR" {
-                    // "[thrd:<thread>]: <client name>: <error>"; the cluster id says
-                    // more than the client's name.
-                    let rest = match text.split_once("]: ") {
-                        Some((thread, rest)) if thread.starts_with("[thrd:") => rest,
-                        _ => text.as_str(),
-                    };
-                    let error = match rest.split_once(": ") {
-                        Some((name, error)) if name.starts_with("rdkafka#") => error,
-                        _ => rest,
-                    };
-                    let error = error.to_string();
-                    on_error(error);
-                } else {
-                    match level {
-                        0..=3 => {
-                            tracing::error!(target: "librdkafka", %cluster, facility = %fac, "{text}")
-                        }
-                        4 => {
-                            tracing::warn!(target: "librdkafka", %cluster, facility = %fac, "{text}")
-                        }
-                        5 | 6 => {
-                            tracing::info!(target: "librdkafka", %cluster, facility = %fac, "{text}")
-                        }
-                        _ => {
-                            tracing::debug!(target: "librdkafka", %cluster, facility = %fac, "{text}")
-                        }
-                    }
-                }
-            }
-            // SAFETY: our event, destroyed once.
-            unsafe { rd::rd_kafka_event_destroy(event) };
-        }
-    }
-
-    /// Sends the client's log lines back to its main queue and releases ours.
-    pub fn detach(&mut self) {
-        if self.queue.is_null() {
-            return;
-        }
-        // SAFETY: the client is alive (the caller's guarantee at attach); null sends
-        // logs back to the main queue; our queue handle is then released once.
-        unsafe {
-            rd::rd_kafka_set_log_queue(self.client, std::ptr::null_mut());
-            rd::rd_kafka_queue_destroy(self.queue);
-        }
-        self.queue = std::ptr::null_mut();
     }
 }

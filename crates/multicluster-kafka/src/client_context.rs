@@ -1,0 +1,649 @@
+//! The librdkafka client context of every client the source makes, and the hooks a
+//! program can give it per cluster ([`ClientHooks`]).
+//!
+//! rdkafka makes the context a type parameter of each client. Rather than making the
+//! source generic over it, every client of the source (the lookup client of each
+//! cluster, each reader's consumers, the [`SingleClusterMetadataService`]'s client)
+//! uses one context of this crate, which
+//!
+//! - forwards librdkafka's log lines to `tracing` (target `librdkafka`, with the
+//!   logical cluster id as the field `cluster`);
+//! - reports librdkafka's client errors (all brokers down, authentication failed, …):
+//!   a reader warns once per streak of the same error, lookups leave that to the
+//!   error their request returns;
+//! - hands statistics, errors and OAUTHBEARER token requests to the [`ClientHooks`]
+//!   a program set for the cluster ([`SourceBuilder::client_hooks`]).
+//!
+//! Each client gets a small thread (`mck-events-<cluster>`) that serves those events
+//! as they come: a token is renewed, and statistics arrive, whether or not the
+//! program is reading records at that moment.
+//!
+//! ## OAUTHBEARER tokens
+//!
+//! A cluster with `sasl.mechanism=OAUTHBEARER` gets its tokens from one of:
+//!
+//! - librdkafka's own OIDC client-credentials flow (`sasl.oauthbearer.method=oidc`,
+//!   `sasl.oauthbearer.token.endpoint.url`, `sasl.oauthbearer.client.id`, …);
+//! - librdkafka's unsecured JWT builder (`enable.sasl.oauthbearer.unsecure.jwt=true`,
+//!   for tests only);
+//! - a [`ClientHooks`] whose [`enable_token_refresh`](ClientHooks::enable_token_refresh)
+//!   is true: its [`generate_oauth_token`](ClientHooks::generate_oauth_token) is
+//!   called for the first token and again when librdkafka wants a new one (at 80% of
+//!   the previous token's lifetime). AWS MSK IAM works this way, with a signer crate
+//!   making the token.
+//!
+//! A cluster with OAUTHBEARER and none of these is refused when its client is made,
+//! and so is a token provider together with one of the first two.
+//!
+//! [`SingleClusterMetadataService`]: crate::metadata::SingleClusterMetadataService
+//! [`SourceBuilder::client_hooks`]: crate::SourceBuilder::client_hooks
+
+use std::error::Error;
+use std::ffi::{CStr, CString, c_char, c_int};
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use rdkafka::ClientConfig;
+use rdkafka::bindings as rd;
+use rdkafka::client::ClientContext;
+use rdkafka::config::RDKafkaLogLevel;
+use rdkafka::consumer::ConsumerContext;
+use rdkafka::error::RDKafkaErrorCode;
+
+pub use rdkafka::client::OAuthToken;
+pub use rdkafka::error::KafkaError;
+pub use rdkafka::statistics::Statistics;
+
+use crate::properties::ClientProperties;
+
+/// What a program can plug into the librdkafka clients of one cluster: an OAUTHBEARER
+/// token provider, a statistics receiver, an error observer. Every method has a
+/// default that does nothing (or, for tokens, is not used), so an implementation
+/// overrides only what it needs.
+///
+/// The methods are called on the client's event thread, never on a reader's task: a
+/// slow token provider delays that client's token and nothing else. They must not
+/// panic.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::sync::atomic::{AtomicU64, Ordering};
+/// use multicluster_kafka::client_context::{ClientHooks, Statistics};
+///
+/// /// Counts the statistics reports of one cluster's clients.
+/// #[derive(Default)]
+/// struct StatsCounter(AtomicU64);
+///
+/// impl ClientHooks for StatsCounter {
+///     fn stats(&self, statistics: Statistics) {
+///         self.0.fetch_add(1, Ordering::Relaxed);
+///         let _ = statistics.brokers.len();
+///     }
+/// }
+///
+/// let hooks: Arc<dyn ClientHooks> = Arc::new(StatsCounter::default());
+/// # let _ = hooks;
+/// ```
+pub trait ClientHooks: Send + Sync {
+    /// True when [`generate_oauth_token`](Self::generate_oauth_token) provides the
+    /// OAUTHBEARER tokens of the cluster (default false: librdkafka's own OIDC or
+    /// unsecured-JWT handling, as the properties say).
+    fn enable_token_refresh(&self) -> bool {
+        false
+    }
+
+    /// Makes a new OAUTHBEARER token. `oauthbearer_config` is the cluster's
+    /// `sasl.oauthbearer.config` property, if set. An error is handed to librdkafka as
+    /// the reason the token is missing (it retries later); its text must not contain
+    /// a secret or a NUL character.
+    fn generate_oauth_token(
+        &self,
+        oauthbearer_config: Option<&str>,
+    ) -> Result<OAuthToken, Box<dyn Error>> {
+        let _ = oauthbearer_config;
+        Err("this ClientHooks does not provide OAUTHBEARER tokens".into())
+    }
+
+    /// librdkafka's statistics, decoded, every `statistics.interval.ms` (a property of
+    /// the cluster; statistics are off unless it is set). Called by the default
+    /// [`stats_raw`](Self::stats_raw).
+    fn stats(&self, statistics: Statistics) {
+        let _ = statistics;
+    }
+
+    /// librdkafka's statistics as the JSON it emits. The default decodes them and
+    /// calls [`stats`](Self::stats); override this one to keep the JSON.
+    fn stats_raw(&self, statistics: &[u8]) {
+        match serde_json::from_slice(statistics) {
+            Ok(decoded) => self.stats(decoded),
+            Err(e) => tracing::warn!(error = %e, "cannot decode librdkafka's statistics"),
+        }
+    }
+
+    /// A client-level error librdkafka reported (brokers down, authentication
+    /// failed, …), besides the source's own logging of it. `reason` is librdkafka's
+    /// text; it never contains a property value.
+    fn error(&self, error: KafkaError, reason: &str) {
+        let _ = (error, reason);
+    }
+}
+
+type HooksFn = dyn Fn(&str) -> Option<Arc<dyn ClientHooks>> + Send + Sync;
+
+/// Gives each cluster its [`ClientHooks`] (or none); see
+/// [`SourceBuilder::client_hooks`](crate::SourceBuilder::client_hooks).
+#[derive(Clone)]
+pub struct ClientHooksFactory(Arc<HooksFn>);
+
+impl ClientHooksFactory {
+    /// A factory from a function of the logical cluster id.
+    pub fn new(f: impl Fn(&str) -> Option<Arc<dyn ClientHooks>> + Send + Sync + 'static) -> Self {
+        Self(Arc::new(f))
+    }
+
+    /// The hooks for the clients of this cluster.
+    pub fn for_cluster(&self, cluster: &str) -> Option<Arc<dyn ClientHooks>> {
+        (self.0)(cluster)
+    }
+}
+
+impl fmt::Debug for ClientHooksFactory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ClientHooksFactory")
+    }
+}
+
+/// What a client of one cluster is made with besides its properties: the program's
+/// hooks, and the `tracing` dispatcher its events go to.
+#[derive(Clone, Default)]
+pub(crate) struct ClientSetup {
+    pub hooks: Option<Arc<dyn ClientHooks>>,
+    /// The dispatcher where the client was asked for (clients are often made on the
+    /// blocking pool, whose threads have no scoped subscriber); `None`: the one of
+    /// the thread that makes it.
+    pub dispatch: Option<tracing::Dispatch>,
+}
+
+impl ClientSetup {
+    /// The hooks of `cluster` from an optional factory, and the calling thread's
+    /// dispatcher.
+    pub fn new(factory: Option<&ClientHooksFactory>, cluster: &str) -> Self {
+        Self {
+            hooks: factory.and_then(|f| f.for_cluster(cluster)),
+            dispatch: Some(tracing::dispatcher::get_default(|d| d.clone())),
+        }
+    }
+}
+
+/// What a client is for: decides how loudly its errors are reported.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ClientRole {
+    /// Metadata, offsets and commits: the request that fails says why.
+    Lookup,
+    /// A reader's consumer: nothing else reports its errors, so they are warnings.
+    Reader,
+    /// The single-cluster metadata service's client.
+    Metadata,
+}
+
+/// The context of every client of the source.
+pub(crate) struct SourceContext {
+    cluster: Arc<str>,
+    role: ClientRole,
+    hooks: Option<Arc<dyn ClientHooks>>,
+    /// The error last warned about, until the streak ends.
+    streak: Mutex<Option<String>>,
+}
+
+impl SourceContext {
+    pub fn new(cluster: Arc<str>, role: ClientRole, hooks: Option<Arc<dyn ClientHooks>>) -> Self {
+        Self {
+            cluster,
+            role,
+            hooks,
+            streak: Mutex::new(None),
+        }
+    }
+
+    fn wants_tokens(&self) -> bool {
+        self.hooks
+            .as_ref()
+            .is_some_and(|h| h.enable_token_refresh())
+    }
+
+    /// Reports an error of the client: a reader warns once per streak of the same
+    /// error; other clients log it at debug level (their requests fail with it).
+    pub fn report_error(&self, text: &str) {
+        if self.role != ClientRole::Reader {
+            tracing::debug!(cluster = %self.cluster, error = %text, role = ?self.role, "client error");
+            return;
+        }
+        let mut streak = self.streak.lock().unwrap_or_else(|p| p.into_inner());
+        if streak.as_deref() != Some(text) {
+            tracing::warn!(cluster = %self.cluster, error = %text, "fetch error; retrying");
+            *streak = Some(text.to_string());
+        }
+    }
+
+    /// Records flow again: the next error is warned about again.
+    pub fn end_error_streak(&self) {
+        let mut streak = self.streak.lock().unwrap_or_else(|p| p.into_inner());
+        *streak = None;
+    }
+}
+
+impl ClientContext for SourceContext {
+    /// Always on: with it off, rdkafka drops the refresh events it polls. The source
+    /// never lets them reach rdkafka's poll (they go to the client's event thread, or
+    /// to librdkafka's background thread when no hook provides tokens), so this only
+    /// matters as a fallback.
+    const ENABLE_REFRESH_OAUTH_TOKEN: bool = true;
+
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, log_message: &str) {
+        let cluster = &*self.cluster;
+        if fac == "ERROR" {
+            // What librdkafka logs for a client error when no error callback takes it:
+            // "<client name>: <error>" (the cluster id says more than the name).
+            let error = match log_message.split_once(": ") {
+                Some((name, error)) if name.starts_with("rdkafka#") => error,
+                _ => log_message,
+            };
+            self.report_error(error);
+            return;
+        }
+        match level {
+            RDKafkaLogLevel::Emerg
+            | RDKafkaLogLevel::Alert
+            | RDKafkaLogLevel::Critical
+            | RDKafkaLogLevel::Error => {
+                tracing::error!(target: "librdkafka", %cluster, facility = %fac, "{log_message}")
+            }
+            RDKafkaLogLevel::Warning => {
+                tracing::warn!(target: "librdkafka", %cluster, facility = %fac, "{log_message}")
+            }
+            RDKafkaLogLevel::Notice | RDKafkaLogLevel::Info => {
+                tracing::info!(target: "librdkafka", %cluster, facility = %fac, "{log_message}")
+            }
+            RDKafkaLogLevel::Debug => {
+                tracing::debug!(target: "librdkafka", %cluster, facility = %fac, "{log_message}")
+            }
+        }
+    }
+
+    fn stats(&self, statistics: Statistics) {
+        if let Some(h) = &self.hooks {
+            h.stats(statistics);
+        }
+    }
+
+    fn stats_raw(&self, statistics: &[u8]) {
+        if let Some(h) = &self.hooks {
+            h.stats_raw(statistics);
+        }
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        self.report_error(reason);
+        if let Some(h) = &self.hooks {
+            h.error(error, reason);
+        }
+    }
+
+    fn generate_oauth_token(
+        &self,
+        oauthbearer_config: Option<&str>,
+    ) -> Result<OAuthToken, Box<dyn Error>> {
+        match &self.hooks {
+            Some(h) if h.enable_token_refresh() => h.generate_oauth_token(oauthbearer_config),
+            _ => Err("no OAUTHBEARER token provider is set for this cluster".into()),
+        }
+    }
+}
+
+impl ConsumerContext for SourceContext {}
+
+fn prop<'a>(props: &'a ClientProperties, keys: &[&str]) -> Option<&'a str> {
+    keys.iter().find_map(|k| props.get(k)).map(str::trim)
+}
+
+/// Checks that an OAUTHBEARER cluster has exactly one token source, and routes
+/// librdkafka's token requests to a queue of their own (served by the client's event
+/// thread or by librdkafka's background thread, see [`ClientEvents::start`]).
+pub(crate) fn prepare(
+    config: &mut ClientConfig,
+    props: &ClientProperties,
+    hooks: Option<&Arc<dyn ClientHooks>>,
+) -> Result<(), String> {
+    let oauthbearer = prop(props, &["sasl.mechanism", "sasl.mechanisms"])
+        .is_some_and(|m| m.eq_ignore_ascii_case("OAUTHBEARER"));
+    let provider = hooks.is_some_and(|h| h.enable_token_refresh());
+    let oidc =
+        prop(props, &["sasl.oauthbearer.method"]).is_some_and(|m| m.eq_ignore_ascii_case("oidc"));
+    let unsecured = prop(props, &["enable.sasl.oauthbearer.unsecure.jwt"])
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    if oauthbearer {
+        match (provider, oidc, unsecured) {
+            (true, true, _) => {
+                return Err("OAUTHBEARER tokens come either from a token provider (client hooks) or from sasl.oauthbearer.method=oidc, not both".into());
+            }
+            (true, _, true) => {
+                return Err("OAUTHBEARER tokens come either from a token provider (client hooks) or from enable.sasl.oauthbearer.unsecure.jwt, not both".into());
+            }
+            (false, false, false) => {
+                return Err("SASL OAUTHBEARER needs a token source: sasl.oauthbearer.method=oidc with its token endpoint and client credentials, a token provider (SourceBuilder::client_hooks), or enable.sasl.oauthbearer.unsecure.jwt=true (tests only)".into());
+            }
+            _ => {}
+        }
+    }
+    // librdkafka's hidden switch behind rd_kafka_conf_enable_sasl_queue(): token
+    // requests go to a queue of their own instead of the main queue, which the reader
+    // never polls with rdkafka (and where rdkafka's poll would drop them).
+    config.set("enable_sasl_queue", "true");
+    Ok(())
+}
+
+/// A raw librdkafka handle moved into the event thread.
+struct Raw<T>(*mut T);
+// SAFETY: librdkafka handles are thread safe; the owner keeps them alive (see
+// `ClientEvents::start`).
+unsafe impl<T> Send for Raw<T> {}
+
+/// The thread that serves one client's events: its log lines, errors, statistics and
+/// (when a hook provides them) OAUTHBEARER token requests. Stopped and joined on drop,
+/// which must happen before the client is destroyed.
+pub(crate) struct ClientEvents {
+    client: *mut rd::rd_kafka_t,
+    queue: *mut rd::rd_kafka_queue_t,
+    consumer: bool,
+    stop: Arc<AtomicBool>,
+    join: Option<JoinHandle<()>>,
+}
+
+// SAFETY: the handles are thread safe; they are only released in `Drop`.
+unsafe impl Send for ClientEvents {}
+unsafe impl Sync for ClientEvents {}
+
+impl ClientEvents {
+    /// Sends the client's log lines, its main queue (errors, statistics) and, when
+    /// `context`'s hooks provide tokens, its token requests to a queue of ours, and
+    /// starts the thread serving it. Without a token provider, token requests are
+    /// served by librdkafka itself on its background thread (OIDC and unsecured JWT).
+    /// `consumer` says the client is a consumer with a group id, whose main queue
+    /// rdkafka forwarded to the consumer queue (restored on drop).
+    ///
+    /// # Safety
+    /// `client` must be a live client whose opaque is `context`, and stay alive until
+    /// the returned value is dropped.
+    pub unsafe fn start(
+        client: *mut rd::rd_kafka_t,
+        context: Arc<SourceContext>,
+        consumer: bool,
+        dispatch: Option<tracing::Dispatch>,
+    ) -> Self {
+        // SAFETY (whole block): `client` is live by the caller's guarantee; every
+        // queue handle we get is released once, here or in Drop.
+        let queue = unsafe { rd::rd_kafka_queue_new(client) };
+        unsafe {
+            rd::rd_kafka_set_log_queue(client, queue);
+            let main = rd::rd_kafka_queue_get_main(client);
+            if !main.is_null() {
+                rd::rd_kafka_queue_forward(main, queue);
+                rd::rd_kafka_queue_destroy(main);
+            }
+            let sasl = rd::rd_kafka_queue_get_sasl(client);
+            if !sasl.is_null() {
+                if context.wants_tokens() {
+                    rd::rd_kafka_queue_forward(sasl, queue);
+                } else {
+                    let err = rd::rd_kafka_sasl_background_callbacks_enable(client);
+                    if !err.is_null() {
+                        let text = CStr::from_ptr(rd::rd_kafka_error_string(err))
+                            .to_string_lossy()
+                            .into_owned();
+                        tracing::warn!(cluster = %context.cluster, error = %text, "cannot serve OAUTHBEARER token refreshes in the background");
+                        rd::rd_kafka_error_destroy(err);
+                    }
+                }
+                rd::rd_kafka_queue_destroy(sasl);
+            }
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let dispatch = dispatch.unwrap_or_else(|| tracing::dispatcher::get_default(|d| d.clone()));
+        let name = format!("mck-events-{}", context.cluster).replace('\0', "?");
+        let (raw_client, raw_queue) = (Raw(client), Raw(queue));
+        let join = std::thread::Builder::new()
+            .name(name)
+            .spawn({
+                let stop = stop.clone();
+                move || {
+                    let _guard = tracing::dispatcher::set_default(&dispatch);
+                    let (client, queue) = (raw_client, raw_queue);
+                    serve(client.0, queue.0, &context, &stop);
+                }
+            })
+            .map_err(|e| tracing::warn!(error = %e, "cannot start a client event thread"))
+            .ok();
+        Self {
+            client,
+            queue,
+            consumer,
+            stop,
+            join,
+        }
+    }
+}
+
+impl Drop for ClientEvents {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        // SAFETY: our queue handle is live until destroyed below.
+        unsafe { rd::rd_kafka_queue_yield(self.queue) };
+        if let Some(join) = self.join.take() {
+            let _ = join.join();
+        }
+        // SAFETY: the client is alive (the guarantee of `start`); routing goes back
+        // to what rdkafka set up, then our handle is released once.
+        unsafe {
+            rd::rd_kafka_set_log_queue(self.client, std::ptr::null_mut());
+            if self.consumer {
+                rd::rd_kafka_poll_set_consumer(self.client);
+            } else {
+                let main = rd::rd_kafka_queue_get_main(self.client);
+                if !main.is_null() {
+                    rd::rd_kafka_queue_forward(main, std::ptr::null_mut());
+                    rd::rd_kafka_queue_destroy(main);
+                }
+            }
+            rd::rd_kafka_queue_destroy(self.queue);
+        }
+    }
+}
+
+fn log_level(level: c_int) -> RDKafkaLogLevel {
+    match level {
+        0 => RDKafkaLogLevel::Emerg,
+        1 => RDKafkaLogLevel::Alert,
+        2 => RDKafkaLogLevel::Critical,
+        3 => RDKafkaLogLevel::Error,
+        4 => RDKafkaLogLevel::Warning,
+        5 => RDKafkaLogLevel::Notice,
+        6 => RDKafkaLogLevel::Info,
+        _ => RDKafkaLogLevel::Debug,
+    }
+}
+
+/// # Safety of the raw calls
+/// `client` and `queue` stay alive until `stop` is set and this returns (Drop of
+/// [`ClientEvents`] joins the thread before releasing them).
+fn serve(
+    client: *mut rd::rd_kafka_t,
+    queue: *mut rd::rd_kafka_queue_t,
+    context: &SourceContext,
+    stop: &AtomicBool,
+) {
+    while !stop.load(Ordering::SeqCst) {
+        // SAFETY: a live queue; null means nothing came (or a yield).
+        let event = unsafe { rd::rd_kafka_queue_poll(queue, 1000) };
+        if event.is_null() {
+            continue;
+        }
+        // SAFETY: a live event, destroyed once at the end of this iteration; the
+        // strings it returns live as long as it.
+        unsafe {
+            match rd::rd_kafka_event_type(event) {
+                rd::RD_KAFKA_EVENT_LOG => {
+                    let mut fac: *const c_char = std::ptr::null();
+                    let mut text: *const c_char = std::ptr::null();
+                    let mut level: c_int = 0;
+                    if rd::rd_kafka_event_log(event, &mut fac, &mut text, &mut level) == 0
+                        && !text.is_null()
+                    {
+                        let fac = if fac.is_null() {
+                            Default::default()
+                        } else {
+                            CStr::from_ptr(fac).to_string_lossy()
+                        };
+                        let text = CStr::from_ptr(text).to_string_lossy();
+                        context.log(log_level(level), fac.trim(), text.trim());
+                    }
+                }
+                rd::RD_KAFKA_EVENT_ERROR => {
+                    let code = rd::rd_kafka_event_error(event);
+                    let reason = rd::rd_kafka_event_error_string(event);
+                    let reason = if reason.is_null() {
+                        Default::default()
+                    } else {
+                        CStr::from_ptr(reason).to_string_lossy()
+                    };
+                    context.error(
+                        KafkaError::Global(RDKafkaErrorCode::from(code)),
+                        reason.trim(),
+                    );
+                }
+                rd::RD_KAFKA_EVENT_STATS => {
+                    let json = rd::rd_kafka_event_stats(event);
+                    if !json.is_null() {
+                        context.stats_raw(CStr::from_ptr(json).to_bytes());
+                    }
+                }
+                rd::RD_KAFKA_EVENT_OAUTHBEARER_TOKEN_REFRESH => {
+                    let config = rd::rd_kafka_event_config_string(event);
+                    let config = (!config.is_null())
+                        .then(|| CStr::from_ptr(config).to_string_lossy().into_owned());
+                    refresh_token(client, context, config.as_deref());
+                }
+                _ => {}
+            }
+            rd::rd_kafka_event_destroy(event);
+        }
+    }
+}
+
+/// Asks the hooks for a token and hands it (or the reason there is none) to
+/// librdkafka.
+fn refresh_token(client: *mut rd::rd_kafka_t, context: &SourceContext, config: Option<&str>) {
+    let made: Result<(CString, CString, i64), Box<dyn Error>> =
+        context.generate_oauth_token(config).and_then(|t| {
+            Ok((
+                CString::new(t.token)?,
+                CString::new(t.principal_name)?,
+                t.lifetime_ms,
+            ))
+        });
+    let mut errstr = [0 as c_char; 512];
+    let failure = match made {
+        Ok((token, principal, lifetime_ms)) => {
+            // SAFETY: a live client; NUL-terminated strings and a buffer of the size
+            // given; no extensions.
+            let code = unsafe {
+                rd::rd_kafka_oauthbearer_set_token(
+                    client,
+                    token.as_ptr(),
+                    lifetime_ms,
+                    principal.as_ptr(),
+                    std::ptr::null_mut(),
+                    0,
+                    errstr.as_mut_ptr(),
+                    errstr.len(),
+                )
+            };
+            if code == rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
+                tracing::debug!(cluster = %context.cluster, "OAUTHBEARER token set");
+                return;
+            }
+            // SAFETY: librdkafka wrote a NUL-terminated message into the buffer.
+            unsafe { CStr::from_ptr(errstr.as_ptr()) }
+                .to_string_lossy()
+                .into_owned()
+        }
+        Err(e) => format!("the token provider failed: {e}"),
+    };
+    tracing::warn!(cluster = %context.cluster, error = %failure, "no OAUTHBEARER token");
+    let reason = CString::new(failure.replace('\0', " ")).unwrap_or_default();
+    // SAFETY: a live client and a NUL-terminated string.
+    unsafe { rd::rd_kafka_oauthbearer_set_token_failure(client, reason.as_ptr()) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Tokens;
+    impl ClientHooks for Tokens {
+        fn enable_token_refresh(&self) -> bool {
+            true
+        }
+    }
+
+    fn check(pairs: &[(&str, &str)], hooks: Option<Arc<dyn ClientHooks>>) -> Result<(), String> {
+        let props: ClientProperties = pairs.iter().copied().collect();
+        let mut config = ClientConfig::new();
+        prepare(&mut config, &props, hooks.as_ref())
+    }
+
+    #[test]
+    fn an_oauthbearer_cluster_needs_exactly_one_token_source() {
+        let tokens = || Some(Arc::new(Tokens) as Arc<dyn ClientHooks>);
+        let ob = ("sasl.mechanism", "OAUTHBEARER");
+        assert!(check(&[ob], None).unwrap_err().contains("token source"));
+        assert!(check(&[ob], tokens()).is_ok());
+        assert!(check(&[ob, ("sasl.oauthbearer.method", "oidc")], None).is_ok());
+        assert!(
+            check(
+                &[
+                    ("sasl.mechanisms", "oauthbearer"),
+                    ("enable.sasl.oauthbearer.unsecure.jwt", "true")
+                ],
+                None
+            )
+            .is_ok()
+        );
+        assert!(
+            check(&[ob, ("sasl.oauthbearer.method", "OIDC")], tokens())
+                .unwrap_err()
+                .contains("not both")
+        );
+        assert!(
+            check(
+                &[ob, ("enable.sasl.oauthbearer.unsecure.jwt", "true")],
+                tokens()
+            )
+            .unwrap_err()
+            .contains("not both")
+        );
+        // Other mechanisms do not care.
+        assert!(check(&[("sasl.mechanism", "SCRAM-SHA-512")], None).is_ok());
+        assert!(check(&[], tokens()).is_ok());
+    }
+
+    #[test]
+    fn reader_errors_warn_once_per_streak() {
+        let ctx = SourceContext::new("c".into(), ClientRole::Reader, None);
+        ctx.report_error("down");
+        assert_eq!(ctx.streak.lock().unwrap().as_deref(), Some("down"));
+        ctx.end_error_streak();
+        assert!(ctx.streak.lock().unwrap().is_none());
+    }
+}
