@@ -2,20 +2,20 @@
 //! Install any recorder (Prometheus exporter, …) to collect them. Labels never carry
 //! property values.
 //!
-//! | name | kind | labels |
-//! |---|---|---|
-//! | `mck_records_total` | counter | `cluster` |
-//! | `mck_bytes_total` | counter | `cluster` |
-//! | `mck_active_splits` | gauge | `reader` |
-//! | `mck_clusters` | gauge | |
-//! | `mck_split_lag` | gauge | `cluster`, `topic`, `partition` |
-//! | `mck_commits_succeeded_total` | counter | `cluster` |
-//! | `mck_commits_failed_total` | counter | `cluster` |
-//! | `mck_metadata_generation` | gauge | |
-//! | `mck_reconciliations_total` | counter | |
-//! | `mck_reconciliation_seconds` | histogram | |
-//! | `mck_cluster_active` | gauge | `cluster` |
-//! | `mck_consumers_created_total` | counter | `cluster` |
+//! | name | kind | labels | meaning |
+//! |---|---|---|---|
+//! | `mck_records_total` | counter | `cluster` | records handed out |
+//! | `mck_bytes_total` | counter | `cluster` | key + value bytes handed out |
+//! | `mck_active_splits` | gauge | `reader` | splits a reader owns that are not finished |
+//! | `mck_clusters` | gauge | | clusters the source reads |
+//! | `mck_split_lag` | gauge | `cluster`, `topic`, `partition` | records of the split not handed out yet (see [`SPLIT_LAG`]); NaN once the split left the reader |
+//! | `mck_commits_succeeded_total` | counter | `cluster` | successful offset commits |
+//! | `mck_commits_failed_total` | counter | `cluster` | failed offset commits |
+//! | `mck_metadata_generation` | gauge | | metadata changes applied since start |
+//! | `mck_reconciliations_total` | counter | | reconciliations run |
+//! | `mck_reconciliation_seconds` | histogram | | how long applying a metadata change took |
+//! | `mck_cluster_active` | gauge | `cluster` | 1 while a cluster is read, 0 once it left the metadata |
+//! | `mck_consumers_created_total` | counter | `cluster` | consumers created |
 
 /// Records handed out, per cluster.
 pub const RECORDS: &str = "mck_records_total";
@@ -25,7 +25,21 @@ pub const BYTES: &str = "mck_bytes_total";
 pub const ACTIVE_SPLITS: &str = "mck_active_splits";
 /// Clusters the source reads.
 pub const CLUSTERS: &str = "mck_clusters";
-/// High watermark minus the next offset to hand out, per split.
+/// Records of a split not handed out yet: the latest high watermark known (capped
+/// at the split's stop offset in bounded mode) minus the offset after the last record
+/// handed out; 0 once everything is handed out, and for a finished split.
+///
+/// Updated once per batch handed out for the splits in it, and when a poll brings a
+/// split's high watermark (about once a second per cluster while records flow, so
+/// while catching up it can be up to a second of traffic low; it never goes below 0).
+/// A split with no watermark yet (nothing fetched) has no series.
+///
+/// When a split leaves the reader (its topic or cluster left the metadata, the reader
+/// closed, or the split moved to another reader, which then reports it), its series is
+/// set to NaN once and not updated again: the `metrics` facade cannot remove a series,
+/// so NaN is how the source says "no longer read here". A recorder that can delete
+/// series should treat NaN on this gauge as removal (`mck`'s does, from its live line
+/// and its Prometheus endpoint); others show NaN.
 pub const SPLIT_LAG: &str = "mck_split_lag";
 /// Successful offset commits, per cluster.
 pub const COMMITS_SUCCEEDED: &str = "mck_commits_succeeded_total";

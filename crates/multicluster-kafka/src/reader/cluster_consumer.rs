@@ -60,7 +60,8 @@ pub(crate) struct Polled {
     pub failed: Option<Failed>,
     /// Splits that reached their stop offset.
     pub finished: Vec<SplitId>,
-    /// `(topic, partition, high watermark)` of partitions that had records.
+    /// `(topic, partition, high watermark)` of every assigned partition, about once a
+    /// second (empty in between).
     pub high_watermarks: Vec<(Arc<str>, i32, i64)>,
 }
 
@@ -351,7 +352,6 @@ impl ClusterConsumer {
         let mut finished: Vec<(Arc<str>, i32)> = Vec::new();
         let mut fatal = None;
         let lag_due = self.last_lag_report.elapsed() >= LAG_REPORT_INTERVAL;
-        let mut seen: Vec<(Arc<str>, i32)> = Vec::new();
         // SAFETY: the queue belongs to the consumer, which lives as long as `self`;
         // the messages are destroyed below, before this returns.
         unsafe { self.messages.take_from(self.queue, max) };
@@ -416,13 +416,6 @@ impl ClusterConsumer {
                     }
                 }
             }
-            if lag_due
-                && !seen
-                    .iter()
-                    .any(|(t, q)| *q == partition && Arc::ptr_eq(t, topic))
-            {
-                seen.push((topic.clone(), partition));
-            }
             let mut copy = |bytes: &[u8]| {
                 let start = data.len();
                 data.extend_from_slice(bytes);
@@ -455,11 +448,16 @@ impl ClusterConsumer {
         // Pass 2: deserialize.
         self.deserialize(deserializer, &mut slots, out, &mut polled);
         self.slots = slots;
-        if lag_due && !seen.is_empty() {
+        if lag_due {
+            // Every assigned partition, with records in this poll or not: a caught-up
+            // split's lag falls to 0, and one that gets no records still has one.
             self.last_lag_report = std::time::Instant::now();
-            for (t, p) in seen {
-                if let Some(h) = self.cached_high_watermark(&t, p) {
-                    polled.high_watermarks.push((t, p, h));
+            if let Ok(assigned) = self.consumer().assignment() {
+                for e in assigned.elements() {
+                    let t = self.topic(e.topic());
+                    if let Some(h) = self.cached_high_watermark(&t, e.partition()) {
+                        polled.high_watermarks.push((t, e.partition(), h));
+                    }
                 }
             }
         }

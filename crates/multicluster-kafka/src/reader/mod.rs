@@ -80,6 +80,62 @@ struct SplitState {
     next_offset: i64,
     stop: Option<i64>,
     finished: bool,
+    /// The latest high watermark a poll reported (-1: none yet).
+    high_watermark: i64,
+    /// This split's `mck_split_lag` series, once it has a value, and that value.
+    lag: Option<(metrics::Gauge, i64)>,
+}
+
+impl SplitState {
+    fn new(id: SplitId, next_offset: i64, stop: Option<i64>, finished: bool) -> Self {
+        Self {
+            id,
+            next_offset,
+            stop,
+            finished,
+            high_watermark: -1,
+            lag: None,
+        }
+    }
+
+    /// Sets `mck_split_lag` to what is left to hand out: the latest high watermark
+    /// (capped at the stop offset) minus the next position. Nothing before the first
+    /// watermark is known.
+    fn report_lag(&mut self) {
+        if self.high_watermark < 0 {
+            return;
+        }
+        let end = match self.stop {
+            Some(stop) => self.high_watermark.min(stop),
+            None => self.high_watermark,
+        };
+        let lag = if self.finished {
+            0
+        } else {
+            (end - self.next_offset).max(0)
+        };
+        match &mut self.lag {
+            Some((_, last)) if *last == lag => {}
+            Some((gauge, last)) => {
+                gauge.set(lag as f64);
+                *last = lag;
+            }
+            None => {
+                let id = &self.id;
+                let gauge = metrics::gauge!(m::SPLIT_LAG, "cluster" => id.cluster.to_string(), "topic" => id.topic.to_string(), "partition" => id.partition.to_string());
+                gauge.set(lag as f64);
+                self.lag = Some((gauge, lag));
+            }
+        }
+    }
+
+    /// The split leaves this reader: its lag series is marked removed (NaN, see
+    /// [`crate::metrics::SPLIT_LAG`]).
+    fn drop_lag(&mut self) {
+        if let Some((gauge, _)) = self.lag.take() {
+            gauge.set(f64::NAN);
+        }
+    }
 }
 
 /// Records polled from one cluster's consumer, handed out by `next` one at a time or
@@ -144,6 +200,9 @@ pub struct SourceReader<D: Deserializer> {
     /// The split of the previous record handed out: records come in runs per
     /// partition, so this saves a hash lookup per record.
     last: Option<(Arc<str>, i32, usize)>,
+    /// Splits (indices into `states`) with records handed out or a new high watermark
+    /// since their lag was last reported; reported once the batch is handed out.
+    touched: Vec<usize>,
     clusters: BTreeMap<Arc<str>, ClusterInfo>,
     /// What the last poll found and is not handed out yet (boxed: it is touched once
     /// per batch, and keeps the reader small to move).
@@ -198,6 +257,7 @@ impl<D: Deserializer> SourceReader<D> {
             states: Vec::new(),
             index: HashMap::new(),
             last: None,
+            touched: Vec::new(),
             clusters: BTreeMap::new(),
             handout: Box::default(),
             no_more_splits: false,
@@ -221,11 +281,6 @@ impl<D: Deserializer> SourceReader<D> {
     /// Number of splits this reader owns (finished ones included).
     pub fn split_count(&self) -> usize {
         self.states.len()
-    }
-
-    fn state_mut(&mut self, id: &SplitId) -> Option<&mut SplitState> {
-        let i = *self.index.get(id)?;
-        self.states.get_mut(i)
     }
 
     /// Records an event. Splits to start are queued; [`Self::start_pending`] hands them
@@ -291,12 +346,12 @@ impl<D: Deserializer> SourceReader<D> {
                     let i = match self.index.get(&s.id) {
                         Some(i) => *i,
                         None => {
-                            self.states.push(SplitState {
-                                id: s.id.clone(),
-                                next_offset: s.next_offset,
-                                stop: s.stop_offset,
+                            self.states.push(SplitState::new(
+                                s.id.clone(),
+                                s.next_offset,
+                                s.stop_offset,
                                 finished,
-                            });
+                            ));
                             self.index.insert(s.id.clone(), self.states.len() - 1);
                             self.states.len() - 1
                         }
@@ -364,6 +419,11 @@ impl<D: Deserializer> SourceReader<D> {
     /// buffered records of them are never handed out.
     fn remove(&mut self, ids: &[SplitId]) {
         let gone: std::collections::HashSet<&SplitId> = ids.iter().collect();
+        // Indices change below: what was handed out so far is reported first.
+        self.report_lag();
+        for s in self.states.iter_mut().filter(|s| gone.contains(&s.id)) {
+            s.drop_lag();
+        }
         self.states.retain(|s| !gone.contains(&s.id));
         self.index = self
             .states
@@ -494,13 +554,30 @@ impl<D: Deserializer> SourceReader<D> {
     }
 
     fn mark_finished(&mut self, id: &SplitId) {
-        if let Some(s) = self.state_mut(id) {
+        if let Some(i) = self.index.get(id).copied() {
+            let s = &mut self.states[i];
             s.finished = true;
             if let Some(stop) = s.stop {
                 s.next_offset = s.next_offset.max(stop);
             }
+            self.touched.push(i);
         }
         self.report_active();
+    }
+
+    /// Updates the lag of the splits touched since the last report (once per batch,
+    /// not per record).
+    fn report_lag(&mut self) {
+        if self.touched.is_empty() {
+            return;
+        }
+        self.touched.sort_unstable();
+        self.touched.dedup();
+        for i in self.touched.drain(..) {
+            if let Some(s) = self.states.get_mut(i) {
+                s.report_lag();
+            }
+        }
     }
 
     /// Collects the fetchers' answers, then makes the oldest one the buffer (empty
@@ -576,21 +653,23 @@ impl<D: Deserializer> SourceReader<D> {
             }
         }
         for (topic, partition, hw) in polled.high_watermarks {
-            if let Some(next) = self
-                .index
-                .get(&SplitId {
-                    cluster: cluster.clone(),
-                    topic: topic.clone(),
-                    partition,
-                })
-                .map(|i| self.states[*i].next_offset)
-            {
-                metrics::gauge!(m::SPLIT_LAG, "cluster" => cluster.to_string(), "topic" => topic.to_string(), "partition" => partition.to_string())
-                    .set((hw - next).max(0) as f64);
+            let id = SplitId {
+                cluster: cluster.clone(),
+                topic,
+                partition,
+            };
+            if let Some(i) = self.index.get(&id).copied() {
+                self.states[i].high_watermark = hw;
+                self.touched.push(i);
             }
         }
+        // The batch's first run of records finds its split by lookup, so it is
+        // counted as touched even if the previous batch ended on the same split.
+        self.last = None;
         let found = polled.records + usize::from(polled.failed.is_some());
         if found == 0 {
+            // Watermarks (or finished splits) without records: reported now.
+            self.report_lag();
             return None;
         }
         self.handout.records = Some(batch.into_iter());
@@ -620,6 +699,7 @@ impl<D: Deserializer> SourceReader<D> {
                     return false; // a split this reader no longer owns
                 };
                 self.last = Some((topic.clone(), partition, i));
+                self.touched.push(i);
                 i
             }
         };
@@ -685,6 +765,8 @@ impl<D: Deserializer> SourceReader<D> {
             if !batch.is_empty() {
                 if self.handout.failed.is_none() {
                     self.buffer_done();
+                } else {
+                    self.report_lag();
                 }
                 return Some(Ok(batch));
             }
@@ -701,6 +783,7 @@ impl<D: Deserializer> SourceReader<D> {
         for id in std::mem::take(&mut self.handout.finish_after) {
             self.mark_finished(&id);
         }
+        self.report_lag();
     }
 
     /// [`Self::accept`] for every record of `batch`, dropping those not handed out.
@@ -881,6 +964,11 @@ impl<D: Deserializer> SourceReader<D> {
         if !self.closed {
             self.closed = true;
             let _ = self.drain_events();
+            // The splits leave this reader (to another, or with the source): their
+            // series are marked removed before anyone else reports them.
+            for s in &mut self.states {
+                s.drop_lag();
+            }
             let splits: Vec<KafkaSplit> = self
                 .positions()
                 .into_iter()
@@ -976,5 +1064,84 @@ mod tests {
         assert_eq!(rest, ["0/1", "0/2"]);
         let p1 = r.states.iter().find(|s| s.id.partition == 1).unwrap();
         assert_eq!(p1.next_offset, 0, "partition 1 starts over at 0");
+    }
+
+    /// `mck_split_lag` per partition of `a`/`t` set since the last snapshot (the
+    /// debugging recorder's snapshots reset gauges to 0).
+    fn lags(snapshotter: &metrics_util::debugging::Snapshotter) -> BTreeMap<String, f64> {
+        let mut out = BTreeMap::new();
+        for (k, _, _, v) in snapshotter.snapshot().into_vec() {
+            if let (true, metrics_util::debugging::DebugValue::Gauge(g)) =
+                (k.key().name() == m::SPLIT_LAG, v)
+                && let Some(p) = k.key().labels().find(|l| l.key() == "partition")
+            {
+                out.insert(p.value().to_string(), g.into_inner());
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn lag_is_the_latest_watermark_minus_what_was_handed_out_and_nan_once_removed() {
+        let recorder = metrics_util::debugging::DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        let lag = |p: &str| lags(&snapshotter).get(p).copied();
+        let t: Arc<str> = "t".into();
+        let polled = |records: usize, hws: &[(i32, i64)]| Polled {
+            records,
+            high_watermarks: hws.iter().map(|(p, h)| (t.clone(), *p, *h)).collect(),
+            ..Polled::default()
+        };
+        let batch_of = |offsets: std::ops::Range<i64>| {
+            let mut batch = RecordBatch::new("a".into());
+            let k = batch.topic_index(&t);
+            for offset in offsets {
+                batch
+                    .entries
+                    .push(BatchEntry::bare(k, 0, offset, 0, offset.to_string()));
+            }
+            batch
+        };
+        let mut r = reader();
+        metrics::with_local_recorder(&recorder, || {
+            r.apply(assign(&[(0, 0), (1, 0)])).unwrap();
+            // Offsets 0..3 of partition 0; watermarks 10 (partition 0) and 5
+            // (partition 1, nothing fetched of it yet).
+            let found = r.buffer("a".into(), batch_of(0..3), polled(3, &[(0, 10), (1, 5)]));
+            assert_eq!(found, Some(3));
+            assert_eq!(lags(&snapshotter), BTreeMap::new(), "not handed out yet");
+            assert_eq!(r.take_batch().unwrap().unwrap().len(), 3);
+            let both = lags(&snapshotter);
+            assert_eq!((both["0"], both["1"]), (7.0, 5.0));
+            // The next batch (no new watermark) handed out one record at a time: the
+            // lag falls when the batch is done.
+            assert_eq!(
+                r.buffer("a".into(), batch_of(3..9), polled(6, &[])),
+                Some(6)
+            );
+            while r.pop().is_some() {}
+            assert_eq!(lag("0"), Some(1.0));
+            // A poll with a watermark and no record: reported at once.
+            let empty = RecordBatch::new("a".into());
+            assert_eq!(r.buffer("a".into(), empty, polled(0, &[(0, 12)])), None);
+            assert_eq!(lag("0"), Some(3.0));
+            // Caught up.
+            assert_eq!(
+                r.buffer("a".into(), batch_of(9..12), polled(3, &[])),
+                Some(3)
+            );
+            assert_eq!(r.take_batch().unwrap().unwrap().len(), 3);
+            assert_eq!(lag("0"), Some(0.0));
+            // A removed split's series is marked removed.
+            r.apply(ReaderEvent::Remove {
+                ids: vec![SplitId::new("a", "t", 1)],
+                retain_until_ms: None,
+            })
+            .unwrap();
+            assert!(lag("1").is_some_and(f64::is_nan));
+            // A closing reader gives its splits away: their series too.
+            drop(r);
+            assert!(lag("0").is_some_and(f64::is_nan));
+        });
     }
 }
