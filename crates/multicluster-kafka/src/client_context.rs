@@ -195,6 +195,9 @@ pub(crate) struct SourceContext {
     hooks: Option<Arc<dyn ClientHooks>>,
     /// The error last warned about, until the streak ends.
     streak: Mutex<Option<String>>,
+    /// librdkafka's last client error other than "all brokers down": the cause a
+    /// lookup that timed out names (authentication failed, certificate rejected, …).
+    last_error: Mutex<Option<String>>,
 }
 
 impl SourceContext {
@@ -204,7 +207,16 @@ impl SourceContext {
             role,
             hooks,
             streak: Mutex::new(None),
+            last_error: Mutex::new(None),
         }
+    }
+
+    /// librdkafka's last client error other than "all brokers down", if any.
+    pub fn last_error(&self) -> Option<String> {
+        self.last_error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     fn wants_tokens(&self) -> bool {
@@ -216,6 +228,9 @@ impl SourceContext {
     /// Reports an error of the client: a reader warns once per streak of the same
     /// error; other clients log it at debug level (their requests fail with it).
     pub fn report_error(&self, text: &str) {
+        if !text.contains("brokers are down") {
+            *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(text.to_string());
+        }
         if self.role != ClientRole::Reader {
             tracing::debug!(cluster = %self.cluster, error = %text, role = ?self.role, "client error");
             return;

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
-use rdkafka::error::KafkaError;
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 
 use crate::client_context::{ClientEvents, ClientRole, ClientSetup, SourceContext};
@@ -108,10 +107,16 @@ impl ClusterClient {
         })
     }
 
-    fn err(&self, what: &str, e: &KafkaError) -> SourceError {
+    /// A failed request, with librdkafka's last client error as its cause: a request
+    /// to a cluster that refuses the credentials or the certificate only times out.
+    fn err(&self, what: &str, e: &dyn std::fmt::Display) -> SourceError {
+        let message = match self.consumer.context().last_error() {
+            Some(cause) => format!("{what}: {e}; last client error: {cause}"),
+            None => format!("{what}: {e}"),
+        };
         SourceError::Cluster {
             cluster: self.cluster.to_string(),
-            message: format!("{what}: {e}"),
+            message,
         }
     }
 
@@ -125,9 +130,9 @@ impl ClusterClient {
         self.consumer
             .client()
             .fetch_cluster_id(self.timeout)
-            .ok_or_else(|| SourceError::Cluster {
-                cluster: self.cluster.to_string(),
-                message: format!("no answer to a metadata request within {:?}", self.timeout),
+            .ok_or_else(|| {
+                let within = format!("no answer within {:?}", self.timeout);
+                self.err("metadata request", &within)
             })
     }
 

@@ -1,12 +1,13 @@
 //! The source against real TLS and SASL listeners (one broker with every listener of
 //! the test kit's secured clusters), topics compressed by Kafka's own Java producer,
-//! and a migration onto a SASL_SSL cluster under load.
+//! a migration onto a SASL_SSL cluster under load, and bad credentials and
+//! certificates, which must fail with the cause, never hang.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use mck_testkit::{ClusterOptions, KafkaCluster, Listener, TestCluster, TestRecord};
 use multicluster_kafka::prelude::*;
@@ -349,4 +350,165 @@ fn a_migration_from_a_plaintext_cluster_to_a_sasl_ssl_cluster_under_load_is_exac
         assert_exactly_once(&seen, &produced);
         source.close().await;
     });
+}
+
+/// One bad setting and what the error must say about it.
+struct Bad {
+    what: &'static str,
+    listener: Listener,
+    changes: Vec<(&'static str, Option<String>)>,
+    /// The error must contain one of these (case-insensitive).
+    cause: &'static [&'static str],
+}
+
+fn bad_cases() -> Vec<Bad> {
+    let sec = secure().security().unwrap();
+    let other_ca = sec.other_ca.display().to_string();
+    let expired_cert = sec.expired_client_cert.display().to_string();
+    let expired_key = sec.expired_client_key.display().to_string();
+    let auth: &[&str] = &["authentication failed", "invalid credentials"];
+    // librdkafka says "certificate verify failed" for every rejected broker
+    // certificate, without the check that failed (issuer, expiry, host name).
+    let verify: &[&str] = &["certificate verify failed"];
+    vec![
+        Bad {
+            what: "wrong SCRAM password",
+            listener: Listener::ScramSsl,
+            changes: vec![("sasl.password", Some(format!("{}x", sec.scram_password)))],
+            cause: auth,
+        },
+        Bad {
+            what: "unknown SCRAM user",
+            listener: Listener::ScramSsl,
+            changes: vec![("sasl.username", Some("mallory".into()))],
+            cause: auth,
+        },
+        Bad {
+            what: "wrong PLAIN password",
+            listener: Listener::PlainSasl,
+            changes: vec![("sasl.password", Some(format!("{}x", sec.plain_password)))],
+            cause: auth,
+        },
+        Bad {
+            what: "untrusted CA",
+            listener: Listener::ScramSsl,
+            changes: vec![("ssl.ca.location", Some(other_ca))],
+            cause: verify,
+        },
+        Bad {
+            what: "expired broker certificate",
+            listener: Listener::ExpiredCert,
+            changes: vec![],
+            cause: verify,
+        },
+        Bad {
+            what: "broker certificate for another host",
+            listener: Listener::WrongHost,
+            changes: vec![],
+            cause: verify,
+        },
+        Bad {
+            what: "expired client certificate",
+            listener: Listener::Mtls,
+            changes: vec![
+                ("ssl.certificate.location", Some(expired_cert)),
+                ("ssl.key.location", Some(expired_key)),
+            ],
+            // The broker refuses it with a TLS alert.
+            cause: &["alert certificate unknown"],
+        },
+    ]
+}
+
+/// Opens a bounded source of `svc` and reads it to the end: the error it fails with,
+/// or why it did not fail.
+fn outcome(svc: FileMetadataService, timeout: Duration) -> Result<String, String> {
+    mck_testkit::runtime().block_on(async {
+        let source = MultiClusterKafkaSource::builder()
+            .metadata_service(svc)
+            .stream_ids(["s"])
+            .deserializer(ValueOnly::<String>::utf8())
+            .stopping_offsets(StoppingOffsets::Latest)
+            .client_timeout(timeout)
+            .build()
+            .unwrap();
+        let run = tokio::time::timeout(timeout * 3, async {
+            let mut stream = source.open().await?;
+            let mut n = 0;
+            while let Some(r) = stream.next().await {
+                r?;
+                n += 1;
+            }
+            Ok::<usize, SourceError>(n)
+        })
+        .await;
+        match run {
+            Err(_) => Err(format!("no error within {:?} (a hang)", timeout * 3)),
+            Ok(Ok(n)) => Err(format!("read {n} records instead of failing")),
+            Ok(Err(e)) => Ok(e.to_string()),
+        }
+    })
+}
+
+#[test]
+fn bad_credentials_and_certificates_fail_the_start_with_the_cause_not_a_hang() {
+    let sec = secure().security().unwrap();
+    secure().create_topic("bad-creds", 1).unwrap();
+    let timeout = Duration::from_secs(10);
+    let cases = bad_cases();
+    // All at once: each must end by itself within the client timeout.
+    let results: Vec<(Duration, Result<String, String>)> = std::thread::scope(|s| {
+        let handles: Vec<_> = cases
+            .iter()
+            .map(|bad| {
+                s.spawn(move || {
+                    let dir = tempfile::tempdir().unwrap();
+                    let changes: Vec<(&str, Option<&str>)> = bad
+                        .changes
+                        .iter()
+                        .map(|(k, v)| (*k, v.as_deref()))
+                        .collect();
+                    let entry = cluster_yaml(dir.path(), "guarded", bad.listener, &changes);
+                    let svc = load(dir.path(), &[("guarded", entry, vec!["bad-creds".into()])]);
+                    let began = Instant::now();
+                    let got = outcome(svc, timeout);
+                    (began.elapsed(), got)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut failures = Vec::new();
+    for (bad, (took, got)) in cases.iter().zip(results) {
+        let text = match got {
+            Ok(text) => text,
+            Err(why) => {
+                failures.push(format!("{} ({took:?}): {why}", bad.what));
+                continue;
+            }
+        };
+        eprintln!("{} ({took:?}): {text}", bad.what);
+        let lower = text.to_lowercase();
+        let mut problems = Vec::new();
+        if !text.contains("`guarded`") {
+            problems.push("does not name the cluster");
+        }
+        if !bad.cause.iter().any(|c| lower.contains(c)) {
+            problems.push("does not name the cause");
+        }
+        if text.contains('\n') {
+            problems.push("is not one line");
+        }
+        if text.contains(&sec.scram_password) || text.contains(&sec.plain_password) {
+            problems.push("shows a secret");
+        }
+        if !problems.is_empty() {
+            failures.push(format!(
+                "{} ({took:?}): {}: {text}",
+                bad.what,
+                problems.join(", ")
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
