@@ -512,3 +512,85 @@ fn bad_credentials_and_certificates_fail_the_start_with_the_cause_not_a_hang() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+#[test]
+fn a_running_source_goes_on_with_other_clusters_while_one_refuses_its_credentials() {
+    let (good, guarded) = (plain(), secure());
+    good.create_topic("refused-good", 2).unwrap();
+    guarded.create_topic("refused-guarded", 2).unwrap();
+    let sec = guarded.security().unwrap();
+    let scram = guarded.listener_properties(Listener::ScramSsl);
+    let wrong: Vec<(String, String)> = scram
+        .iter()
+        .map(|(k, v)| match k.as_str() {
+            "sasl.password" => (k.clone(), format!("{v}x")),
+            _ => (k.clone(), v.clone()),
+        })
+        .collect();
+    let untrusted: Vec<(String, String)> = scram
+        .iter()
+        .map(|(k, v)| match k.as_str() {
+            "ssl.ca.location" => (k.clone(), sec.other_ca.display().to_string()),
+            _ => (k.clone(), v.clone()),
+        })
+        .collect();
+    let bootstrap = guarded.listener_bootstrap(Listener::ScramSsl);
+    let on_good = || ("good", meta(good.bootstrap_servers(), &[], "refused-good"));
+    let on_guarded =
+        |props: &[(String, String)]| ("guarded", meta(bootstrap.clone(), props, "refused-guarded"));
+    let svc = Arc::new(
+        StaticMetadataService::new([stream(vec![on_good(), on_guarded(&scram)])]).unwrap(),
+    );
+    mck_testkit::runtime().block_on(async {
+        let mut source = MultiClusterKafkaSource::builder()
+            .shared_metadata_service(svc.clone())
+            .stream_ids(["s"])
+            .deserializer(ValueOnly::<String>::utf8())
+            .client_timeout(Duration::from_secs(5))
+            .build()
+            .unwrap()
+            .open()
+            .await
+            .unwrap();
+        let mut want: BTreeSet<String> = fill(good, "refused-good", 2, 20, "good-1")
+            .into_iter()
+            .chain(fill(guarded, "refused-guarded", 2, 20, "guarded-1"))
+            .collect();
+        let mut seen = Vec::new();
+        read_until(&mut source, &mut seen, |s| s.len() >= want.len()).await;
+
+        // The guarded cluster's password goes wrong, and a cluster behind an
+        // untrusted CA is added: the good cluster is read all the same.
+        svc.replace([stream(vec![
+            on_good(),
+            on_guarded(&wrong),
+            (
+                "untrusted",
+                meta(bootstrap.clone(), &untrusted, "refused-guarded"),
+            ),
+        ])])
+        .unwrap();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let during_guarded = fill(guarded, "refused-guarded", 2, 10, "guarded-2");
+        let during_good = fill(good, "refused-good", 2, 20, "good-2");
+        let n = seen.len() + during_good.len();
+        read_until(&mut source, &mut seen, |s| {
+            s.iter().filter(|r| r.4.starts_with("good-2")).count() >= during_good.len()
+        })
+        .await;
+        assert!(
+            !seen.iter().any(|r| r.0 == "untrusted"),
+            "nothing is read from the untrusted cluster"
+        );
+
+        // Credentials fixed, the untrusted cluster removed: what was produced to the
+        // guarded cluster meanwhile is read once.
+        svc.replace([stream(vec![on_good(), on_guarded(&scram)])])
+            .unwrap();
+        want.extend(during_guarded);
+        want.extend(during_good);
+        read_until(&mut source, &mut seen, |s| s.len() >= n.max(want.len())).await;
+        assert_exactly_once(&seen, &want);
+        source.close().await;
+    });
+}
