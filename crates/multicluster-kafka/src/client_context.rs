@@ -356,6 +356,11 @@ pub(crate) fn prepare(
     // requests go to a queue of their own instead of the main queue, which the reader
     // never polls with rdkafka (and where rdkafka's poll would drop them).
     config.set("enable_sasl_queue", "true");
+    // rdkafka derives librdkafka's log level from the `log` crate, which a program
+    // that uses `tracing` may not have set up: librdkafka would then drop everything
+    // but errors, `debug` lines included. Every line goes to `tracing`, whose filter
+    // decides (debug lines exist only when the `debug` property asks for them).
+    config.set_log_level(RDKafkaLogLevel::Debug);
     Ok(())
 }
 
@@ -424,8 +429,20 @@ impl ClientEvents {
                 rd::rd_kafka_queue_destroy(sasl);
             }
         }
-        let stop = Arc::new(AtomicBool::new(false));
         let dispatch = dispatch.unwrap_or_else(|| tracing::dispatcher::get_default(|d| d.clone()));
+        if consumer {
+            tracing::dispatcher::with_default(&dispatch, || {
+                // SAFETY: a live client; its consumer queue handle is released once.
+                unsafe {
+                    let early = rd::rd_kafka_queue_get_consumer(client);
+                    if !early.is_null() {
+                        drain(client, early, &context);
+                        rd::rd_kafka_queue_destroy(early);
+                    }
+                }
+            });
+        }
+        let stop = Arc::new(AtomicBool::new(false));
         let name = format!("mck-events-{}", context.cluster).replace('\0', "?");
         let (raw_client, raw_queue) = (Raw(client), Raw(queue));
         let join = std::thread::Builder::new()
@@ -501,58 +518,93 @@ fn serve(
     while !stop.load(Ordering::SeqCst) {
         // SAFETY: a live queue; null means nothing came (or a yield).
         let event = unsafe { rd::rd_kafka_queue_poll(queue, 1000) };
-        if event.is_null() {
-            continue;
+        if !event.is_null() {
+            // SAFETY: a live event of this live client.
+            unsafe { handle(client, event, context) };
         }
-        // SAFETY: a live event, destroyed once at the end of this iteration; the
-        // strings it returns live as long as it.
-        unsafe {
-            match rd::rd_kafka_event_type(event) {
-                rd::RD_KAFKA_EVENT_LOG => {
-                    let mut fac: *const c_char = std::ptr::null();
-                    let mut text: *const c_char = std::ptr::null();
-                    let mut level: c_int = 0;
-                    if rd::rd_kafka_event_log(event, &mut fac, &mut text, &mut level) == 0
-                        && !text.is_null()
-                    {
-                        let fac = if fac.is_null() {
-                            Default::default()
-                        } else {
-                            CStr::from_ptr(fac).to_string_lossy()
-                        };
-                        let text = CStr::from_ptr(text).to_string_lossy();
-                        context.log(log_level(level), fac.trim(), text.trim());
-                    }
-                }
-                rd::RD_KAFKA_EVENT_ERROR => {
-                    let code = rd::rd_kafka_event_error(event);
-                    let reason = rd::rd_kafka_event_error_string(event);
-                    let reason = if reason.is_null() {
+    }
+}
+
+/// Serves what reached `queue` before it was drained by the event thread: librdkafka's
+/// lines of the moments between making a consumer and [`ClientEvents::start`], which
+/// rdkafka routes to the consumer queue (a reader's batch call would print them on
+/// stderr).
+///
+/// # Safety
+/// `client` and `queue` are live; the queue has no messages (nothing is assigned).
+unsafe fn drain(
+    client: *mut rd::rd_kafka_t,
+    queue: *mut rd::rd_kafka_queue_t,
+    context: &SourceContext,
+) {
+    loop {
+        // SAFETY: the caller's guarantee.
+        let event = unsafe { rd::rd_kafka_queue_poll(queue, 0) };
+        if event.is_null() {
+            break;
+        }
+        // SAFETY: a live event of this live client.
+        unsafe { handle(client, event, context) };
+    }
+}
+
+/// Hands one event to the context, and destroys it.
+///
+/// # Safety
+/// `event` is a live event of the live `client`; it is destroyed here.
+unsafe fn handle(
+    client: *mut rd::rd_kafka_t,
+    event: *mut rd::rd_kafka_event_t,
+    context: &SourceContext,
+) {
+    // SAFETY (whole body): the strings an event returns live as long as it; the event
+    // is destroyed once, at the end.
+    unsafe {
+        match rd::rd_kafka_event_type(event) {
+            rd::RD_KAFKA_EVENT_LOG => {
+                let mut fac: *const c_char = std::ptr::null();
+                let mut text: *const c_char = std::ptr::null();
+                let mut level: c_int = 0;
+                if rd::rd_kafka_event_log(event, &mut fac, &mut text, &mut level) == 0
+                    && !text.is_null()
+                {
+                    let fac = if fac.is_null() {
                         Default::default()
                     } else {
-                        CStr::from_ptr(reason).to_string_lossy()
+                        CStr::from_ptr(fac).to_string_lossy()
                     };
-                    context.error(
-                        KafkaError::Global(RDKafkaErrorCode::from(code)),
-                        reason.trim(),
-                    );
+                    let text = CStr::from_ptr(text).to_string_lossy();
+                    context.log(log_level(level), fac.trim(), text.trim());
                 }
-                rd::RD_KAFKA_EVENT_STATS => {
-                    let json = rd::rd_kafka_event_stats(event);
-                    if !json.is_null() {
-                        context.stats_raw(CStr::from_ptr(json).to_bytes());
-                    }
-                }
-                rd::RD_KAFKA_EVENT_OAUTHBEARER_TOKEN_REFRESH => {
-                    let config = rd::rd_kafka_event_config_string(event);
-                    let config = (!config.is_null())
-                        .then(|| CStr::from_ptr(config).to_string_lossy().into_owned());
-                    refresh_token(client, context, config.as_deref());
-                }
-                _ => {}
             }
-            rd::rd_kafka_event_destroy(event);
+            rd::RD_KAFKA_EVENT_ERROR => {
+                let code = rd::rd_kafka_event_error(event);
+                let reason = rd::rd_kafka_event_error_string(event);
+                let reason = if reason.is_null() {
+                    Default::default()
+                } else {
+                    CStr::from_ptr(reason).to_string_lossy()
+                };
+                context.error(
+                    KafkaError::Global(RDKafkaErrorCode::from(code)),
+                    reason.trim(),
+                );
+            }
+            rd::RD_KAFKA_EVENT_STATS => {
+                let json = rd::rd_kafka_event_stats(event);
+                if !json.is_null() {
+                    context.stats_raw(CStr::from_ptr(json).to_bytes());
+                }
+            }
+            rd::RD_KAFKA_EVENT_OAUTHBEARER_TOKEN_REFRESH => {
+                let config = rd::rd_kafka_event_config_string(event);
+                let config = (!config.is_null())
+                    .then(|| CStr::from_ptr(config).to_string_lossy().into_owned());
+                refresh_token(client, context, config.as_deref());
+            }
+            _ => {}
         }
+        rd::rd_kafka_event_destroy(event);
     }
 }
 
