@@ -11,34 +11,61 @@ pub const BOOTSTRAP_SERVERS: &str = "bootstrap.servers";
 /// What `Debug` and `Display` print instead of a secret value.
 pub const REDACTED: &str = "<redacted>";
 
-/// True when a property name conventionally holds a credential.
+/// The properties librdkafka itself treats as sensitive (`_RK_SENSITIVE` in its
+/// configuration table): it prints them as `[redacted]` in its own configuration
+/// dumps, and so do we. A test checks this list against the librdkafka source the
+/// build uses.
+pub const LIBRDKAFKA_SENSITIVE: &[&str] = &[
+    "sasl.oauthbearer.assertion.private.key.file",
+    "sasl.oauthbearer.assertion.private.key.passphrase",
+    "sasl.oauthbearer.assertion.private.key.pem",
+    "sasl.oauthbearer.client.secret",
+    "sasl.oauthbearer.config",
+    "sasl.password",
+    "sasl.username",
+    "ssl.ca.pem",
+    "ssl.key.location",
+    "ssl.key.password",
+    "ssl.key.pem",
+    "ssl.keystore.password",
+    "ssl_key",
+];
+
+/// True when a property's value must never be shown.
 ///
-/// Matches librdkafka's secret-bearing keys (`sasl.password`, `sasl.jaas.config`,
-/// `ssl.key.password`, `ssl.keystore.password`, `ssl.key.pem`,
-/// `sasl.oauthbearer.client.secret`, `sasl.oauthbearer.config`, …) and anything whose
-/// name mentions a password, secret, token or credential.
+/// Every property librdkafka treats as sensitive ([`LIBRDKAFKA_SENSITIVE`]: the SASL
+/// user name and password, key passwords and passphrases, private keys and their
+/// paths, `sasl.oauthbearer.client.secret`, `sasl.oauthbearer.config`, …), and any
+/// other key that mentions a password, passphrase, secret, token, credential, private
+/// key or a Java JAAS configuration (keys of other clients, or of librdkafka versions
+/// to come). Keys are compared without regard to case.
 ///
 /// ```
 /// use multicluster_kafka::properties::is_secret_key;
 /// assert!(is_secret_key("sasl.password"));
 /// assert!(is_secret_key("ssl.key.pem"));
+/// assert!(is_secret_key("sasl.oauthbearer.assertion.private.key.passphrase"));
 /// assert!(!is_secret_key("bootstrap.servers"));
+/// assert!(!is_secret_key("ssl.ca.location"));
 /// ```
 pub fn is_secret_key(key: &str) -> bool {
-    let k = key.to_ascii_lowercase();
-    const WORDS: [&str; 6] = [
+    let k = key.trim().to_ascii_lowercase();
+    const WORDS: [&str; 9] = [
         "password",
+        "passphrase",
         "secret",
         "token",
         "credential",
         "jaas",
         "apikey",
+        "api.key",
+        "private.key",
     ];
-    WORDS.iter().any(|w| k.contains(w))
-        || k == "sasl.oauthbearer.config"
-        || k == "ssl.key.pem"
-        || k == "ssl_key"
-        || k.ends_with(".pem") && k.contains("key")
+    // Where a token comes from is no secret.
+    const NOT_SECRET: [&str; 1] = ["sasl.oauthbearer.token.endpoint.url"];
+    LIBRDKAFKA_SENSITIVE.contains(&k.as_str())
+        || !NOT_SECRET.contains(&k.as_str())
+            && (WORDS.iter().any(|w| k.contains(w)) || k.ends_with(".pem") && k.contains("key"))
 }
 
 /// Client properties for one Kafka cluster (librdkafka configuration keys).
@@ -181,6 +208,39 @@ mod tests {
         assert!(!shown.contains("p4ss"), "{shown}");
         assert!(!shown.contains("alice-from-file"), "{shown}");
         assert_eq!(shown.matches(REDACTED).count(), 2, "{shown}");
+    }
+
+    #[test]
+    fn every_librdkafka_sensitive_key_and_common_credential_names_are_secret() {
+        for key in LIBRDKAFKA_SENSITIVE {
+            assert!(is_secret_key(key), "{key}");
+            assert!(is_secret_key(&key.to_ascii_uppercase()), "{key}");
+        }
+        for key in [
+            "sasl.jaas.config",
+            "basic.auth.user.info.password",
+            "schema.registry.api.key",
+            "my.token",
+            "ssl.keystore.password",
+            "ssl.truststore.password",
+        ] {
+            assert!(is_secret_key(key), "{key}");
+        }
+        for key in [
+            "bootstrap.servers",
+            "security.protocol",
+            "sasl.mechanism",
+            "ssl.ca.location",
+            "ssl.certificate.location",
+            "ssl.certificate.pem",
+            "ssl.endpoint.identification.algorithm",
+            "sasl.oauthbearer.method",
+            "sasl.oauthbearer.client.id",
+            "sasl.oauthbearer.token.endpoint.url",
+            "client.id",
+        ] {
+            assert!(!is_secret_key(key), "{key}");
+        }
     }
 
     #[test]
