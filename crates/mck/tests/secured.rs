@@ -1,10 +1,11 @@
 //! `mck` against real TLS and SASL listeners (one broker with every listener of the
 //! test kit's secured clusters): each listener and each codec read once with secrets
-//! from `${env:…}` and `${file:…}`, no secret in any output even at debug level, and
-//! a migration onto a SASL_SSL cluster by editing the metadata file under load.
+//! from `${env:…}` and `${file:…}`, no secret in any output even at debug level, bad
+//! credentials and certificates as one-line errors with a non-zero exit, and a
+//! migration onto a SASL_SSL cluster by editing the metadata file under load.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -278,6 +279,117 @@ fn every_listener_and_codec_is_consumed_once_and_no_secret_is_ever_shown() {
 fn tail(text: &str) -> String {
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(20)..].join("\n")
+}
+
+/// A bad setting, and the words one of which its error must contain.
+type Bad = (
+    &'static str,
+    Listener,
+    Vec<(&'static str, String)>,
+    &'static [&'static str],
+);
+
+#[test]
+fn bad_credentials_and_certificates_exit_non_zero_with_one_line_naming_cluster_and_cause() {
+    let c = secure();
+    let sec = c.security().unwrap();
+    c.create_topic("mck-bad-creds", 1).unwrap();
+    let auth: &[&str] = &["authentication failed", "invalid credentials"];
+    // librdkafka says "certificate verify failed" for every rejected broker
+    // certificate, without the check that failed (issuer, expiry, host name).
+    let verify: &[&str] = &["certificate verify failed"];
+    let cases: Vec<Bad> = vec![
+        (
+            "wrong password",
+            Listener::ScramSsl,
+            vec![("sasl.password", format!("{}x", sec.scram_password))],
+            auth,
+        ),
+        (
+            "unknown user",
+            Listener::ScramSsl,
+            vec![("sasl.username", "mallory".into())],
+            auth,
+        ),
+        (
+            "untrusted CA",
+            Listener::ScramSsl,
+            vec![("ssl.ca.location", sec.other_ca.display().to_string())],
+            verify,
+        ),
+        ("expired certificate", Listener::ExpiredCert, vec![], verify),
+        ("hostname mismatch", Listener::WrongHost, vec![], verify),
+    ];
+    // All at once: each must end by itself within the startup timeout.
+    let dir = tempfile::tempdir().unwrap();
+    let began = Instant::now();
+    let mut runs: Vec<(&str, &[&str], Child, PathBuf)> = Vec::new();
+    for (what, listener, changes, cause) in &cases {
+        let sub = dir.path().join(what.replace(' ', "-"));
+        std::fs::create_dir_all(&sub).unwrap();
+        let changes: Vec<(&str, Option<&str>)> = changes
+            .iter()
+            .map(|(k, v)| (*k, Some(v.as_str())))
+            .collect();
+        let md = sub.join("streams.yaml");
+        write_metadata(
+            &md,
+            &[(
+                "guarded",
+                cluster_yaml(&sub, "guarded", *listener, &changes),
+                vec!["mck-bad-creds".into()],
+            )],
+        );
+        let stderr = sub.join("stderr");
+        let child = mck()
+            .args(["consume", "--metadata", arg(&md), "--stream", "s"])
+            .args(["--until", "latest"])
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&stderr).unwrap())
+            .spawn()
+            .unwrap();
+        runs.push((what, cause, child, stderr));
+    }
+    let mut failures = Vec::new();
+    for (what, cause, mut child, stderr) in runs {
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break Some(s);
+            }
+            if began.elapsed() > Duration::from_secs(60) {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let took = began.elapsed();
+        let err = std::fs::read_to_string(&stderr).unwrap();
+        eprintln!("{what} ({took:?}): {}", err.trim());
+        let lower = err.to_lowercase();
+        let mut problems = Vec::new();
+        match status {
+            None => problems.push("did not exit within 60 s".to_string()),
+            Some(s) if s.code() != Some(1) => problems.push(format!("exited with {s}")),
+            Some(_) => {}
+        }
+        if err.trim().lines().count() != 1 {
+            problems.push("is not one line".into());
+        }
+        if !err.contains("mck: error: cluster `guarded`") {
+            problems.push("does not name the cluster".into());
+        }
+        if !cause.iter().any(|c| lower.contains(c)) {
+            problems.push("does not name the cause".into());
+        }
+        if secrets().iter().any(|s| err.contains(s)) {
+            problems.push("shows a secret".into());
+        }
+        if !problems.is_empty() {
+            failures.push(format!("{what}: {}: {}", problems.join(", "), err.trim()));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 /// Produces `<prefix>-<n>` records to `topic` on `c` (over its plaintext listener) in
