@@ -1,5 +1,5 @@
-//! `mck-bench compare`: issue 7's one run. Two clusters from the test kit, pre-filled
-//! once, then every measure of the issue on those brokers, side by side with its peer:
+//! `mck-bench compare`: every measure in one run. Two clusters from the test kit,
+//! pre-filled once, then each measure on those brokers, side by side with its peer:
 //! throughput (this project, the plain rdkafka consumer, Kafka's `ConsumerPerformance`,
 //! Flink's `DynamicKafkaSource`), handover latency (this project, Flink), isolation,
 //! peak RSS (this project and the plain consumer, each in a child process of this

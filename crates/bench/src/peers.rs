@@ -1,4 +1,4 @@
-//! The Java peers of the end-to-end benchmark (issue 7), run as child processes against
+//! The Java peers of the end-to-end benchmark (`compare`), run as child processes against
 //! the same brokers and data as this project:
 //!
 //! - [`consumer_perf`]: Apache Kafka's own consumer performance tool

@@ -1,4 +1,4 @@
-//! CI smoke test of issue 7's benchmark: `mck-bench compare --quick` runs every measure,
+//! CI smoke test of the end-to-end benchmark: `mck-bench compare --quick` runs every measure,
 //! Java peers included, on tiny sizes and prints a table in which every row has a
 //! number. It checks the harness, not the targets. Needs Java 17+ and Maven (the Flink
 //! peer is built on first use; with a warm `~/.cache/multicluster-kafka` this takes

@@ -1,5 +1,5 @@
 //! Positions of splits whose topic or cluster left the metadata, kept for a window so a
-//! flapping metadata service does not reset them (design decision 6).
+//! flapping metadata service does not reset them.
 //!
 //! Readers write a split's position here when they drop it; every checkpoint carries
 //! the entries still within their window; the enumerator takes them back when the

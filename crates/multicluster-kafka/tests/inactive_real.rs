@@ -1,4 +1,6 @@
-//! Errors from clusters the metadata service reports inactive are ignored (issue 4):
+//! Errors from clusters the metadata service reports inactive are ignored (a cluster on
+//! its way out of the metadata, whose topics may already be deleted, must not fail the
+//! source):
 //! a fatal error (offset out of range) on an inactive cluster does not reach the
 //! caller, while the same error on an active cluster does.
 
