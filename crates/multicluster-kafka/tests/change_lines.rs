@@ -1,0 +1,216 @@
+//! One plain line per metadata change the source applied, at the
+//! `multicluster_kafka::changes` target; a metadata service that fails is not warned
+//! about by the source at every read. Mock clusters; its own binary because it
+//! installs a global tracing subscriber.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use mck_testkit::{MockKafkaCluster, TestCluster};
+use multicluster_kafka::metadata::{KafkaMetadataService, MetadataError};
+use multicluster_kafka::prelude::*;
+use tokio::sync::watch;
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
+use tracing::{Event, Level, Metadata, Subscriber};
+
+/// Events of the library kept as (target, level, message).
+#[derive(Clone, Default)]
+struct Capture(Arc<Mutex<Vec<(String, Level, String)>>>);
+
+struct Message(String);
+
+impl Visit for Message {
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "message" {
+            self.0 = format!("{value:?}");
+        }
+    }
+}
+
+impl Subscriber for Capture {
+    fn enabled(&self, metadata: &Metadata<'_>) -> bool {
+        metadata.target().starts_with("multicluster_kafka")
+    }
+    fn new_span(&self, _: &Attributes<'_>) -> Id {
+        Id::from_u64(1)
+    }
+    fn record(&self, _: &Id, _: &Record<'_>) {}
+    fn record_follows_from(&self, _: &Id, _: &Id) {}
+    fn event(&self, event: &Event<'_>) {
+        let mut message = Message(String::new());
+        event.record(&mut message);
+        let meta = event.metadata();
+        self.0
+            .lock()
+            .unwrap()
+            .push((meta.target().to_string(), *meta.level(), message.0));
+    }
+    fn enter(&self, _: &Id) {}
+    fn exit(&self, _: &Id) {}
+}
+
+impl Capture {
+    fn changes(&self) -> Vec<String> {
+        let events = self.0.lock().unwrap();
+        events
+            .iter()
+            .filter(|(target, _, _)| target == "multicluster_kafka::changes")
+            .map(|(_, _, m)| m.clone())
+            .collect()
+    }
+    fn enumerator_warnings(&self) -> Vec<String> {
+        let events = self.0.lock().unwrap();
+        events
+            .iter()
+            .filter(|(t, l, _)| t == "multicluster_kafka::enumerator" && *l == Level::WARN)
+            .map(|(_, _, m)| m.clone())
+            .collect()
+    }
+}
+
+/// A static service that fails every read while `failing` is set.
+struct Flaky {
+    inner: StaticMetadataService,
+    failing: AtomicBool,
+}
+
+impl Flaky {
+    fn check(&self) -> Result<(), MetadataError> {
+        if self.failing.load(Ordering::Relaxed) {
+            return Err(MetadataError::Cluster {
+                cluster: "meta".into(),
+                message: "unreachable".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+#[async_trait::async_trait]
+impl KafkaMetadataService for Flaky {
+    async fn describe_streams(
+        &self,
+        stream_ids: &[String],
+    ) -> Result<BTreeMap<String, KafkaStream>, MetadataError> {
+        self.check()?;
+        self.inner.describe_streams(stream_ids).await
+    }
+    async fn all_streams(&self) -> Result<BTreeMap<String, KafkaStream>, MetadataError> {
+        self.check()?;
+        self.inner.all_streams().await
+    }
+    async fn close(&self) -> Result<(), MetadataError> {
+        self.inner.close().await
+    }
+    fn changes(&self) -> Option<watch::Receiver<u64>> {
+        self.inner.changes()
+    }
+}
+
+/// Stream `s` on these clusters, topic `t` on each.
+fn stream(clusters: &[&MockKafkaCluster]) -> [KafkaStream; 1] {
+    let mut s = KafkaStream::new("s");
+    for c in clusters {
+        let meta = ClusterMetadata::builder(c.bootstrap_servers())
+            .topic("t")
+            .build()
+            .unwrap();
+        s = s.with_cluster(c.logical_id(), meta);
+    }
+    [s]
+}
+
+/// Reads for `ms` (so the readers apply what the enumerator sends).
+async fn idle(s: &mut KafkaSourceStream<Utf8>, ms: u64) {
+    let until = tokio::time::Instant::now() + Duration::from_millis(ms);
+    while tokio::time::Instant::now() < until {
+        let _ = tokio::time::timeout(Duration::from_millis(100), s.next()).await;
+    }
+}
+
+/// Reads (so the readers apply what the enumerator sends) until `done`, for at most
+/// 30 s.
+async fn read_until(s: &mut KafkaSourceStream<Utf8>, what: &str, done: impl Fn() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while !done() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what}: not in 30 s"
+        );
+        let _ = tokio::time::timeout(Duration::from_millis(100), s.next()).await;
+    }
+}
+
+#[test]
+fn each_applied_change_is_one_line_and_failing_reads_are_not_warned_at_every_read() {
+    let capture = Capture::default();
+    tracing::subscriber::set_global_default(capture.clone()).expect("the only subscriber");
+    let a = MockKafkaCluster::start("lines-a", 1).unwrap();
+    let b = MockKafkaCluster::start("lines-b", 1).unwrap();
+    a.create_topic("t", 1).unwrap();
+    b.create_topic("t", 3).unwrap();
+    let svc = Arc::new(Flaky {
+        inner: StaticMetadataService::new(stream(&[&a])).unwrap(),
+        failing: AtomicBool::new(false),
+    });
+    let rt = mck_testkit::runtime();
+    rt.block_on(async {
+        let mut s = MultiClusterKafkaSource::builder()
+            .shared_metadata_service(svc.clone())
+            .stream_ids(["s"])
+            .deserializer(ValueOnly::<String>::utf8())
+            // Reads the metadata often: a failing service meets many reads.
+            .metadata_discovery_interval(Duration::from_millis(100))
+            .metadata_failure_threshold(1000)
+            .build()
+            .unwrap()
+            .open()
+            .await
+            .unwrap();
+        idle(&mut s, 500).await;
+        assert_eq!(
+            capture.changes(),
+            Vec::<String>::new(),
+            "nothing changed yet"
+        );
+
+        svc.inner.replace(stream(&[&a, &b])).unwrap();
+        read_until(&mut s, "B added", || !capture.changes().is_empty()).await;
+        idle(&mut s, 500).await;
+        assert_eq!(
+            capture.changes(),
+            ["stream s: + cluster lines-b (3 splits)"]
+        );
+
+        // Failing for a while (below the threshold): many reads fail, the source
+        // warns about none of them.
+        svc.failing.store(true, Ordering::Relaxed);
+        idle(&mut s, 1500).await;
+        assert_eq!(capture.enumerator_warnings(), Vec::<String>::new());
+        let failed_reads = capture
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(_, l, m)| *l == Level::DEBUG && m.starts_with("metadata service failed"))
+            .count();
+        assert!(failed_reads >= 5, "the reads did fail ({failed_reads})");
+        svc.failing.store(false, Ordering::Relaxed);
+
+        // B removed: one more line, and only one.
+        svc.inner.replace(stream(&[&a])).unwrap();
+        read_until(&mut s, "B removed", || capture.changes().len() == 2).await;
+        idle(&mut s, 500).await;
+        assert_eq!(
+            capture.changes(),
+            [
+                "stream s: + cluster lines-b (3 splits)",
+                "stream s: - cluster lines-b"
+            ]
+        );
+        s.close().await;
+    });
+}
