@@ -460,7 +460,7 @@ async fn consume(args: ConsumeArgs) -> Result<ExitCode, String> {
                     unflushed += 1;
                     // While records keep coming, the buffer still goes out every
                     // FLUSH_EVERY; the clock is read only every CLOCK_EVERY lines.
-                    if unflushed % CLOCK_EVERY == 0 && flushed_at.elapsed() >= FLUSH_EVERY {
+                    if unflushed.is_multiple_of(CLOCK_EVERY) && flushed_at.elapsed() >= FLUSH_EVERY {
                         if let Err(end) = keep_going(output.flush()) {
                             break end;
                         }

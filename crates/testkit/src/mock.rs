@@ -331,10 +331,10 @@ impl Drop for MockKafkaCluster {
     fn drop(&mut self) {
         // Closing the channel ends the owner thread's loop; it then destroys the mock.
         drop(self.jobs.take());
-        if let Some(owner) = self.owner.take() {
-            if owner.join().is_err() {
-                tracing::warn!(cluster = %self.logical_id, "the mock cluster's owner thread panicked");
-            }
+        if let Some(owner) = self.owner.take()
+            && owner.join().is_err()
+        {
+            tracing::warn!(cluster = %self.logical_id, "the mock cluster's owner thread panicked");
         }
         tracing::debug!(cluster = %self.logical_id, "mock Kafka cluster destroyed");
     }

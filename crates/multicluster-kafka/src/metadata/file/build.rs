@@ -117,11 +117,11 @@ impl Context<'_> {
     }
 
     fn rich(&self, doc: RichDocument) -> Result<BTreeMap<String, KafkaStream>, MetadataError> {
-        if let Some(version) = &doc.version {
-            if version.value != VERSION {
-                let message = format!("unsupported version {}, expected {VERSION}", version.value);
-                return Err(self.invalid(version, message));
-            }
+        if let Some(version) = &doc.version
+            && version.value != VERSION
+        {
+            let message = format!("unsupported version {}, expected {VERSION}", version.value);
+            return Err(self.invalid(version, message));
         }
         let mut defs: BTreeMap<String, ClusterDef> = BTreeMap::new();
         for (key, cluster) in &doc.clusters.0 {

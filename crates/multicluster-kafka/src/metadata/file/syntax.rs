@@ -166,12 +166,11 @@ pub(super) fn parse_document(text: &str, path: &Path) -> Result<Document, Metada
     };
     // Serde reports a repeated struct field without a position (or with the first
     // one): the strict policy pins it to the repeated key.
-    if first.location().is_none() || first.to_string().starts_with("duplicate field") {
-        if let Err(strict) = parse_with(text, DuplicateKeyPolicy::Error) {
-            if strict.location().is_some() {
-                return Err(yaml_error(&strict, text, path));
-            }
-        }
+    if (first.location().is_none() || first.to_string().starts_with("duplicate field"))
+        && let Err(strict) = parse_with(text, DuplicateKeyPolicy::Error)
+        && strict.location().is_some()
+    {
+        return Err(yaml_error(&strict, text, path));
     }
     Err(yaml_error(&first, text, path))
 }

@@ -75,10 +75,10 @@ impl WatchThread {
     /// Stops the thread and waits for it to end.
     pub(super) fn stop(&mut self) {
         let _ = self.stop.send(Message::Stop);
-        if let Some(handle) = self.handle.take() {
-            if handle.join().is_err() {
-                tracing::warn!("the metadata file watch thread panicked");
-            }
+        if let Some(handle) = self.handle.take()
+            && handle.join().is_err()
+        {
+            tracing::warn!("the metadata file watch thread panicked");
         }
     }
 }
