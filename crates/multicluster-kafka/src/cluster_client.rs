@@ -53,17 +53,41 @@ impl std::fmt::Debug for ClusterClient {
 /// still backs off exponentially up to `reconnect.backoff.max.ms` (10 s).
 pub const CLIENT_DEFAULTS: &[(&str, &str)] = &[("reconnect.backoff.ms", "10")];
 
-/// Builds an rdkafka config from properties (over [`CLIENT_DEFAULTS`]); secret values
-/// never reach error text.
+/// Builds an rdkafka config from properties (over [`CLIENT_DEFAULTS`] and the CA
+/// search of [`ca_probe`]); secret values never reach error text.
 pub(crate) fn client_config(props: &ClientProperties) -> ClientConfig {
     let mut config = ClientConfig::new();
     for (k, v) in CLIENT_DEFAULTS {
         config.set(*k, *v);
     }
+    for (k, v) in ca_probe(props) {
+        config.set(k, v);
+    }
     for (k, v) in props.iter() {
         config.set(k, v);
     }
     config
+}
+
+/// `ssl.ca.location=probe` when a TLS cluster's properties give no CA.
+///
+/// librdkafka links a vendored OpenSSL, whose built-in CA directory is not the
+/// system's: without a CA location, a broker whose certificate is signed by a public
+/// CA, as the managed services' are, would be refused. `probe` makes librdkafka look
+/// in the usual system places (`/etc/ssl/certs/ca-certificates.crt` and the like).
+/// (`https.ca.location`, for an OIDC token endpoint, is left to the properties: it is
+/// refused by a librdkafka built without libcurl, which would then name a property
+/// the user never set.)
+fn ca_probe(props: &ClientProperties) -> Vec<(&'static str, &'static str)> {
+    let mut out = Vec::new();
+    let tls = props
+        .get("security.protocol")
+        .is_some_and(|p| p.trim().to_ascii_uppercase().ends_with("SSL"));
+    let unset = |keys: &[&str]| keys.iter().all(|k| props.get(k).is_none());
+    if tls && unset(&["ssl.ca.location", "ssl.ca.pem", "ssl.ca.certificate.stores"]) {
+        out.push(("ssl.ca.location", "probe"));
+    }
+    out
 }
 
 impl ClusterClient {
@@ -306,5 +330,23 @@ mod tests {
         ]);
         assert_eq!(client_config(&set).get("reconnect.backoff.ms"), Some("250"));
         assert_eq!(client_config(&set).get("bootstrap.servers"), Some("b:9092"));
+    }
+
+    #[test]
+    fn secured_clusters_without_a_ca_look_for_the_systems() {
+        let config = |pairs: &[(&str, &str)]| client_config(&pairs.iter().copied().collect());
+        assert_eq!(config(&[]).get("ssl.ca.location"), None);
+        assert_eq!(
+            config(&[("security.protocol", "PLAINTEXT")]).get("ssl.ca.location"),
+            None
+        );
+        for protocol in ["SSL", "sasl_ssl"] {
+            let c = config(&[("security.protocol", protocol)]);
+            assert_eq!(c.get("ssl.ca.location"), Some("probe"), "{protocol}");
+        }
+        let own = config(&[("security.protocol", "SSL"), ("ssl.ca.location", "/ca.pem")]);
+        assert_eq!(own.get("ssl.ca.location"), Some("/ca.pem"));
+        let pem = config(&[("security.protocol", "SSL"), ("ssl.ca.pem", "-----BEGIN")]);
+        assert_eq!(pem.get("ssl.ca.location"), None);
     }
 }
