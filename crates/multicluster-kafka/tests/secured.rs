@@ -197,17 +197,32 @@ fn every_secured_listener_is_read_exactly_once_with_secrets_from_files() {
 fn every_codec_written_by_the_java_producer_is_read_exactly_once() {
     let c = secure();
     let dir = tempfile::tempdir().unwrap();
-    let mut want = BTreeSet::new();
-    let mut topics = Vec::new();
-    for codec in ["gzip", "snappy", "lz4", "zstd"] {
-        let topic = format!("codec-{codec}");
-        c.create_topic(&topic, 2).unwrap();
-        let values: Vec<String> = (0..400).map(|i| format!("{codec}-{i:04}")).collect();
-        c.produce_with_java(&topic, &values, &[("compression.type", codec)])
-            .unwrap();
-        want.extend(values);
-        topics.push(topic);
-    }
+    let codecs = ["gzip", "snappy", "lz4", "zstd"];
+    // One Java producer and one kafka-dump-log per codec, all at once.
+    let produced: Vec<Vec<String>> = std::thread::scope(|s| {
+        let runs: Vec<_> = codecs
+            .iter()
+            .map(|codec| {
+                s.spawn(move || {
+                    let topic = format!("codec-{codec}");
+                    c.create_topic(&topic, 2).unwrap();
+                    let values: Vec<String> = (0..400).map(|i| format!("{codec}-{i:04}")).collect();
+                    c.produce_with_java(&topic, &values, &[("compression.type", codec)])
+                        .unwrap();
+                    let written = c.batch_codecs(&topic).unwrap();
+                    assert_eq!(
+                        written.into_iter().collect::<Vec<_>>(),
+                        [*codec],
+                        "{topic} holds {codec} batches only"
+                    );
+                    values
+                })
+            })
+            .collect();
+        runs.into_iter().map(|r| r.join().unwrap()).collect()
+    });
+    let want: BTreeSet<String> = produced.into_iter().flatten().collect();
+    let topics: Vec<String> = codecs.iter().map(|c| format!("codec-{c}")).collect();
     // Read over SASL_SSL, so decompression and TLS meet in one read.
     let entry = cluster_yaml(dir.path(), "scram", Listener::ScramSsl, &[]);
     let svc = load(dir.path(), &[("scram", entry, topics)]);

@@ -618,7 +618,13 @@ impl KafkaCluster {
             .args(["--producer-property", "acks=all"])
             .args(["--producer-property", "linger.ms=50"]);
         for (k, v) in producer_properties {
-            cmd.arg("--producer-property").arg(format!("{k}={v}"));
+            if *k == "compression.type" {
+                // The console producer sets compression.type from this option (default
+                // none) over any --producer-property.
+                cmd.arg("--compression-codec").arg(v);
+            } else {
+                cmd.arg("--producer-property").arg(format!("{k}={v}"));
+            }
         }
         cmd.stdin(Stdio::piped()).stdout(out).stderr(err);
         let mut child = spawn_tied(cmd).map_err(|e| TestkitError::Java(e.to_string()))?;
@@ -649,6 +655,65 @@ impl KafkaCluster {
             )));
         }
         Ok(())
+    }
+
+    /// The compression codecs of the record batches of every partition of `topic` on
+    /// the first broker, as Kafka's `kafka-dump-log` names them (`none`, `gzip`,
+    /// `snappy`, `lz4`, `zstd`): proof of what a producer really wrote.
+    pub fn batch_codecs(
+        &self,
+        topic: &str,
+    ) -> Result<std::collections::BTreeSet<String>, TestkitError> {
+        let (data_dir, log_dir) = {
+            let nodes = self.nodes.lock().unwrap_or_else(|p| p.into_inner());
+            (nodes[0].data_dir.clone(), nodes[0].log_dir.clone())
+        };
+        let prefix = format!("{topic}-");
+        let mut segments = Vec::new();
+        for e in fs::read_dir(&data_dir).map_err(io(&data_dir))?.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let is_partition = name
+                .strip_prefix(&prefix)
+                .is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+            if !is_partition {
+                continue;
+            }
+            for f in fs::read_dir(e.path()).map_err(io(&e.path()))?.flatten() {
+                if f.path().extension().is_some_and(|x| x == "log") {
+                    segments.push(f.path().display().to_string());
+                }
+            }
+        }
+        if segments.is_empty() {
+            return Err(self.kafka_err(format!("no log segment of {topic} on broker 0")));
+        }
+        let out = self
+            .java()
+            .arg(format!("-Dkafka.logs.dir={}", log_dir.display()))
+            .arg("kafka.tools.DumpLogSegments")
+            .arg("--files")
+            .arg(segments.join(","))
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| TestkitError::Java(e.to_string()))?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        if !out.status.success() {
+            return Err(self.kafka_err(format!(
+                "kafka-dump-log on {topic} failed ({}): {}",
+                out.status,
+                tail_lines(
+                    &format!("{text}{}", String::from_utf8_lossy(&out.stderr)),
+                    20
+                )
+            )));
+        }
+        Ok(text
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .windows(2)
+            .filter(|w| w[0] == "compresscodec:")
+            .map(|w| w[1].to_lowercase())
+            .collect())
     }
 
     fn admin(&self) -> Result<AdminClient<DefaultClientContext>, TestkitError> {
