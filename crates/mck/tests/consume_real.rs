@@ -500,6 +500,22 @@ fn a_migration_made_by_editing_the_metadata_file_is_followed_exactly_once() {
     let metrics = scrape(&metrics_addr);
     assert!(metrics.contains("mck_records_total"), "{metrics}");
     assert!(metrics.contains("cluster=\"b\""), "{metrics}");
+    // The lag figure: everything read, so B's splits are at 0, and A's series left
+    // with A (a removed split's series goes within a few seconds).
+    let lags = |m: &str| -> Vec<(String, String)> {
+        m.lines()
+            .filter_map(|l| l.strip_prefix("mck_split_lag{"))
+            .filter_map(|l| l.split_once("} "))
+            .map(|(labels, v)| (labels.to_string(), v.to_string()))
+            .collect()
+    };
+    run.wait_until("B's lag at 0 and A's lag series gone", || {
+        let last = lags(&scrape(&metrics_addr));
+        last.len() == 2
+            && last
+                .iter()
+                .all(|(l, v)| l.starts_with("cluster=\"b\"") && v == "0")
+    });
 
     run.signal(libc::SIGINT);
     assert!(run.wait(), "stderr:\n{}", run.stderr());
