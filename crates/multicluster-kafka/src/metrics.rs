@@ -29,10 +29,11 @@ pub const CLUSTERS: &str = "mck_clusters";
 /// at the split's stop offset in bounded mode) minus the offset after the last record
 /// handed out; 0 once everything is handed out, and for a finished split.
 ///
-/// Updated once per batch handed out for the splits in it, and when a poll brings a
-/// split's high watermark (about once a second per cluster while records flow, so
-/// while catching up it can be up to a second of traffic low; it never goes below 0).
-/// A split with no watermark yet (nothing fetched) has no series.
+/// Updated once per batch handed out, for the splits in it, and when a poll brings
+/// high watermarks: each cluster's consumer reports the watermark of every split it
+/// reads about once a second, records or not (so while catching up the figure can be
+/// up to a second of traffic low; it never goes below 0). A split has no series until
+/// its first watermark is known (after its first fetch).
 ///
 /// When a split leaves the reader (its topic or cluster left the metadata, the reader
 /// closed, or the split moved to another reader, which then reports it), its series is
