@@ -351,6 +351,35 @@ fn bad_credentials_and_certificates_exit_non_zero_with_one_line_naming_cluster_a
         runs.push((what, cause, child, stderr));
     }
     let mut failures = Vec::new();
+    // Meanwhile, describe marks the refusing cluster unreachable with the cause.
+    for (what, _, _, cause) in &cases[..1] {
+        let md = dir.path().join(what.replace(' ', "-")).join("streams.yaml");
+        let out = mck()
+            .args([
+                "describe",
+                "--metadata",
+                arg(&md),
+                "--json",
+                "--timeout",
+                "5s",
+            ])
+            .output()
+            .unwrap();
+        let (stdout, stderr) = text(&out);
+        let v: serde_json::Value = serde_json::from_str(&stdout)
+            .unwrap_or_else(|e| panic!("describe: {e}: {stdout}{stderr}"));
+        let guarded = &v["streams"][0]["clusters"][0];
+        let error = guarded["error"].as_str().unwrap_or_default().to_lowercase();
+        if guarded["reachable"] != false || !cause.iter().any(|c| error.contains(c)) {
+            failures.push(format!("describe, {what}: {guarded}"));
+        }
+        if secrets()
+            .iter()
+            .any(|s| stdout.contains(s) || stderr.contains(s))
+        {
+            failures.push(format!("describe, {what}: shows a secret"));
+        }
+    }
     for (what, cause, mut child, stderr) in runs {
         let status = loop {
             if let Some(s) = child.try_wait().unwrap() {
