@@ -482,6 +482,18 @@ fn an_invalid_metadata_edit_is_one_plain_warning_without_colour_codes() {
         "e1",
         "reading goes on with the last good metadata"
     );
+    // A good edit that adds a topic is applied and said in one line.
+    let t2 = topic("live-edit-2", 1);
+    produce(&t2, &["f0"]);
+    std::fs::write(
+        &md,
+        format!(
+            "- streamId: s\n  clusterMetadataList:\n    - clusterId: live\n      bootstrapServers: {}\n      topics: [{t}, {t2}]\n",
+            cluster().bootstrap_servers()
+        ),
+    )
+    .unwrap();
+    assert_eq!(next_line(&rx, "f0 of the added topic")["value"], "f0");
     assert_eq!(interrupt(&mut child), 0);
     let mut err = String::new();
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
@@ -495,4 +507,10 @@ fn an_invalid_metadata_edit_is_one_plain_warning_without_colour_codes() {
     );
     let warned = err.lines().filter(|l| l.contains("streams.yaml")).count();
     assert_eq!(warned, 1, "the bad edit is reported once: {err}");
+    let applied: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("mck: metadata: stream s:"))
+        .collect();
+    assert_eq!(applied.len(), 1, "one line for the applied edit: {err}");
+    assert!(applied[0].contains(&t2), "{err}");
 }
