@@ -8,6 +8,7 @@
 //! written after the last checkpoint are written again exactly once.
 
 use std::collections::BTreeSet;
+use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -421,7 +422,9 @@ async fn consume(args: ConsumeArgs) -> Result<ExitCode, String> {
     // Wakes the loop to redraw progress, notice metadata-file errors and a pipe whose
     // reader has gone while no record comes.
     let mut status = tokio::time::interval(Duration::from_millis(250));
-    let mut progress = Progress::new();
+    // The live line is drawn on stderr when records do not go to the same terminal.
+    let records_elsewhere = args.output.is_some() || !std::io::stdout().is_terminal();
+    let mut progress = Progress::new(records_elsewhere);
     let mut line = Vec::with_capacity(512);
     let mut records: u64 = 0;
     let mut metadata_error: Option<String> = None;
@@ -471,7 +474,7 @@ async fn consume(args: ConsumeArgs) -> Result<ExitCode, String> {
                 Some(Err(e)) if is_transient(&e) => {
                     progress.finish();
                     eprintln!("mck: warning: {e} (reading on)");
-                    progress = Progress::new();
+                    progress = Progress::new(records_elsewhere);
                 }
                 Some(Err(e)) => break Err(e.to_string()),
             },
@@ -496,7 +499,7 @@ async fn consume(args: ConsumeArgs) -> Result<ExitCode, String> {
             if now_error.is_none() {
                 progress.finish();
                 eprintln!("mck: metadata: the file is valid again and in force");
-                progress = Progress::new();
+                progress = Progress::new(records_elsewhere);
             }
             metadata_error = now_error;
         }

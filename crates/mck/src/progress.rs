@@ -249,11 +249,13 @@ pub struct Progress {
 }
 
 impl Progress {
-    /// Enabled when stderr is a terminal.
-    pub fn new() -> Self {
+    /// Enabled when stderr is a terminal and records go elsewhere.
+    /// `records_elsewhere`: records do not go to the terminal (a file, a pipe), so a
+    /// line redrawn in place cannot break one of them.
+    pub fn new(records_elsewhere: bool) -> Self {
         let now = Instant::now();
         Self {
-            enabled: std::io::stderr().is_terminal(),
+            enabled: records_elsewhere && std::io::stderr().is_terminal(),
             started: now,
             last_draw: now,
             last_count: 0,
