@@ -861,15 +861,22 @@ impl TestCluster for KafkaCluster {
     }
 }
 
-type Registry = HashMap<String, &'static KafkaCluster>;
+/// One slot per name; a slot is locked only while its cluster starts, so clusters of
+/// different names start at the same time.
+type Slot = std::sync::Arc<Mutex<Option<&'static KafkaCluster>>>;
+type Registry = HashMap<String, Slot>;
 
 static REGISTRY: OnceLock<Mutex<Registry>> = OnceLock::new();
 
 extern "C" fn shutdown_shared() {
     if let Some(reg) = REGISTRY.get() {
         let reg = reg.lock().unwrap_or_else(|p| p.into_inner());
-        for c in reg.values() {
-            c.shutdown();
+        for slot in reg.values() {
+            // A slot still locked is a cluster still starting: its JVMs die with
+            // this process all the same.
+            if let Ok(Some(c)) = slot.try_lock().as_deref() {
+                c.shutdown();
+            }
         }
     }
 }
@@ -896,11 +903,18 @@ pub fn shared_cluster_with(options: ClusterOptions) -> Result<&'static KafkaClus
         }
         Mutex::new(HashMap::new())
     });
-    let mut guard = reg.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(c) = guard.get(&name) {
+    let slot = reg
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .entry(name)
+        .or_default()
+        .clone();
+    let mut guard = slot.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(c) = *guard {
         return Ok(c);
     }
+    // A failed start leaves the slot empty: the next caller tries again.
     let cluster: &'static KafkaCluster = Box::leak(Box::new(KafkaCluster::start(options)?));
-    guard.insert(name, cluster);
+    *guard = Some(cluster);
     Ok(cluster)
 }
