@@ -25,6 +25,15 @@ fn plain() -> &'static KafkaCluster {
     mck_testkit::shared_cluster("plain").expect("the plaintext cluster starts")
 }
 
+/// The plaintext and the secured cluster, started at the same time.
+fn plain_and_secure() -> (&'static KafkaCluster, &'static KafkaCluster) {
+    std::thread::scope(|s| {
+        let p = s.spawn(plain);
+        let secure = secure();
+        (p.join().unwrap(), secure)
+    })
+}
+
 /// Environment variables the metadata files name; every `mck` run here gets them.
 fn secret_env() -> Vec<(&'static str, String)> {
     let sec = secure().security().unwrap();
@@ -474,13 +483,28 @@ fn wait_for_lines(out: &Path, n: usize, child: &mut Child, stderr: &Path) {
     }
 }
 
+/// Fetches `/metrics` from the Prometheus endpoint.
+fn scrape(addr: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).expect("metrics endpoint answers");
+    stream
+        .write_all(
+            format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        )
+        .unwrap();
+    let mut body = String::new();
+    stream.read_to_string(&mut body).unwrap();
+    body
+}
+
 fn join(h: std::thread::JoinHandle<Vec<String>>) -> Vec<String> {
     h.join().unwrap()
 }
 
 #[test]
 fn a_migration_onto_a_sasl_ssl_cluster_by_editing_the_file_under_load_is_exactly_once() {
-    let (old, new) = (plain(), secure());
+    let (old, new) = plain_and_secure();
     let topic = "mck-migrating";
     old.create_topic(topic, 2).unwrap();
     new.create_topic(topic, 2).unwrap();
@@ -497,10 +521,12 @@ fn a_migration_onto_a_sasl_ssl_cluster_by_editing_the_file_under_load_is_exactly
     write_metadata(&md, &[on_old()]);
     let out = dir.path().join("out.jsonl");
     let stderr = dir.path().join("stderr");
+    let metrics_addr = format!("127.0.0.1:{}", mck_testkit::free_ports(1).unwrap()[0]);
     let mut child = mck()
         .args(["consume", "--metadata", arg(&md), "--stream", "s"])
         .args(["--output", arg(&out)])
         .args(["--checkpoint-dir", arg(&dir.path().join("cp"))])
+        .args(["--metrics-addr", &metrics_addr])
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&stderr).unwrap())
         .spawn()
@@ -534,6 +560,10 @@ fn a_migration_onto_a_sasl_ssl_cluster_by_editing_the_file_under_load_is_exactly
     stop_new.store(true, Ordering::Relaxed);
     want.extend(join(p_new));
     wait_for_lines(&out, want.len(), &mut child, &stderr);
+
+    let metrics = scrape(&metrics_addr);
+    assert!(metrics.contains("cluster=\"new\""), "{metrics}");
+    assert_no_secret("metrics", &metrics);
 
     // SAFETY: plain kill(2) on our own child's pid.
     assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);

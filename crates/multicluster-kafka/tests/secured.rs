@@ -24,6 +24,15 @@ fn plain() -> &'static KafkaCluster {
     mck_testkit::shared_cluster("plain").expect("the plaintext cluster starts")
 }
 
+/// The plaintext and the secured cluster, started at the same time.
+fn plain_and_secure() -> (&'static KafkaCluster, &'static KafkaCluster) {
+    std::thread::scope(|s| {
+        let p = s.spawn(plain);
+        let secure = secure();
+        (p.join().unwrap(), secure)
+    })
+}
+
 /// The listeners data is read through, with the logical cluster id each gets.
 const READ_THROUGH: [(Listener, &str); 4] = [
     (Listener::Mtls, "mtls"),
@@ -298,7 +307,7 @@ async fn read_until(
 
 #[test]
 fn a_migration_from_a_plaintext_cluster_to_a_sasl_ssl_cluster_under_load_is_exactly_once() {
-    let (old, new) = (plain(), secure());
+    let (old, new) = plain_and_secure();
     old.create_topic("migrating", 2).unwrap();
     new.create_topic("migrating", 2).unwrap();
     let on_old = || ("old", meta(old.bootstrap_servers(), &[], "migrating"));
@@ -530,7 +539,7 @@ fn bad_credentials_and_certificates_fail_the_start_with_the_cause_not_a_hang() {
 
 #[test]
 fn a_running_source_goes_on_with_other_clusters_while_one_refuses_its_credentials() {
-    let (good, guarded) = (plain(), secure());
+    let (good, guarded) = plain_and_secure();
     good.create_topic("refused-good", 2).unwrap();
     guarded.create_topic("refused-guarded", 2).unwrap();
     let sec = guarded.security().unwrap();
