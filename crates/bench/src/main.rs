@@ -14,6 +14,7 @@
 //! against its peer on the same brokers, as one table (see [`compare`]).
 
 mod compare;
+mod tls;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -62,6 +63,8 @@ enum Cmd {
     /// as a child process).
     #[command(hide = true)]
     RssChild(compare::RssChildArgs),
+    /// Issue 16: `mck consume` over TLS against plaintext and against kcat, one broker.
+    Tls(tls::TlsArgs),
 }
 
 /// Options of the throughput benchmark.
@@ -979,5 +982,6 @@ fn main() {
         Cmd::Throughput(args) => throughput(&args),
         Cmd::Compare(args) => compare::compare(&args),
         Cmd::RssChild(args) => compare::rss_child(&args),
+        Cmd::Tls(args) => tls::tls(&args),
     }
 }

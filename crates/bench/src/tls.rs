@@ -1,0 +1,392 @@
+//! `mck-bench tls`: issue 16's read throughput over TLS, in one run.
+//!
+//! One secured broker from the test kit, one topic pre-filled over `PLAINTEXT`, then
+//! in alternating rounds four whole processes read it to the end, each timed from
+//! spawn to exit:
+//!
+//! - `mck consume` (the release `mck` binary) over `PLAINTEXT`,
+//! - the same over the test kit's mTLS listener (`SSL` with a client certificate),
+//! - `kcat -C` over the same mTLS listener with the same librdkafka properties,
+//! - `kcat -C` over `PLAINTEXT`, for reference.
+//!
+//! Each prints one line per record (the value), which this process counts; every
+//! process must read exactly the records produced. CPU time is the child's own
+//! (`wait4`), the broker's is read from `/proc` around each process.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use mck_bench::peers;
+use mck_testkit::{ClusterOptions, KafkaCluster, Listener, TestCluster};
+
+/// The topic every side reads.
+const TOPIC: &str = "bench-tls";
+
+/// The secured listener measured: `SSL` with client certificates (mTLS), TLS without
+/// SASL, so the difference to `PLAINTEXT` is the encryption alone.
+const LISTENER: Listener = Listener::Mtls;
+
+/// How to install kcat when it is missing.
+const KCAT_HINT: &str = "install it: apt-get update && apt-get install -y kcat (Debian/Ubuntu), \
+     or pass --kcat PATH";
+
+/// Options of `mck-bench tls`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct TlsArgs {
+    /// Records pre-filled.
+    #[arg(long, default_value_t = 2_000_000)]
+    records: usize,
+    /// Value size in bytes.
+    #[arg(long, default_value_t = 100)]
+    value_size: usize,
+    /// Partitions of the topic.
+    #[arg(long, default_value_t = 8)]
+    partitions: i32,
+    /// Alternating rounds (each runs every side once).
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    /// The `mck` binary (default: `mck` next to this binary; build it with
+    /// `cargo build --release -p mck`).
+    #[arg(long)]
+    mck: Option<PathBuf>,
+    /// The kcat binary.
+    #[arg(long, default_value = "kcat")]
+    kcat: PathBuf,
+}
+
+/// One measured side.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Side {
+    MckPlain,
+    MckTls,
+    KcatTls,
+    KcatPlain,
+}
+
+impl Side {
+    const ALL: [Side; 4] = [Side::MckPlain, Side::MckTls, Side::KcatTls, Side::KcatPlain];
+
+    fn name(self) -> &'static str {
+        match self {
+            Side::MckPlain => "mck consume, PLAINTEXT",
+            Side::MckTls => "mck consume, SSL (mTLS)",
+            Side::KcatTls => "kcat -C, SSL (mTLS)",
+            Side::KcatPlain => "kcat -C, PLAINTEXT",
+        }
+    }
+
+    fn tls(self) -> bool {
+        matches!(self, Side::MckTls | Side::KcatTls)
+    }
+}
+
+/// What one process did.
+#[derive(Clone, Copy, Debug)]
+struct Run {
+    /// Spawn to exit, seconds.
+    secs: f64,
+    /// The child's user + system CPU seconds (its threads included).
+    cpu: f64,
+    /// The broker's CPU seconds while the child ran.
+    broker_cpu: f64,
+    /// Lines (records) the child printed.
+    lines: u64,
+}
+
+/// Fails loudly, before any broker starts, when kcat cannot be run.
+fn check_kcat(kcat: &Path) {
+    match Command::new(kcat)
+        .arg("-V")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+    {
+        Ok(out) if out.status.success() => {
+            let v = String::from_utf8_lossy(&out.stdout);
+            eprintln!("kcat: {}", v.lines().next().unwrap_or("?").trim());
+        }
+        Ok(out) => panic!(
+            "`{} -V` failed ({}): {}",
+            kcat.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ),
+        Err(e) => panic!("kcat (`{}`) cannot run: {e}; {KCAT_HINT}", kcat.display()),
+    }
+}
+
+/// The `mck` binary: `--mck`, or `mck` in the directory of this binary.
+fn mck_binary(arg: Option<&Path>) -> PathBuf {
+    let path = arg.map(Path::to_path_buf).unwrap_or_else(|| {
+        std::env::current_exe()
+            .expect("the bench binary's path")
+            .with_file_name("mck")
+    });
+    assert!(
+        path.is_file(),
+        "no mck binary at {}: build it first (`cargo build --release -p mck`) or pass --mck PATH",
+        path.display()
+    );
+    path
+}
+
+/// The command line of `side`. `props` are the librdkafka properties of the TLS
+/// listener (without `bootstrap.servers`).
+fn command(
+    side: Side,
+    mck: &Path,
+    kcat: &Path,
+    plain: &str,
+    tls: &str,
+    props: &[(String, String)],
+) -> Command {
+    let (bootstrap, props): (&str, &[(String, String)]) = if side.tls() {
+        (tls, props)
+    } else {
+        (plain, &[])
+    };
+    let mut cmd = match side {
+        Side::MckPlain | Side::MckTls => {
+            let mut c = Command::new(mck);
+            c.args(["consume", "-b", bootstrap, "-t", TOPIC, "-e"])
+                .args(["--format", "value"]);
+            c
+        }
+        Side::KcatTls | Side::KcatPlain => {
+            let mut c = Command::new(kcat);
+            c.args(["-C", "-b", bootstrap, "-t", TOPIC, "-e", "-q"])
+                .args(["-o", "beginning", "-f", "%s\\n"]);
+            c
+        }
+    };
+    for (k, v) in props {
+        cmd.arg("-X").arg(format!("{k}={v}"));
+    }
+    cmd
+}
+
+/// Runs one side to its exit, counting the lines it prints.
+#[expect(
+    clippy::zombie_processes,
+    reason = "the child is reaped by wait4, which also reports its rusage"
+)]
+fn run(side: Side, mut cmd: Command, broker: &[u32]) -> Run {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let broker_before = super::pids_cpu(broker);
+    let start = Instant::now();
+    let mut child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("{} cannot start: {e}", side.name()));
+    let mut stdout = child.stdout.take().expect("piped stdout");
+    let mut stderr = child.stderr.take().expect("piped stderr");
+    let counter = std::thread::spawn(move || {
+        let mut buf = vec![0u8; 1 << 16];
+        let mut lines = 0u64;
+        loop {
+            match stdout.read(&mut buf) {
+                Ok(0) => return lines,
+                Ok(n) => lines += buf[..n].iter().filter(|b| **b == b'\n').count() as u64,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => panic!("reading the child's stdout: {e}"),
+            }
+        }
+    });
+    let errors = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stderr.read_to_string(&mut s);
+        s
+    });
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: zeroed rusage is a valid value; wait4 fills it for our own child.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `pid` is our child, not yet reaped (std reaps only in wait/try_wait).
+    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    let secs = start.elapsed().as_secs_f64();
+    let broker_cpu = super::pids_cpu(broker) - broker_before;
+    assert_eq!(r, pid, "wait4 on {}", side.name());
+    let lines = counter.join().expect("the line counter");
+    let errors = errors.join().expect("the stderr reader");
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "{} failed (wait status {status}); its stderr:\n{errors}",
+        side.name()
+    );
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    Run {
+        secs,
+        cpu: tv(usage.ru_utime) + tv(usage.ru_stime),
+        broker_cpu,
+        lines,
+    }
+}
+
+/// The `tls` command.
+pub fn tls(args: &TlsArgs) {
+    check_kcat(&args.kcat);
+    let mck = mck_binary(args.mck.as_deref());
+    eprintln!("mck: {}", mck.display());
+
+    let t = Instant::now();
+    let cluster = KafkaCluster::start(ClusterOptions::new("bench-tls").secured().jvm_options([
+        "-Xms1g",
+        "-Xmx1g",
+        "-XX:+UseG1GC",
+        "-Djava.awt.headless=true",
+    ]))
+    .expect("the secured cluster starts");
+    let plain = cluster.bootstrap_servers();
+    let tls_props = cluster.listener_properties(LISTENER);
+    let tls = tls_props
+        .iter()
+        .find(|(k, _)| k == "bootstrap.servers")
+        .map(|(_, v)| v.clone())
+        .expect("bootstrap.servers comes first");
+    let props: Vec<(String, String)> = tls_props
+        .into_iter()
+        .filter(|(k, _)| k != "bootstrap.servers")
+        .collect();
+    peers::prefill(
+        &cluster,
+        TOPIC,
+        args.partitions,
+        args.records,
+        args.value_size,
+    )
+    .expect("pre-fill");
+    eprintln!(
+        "broker started and {} records of {} B in {} partitions filled in {:.1} s",
+        args.records,
+        args.value_size,
+        args.partitions,
+        t.elapsed().as_secs_f64()
+    );
+    let broker = super::broker_pids(&cluster);
+
+    let expected = args.records as u64;
+    let mut runs: Vec<Vec<Run>> = vec![Vec::new(); Side::ALL.len()];
+    for round in 0..args.rounds.max(1) {
+        // The order turns by one every round and is reversed every other round, so no
+        // side always runs first or after the same one.
+        let mut order: Vec<usize> = (0..Side::ALL.len()).collect();
+        order.rotate_left(round % Side::ALL.len());
+        if round % 2 == 1 {
+            order.reverse();
+        }
+        let mut line = format!("round {}:", round + 1);
+        for i in order {
+            let side = Side::ALL[i];
+            let cmd = command(side, &mck, &args.kcat, &plain, &tls, &props);
+            let r = run(side, cmd, &broker);
+            assert_eq!(
+                r.lines,
+                expected,
+                "{} read {} records, {expected} were produced",
+                side.name(),
+                r.lines
+            );
+            line += &format!(
+                " {} {:.0} rec/s (cpu {:.2} s, broker {:.2} s);",
+                side.name(),
+                expected as f64 / r.secs,
+                r.cpu,
+                r.broker_cpu
+            );
+            runs[i].push(r);
+        }
+        eprintln!("{line}");
+    }
+
+    print_table(args, &runs, &mck, &props);
+}
+
+/// Prints the markdown table of medians and the ratios.
+fn print_table(args: &TlsArgs, runs: &[Vec<Run>], mck: &Path, props: &[(String, String)]) {
+    let n = args.records as f64;
+    let bytes = (args.value_size + 8) as f64 * n;
+    let med = |i: usize, f: fn(&Run) -> f64| super::median(runs[i].iter().map(f).collect());
+    let rate = |i: usize| super::median(runs[i].iter().map(|r| n / r.secs).collect());
+    let date = Command::new("date")
+        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    let load = std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default();
+    let cores = std::thread::available_parallelism().map_or(0, |c| c.get());
+    println!(
+        "TLS read throughput, {date}, {cores} cores, load average at the end {load}; \
+         {} records of {} B (8 B keys) in {} partitions, {} rounds, medians; mck: {}",
+        args.records,
+        args.value_size,
+        args.partitions,
+        runs[0].len(),
+        mck.display()
+    );
+    println!(
+        "TLS properties (both clients): {}",
+        props
+            .iter()
+            .map(|(k, _)| k.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    println!();
+    println!(
+        "| side | records/s | MB/s (key + value) | wall s | client CPU s | CPU ns/rec | broker CPU s |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    for (i, side) in Side::ALL.iter().enumerate() {
+        let secs = med(i, |r| r.secs);
+        println!(
+            "| {} | {:.0} | {:.1} | {:.2} | {:.2} | {:.0} | {:.2} |",
+            side.name(),
+            rate(i),
+            bytes / secs / 1e6,
+            secs,
+            med(i, |r| r.cpu),
+            med(i, |r| r.cpu) / n * 1e9,
+            med(i, |r| r.broker_cpu),
+        );
+    }
+    let idx = |s: Side| Side::ALL.iter().position(|x| *x == s).expect("a side");
+    let ratio = |a: Side, b: Side| rate(idx(a)) / rate(idx(b));
+    let round_ratios = |a: Side, b: Side| {
+        let r: Vec<f64> = runs[idx(a)]
+            .iter()
+            .zip(&runs[idx(b)])
+            .map(|(x, y)| y.secs / x.secs)
+            .collect();
+        let lo = r.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = r.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        format!("{lo:.2}–{hi:.2}")
+    };
+    println!();
+    println!("| ratio (records/s) | median | single rounds |");
+    println!("|---|---|---|");
+    for (label, a, b) in [
+        (
+            "mck TLS / kcat TLS (target ≥ 1.0)",
+            Side::MckTls,
+            Side::KcatTls,
+        ),
+        ("mck TLS / mck plaintext", Side::MckTls, Side::MckPlain),
+        ("kcat TLS / kcat plaintext", Side::KcatTls, Side::KcatPlain),
+        (
+            "mck plaintext / kcat plaintext",
+            Side::MckPlain,
+            Side::KcatPlain,
+        ),
+    ] {
+        println!(
+            "| {label} | **{:.2}** | {} |",
+            ratio(a, b),
+            round_ratios(a, b)
+        );
+    }
+}
