@@ -514,3 +514,96 @@ fn an_invalid_metadata_edit_is_one_plain_warning_without_colour_codes() {
     assert_eq!(applied.len(), 1, "one line for the applied edit: {err}");
     assert!(applied[0].contains(&t2), "{err}");
 }
+
+/// Waits until `path` holds `n` lines (fails if `child` exits first).
+fn wait_for_lines(path: &std::path::Path, n: usize, child: &mut Child) {
+    let until = Instant::now() + PATIENCE;
+    loop {
+        let have = std::fs::read_to_string(path)
+            .unwrap_or_default()
+            .lines()
+            .count();
+        if have >= n {
+            return;
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("mck exited ({status}) with {have} of {n} lines");
+        }
+        assert!(
+            Instant::now() < until,
+            "{have} of {n} lines after {PATIENCE:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Runs a bounded `mck consume` to its end and returns its exit status.
+fn bounded(args: &[String]) -> i32 {
+    let mut child = mck().arg("consume").args(args).arg("-e").spawn().unwrap();
+    let until = Instant::now() + PATIENCE;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status.code().unwrap_or(-1);
+        }
+        if Instant::now() > until {
+            let _ = child.kill();
+            panic!("a bounded run with {args:?} did not end within {PATIENCE:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn follow_then_bounded_then_follow_on_one_checkpoint_each_does_what_it_says() {
+    let t = topic("live-modes", 1);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out.txt");
+    let args: Vec<String> = [
+        "-b",
+        &cluster().bootstrap_servers(),
+        "-t",
+        &t,
+        "--format",
+        "value",
+        "--checkpoint-dir",
+        dir.path().join("ck").to_str().unwrap(),
+        "--output",
+        out.to_str().unwrap(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let values: Vec<String> = (0..9).map(|i| format!("m{i}")).collect();
+    let put = |range: std::ops::Range<usize>| {
+        let refs: Vec<&str> = values[range].iter().map(String::as_str).collect();
+        produce(&t, &refs);
+    };
+
+    put(0..5);
+    let mut follow = mck().arg("consume").args(&args).spawn().unwrap();
+    wait_for_lines(&out, 5, &mut follow);
+    assert_eq!(interrupt(&mut follow), 0);
+
+    assert_eq!(bounded(&args), 0, "a bounded run after a follow run ends");
+    put(5..8);
+    assert_eq!(bounded(&args), 0, "re-running the export ends too");
+    assert_eq!(
+        std::fs::read_to_string(&out).unwrap().lines().count(),
+        8,
+        "and reads what is new since"
+    );
+
+    let mut follow = mck().arg("consume").args(&args).spawn().unwrap();
+    put(8..9);
+    wait_for_lines(&out, 9, &mut follow);
+    assert_eq!(interrupt(&mut follow), 0);
+    let got: Vec<String> = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(
+        got, values,
+        "every record once, in order, across the four runs"
+    );
+}

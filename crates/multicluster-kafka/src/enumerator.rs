@@ -254,6 +254,23 @@ fn discover_blocking(d: &Discovery) -> Result<Vec<KafkaSplit>, SourceError> {
     Ok(out)
 }
 
+/// Where each of `partitions` stops under `stop`, from one lookup on the cluster.
+fn stops_blocking(
+    cluster: &str,
+    client: &ClusterClient,
+    stop: &StoppingOffsets,
+    partitions: &[(String, i32)],
+) -> Result<Vec<((String, i32), i64)>, SourceError> {
+    let facts = client.facts(partitions, stop.needs_committed(), stop.timestamp())?;
+    partitions
+        .iter()
+        .map(|(topic, p)| {
+            let stop = resolve_stop(stop, topic, cluster, *p, &facts[&(topic.clone(), *p)])?;
+            Ok(((topic.clone(), *p), stop))
+        })
+        .collect()
+}
+
 /// The tracing target of the lines [`change_lines`] makes, one event per line.
 pub const CHANGES_TARGET: &str = "multicluster_kafka::changes";
 
@@ -436,6 +453,7 @@ impl Enumerator {
         let views = e.views.clone();
         e.refresh_active(&views).await;
         let restored = e.restore()?;
+        let restored = e.stops_for_this_run(restored).await?;
         e.broadcast_cluster_info();
         let discovered = e.discover_all(true).await?;
         let mut splits = restored;
@@ -491,10 +509,13 @@ impl Enumerator {
                     continue;
                 }
                 state.known.insert((s.topic.clone(), s.partition));
+                // Where to stop is this run's choice (`stops_for_this_run`), not the
+                // checkpointed run's: a bounded run after a follow run ends, and a
+                // re-run export reads what is new since.
                 out.push(KafkaSplit {
                     id: SplitId::new(cluster, &s.topic, s.partition),
                     next_offset: s.next_offset,
-                    stop_offset: s.stop_offset,
+                    stop_offset: None,
                 });
             }
             // Topics no longer subscribed on a subscribed cluster: retained too.
@@ -503,6 +524,50 @@ impl Enumerator {
             }
         }
         Ok(out)
+    }
+
+    /// Gives restored splits the stops of this run's stopping offsets (per cluster, else
+    /// the source's), looked up on every cluster concurrently, as discovery does for
+    /// new splits. Without stopping offsets the splits stay unbounded.
+    async fn stops_for_this_run(
+        &self,
+        mut splits: Vec<KafkaSplit>,
+    ) -> Result<Vec<KafkaSplit>, SourceError> {
+        let mut by_cluster: BTreeMap<Arc<str>, Vec<(String, i32)>> = BTreeMap::new();
+        for s in &splits {
+            by_cluster
+                .entry(s.id.cluster.clone())
+                .or_default()
+                .push((s.id.topic.to_string(), s.id.partition));
+        }
+        let mut tasks = tokio::task::JoinSet::new();
+        for (cluster, partitions) in by_cluster {
+            let Some(state) = self.clusters.get(&cluster) else {
+                continue;
+            };
+            let Some(stop) = state.stop.clone() else {
+                continue;
+            };
+            let client = state.client.clone();
+            tasks.spawn_blocking(move || {
+                let stops = stops_blocking(&cluster, &client, &stop, &partitions);
+                (cluster, stops)
+            });
+        }
+        let mut stops: BTreeMap<(Arc<str>, String, i32), i64> = BTreeMap::new();
+        while let Some(joined) = tasks.join_next().await {
+            let (cluster, result) =
+                joined.map_err(|e| SourceError::Config(format!("stop lookup task failed: {e}")))?;
+            for ((topic, partition), stop) in result? {
+                stops.insert((cluster.clone(), topic, partition), stop);
+            }
+        }
+        for s in &mut splits {
+            s.stop_offset = stops
+                .get(&(s.id.cluster.clone(), s.id.topic.to_string(), s.id.partition))
+                .copied();
+        }
+        Ok(splits)
     }
 
     /// Keeps a checkpointed position of a split that is not read now, for the
