@@ -7,6 +7,7 @@ use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
 mod args;
 mod consume;
+#[cfg(feature = "demo")]
 mod demo;
 mod describe;
 mod logging;
@@ -71,6 +72,7 @@ enum Command {
         mck plan --json --metadata streams-old.yaml --metadata streams-new.yaml")]
     Plan(plan::PlanArgs),
     /// Watch a migration between two in-process clusters (no Kafka needed).
+    #[cfg(feature = "demo")]
     Demo(demo::DemoArgs),
     /// Print a shell completion script (e.g. `mck completions bash > /etc/bash_completion.d/mck`).
     Completions {
@@ -100,6 +102,7 @@ fn main() -> ExitCode {
         Command::Consume(a) => consume::run(*a),
         Command::Describe(a) => describe::run(a),
         Command::Plan(a) => plan::run(a),
+        #[cfg(feature = "demo")]
         Command::Demo(a) => demo::run(a),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "mck", &mut std::io::stdout());

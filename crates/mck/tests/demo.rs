@@ -1,4 +1,5 @@
 //! `mck demo`, the README's main job, runs to its end and reports exactly-once.
+#![cfg(feature = "demo")]
 
 use std::process::Command;
 
