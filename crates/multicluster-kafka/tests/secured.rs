@@ -618,3 +618,98 @@ fn a_running_source_goes_on_with_other_clusters_while_one_refuses_its_credential
         source.close().await;
     });
 }
+
+/// Base64url without padding (RFC 4648 §5).
+fn base64url(bytes: &[u8]) -> String {
+    const ABC: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
+        for i in 0..=chunk.len() {
+            out.push(ABC[(n >> (18 - 6 * i) & 63) as usize] as char);
+        }
+    }
+    out
+}
+
+/// A program's OAUTHBEARER token provider: unsecured JWS tokens (what the broker's
+/// unsecured validator accepts) for principal `dave`, counting its calls.
+#[derive(Default)]
+struct UnsecuredTokens {
+    made: std::sync::atomic::AtomicUsize,
+}
+
+impl multicluster_kafka::client_context::ClientHooks for UnsecuredTokens {
+    fn enable_token_refresh(&self) -> bool {
+        true
+    }
+
+    fn generate_oauth_token(
+        &self,
+        _config: Option<&str>,
+    ) -> Result<multicluster_kafka::client_context::OAuthToken, Box<dyn std::error::Error>> {
+        self.made.fetch_add(1, Ordering::Relaxed);
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)?
+            .as_secs();
+        let header = base64url(br#"{"alg":"none"}"#);
+        let claims = format!(r#"{{"sub":"dave","iat":{now},"exp":{}}}"#, now + 600);
+        Ok(multicluster_kafka::client_context::OAuthToken {
+            token: format!("{header}.{}.", base64url(claims.as_bytes())),
+            principal_name: "dave".into(),
+            lifetime_ms: ((now + 600) * 1000) as i64,
+        })
+    }
+}
+
+#[test]
+fn a_programs_oauthbearer_token_provider_reads_a_real_sasl_ssl_listener_exactly_once() {
+    assert_eq!(base64url(br#"{"alg":"none"}"#), "eyJhbGciOiJub25lIn0");
+    let c = secure();
+    c.create_topic("token-hook", 2).unwrap();
+    let want: BTreeSet<String> = fill(c, "token-hook", 2, 30, "token").into_iter().collect();
+    // The OAUTHBEARER listener's properties, less librdkafka's own unsecured tokens.
+    let props: Vec<(String, String)> = c
+        .listener_properties(Listener::OauthSsl)
+        .into_iter()
+        .filter(|(k, _)| {
+            k != "enable.sasl.oauthbearer.unsecure.jwt" && k != "sasl.oauthbearer.config"
+        })
+        .collect();
+    let svc = StaticMetadataService::new([stream(vec![(
+        "oauth",
+        meta(
+            c.listener_bootstrap(Listener::OauthSsl),
+            &props,
+            "token-hook",
+        ),
+    )])])
+    .unwrap();
+    let tokens = Arc::new(UnsecuredTokens::default());
+    let hooks = tokens.clone();
+    mck_testkit::runtime().block_on(async {
+        let mut stream = MultiClusterKafkaSource::builder()
+            .metadata_service(svc)
+            .stream_ids(["s"])
+            .deserializer(ValueOnly::<String>::utf8())
+            .stopping_offsets(StoppingOffsets::Latest)
+            .client_hooks(move |_: &str| {
+                Some(hooks.clone() as Arc<dyn multicluster_kafka::client_context::ClientHooks>)
+            })
+            .build()
+            .unwrap()
+            .open()
+            .await
+            .unwrap();
+        let seen = drain(&mut stream).await;
+        assert_exactly_once(&seen, &want);
+        stream.close().await;
+    });
+    assert!(
+        tokens.made.load(Ordering::Relaxed) >= 2,
+        "the lookup client and the reader's consumer each asked for a token"
+    );
+}
