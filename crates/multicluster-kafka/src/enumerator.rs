@@ -254,19 +254,25 @@ fn discover_blocking(d: &Discovery) -> Result<Vec<KafkaSplit>, SourceError> {
     Ok(out)
 }
 
-/// Where each of `partitions` stops under `stop`, from one lookup on the cluster.
+/// Where each of `partitions` stops under `stop` (in their order), from one lookup on
+/// the cluster.
 fn stops_blocking(
     cluster: &str,
     client: &ClusterClient,
     stop: &StoppingOffsets,
     partitions: &[(String, i32)],
-) -> Result<Vec<((String, i32), i64)>, SourceError> {
+) -> Result<Vec<i64>, SourceError> {
     let facts = client.facts(partitions, stop.needs_committed(), stop.timestamp())?;
     partitions
         .iter()
         .map(|(topic, p)| {
-            let stop = resolve_stop(stop, topic, cluster, *p, &facts[&(topic.clone(), *p)])?;
-            Ok(((topic.clone(), *p), stop))
+            Ok(resolve_stop(
+                stop,
+                topic,
+                cluster,
+                *p,
+                &facts[&(topic.clone(), *p)],
+            )?)
         })
         .collect()
 }
@@ -551,14 +557,14 @@ impl Enumerator {
             let client = state.client.clone();
             tasks.spawn_blocking(move || {
                 let stops = stops_blocking(&cluster, &client, &stop, &partitions);
-                (cluster, stops)
+                (cluster, partitions, stops)
             });
         }
         let mut stops: BTreeMap<(Arc<str>, String, i32), i64> = BTreeMap::new();
         while let Some(joined) = tasks.join_next().await {
-            let (cluster, result) =
+            let (cluster, partitions, result) =
                 joined.map_err(|e| SourceError::Config(format!("stop lookup task failed: {e}")))?;
-            for ((topic, partition), stop) in result? {
+            for ((topic, partition), stop) in partitions.into_iter().zip(result?) {
                 stops.insert((cluster.clone(), topic, partition), stop);
             }
         }
