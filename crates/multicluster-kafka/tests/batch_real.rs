@@ -232,7 +232,7 @@ fn next_and_next_batch_can_be_mixed_and_checkpoints_stay_exact() {
             loop {
                 // Alternate: a few single records (leaving part of a polled batch
                 // buffered), then a batch (which starts with what is left).
-                if round % 2 == 0 {
+                if round.is_multiple_of(2) {
                     let mut ended = false;
                     for _ in 0..7 {
                         match stream.next().await {
