@@ -4,7 +4,8 @@
 //! in alternating rounds four whole processes read it to the end, each timed from
 //! spawn to exit:
 //!
-//! - `mck consume` (the release `mck` binary) over `PLAINTEXT`,
+//! - `mck consume` (the release `mck` binary) over `PLAINTEXT`, given a metadata file
+//!   with one cluster and one stream (`--mck-quick`: `-b … -t …` instead),
 //! - the same over the test kit's mTLS listener (`SSL` with a client certificate),
 //! - `kcat -C` over the same mTLS listener with the same librdkafka properties,
 //! - `kcat -C` over `PLAINTEXT`, for reference.
@@ -47,6 +48,10 @@ pub struct TlsArgs {
     /// Alternating rounds (each runs every side once).
     #[arg(long, default_value_t = 3)]
     rounds: usize,
+    /// Rounds run first and not counted (they warm the broker's JIT on both the
+    /// plaintext and the TLS path).
+    #[arg(long, default_value_t = 1)]
+    warmup: usize,
     /// The `mck` binary (default: `mck` next to this binary; build it with
     /// `cargo build --release -p mck`).
     #[arg(long)]
@@ -54,6 +59,33 @@ pub struct TlsArgs {
     /// The kcat binary.
     #[arg(long, default_value = "kcat")]
     kcat: PathBuf,
+    /// Run mck in quick mode (`mck consume -b … -t … -X …`) rather than with a
+    /// metadata file holding the same properties. Quick mode's metadata client does
+    /// not take the `-X` properties yet, so over TLS it cannot connect.
+    #[arg(long)]
+    mck_quick: bool,
+}
+
+/// How `mck` is pointed at the broker.
+enum MckTarget {
+    /// `-b … -t …` (quick mode).
+    Quick,
+    /// `--metadata <file> --stream s`: one file per listener.
+    Files { plain: PathBuf, tls: PathBuf },
+}
+
+/// Writes a metadata file: one cluster `kafka` with `props` (`bootstrap.servers`
+/// included) and one stream `s` reading [`TOPIC`] from it.
+fn metadata_file(path: &Path, props: &[(String, String)]) -> PathBuf {
+    let mut yaml = String::from("clusters:\n  kafka:\n    properties:\n");
+    for (k, v) in props {
+        yaml.push_str(&format!("      {k}: \"{v}\"\n"));
+    }
+    yaml.push_str(&format!(
+        "streams:\n  s:\n    clusters:\n      kafka: {{ topics: [{TOPIC}] }}\n"
+    ));
+    std::fs::write(path, yaml).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+    path.to_path_buf()
 }
 
 /// One measured side.
@@ -105,7 +137,8 @@ fn check_kcat(kcat: &Path) {
     {
         Ok(out) if out.status.success() => {
             let v = String::from_utf8_lossy(&out.stdout);
-            eprintln!("kcat: {}", v.lines().next().unwrap_or("?").trim());
+            let version = v.lines().find(|l| l.starts_with("Version"));
+            eprintln!("kcat: {}", version.unwrap_or("?").trim());
         }
         Ok(out) => panic!(
             "`{} -V` failed ({}): {}",
@@ -137,12 +170,13 @@ fn mck_binary(arg: Option<&Path>) -> PathBuf {
 fn command(
     side: Side,
     mck: &Path,
+    target: &MckTarget,
     kcat: &Path,
     plain: &str,
     tls: &str,
     props: &[(String, String)],
 ) -> Command {
-    let (bootstrap, props): (&str, &[(String, String)]) = if side.tls() {
+    let (bootstrap, mut props): (&str, &[(String, String)]) = if side.tls() {
         (tls, props)
     } else {
         (plain, &[])
@@ -150,8 +184,19 @@ fn command(
     let mut cmd = match side {
         Side::MckPlain | Side::MckTls => {
             let mut c = Command::new(mck);
-            c.args(["consume", "-b", bootstrap, "-t", TOPIC, "-e"])
-                .args(["--format", "value"]);
+            c.arg("consume");
+            match target {
+                MckTarget::Quick => {
+                    c.args(["-b", bootstrap, "-t", TOPIC]);
+                }
+                MckTarget::Files { plain, tls } => {
+                    let file = if side.tls() { tls } else { plain };
+                    c.arg("--metadata").arg(file).args(["--stream", "s"]);
+                    // The file holds the properties.
+                    props = &[];
+                }
+            }
+            c.args(["-e", "--format", "value"]);
             c
         }
         Side::KcatTls | Side::KcatPlain => {
@@ -266,10 +311,26 @@ pub fn tls(args: &TlsArgs) {
         t.elapsed().as_secs_f64()
     );
     let broker = super::broker_pids(&cluster);
+    let dir = std::env::temp_dir().join(format!("mck-bench-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    let target = if args.mck_quick {
+        MckTarget::Quick
+    } else {
+        let mut tls_file = vec![("bootstrap.servers".to_string(), tls.clone())];
+        tls_file.extend(props.iter().cloned());
+        MckTarget::Files {
+            plain: metadata_file(
+                &dir.join("plain.yaml"),
+                &[("bootstrap.servers".into(), plain.clone())],
+            ),
+            tls: metadata_file(&dir.join("tls.yaml"), &tls_file),
+        }
+    };
 
     let expected = args.records as u64;
     let mut runs: Vec<Vec<Run>> = vec![Vec::new(); Side::ALL.len()];
-    for round in 0..args.rounds.max(1) {
+    let warmup = args.warmup;
+    for round in 0..warmup + args.rounds.max(1) {
         // The order turns by one every round and is reversed every other round, so no
         // side always runs first or after the same one.
         let mut order: Vec<usize> = (0..Side::ALL.len()).collect();
@@ -277,10 +338,14 @@ pub fn tls(args: &TlsArgs) {
         if round % 2 == 1 {
             order.reverse();
         }
-        let mut line = format!("round {}:", round + 1);
+        let mut line = if round < warmup {
+            format!("warm-up {}:", round + 1)
+        } else {
+            format!("round {}:", round + 1 - warmup)
+        };
         for i in order {
             let side = Side::ALL[i];
-            let cmd = command(side, &mck, &args.kcat, &plain, &tls, &props);
+            let cmd = command(side, &mck, &target, &args.kcat, &plain, &tls, &props);
             let r = run(side, cmd, &broker);
             assert_eq!(
                 r.lines,
@@ -296,11 +361,14 @@ pub fn tls(args: &TlsArgs) {
                 r.cpu,
                 r.broker_cpu
             );
-            runs[i].push(r);
+            if round >= warmup {
+                runs[i].push(r);
+            }
         }
         eprintln!("{line}");
     }
 
+    let _ = std::fs::remove_dir_all(&dir);
     print_table(args, &runs, &mck, &props);
 }
 
@@ -321,12 +389,18 @@ fn print_table(args: &TlsArgs, runs: &[Vec<Run>], mck: &Path, props: &[(String, 
     let cores = std::thread::available_parallelism().map_or(0, |c| c.get());
     println!(
         "TLS read throughput, {date}, {cores} cores, load average at the end {load}; \
-         {} records of {} B (8 B keys) in {} partitions, {} rounds, medians; mck: {}",
+         {} records of {} B (8 B keys) in {} partitions, {} rounds after {} warm-up, medians; mck: {} ({})",
         args.records,
         args.value_size,
         args.partitions,
         runs[0].len(),
-        mck.display()
+        args.warmup,
+        mck.display(),
+        if args.mck_quick {
+            "-b/-t/-X"
+        } else {
+            "metadata file"
+        }
     );
     println!(
         "TLS properties (both clients): {}",
