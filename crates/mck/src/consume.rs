@@ -255,7 +255,30 @@ pub fn run(args: ConsumeArgs) -> Result<ExitCode, String> {
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the async runtime: {e}"))?;
-    runtime.block_on(consume(args))
+    let result = runtime.block_on(consume(args));
+    // Blocking work still running (a lookup on a cluster that does not answer) must not
+    // hold the exit: it is abandoned after a moment.
+    runtime.shutdown_timeout(SHUTDOWN_GRACE);
+    result
+}
+
+/// How long the run waits for a cluster at a checkpoint and at its end: a commit (the
+/// checkpoint is saved before it) and closing the clients are abandoned after this,
+/// with a line saying so, so one unreachable coordinator cannot stall the records or
+/// the exit.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+
+/// A run stopped by a signal before it read anything.
+async fn or_signal<T>(
+    work: impl std::future::Future<Output = Result<T, String>>,
+    sigint: &mut tokio::signal::unix::Signal,
+    sigterm: &mut tokio::signal::unix::Signal,
+) -> Result<Option<T>, String> {
+    tokio::select! {
+        r = work => r.map(Some),
+        _ = sigint.recv() => Ok(None),
+        _ = sigterm.recv() => Ok(None),
+    }
 }
 
 /// Why the read loop ended.
@@ -391,7 +414,11 @@ async fn consume(args: ConsumeArgs) -> Result<ExitCode, String> {
                 builder = builder.restore_from(cp);
             }
             let source = builder.build().map_err(|e| e.to_string())?;
-            Input::Kafka(Box::new(source.open().await.map_err(|e| e.to_string())?))
+            let open = async { source.open().await.map_err(|e| e.to_string()) };
+            match or_signal(open, &mut sigint, &mut sigterm).await? {
+                Some(stream) => Input::Kafka(Box::new(stream)),
+                None => return Ok(ExitCode::SUCCESS),
+            }
         }
         (Some(dir), restored) => {
             let files = FileSource::builder(dir)
@@ -411,7 +438,11 @@ async fn consume(args: ConsumeArgs) -> Result<ExitCode, String> {
                     }
                 }
             }
-            Input::Hybrid(Box::new(hybrid.open().await.map_err(|e| e.to_string())?))
+            let open = async { hybrid.open().await.map_err(|e| e.to_string()) };
+            match or_signal(open, &mut sigint, &mut sigterm).await? {
+                Some(stream) => Input::Hybrid(Box::new(stream)),
+                None => return Ok(ExitCode::SUCCESS),
+            }
         }
     };
 
@@ -509,6 +540,15 @@ async fn consume(args: ConsumeArgs) -> Result<ExitCode, String> {
         );
     };
     progress.finish();
+    // A second signal while the run winds down exits at once.
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = sigint.recv() => {}
+            _ = sigterm.recv() => {}
+        }
+        eprintln!("mck: second signal: exiting now, without a final checkpoint");
+        std::process::exit(130);
+    });
 
     let result = match end {
         Ok(end) => {
@@ -541,7 +581,12 @@ async fn consume(args: ConsumeArgs) -> Result<ExitCode, String> {
             Err(e)
         }
     };
-    stream.close().await;
+    if tokio::time::timeout(SHUTDOWN_GRACE, stream.close())
+        .await
+        .is_err()
+    {
+        eprintln!("mck: warning: closing the clients took over {SHUTDOWN_GRACE:?}; left behind");
+    }
     result
 }
 
@@ -587,8 +632,17 @@ async fn checkpoint(
         tokio::task::block_in_place(|| store.save(&cp))
             .map_err(|e| WriteError::Failed(format!("cannot save a checkpoint: {e}")))?;
     }
-    if commit && let Err(e) = stream.commit(&cp).await {
-        eprintln!("mck: warning: offset commit failed (retried at the next checkpoint): {e}");
+    if commit {
+        match tokio::time::timeout(SHUTDOWN_GRACE, stream.commit(&cp)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => eprintln!(
+                "mck: warning: offset commit failed (retried at the next checkpoint): {e}"
+            ),
+            Err(_) => eprintln!(
+                "mck: warning: offset commit abandoned after {SHUTDOWN_GRACE:?} \
+                 (the checkpoint is saved; retried at the next one)"
+            ),
+        }
     }
     Ok(())
 }

@@ -607,3 +607,73 @@ fn follow_then_bounded_then_follow_on_one_checkpoint_each_does_what_it_says() {
         "every record once, in order, across the four runs"
     );
 }
+
+/// Sends SIGINT and returns how long the command took to exit, and its status.
+fn time_interrupt(child: &mut Child) -> (Duration, i32) {
+    let sent = Instant::now();
+    let code = interrupt(child);
+    (sent.elapsed(), code)
+}
+
+#[test]
+fn sigint_ends_a_run_promptly_while_a_cluster_does_not_answer() {
+    let t = topic("live-dead", 1);
+    produce(&t, &["d0"]);
+    let dead = mck_testkit::free_ports(1).unwrap()[0];
+    let dir = tempfile::tempdir().unwrap();
+    let md = dir.path().join("streams.yaml");
+    let live_only = format!(
+        "- streamId: s\n  clusterMetadataList:\n    - clusterId: live\n      bootstrapServers: {}\n      topics: [{t}]\n",
+        cluster().bootstrap_servers()
+    );
+    let with_dead = format!(
+        "{live_only}    - clusterId: dead\n      bootstrapServers: 127.0.0.1:{dead}\n      topics: [{t}]\n"
+    );
+
+    // At start: the dead cluster holds the start-up; SIGINT still ends it.
+    std::fs::write(&md, &with_dead).unwrap();
+    let mut child = mck()
+        .args(["consume", md.to_str().unwrap(), "-s", "s"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    let (took, code) = time_interrupt(&mut child);
+    assert_eq!(code, 0);
+    assert!(
+        took < Duration::from_secs(10),
+        "SIGINT at start-up took {took:?}"
+    );
+
+    // While running: an edit adds the dead cluster; SIGINT still ends the run, with a
+    // checkpoint of what was written.
+    std::fs::write(&md, &live_only).unwrap();
+    let ck = dir.path().join("ck");
+    let mut child = mck()
+        .args([
+            "consume",
+            md.to_str().unwrap(),
+            "-s",
+            "s",
+            "-g",
+            "live-dead",
+        ])
+        .arg("--checkpoint-dir")
+        .arg(&ck)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rx = lines_of(&mut child);
+    assert_eq!(next_line(&rx, "d0")["value"], "d0");
+    std::fs::write(&md, &with_dead).unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    let (took, code) = time_interrupt(&mut child);
+    assert_eq!(code, 0);
+    assert!(took < Duration::from_secs(10), "SIGINT took {took:?}");
+    assert!(
+        std::fs::read_dir(&ck).unwrap().count() > 0,
+        "a final checkpoint"
+    );
+}
