@@ -82,6 +82,16 @@ struct ClusterState {
     known: BTreeSet<(String, i32)>,
 }
 
+/// Warnings that repeat while a state lasts (a missing topic, a cluster that does not
+/// answer), by cluster: each is said when it starts or its text changes, not at every
+/// retry.
+#[derive(Default)]
+struct Said {
+    missing_topics: BTreeMap<Arc<str>, BTreeSet<String>>,
+    discovery_failed: BTreeMap<Arc<str>, String>,
+    unreachable_added: BTreeMap<Arc<str>, String>,
+}
+
 pub(crate) struct Enumerator {
     cfg: Arc<SourceConfig>,
     service: Arc<dyn KafkaMetadataService>,
@@ -95,6 +105,8 @@ pub(crate) struct Enumerator {
     views: BTreeMap<String, ClusterView>,
     /// The metadata applied last, per stream (what the change lines compare).
     streams: BTreeMap<String, KafkaStream>,
+    /// Repeating warnings already said.
+    said: Said,
     /// Subscribed stream ids the metadata lacked at the last read.
     missing_streams: Vec<String>,
     /// Consecutive failed metadata reads.
@@ -190,7 +202,10 @@ struct Discovery {
     new_start: StartingOffsets,
 }
 
-fn discover_blocking(d: &Discovery) -> Result<Vec<KafkaSplit>, SourceError> {
+/// The new splits of a cluster, and the subscribed topics it does not have (yet).
+type Discovered = (Vec<KafkaSplit>, BTreeSet<String>);
+
+fn discover_blocking(d: &Discovery) -> Result<Discovered, SourceError> {
     let Discovery {
         cluster,
         client,
@@ -204,9 +219,7 @@ fn discover_blocking(d: &Discovery) -> Result<Vec<KafkaSplit>, SourceError> {
     let cluster: &str = cluster;
     let stop = stop.as_ref();
     let found = client.describe(topics)?;
-    if !found.missing.is_empty() {
-        tracing::warn!(cluster, missing = ?found.missing, "topics not found on the cluster (yet); will look again at the next discovery");
-    }
+    let missing = found.missing.clone();
     let new: Vec<(String, i32)> = found
         .partitions
         .iter()
@@ -214,7 +227,7 @@ fn discover_blocking(d: &Discovery) -> Result<Vec<KafkaSplit>, SourceError> {
         .filter(|tp| !known.contains(tp))
         .collect();
     if new.is_empty() {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), missing));
     }
     // Partitions found after a cluster's first discovery are new (new partitions, or
     // a topic added to the cluster): they start at `new_start`, earliest by default,
@@ -251,7 +264,7 @@ fn discover_blocking(d: &Discovery) -> Result<Vec<KafkaSplit>, SourceError> {
             stop_offset,
         });
     }
-    Ok(out)
+    Ok((out, missing))
 }
 
 /// Where each of `partitions` stops under `stop` (in their order), from one lookup on
@@ -448,6 +461,7 @@ impl Enumerator {
             commands,
             views: clusters_of_streams(streams.values()),
             streams: streams.clone(),
+            said: Said::default(),
             missing_streams: Vec::new(),
             metadata_failures: 0,
             generation: 0,
@@ -636,7 +650,14 @@ impl Enumerator {
             let (cluster, result) =
                 joined.map_err(|e| SourceError::Config(format!("discovery task failed: {e}")))?;
             match result {
-                Ok(splits) => {
+                Ok((splits, missing)) => {
+                    self.said.discovery_failed.remove(&cluster);
+                    if missing.is_empty() {
+                        self.said.missing_topics.remove(&cluster);
+                    } else if self.said.missing_topics.get(&cluster) != Some(&missing) {
+                        tracing::warn!(cluster = %cluster, ?missing, "topics not found on the cluster (yet); looking again at each discovery (said again only when this changes)");
+                        self.said.missing_topics.insert(cluster.clone(), missing);
+                    }
                     if let Some(state) = self.clusters.get_mut(&cluster) {
                         state.initial_discovery_done = true;
                         for s in &splits {
@@ -652,8 +673,10 @@ impl Enumerator {
                         .is_cluster_active(&cluster)
                         .await
                         .unwrap_or(true);
-                    if active {
-                        tracing::warn!(cluster = %cluster, error = %e, "partition discovery failed; retrying at the next interval");
+                    let text = e.to_string();
+                    if active && self.said.discovery_failed.get(&cluster) != Some(&text) {
+                        tracing::warn!(cluster = %cluster, error = %e, "partition discovery failed; retrying at each interval (said again only when the error changes)");
+                        self.said.discovery_failed.insert(cluster.clone(), text);
                     }
                 }
             }
@@ -1090,10 +1113,17 @@ impl Enumerator {
                         });
                     }
                     metrics::gauge!(m::CLUSTER_ACTIVE, "cluster" => cluster.clone()).set(1.0);
+                    self.said.unreachable_added.remove(cluster.as_str());
                 }
                 // Not applied: the next metadata read plans this cluster again.
                 Ok(Err(e)) => {
-                    tracing::warn!(cluster, error = %e, "cannot reach an added cluster; retrying at the next metadata read")
+                    let text = e.to_string();
+                    if self.said.unreachable_added.get(cluster.as_str()) != Some(&text) {
+                        tracing::warn!(cluster, error = %e, "cannot reach an added cluster; retrying at each metadata read (said again only when the error changes)");
+                        self.said
+                            .unreachable_added
+                            .insert(cluster.clone().into(), text);
+                    }
                 }
                 Err(e) => tracing::warn!(cluster, error = %e, "cluster connect task failed"),
             }

@@ -1,6 +1,6 @@
 //! One plain line per metadata change the source applied, at the
-//! `multicluster_kafka::changes` target; a metadata service that fails is not warned
-//! about by the source at every read. Mock clusters; its own binary because it
+//! `multicluster_kafka::changes` target; a metadata service that fails, or a topic a
+//! cluster lacks, is not warned about by the source at every read. Mock clusters; its own binary because it
 //! installs a global tracing subscriber.
 
 use std::collections::BTreeMap;
@@ -165,6 +165,8 @@ fn each_applied_change_is_one_line_and_failing_reads_are_not_warned_at_every_rea
             // Reads the metadata often: a failing service meets many reads.
             .metadata_discovery_interval(Duration::from_millis(100))
             .metadata_failure_threshold(1000)
+            // Discovers often: a missing topic meets many discoveries.
+            .partition_discovery_interval(Duration::from_millis(100))
             .build()
             .unwrap()
             .open()
@@ -211,6 +213,24 @@ fn each_applied_change_is_one_line_and_failing_reads_are_not_warned_at_every_rea
                 "stream s: - cluster lines-b"
             ]
         );
+
+        // A topic the cluster lacks: said once, not at every discovery.
+        let with_absent = KafkaStream::new("s").with_cluster(
+            a.logical_id(),
+            ClusterMetadata::builder(a.bootstrap_servers())
+                .topics(["t", "absent"])
+                .build()
+                .unwrap(),
+        );
+        svc.inner.replace([with_absent]).unwrap();
+        read_until(&mut s, "the topic added", || capture.changes().len() == 3).await;
+        idle(&mut s, 1500).await;
+        let missing = capture
+            .enumerator_warnings()
+            .into_iter()
+            .filter(|m| m.starts_with("topics not found"))
+            .count();
+        assert_eq!(missing, 1, "{:?}", capture.enumerator_warnings());
         s.close().await;
     });
 }
