@@ -64,6 +64,13 @@ pub struct TlsArgs {
     /// not take the `-X` properties yet, so over TLS it cannot connect.
     #[arg(long)]
     mck_quick: bool,
+    /// An extra librdkafka property (`KEY=VALUE`, repeat) for both mck sides, as
+    /// `-X`: for looking into a difference, e.g. `fetch.queue.backoff.ms=1000`.
+    #[arg(long, value_name = "KEY=VALUE")]
+    mck_property: Vec<String>,
+    /// An extra librdkafka property (`KEY=VALUE`, repeat) for both kcat sides.
+    #[arg(long, value_name = "KEY=VALUE")]
+    kcat_property: Vec<String>,
 }
 
 /// How `mck` is pointed at the broker.
@@ -167,6 +174,7 @@ fn mck_binary(arg: Option<&Path>) -> PathBuf {
 
 /// The command line of `side`. `props` are the librdkafka properties of the TLS
 /// listener (without `bootstrap.servers`).
+#[expect(clippy::too_many_arguments, reason = "one call site, all plain data")]
 fn command(
     side: Side,
     mck: &Path,
@@ -175,6 +183,7 @@ fn command(
     plain: &str,
     tls: &str,
     props: &[(String, String)],
+    extra: &[String],
 ) -> Command {
     let (bootstrap, mut props): (&str, &[(String, String)]) = if side.tls() {
         (tls, props)
@@ -208,6 +217,9 @@ fn command(
     };
     for (k, v) in props {
         cmd.arg("-X").arg(format!("{k}={v}"));
+    }
+    for p in extra {
+        cmd.arg("-X").arg(p);
     }
     cmd
 }
@@ -345,7 +357,11 @@ pub fn tls(args: &TlsArgs) {
         };
         for i in order {
             let side = Side::ALL[i];
-            let cmd = command(side, &mck, &target, &args.kcat, &plain, &tls, &props);
+            let extra = match side {
+                Side::MckPlain | Side::MckTls => &args.mck_property,
+                Side::KcatTls | Side::KcatPlain => &args.kcat_property,
+            };
+            let cmd = command(side, &mck, &target, &args.kcat, &plain, &tls, &props, extra);
             let r = run(side, cmd, &broker);
             assert_eq!(
                 r.lines,
@@ -410,6 +426,11 @@ fn print_table(args: &TlsArgs, runs: &[Vec<Run>], mck: &Path, props: &[(String, 
             .collect::<Vec<_>>()
             .join(", ")
     );
+    for (who, extra) in [("mck", &args.mck_property), ("kcat", &args.kcat_property)] {
+        if !extra.is_empty() {
+            println!("Extra {who} properties: {}", extra.join(", "));
+        }
+    }
     println!();
     println!(
         "| side | records/s | MB/s (key + value) | wall s | client CPU s | CPU ns/rec | broker CPU s |"
