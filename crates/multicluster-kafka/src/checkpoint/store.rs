@@ -1,5 +1,5 @@
 use std::fs::{self, File};
-use std::io::Write;
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use super::{Checkpoint, CheckpointError};
@@ -11,13 +11,16 @@ pub trait CheckpointStore: Send + Sync {
     /// crash. Returns its sequence number.
     fn save(&self, checkpoint: &Checkpoint) -> Result<u64, CheckpointError>;
 
-    /// The newest stored checkpoint, if any.
+    /// The newest stored checkpoint, if any. A store that keeps several may fall back
+    /// to an older one when the newest cannot be read (saying so in a warning).
     fn latest(&self) -> Result<Option<Checkpoint>, CheckpointError>;
 }
 
 /// Checkpoints as files in a directory: `checkpoint-<sequence>.json`, written to a
 /// temporary file, fsynced, renamed into place and the directory fsynced, so a crash
-/// leaves either the old or the new file, never a torn one. Keeps the newest `keep`.
+/// leaves either the old or the new file, never a torn one. Keeps the newest `keep`;
+/// when the newest cannot be decoded (a disk that lost a write, a hand-edited file),
+/// [`latest`](CheckpointStore::latest) warns and falls back to the one before it.
 ///
 /// ```
 /// use multicluster_kafka::checkpoint::{Checkpoint, CheckpointStore, FileCheckpointStore};
@@ -106,12 +109,51 @@ impl CheckpointStore for FileCheckpointStore {
         Ok(seq)
     }
 
+    /// The newest checkpoint that decodes. Each newer one that does not is named in
+    /// a warning; when none of them does, the error names the newest.
     fn latest(&self) -> Result<Option<Checkpoint>, CheckpointError> {
-        let Some((_, path)) = self.list()?.pop() else {
-            return Ok(None);
-        };
-        let bytes = fs::read(&path).map_err(io(&path))?;
-        Checkpoint::decode_from(&bytes, &path.display().to_string()).map(Some)
+        let files = self.list()?;
+        let mut newest_error = None;
+        for (_, path) in files.iter().rev() {
+            let bytes = match fs::read(path) {
+                Ok(b) => b,
+                // Pruned by a save since the listing: an older one is next.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(io(path)(e)),
+            };
+            match Checkpoint::decode_from(&bytes, &path.display().to_string()) {
+                Ok(cp) => {
+                    if let Some(e) = &newest_error {
+                        tracing::warn!(
+                            "{e}; restoring from the previous checkpoint, {}",
+                            path.display()
+                        );
+                    }
+                    return Ok(Some(cp));
+                }
+                Err(e) => {
+                    if newest_error.is_none() {
+                        newest_error = Some(e);
+                    } else {
+                        tracing::warn!("{e}");
+                    }
+                }
+            }
+        }
+        match newest_error {
+            None => Ok(None),
+            Some(CheckpointError::Decode { origin, reason }) if files.len() > 1 => {
+                Err(CheckpointError::Decode {
+                    origin,
+                    reason: format!(
+                        "{reason} (and none of the {} older checkpoints in {} is readable either)",
+                        files.len() - 1,
+                        self.dir.display()
+                    ),
+                })
+            }
+            Some(e) => Err(e),
+        }
     }
 }
 
@@ -147,10 +189,30 @@ mod tests {
     }
 
     #[test]
-    fn a_corrupt_newest_checkpoint_is_an_error_naming_the_file() {
+    fn a_corrupt_or_truncated_newest_checkpoint_falls_back_to_the_previous_one() {
         let dir = tempfile::tempdir().unwrap();
         let store = FileCheckpointStore::open(dir.path(), 5).unwrap();
         store.save(&cp(1)).unwrap();
+        store.save(&cp(2)).unwrap();
+        let newest = dir.path().join("checkpoint-00000000000000000002.json");
+        let bytes = fs::read(&newest).unwrap();
+        fs::write(&newest, &bytes[..bytes.len() / 2]).unwrap();
+        assert_eq!(store.latest().unwrap(), Some(cp(1)));
+        fs::write(dir.path().join("checkpoint-00000000000000000003.json"), b"").unwrap();
+        assert_eq!(
+            store.latest().unwrap(),
+            Some(cp(1)),
+            "two bad ones in a row"
+        );
+        // The next save follows the newest file, readable or not.
+        assert_eq!(store.save(&cp(4)).unwrap(), 4);
+        assert_eq!(store.latest().unwrap(), Some(cp(4)));
+    }
+
+    #[test]
+    fn no_readable_checkpoint_is_an_error_naming_the_newest_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FileCheckpointStore::open(dir.path(), 5).unwrap();
         fs::write(
             dir.path().join("checkpoint-00000000000000000002.json"),
             b"{",
@@ -158,5 +220,13 @@ mod tests {
         .unwrap();
         let e = store.latest().unwrap_err().to_string();
         assert!(e.contains("checkpoint-00000000000000000002.json"), "{e}");
+        fs::write(
+            dir.path().join("checkpoint-00000000000000000001.json"),
+            b"{\"format\"",
+        )
+        .unwrap();
+        let e = store.latest().unwrap_err().to_string();
+        assert!(e.contains("checkpoint-00000000000000000002.json"), "{e}");
+        assert!(e.contains("none of the 1 older checkpoints"), "{e}");
     }
 }
