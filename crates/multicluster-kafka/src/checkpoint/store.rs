@@ -1,6 +1,7 @@
-use std::fs::{self, File};
-use std::io::{self, Write};
+use std::fs::{self, File, TryLockError};
+use std::io::{self, Read, Seek, Write};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use super::{Checkpoint, CheckpointError};
 
@@ -22,6 +23,11 @@ pub trait CheckpointStore: Send + Sync {
 /// when the newest cannot be decoded (a disk that lost a write, a hand-edited file),
 /// [`latest`](CheckpointStore::latest) warns and falls back to the one before it.
 ///
+/// [`open_exclusive`](Self::open_exclusive) also takes an advisory lock (`flock`) on the
+/// directory's `lock` file, so a second process on the same directory fails at once
+/// with the first one's pid; the kernel releases the lock when its holder dies, so a
+/// lock file left by a `kill -9` does not block the next run.
+///
 /// ```
 /// use multicluster_kafka::checkpoint::{Checkpoint, CheckpointStore, FileCheckpointStore};
 /// let dir = tempfile::tempdir().unwrap();
@@ -36,10 +42,18 @@ pub trait CheckpointStore: Send + Sync {
 pub struct FileCheckpointStore {
     dir: PathBuf,
     keep: usize,
+    /// The locked `lock` file of [`open_exclusive`](Self::open_exclusive), held while
+    /// the store lives.
+    lock: Option<File>,
 }
 
 const PREFIX: &str = "checkpoint-";
 const SUFFIX: &str = ".json";
+/// The lock file of [`FileCheckpointStore::open_exclusive`].
+const LOCK_FILE: &str = "lock";
+/// How long a process that found the directory locked waits for the holder to write
+/// its pid into the lock file (it does so right after locking).
+const PID_WAIT: Duration = Duration::from_millis(200);
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> CheckpointError + '_ {
     move |source| CheckpointError::Io {
@@ -53,11 +67,67 @@ impl FileCheckpointStore {
     /// checkpoints (at least 1).
     pub fn open(dir: impl Into<PathBuf>, keep: usize) -> Result<Self, CheckpointError> {
         let dir = dir.into();
-        fs::create_dir_all(&dir).map_err(io(&dir))?;
+        create_dir_durably(&dir).map_err(io(&dir))?;
         Ok(Self {
             dir,
             keep: keep.max(1),
+            lock: None,
         })
+    }
+
+    /// Like [`open`](Self::open), and takes the directory's lock for as long as the
+    /// store lives: while another process holds it, this fails at once with an
+    /// [`Io`](CheckpointError::Io) error of kind [`WouldBlock`](io::ErrorKind::WouldBlock)
+    /// naming the lock file and the holder's pid. The lock is advisory (`flock`) and
+    /// held by the open file, so it goes with the process however that ends.
+    ///
+    /// ```
+    /// use multicluster_kafka::checkpoint::FileCheckpointStore;
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let store = FileCheckpointStore::open_exclusive(dir.path(), 3).unwrap();
+    /// let e = FileCheckpointStore::open_exclusive(dir.path(), 3).unwrap_err();
+    /// assert!(e.to_string().contains(&format!("pid {}", std::process::id())), "{e}");
+    /// drop(store);
+    /// FileCheckpointStore::open_exclusive(dir.path(), 3).unwrap();
+    /// ```
+    pub fn open_exclusive(dir: impl Into<PathBuf>, keep: usize) -> Result<Self, CheckpointError> {
+        let mut store = Self::open(dir, keep)?;
+        let path = store.dir.join(LOCK_FILE);
+        let existed = path.exists();
+        let mut file = File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(io(&path))?;
+        if !existed {
+            sync_dir(&store.dir).map_err(io(&store.dir))?;
+        }
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(TryLockError::WouldBlock) => {
+                let holder = match lock_holder(&mut file) {
+                    Some(pid) => format!("pid {pid}"),
+                    None => "pid unknown".to_string(),
+                };
+                return Err(CheckpointError::Io {
+                    path: path.display().to_string(),
+                    source: io::Error::new(
+                        io::ErrorKind::WouldBlock,
+                        format!("locked by another process ({holder})"),
+                    ),
+                });
+            }
+            Err(TryLockError::Error(e)) => return Err(io(&path)(e)),
+        }
+        // The holder's pid, for the message of the next one to try. A crash leaves the
+        // old pid in the file but releases the lock.
+        file.set_len(0).map_err(io(&path))?;
+        file.seek(io::SeekFrom::Start(0)).map_err(io(&path))?;
+        writeln!(file, "{}", std::process::id()).map_err(io(&path))?;
+        store.lock = Some(file);
+        Ok(store)
     }
 
     /// The directory.
@@ -97,9 +167,7 @@ impl CheckpointStore for FileCheckpointStore {
             f.sync_all().map_err(io(&tmp))?;
         }
         fs::rename(&tmp, &path).map_err(io(&path))?;
-        File::open(&self.dir)
-            .and_then(|d| d.sync_all())
-            .map_err(io(&self.dir))?;
+        sync_dir(&self.dir).map_err(io(&self.dir))?;
         let mut all = existing;
         all.push((seq, path));
         let excess = all.len().saturating_sub(self.keep);
@@ -155,6 +223,57 @@ impl CheckpointStore for FileCheckpointStore {
             Some(e) => Err(e),
         }
     }
+}
+
+/// The pid a lock holder wrote into the lock file, waiting briefly for a holder that
+/// has just taken the lock to write it.
+fn lock_holder(file: &mut File) -> Option<u32> {
+    let until = Instant::now() + PID_WAIT;
+    loop {
+        let mut text = String::new();
+        if file.seek(io::SeekFrom::Start(0)).is_ok()
+            && file.read_to_string(&mut text).is_ok()
+            && let Ok(pid) = text.trim().parse()
+        {
+            return Some(pid);
+        }
+        if Instant::now() >= until {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The directory a path's entry lives in (`.` for a bare name).
+fn parent_dir(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
+/// Fsyncs a directory, making the entries created, renamed or removed in it durable.
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+/// `create_dir_all`, then fsyncs the parent of every directory it created, so the new
+/// directories survive a crash along with what is written into them.
+fn create_dir_durably(dir: &Path) -> io::Result<()> {
+    let mut missing = Vec::new();
+    let mut at = dir;
+    while !at.exists() {
+        missing.push(at);
+        match at.parent() {
+            Some(p) if !p.as_os_str().is_empty() => at = p,
+            _ => break,
+        }
+    }
+    fs::create_dir_all(dir)?;
+    for created in missing {
+        sync_dir(parent_dir(created))?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -228,5 +347,49 @@ mod tests {
         let e = store.latest().unwrap_err().to_string();
         assert!(e.contains("checkpoint-00000000000000000002.json"), "{e}");
         assert!(e.contains("none of the 1 older checkpoints"), "{e}");
+    }
+
+    #[test]
+    fn the_lock_fails_at_once_naming_the_holder_and_goes_with_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = FileCheckpointStore::open_exclusive(dir.path(), 3).unwrap();
+        let started = Instant::now();
+        let e = FileCheckpointStore::open_exclusive(dir.path(), 3).unwrap_err();
+        assert!(started.elapsed() < Duration::from_secs(1));
+        let CheckpointError::Io { path, source } = &e else {
+            panic!("{e:?}")
+        };
+        assert!(path.ends_with("lock"), "{path}");
+        assert_eq!(source.kind(), io::ErrorKind::WouldBlock);
+        assert!(
+            e.to_string()
+                .contains(&format!("(pid {})", std::process::id())),
+            "{e}"
+        );
+        // A plain open does not lock.
+        FileCheckpointStore::open(dir.path(), 3).unwrap();
+        drop(first);
+        // The lock file stays, with the old pid; the lock does not.
+        fs::write(dir.path().join(LOCK_FILE), "999999999\n").unwrap();
+        let again = FileCheckpointStore::open_exclusive(dir.path(), 3).unwrap();
+        assert_eq!(
+            fs::read_to_string(dir.path().join(LOCK_FILE)).unwrap(),
+            format!("{}\n", std::process::id())
+        );
+        assert!(
+            again.list().unwrap().is_empty(),
+            "the lock file is no checkpoint"
+        );
+    }
+
+    #[test]
+    fn missing_directories_are_created() {
+        let dir = tempfile::tempdir().unwrap();
+        let deep = dir.path().join("a/b/c");
+        let store = FileCheckpointStore::open(&deep, 1).unwrap();
+        store.save(&cp(7)).unwrap();
+        assert_eq!(store.latest().unwrap(), Some(cp(7)));
+        assert_eq!(parent_dir(Path::new("ck")), Path::new("."));
+        assert_eq!(parent_dir(Path::new("a/ck")), Path::new("a"));
     }
 }
