@@ -10,12 +10,14 @@
 use std::collections::BTreeSet;
 use std::io::IsTerminal;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use multicluster_kafka::checkpoint::{Checkpoint, CheckpointStore, FileCheckpointStore};
+use multicluster_kafka::checkpoint::{
+    Checkpoint, CheckpointError, CheckpointStore, FileCheckpointStore,
+};
 use multicluster_kafka::deserializer::NullableValue;
 use multicluster_kafka::error::SourceError;
 use multicluster_kafka::file_source::{FileRecord, FileSource, MalformedLines};
@@ -123,8 +125,9 @@ pub struct ConsumeArgs {
     /// A librdkafka client property for every cluster (repeat for several).
     #[arg(short = 'X', long = "property", value_name = "KEY=VALUE", env = "MCK_PROPERTY", value_delimiter = ';', value_parser = args::parse_property)]
     pub properties: Vec<(String, String)>,
-    /// Restore from the newest checkpoint here at start; checkpoint here on the
-    /// interval, at the end and on SIGINT/SIGTERM.
+    /// Restore from the newest checkpoint here at start (an unreadable newest one falls
+    /// back to the one before); checkpoint here on the interval, at the end and on
+    /// SIGINT/SIGTERM. Locked for the run: a second run on it fails at once.
     #[arg(long, value_name = "DIR", env = "MCK_CHECKPOINT_DIR")]
     pub checkpoint_dir: Option<PathBuf>,
     /// How often to checkpoint (and commit to `--group`), e.g. `10s`, `500ms`.
@@ -369,9 +372,11 @@ async fn consume(args: ConsumeArgs) -> Result<ExitCode, String> {
         .map_err(|e| format!("--format-string: {e}"))?;
     progress::install(args.metrics_addr)?;
     let service = Service::open(&args)?;
+    // Locked before anything in it is read, and until the process ends.
     let store = match &args.checkpoint_dir {
         Some(dir) => Some(Arc::new(
-            FileCheckpointStore::open(dir, KEEP_CHECKPOINTS).map_err(|e| e.to_string())?,
+            FileCheckpointStore::open_exclusive(dir, KEEP_CHECKPOINTS)
+                .map_err(|e| lock_error(dir, e))?,
         )),
         None => None,
     };
@@ -590,6 +595,21 @@ async fn consume(args: ConsumeArgs) -> Result<ExitCode, String> {
     result
 }
 
+/// The error line for a checkpoint directory that could not be opened: another run's
+/// lock says what to do about it.
+fn lock_error(dir: &Path, e: CheckpointError) -> String {
+    match &e {
+        CheckpointError::Io { source, .. } if source.kind() == std::io::ErrorKind::WouldBlock => {
+            format!(
+                "--checkpoint-dir {} is in use by another run: {e}; wait for that run to end, \
+                 stop it, or give another --checkpoint-dir",
+                dir.display()
+            )
+        }
+        _ => format!("--checkpoint-dir {}: {e}", dir.display()),
+    }
+}
+
 /// The output length a restored checkpoint covers (0 without a checkpoint: a fresh file).
 fn output_length(restored: Option<&Checkpoint>, path: &std::path::Path) -> Result<u64, String> {
     let Some(cp) = restored else { return Ok(0) };
@@ -665,5 +685,20 @@ mod tests {
         assert_eq!(output_length(Some(&cp), p).unwrap(), 12);
         cp.user_data.insert(OUTPUT_LENGTH.into(), "x".into());
         assert!(output_length(Some(&cp), p).is_err());
+    }
+
+    #[test]
+    fn a_locked_checkpoint_directory_is_one_line_saying_what_to_do() {
+        let dir = tempfile::tempdir().unwrap();
+        let _held = FileCheckpointStore::open_exclusive(dir.path(), 3).unwrap();
+        let e = FileCheckpointStore::open_exclusive(dir.path(), 3).unwrap_err();
+        let line = lock_error(dir.path(), e);
+        assert!(line.contains("is in use by another run"), "{line}");
+        assert!(
+            line.contains(&format!("pid {}", std::process::id())),
+            "{line}"
+        );
+        assert!(line.contains("another --checkpoint-dir"), "{line}");
+        assert_eq!(line.lines().count(), 1);
     }
 }
