@@ -6,10 +6,18 @@
 //! checkpoint is saved durably only after that. On restart the file is cut back to the
 //! recorded length before reading resumes at the checkpointed positions, so records
 //! written after the last checkpoint are written again exactly once.
+//!
+//! Output and state are protected: the checkpoint directory is locked for the run (a
+//! second run on it fails at once with the first one's pid), and an existing non-empty
+//! output file that no checkpoint covers is refused unless `--overwrite` is given. A
+//! file a run started in a checkpoint directory that has no checkpoint yet is named in
+//! that directory (`output-file`), so after a `kill -9` before the first checkpoint the
+//! next run starts it afresh instead of refusing it.
 
 use std::collections::BTreeSet;
 use std::io::IsTerminal;
 use std::net::SocketAddr;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -34,7 +42,9 @@ use multicluster_kafka::{Bytes, KafkaSourceStream, MultiClusterKafkaSource};
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::args::{self, MetadataFile};
-use crate::output::{Format, Layout, Output, WriteError, render, render_file};
+use crate::output::{
+    FileStart, Format, Layout, Output, WriteError, render, render_file, sync_parent,
+};
 use crate::progress::{self, Progress};
 
 /// The checkpoint's user-data key holding the output file's length.
@@ -42,6 +52,12 @@ pub const OUTPUT_LENGTH: &str = "output-length";
 
 /// Checkpoints kept in `--checkpoint-dir`.
 const KEEP_CHECKPOINTS: usize = 3;
+
+/// In `--checkpoint-dir`: the absolute path of the `--output` file a run started there
+/// before any checkpoint existed. Until a checkpoint covers that file, its content is
+/// this directory's own (records nothing has counted yet), so a run without a
+/// checkpoint starts it afresh instead of refusing it.
+pub const OUTPUT_MARKER: &str = "output-file";
 
 /// Arguments of `mck consume`.
 #[derive(Debug, clap::Args)]
@@ -134,9 +150,13 @@ pub struct ConsumeArgs {
     #[arg(long, value_name = "DURATION", default_value = "10s", env = "MCK_CHECKPOINT_INTERVAL", value_parser = args::parse_duration)]
     pub checkpoint_interval: Duration,
     /// Write records to this file instead of stdout (exactly once across crashes when
-    /// used with `--checkpoint-dir`; otherwise the file is started afresh).
+    /// used with `--checkpoint-dir`). An existing non-empty file that no checkpoint
+    /// covers is refused unless `--overwrite` is given.
     #[arg(long, value_name = "FILE", env = "MCK_OUTPUT")]
     pub output: Option<PathBuf>,
+    /// Start `--output` afresh even when it holds records no checkpoint covers.
+    #[arg(long, requires = "output", env = "MCK_OVERWRITE")]
+    pub overwrite: bool,
     /// Output layout: json (null key or value as null), value (a tombstone prints an
     /// empty line), kv (key, tab, value), full (every field on one line).
     #[arg(long, value_enum, default_value_t = Format::Json, env = "MCK_FORMAT")]
@@ -386,7 +406,7 @@ async fn consume(args: ConsumeArgs) -> Result<ExitCode, String> {
     };
     let mut output = match &args.output {
         None => Output::stdout(),
-        Some(path) => Output::file(path, output_length(restored.as_ref(), path)?)?,
+        Some(path) => open_output(path, restored.as_ref(), store.as_deref(), args.overwrite)?,
     };
 
     let mut builder = MultiClusterKafkaSource::builder()
@@ -610,6 +630,53 @@ fn lock_error(dir: &Path, e: CheckpointError) -> String {
     }
 }
 
+/// Opens `--output`: cut back to what the restored checkpoint covers; without one,
+/// started afresh, refusing a non-empty file unless `overwrite` or the checkpoint
+/// directory names it as its own (a run there started it before its first checkpoint).
+fn open_output(
+    path: &Path,
+    restored: Option<&Checkpoint>,
+    store: Option<&FileCheckpointStore>,
+    overwrite: bool,
+) -> Result<Output, String> {
+    if restored.is_some() {
+        return Output::file(path, FileStart::Resume(output_length(restored, path)?));
+    }
+    let Some(store) = store else {
+        return Output::file(path, FileStart::Fresh { overwrite });
+    };
+    let me =
+        std::path::absolute(path).map_err(|e| format!("output file {}: {e}", path.display()))?;
+    let marker = store.dir().join(OUTPUT_MARKER);
+    let ours = std::fs::read(&marker).is_ok_and(|b| b == me.as_os_str().as_bytes());
+    let output = Output::file(
+        path,
+        FileStart::Fresh {
+            overwrite: overwrite || ours,
+        },
+    )?;
+    if !ours {
+        // Durable before the first record goes to the file.
+        write_durably(&marker, me.as_os_str().as_bytes())
+            .map_err(|e| format!("{}: {e}", marker.display()))?;
+    }
+    Ok(output)
+}
+
+/// Writes a small file atomically: a temporary file, fsynced, renamed into place, and
+/// the directory fsynced.
+fn write_durably(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path)?;
+    sync_parent(path)
+}
+
 /// The output length a restored checkpoint covers (0 without a checkpoint: a fresh file).
 fn output_length(restored: Option<&Checkpoint>, path: &std::path::Path) -> Result<u64, String> {
     let Some(cp) = restored else { return Ok(0) };
@@ -685,6 +752,43 @@ mod tests {
         assert_eq!(output_length(Some(&cp), p).unwrap(), 12);
         cp.user_data.insert(OUTPUT_LENGTH.into(), "x".into());
         assert!(output_length(Some(&cp), p).is_err());
+    }
+
+    #[test]
+    fn an_output_a_checkpoint_directory_started_is_its_own_until_a_checkpoint() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FileCheckpointStore::open(dir.path().join("ck"), 3).unwrap();
+        let out = dir.path().join("out.jsonl");
+        let other = dir.path().join("other.jsonl");
+        std::fs::write(&other, b"someone else's\n").unwrap();
+
+        // A new file is started and named in the directory.
+        let mut o = open_output(&out, None, Some(&store), false).unwrap();
+        o.write(b"uncovered\n").unwrap();
+        o.sync().unwrap();
+        drop(o);
+        // No checkpoint yet (a kill -9 before the first one): started afresh.
+        let o = open_output(&out, None, Some(&store), false).unwrap();
+        drop(o);
+        assert_eq!(std::fs::read(&out).unwrap(), b"");
+        // Another file is not the directory's: refused and left alone.
+        let e = open_output(&other, None, Some(&store), false)
+            .err()
+            .unwrap();
+        assert!(e.contains("--overwrite"), "{e}");
+        assert_eq!(std::fs::read(&other).unwrap(), b"someone else's\n");
+        // Nor is a file without a checkpoint directory.
+        std::fs::write(&out, b"x\n").unwrap();
+        assert!(open_output(&out, None, None, false).is_err());
+        assert_eq!(std::fs::read(&out).unwrap(), b"x\n");
+        open_output(&out, None, None, true).unwrap();
+        assert_eq!(std::fs::read(&out).unwrap(), b"");
+        // A checkpoint decides when there is one.
+        std::fs::write(&out, b"covered\nnot\n").unwrap();
+        let mut cp = Checkpoint::default();
+        cp.user_data.insert(OUTPUT_LENGTH.into(), "8".into());
+        open_output(&out, Some(&cp), Some(&store), false).unwrap();
+        assert_eq!(std::fs::read(&out).unwrap(), b"covered\n");
     }
 
     #[test]
