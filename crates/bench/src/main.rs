@@ -10,7 +10,7 @@
 //! and client CPU per record (this process's user + system time, librdkafka's threads
 //! included), and their ratios.
 //!
-//! `cargo run --release -p mck-bench -- compare` is issue 7's one run: every measure
+//! `cargo run --release -p mck-bench -- compare` is the one-run comparison: every measure
 //! against its peer on the same brokers, as one table (see [`compare`]).
 
 mod compare;
@@ -55,7 +55,7 @@ enum Cmd {
         #[arg(long, default_value_t = 10)]
         rounds: usize,
     },
-    /// Issue 7's one run: throughput, handover, isolation, memory and checkpoint cost,
+    /// Every measure in one run: throughput, handover, isolation, memory and checkpoint cost,
     /// each beside its peer (plain rdkafka, Kafka's ConsumerPerformance, Flink's
     /// DynamicKafkaSource), on the same brokers, printed as one markdown table.
     Compare(compare::CompareArgs),
@@ -63,7 +63,7 @@ enum Cmd {
     /// as a child process).
     #[command(hide = true)]
     RssChild(compare::RssChildArgs),
-    /// Issue 16: `mck consume` over TLS against plaintext and against kcat, one broker.
+    /// Read throughput over TLS: `mck consume` against plaintext and against kcat, one broker.
     Tls(tls::TlsArgs),
 }
 

@@ -1,4 +1,4 @@
-//! `mck-bench tls`: issue 16's read throughput over TLS, in one run.
+//! `mck-bench tls`: read throughput over TLS, `mck consume` beside kcat, in one run.
 //!
 //! One secured broker from the test kit, one topic pre-filled over `PLAINTEXT`, then
 //! in alternating rounds four whole processes read it to the end, each timed from

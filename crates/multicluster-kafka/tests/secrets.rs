@@ -1,4 +1,4 @@
-//! Secret property values stay secret (issue 16, item 6): the secret-key list covers
+//! Secret property values stay secret: the secret-key list covers
 //! every property librdkafka itself treats as sensitive, and no secret value reaches
 //! log lines (librdkafka's own debug lines included), errors, `Debug` output,
 //! checkpoints or metrics. Its own binary: it installs a global metrics recorder.
