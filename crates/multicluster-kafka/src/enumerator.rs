@@ -391,10 +391,18 @@ pub(crate) fn change_lines(
     lines
 }
 
+/// In a follow run, how long start-up waits for the other clusters once one cluster
+/// answered; those that did not are taken up later, like clusters added to the
+/// metadata.
+const START_GRACE: Duration = Duration::from_secs(5);
+
 impl Enumerator {
     /// Reads metadata, connects to every cluster, restores and discovers splits, and
-    /// hands out the first assignment. Fails when a stream is unknown or a cluster is
-    /// unreachable: a source never starts on half its input.
+    /// hands out the first assignment. Fails when a stream is unknown. A cluster that
+    /// does not answer fails a bounded run (it could never end); a follow run starts
+    /// with the clusters that answered (waiting up to [`START_GRACE`] for the others
+    /// once one did) and takes the others up at later metadata reads, their
+    /// checkpointed positions kept meanwhile.
     pub async fn start(
         cfg: Arc<SourceConfig>,
         service: Arc<dyn KafkaMetadataService>,
@@ -406,6 +414,7 @@ impl Enumerator {
     ) -> Result<Enumerator, SourceError> {
         let streams = subscribed_streams(&cfg, service.as_ref(), true).await?;
         let wanted = clusters_of(&cfg, &streams);
+        let wanted_ids: Vec<Arc<str>> = wanted.keys().cloned().collect();
         let mut connects = tokio::task::JoinSet::new();
         for (
             cluster,
@@ -422,16 +431,56 @@ impl Enumerator {
             let setup =
                 crate::client_context::ClientSetup::new(cfg.client_hooks.as_ref(), &cluster);
             connects.spawn_blocking(move || {
-                let client =
-                    ClusterClient::new(cluster.clone(), &props, group.as_deref(), timeout, setup)?;
-                let id = client.kafka_cluster_id()?;
-                Ok::<_, SourceError>((cluster, props, topics, start, stop, client, id))
+                // A client librdkafka refuses is a configuration error, fatal in any
+                // run; a cluster that does not answer is not, in a follow run.
+                let connected =
+                    ClusterClient::new(cluster.clone(), &props, group.as_deref(), timeout, setup)
+                        .map(|client| client.kafka_cluster_id().map(|id| (client, id)));
+                (cluster, props, topics, start, stop, connected)
             });
         }
         let mut clusters = BTreeMap::new();
-        while let Some(joined) = connects.join_next().await {
-            let (cluster, props, topics, start, stop, client, id) = joined
-                .map_err(|e| SourceError::Config(format!("cluster connect task failed: {e}")))??;
+        // Clusters that did not answer: a bounded run fails (it would never end), a
+        // follow run starts with the others and takes these up, like clusters added
+        // to the metadata, at a later metadata read.
+        let mut unreachable: BTreeMap<Arc<str>, String> = BTreeMap::new();
+        let mut waiting: BTreeSet<Arc<str>> = wanted_ids.iter().cloned().collect();
+        let mut deadline: Option<tokio::time::Instant> = None;
+        loop {
+            let next = match deadline {
+                Some(at) => match tokio::time::timeout_at(at, connects.join_next()).await {
+                    Ok(next) => next,
+                    // The clusters still connecting are taken up later; their blocking
+                    // lookups end by themselves within the client timeout.
+                    Err(_) => {
+                        for cluster in std::mem::take(&mut waiting) {
+                            tracing::warn!(cluster = %cluster, "no answer from a cluster within {:?} of the others; reading them and retrying it at each metadata read", START_GRACE);
+                            unreachable.insert(cluster, String::new());
+                        }
+                        connects.detach_all();
+                        break;
+                    }
+                },
+                None => connects.join_next().await,
+            };
+            let Some(joined) = next else { break };
+            let (cluster, props, topics, start, stop, connected) = joined
+                .map_err(|e| SourceError::Config(format!("cluster connect task failed: {e}")))?;
+            waiting.remove(&cluster);
+            let (client, id) = match connected? {
+                Ok(c) => {
+                    if !cfg.bounded() && deadline.is_none() {
+                        deadline = Some(tokio::time::Instant::now() + START_GRACE);
+                    }
+                    c
+                }
+                Err(e) if cfg.bounded() => return Err(e),
+                Err(e) => {
+                    tracing::warn!(cluster = %cluster, error = %e, "cannot reach a cluster; reading the others and retrying it at each metadata read (said again only when the error changes)");
+                    unreachable.insert(cluster, e.to_string());
+                    continue;
+                }
+            };
             clusters.insert(
                 cluster,
                 ClusterState {
@@ -459,9 +508,23 @@ impl Enumerator {
             readers,
             notices,
             commands,
-            views: clusters_of_streams(streams.values()),
-            streams: streams.clone(),
-            said: Said::default(),
+            views: clusters_of_streams(streams.values())
+                .into_iter()
+                .filter(|(c, _)| !unreachable.contains_key(c.as_str()))
+                .collect(),
+            streams: streams
+                .iter()
+                .map(|(id, s)| {
+                    let mut s = s.clone();
+                    s.clusters
+                        .retain(|c, _| !unreachable.contains_key(c.as_str()));
+                    (id.clone(), s)
+                })
+                .collect(),
+            said: Said {
+                unreachable_added: unreachable,
+                ..Said::default()
+            },
             missing_streams: Vec::new(),
             metadata_failures: 0,
             generation: 0,

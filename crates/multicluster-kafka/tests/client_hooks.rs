@@ -211,6 +211,8 @@ fn a_token_provider_is_asked_for_the_first_token_of_each_client() {
             .stream_ids(["s"])
             .deserializer(Utf8)
             .client_timeout(Duration::from_secs(2))
+            // Bounded: a follow run would start without the cluster and retry it.
+            .stopping_offsets(StoppingOffsets::Latest)
             .client_hooks(move |_: &str| Some(hooks.clone() as Arc<dyn ClientHooks>))
             .build()
             .unwrap()

@@ -668,3 +668,68 @@ fn a_panic_in_the_deserializer_reaches_the_caller_of_next() {
         "{message:?}"
     );
 }
+
+#[test]
+fn a_follow_run_starts_without_a_cluster_that_is_down_and_takes_it_up_when_it_returns() {
+    let a = MockKafkaCluster::start("up", 1).unwrap();
+    let b = MockKafkaCluster::start("down", 1).unwrap();
+    a.create_topic("t", 1).unwrap();
+    b.create_topic("t", 1).unwrap();
+    b.produce("t", &[TestRecord::value("b-0")]).unwrap();
+    b.kill_broker(0).unwrap();
+    let meta = |c: &MockKafkaCluster| {
+        ClusterMetadata::builder(c.bootstrap_servers())
+            .topic("t")
+            .build()
+            .unwrap()
+    };
+    let svc = StaticMetadataService::new([KafkaStream::new("s")
+        .with_cluster("up", meta(&a))
+        .with_cluster("down", meta(&b))])
+    .unwrap();
+    let patience = std::time::Duration::from_secs(60);
+    mck_testkit::runtime().block_on(async {
+        let mut s = tokio::time::timeout(
+            patience,
+            MultiClusterKafkaSource::builder()
+                .metadata_service(svc)
+                .stream_ids(["s"])
+                .deserializer(Utf8)
+                .client_timeout(std::time::Duration::from_secs(2))
+                .metadata_discovery_interval(std::time::Duration::from_millis(500))
+                .build()
+                .unwrap()
+                .open(),
+        )
+        .await
+        .expect("start-up does not wait for the cluster that is down")
+        .expect("a follow run starts with the cluster that answers");
+        a.produce("t", &[TestRecord::value("a-0")]).unwrap();
+        let r = tokio::time::timeout(patience, s.next()).await.unwrap();
+        assert_eq!(r.unwrap().unwrap().value, "a-0");
+
+        b.restart_broker(0).unwrap();
+        let r = tokio::time::timeout(patience, s.next())
+            .await
+            .expect("the returned cluster is taken up by itself");
+        let r = r.unwrap().unwrap();
+        assert_eq!(
+            (&*r.cluster, r.value.as_str()),
+            ("down", "b-0"),
+            "read from its start, once"
+        );
+        s.close().await;
+    });
+
+    // A bounded run cannot end without the cluster: it fails, naming it.
+    let c = MockKafkaCluster::start("gone", 1).unwrap();
+    c.create_topic("t", 1).unwrap();
+    c.kill_broker(0).unwrap();
+    let svc = stream_on("s", "gone", &c, "t");
+    let err = mck_testkit::runtime()
+        .block_on(read_all(
+            bounded(svc, "s").client_timeout(std::time::Duration::from_secs(2)),
+        ))
+        .unwrap_err();
+    assert!(err.to_string().contains("gone"), "{err}");
+}
