@@ -335,8 +335,13 @@ enum Service {
 impl Service {
     fn open(args: &ConsumeArgs) -> Result<Self, String> {
         if let Some(brokers) = &args.brokers {
-            let props: ClientProperties = [(BOOTSTRAP_SERVERS, brokers.as_str())]
-                .into_iter()
+            // The metadata client needs the same properties as the readers (TLS, SASL).
+            let props: ClientProperties = std::iter::once((BOOTSTRAP_SERVERS, brokers.as_str()))
+                .chain(
+                    args.properties
+                        .iter()
+                        .map(|(k, v)| (k.as_str(), v.as_str())),
+                )
                 .collect();
             return SingleClusterMetadataService::new(QUICK_CLUSTER, props)
                 .map(|s| Service::Quick(Arc::new(s)))
