@@ -64,6 +64,15 @@ fn lines_of(child: &mut Child) -> mpsc::Receiver<String> {
     rx
 }
 
+/// A metadata file (Flink's layout) with stream `s` on the live cluster's `topics`.
+fn stream_s(topics: &[&str]) -> String {
+    format!(
+        "- streamId: s\n  clusterMetadataList:\n    - clusterId: live\n      bootstrapServers: {}\n      topics: [{}]\n",
+        cluster().bootstrap_servers(),
+        topics.join(", ")
+    )
+}
+
 /// Checkpoint files in a checkpoint directory (not its lock file).
 fn checkpoints(dir: &std::path::Path) -> usize {
     std::fs::read_dir(dir)
@@ -89,14 +98,7 @@ fn records_reach_a_pipe_while_the_command_runs_even_between_checkpoints() {
     produce(&t, &["before-start"]);
     let dir = tempfile::tempdir().unwrap();
     let md = dir.path().join("streams.yaml");
-    std::fs::write(
-        &md,
-        format!(
-            "- streamId: s\n  clusterMetadataList:\n    - clusterId: live\n      bootstrapServers: {}\n      topics: [{t}]\n",
-            cluster().bootstrap_servers()
-        ),
-    )
-    .unwrap();
+    std::fs::write(&md, stream_s(&[&t])).unwrap();
     // Checkpoints an hour apart: output must not wait for them.
     let mut child = mck()
         .args([
@@ -467,14 +469,7 @@ fn an_invalid_metadata_edit_is_one_plain_warning_without_colour_codes() {
     produce(&t, &["e0"]);
     let dir = tempfile::tempdir().unwrap();
     let md = dir.path().join("streams.yaml");
-    std::fs::write(
-        &md,
-        format!(
-            "- streamId: s\n  clusterMetadataList:\n    - clusterId: live\n      bootstrapServers: {}\n      topics: [{t}]\n",
-            cluster().bootstrap_servers()
-        ),
-    )
-    .unwrap();
+    std::fs::write(&md, stream_s(&[&t])).unwrap();
     let mut child = mck()
         .args(["consume", "--metadata", md.to_str().unwrap(), "-s", "s"])
         .stdout(Stdio::piped())
@@ -494,14 +489,7 @@ fn an_invalid_metadata_edit_is_one_plain_warning_without_colour_codes() {
     // A good edit that adds a topic is applied and said in one line.
     let t2 = topic("live-edit-2", 1);
     produce(&t2, &["f0"]);
-    std::fs::write(
-        &md,
-        format!(
-            "- streamId: s\n  clusterMetadataList:\n    - clusterId: live\n      bootstrapServers: {}\n      topics: [{t}, {t2}]\n",
-            cluster().bootstrap_servers()
-        ),
-    )
-    .unwrap();
+    std::fs::write(&md, stream_s(&[&t, &t2])).unwrap();
     assert_eq!(next_line(&rx, "f0 of the added topic")["value"], "f0");
     assert_eq!(interrupt(&mut child), 0);
     let mut err = String::new();
@@ -631,10 +619,7 @@ fn sigint_ends_a_run_promptly_while_a_cluster_does_not_answer() {
     let dead = mck_testkit::free_ports(1).unwrap()[0];
     let dir = tempfile::tempdir().unwrap();
     let md = dir.path().join("streams.yaml");
-    let live_only = format!(
-        "- streamId: s\n  clusterMetadataList:\n    - clusterId: live\n      bootstrapServers: {}\n      topics: [{t}]\n",
-        cluster().bootstrap_servers()
-    );
+    let live_only = stream_s(&[&t]);
     let with_dead = format!(
         "{live_only}    - clusterId: dead\n      bootstrapServers: 127.0.0.1:{dead}\n      topics: [{t}]\n"
     );
