@@ -518,10 +518,13 @@ fn unknown_streams_unreachable_clusters_and_bad_patterns_are_clear_errors() {
             .build()
             .unwrap();
         let svc = service("dead-stream", vec![("dead", dead)]);
+        // A bounded run cannot end without the cluster (a follow run starts without
+        // it and retries it).
         let err = MultiClusterKafkaSource::builder()
             .metadata_service(svc)
             .stream_ids(["dead-stream"])
             .client_timeout(Duration::from_secs(3))
+            .stopping_offsets(StoppingOffsets::Latest)
             .build()
             .unwrap()
             .open()
