@@ -37,6 +37,10 @@ pub struct ClusterOptions {
     /// Adds the secured listeners of [`Listener`] to every broker, with certificates
     /// and credentials generated at start (see [`KafkaCluster::security`]).
     pub secured: bool,
+    /// One port per broker: each broker gets a `PROXIED` listener (plaintext) that it
+    /// advertises at `127.0.0.1:<port>` instead of its own, so clients that bootstrap
+    /// through a proxy on that port stay behind it. Empty: no such listener.
+    pub advertise_via: Vec<u16>,
 }
 
 impl ClusterOptions {
@@ -59,7 +63,17 @@ impl ClusterOptions {
             broker_config: Vec::new(),
             ready_timeout: DEFAULT_READY_TIMEOUT,
             secured: false,
+            advertise_via: Vec::new(),
         }
+    }
+
+    /// Adds a `PROXIED` listener to every broker, advertised at `127.0.0.1:<port>`
+    /// (one port per broker, in order) rather than at the broker's own port; see
+    /// [`KafkaCluster::proxied_listeners`] for where a proxy must forward to. The
+    /// `PLAINTEXT` listener the test kit itself uses stays direct.
+    pub fn advertise_via(mut self, ports: impl IntoIterator<Item = u16>) -> Self {
+        self.advertise_via = ports.into_iter().collect();
+        self
     }
 
     /// Adds the secured listeners ([`Listener`]): mTLS, SASL_SSL with SCRAM-SHA-512,
@@ -95,6 +109,8 @@ struct Node {
     port: u16,
     /// Ports of the secured listeners, in [`Listener::ALL`] order (empty if none).
     secured_ports: Vec<u16>,
+    /// Port of the `PROXIED` listener, if any.
+    proxied_port: Option<u16>,
     data_dir: PathBuf,
     config: PathBuf,
     log_dir: PathBuf,
@@ -227,20 +243,34 @@ impl KafkaCluster {
         .map_err(io(&log4j))?;
 
         let n = options.brokers.max(1);
+        let proxied = !options.advertise_via.is_empty();
+        if proxied && options.advertise_via.len() != n {
+            return Err(TestkitError::Kafka {
+                cluster: options.logical_id.clone(),
+                message: format!(
+                    "advertise_via names {} ports for {n} brokers",
+                    options.advertise_via.len()
+                ),
+            });
+        }
         let controllers = if n >= 3 { 3 } else { 1 };
         let security = if options.secured {
             Some(Security::generate(&data_root.join("security"))?)
         } else {
             None
         };
-        let per_node = 2 + if security.is_some() {
+        let secured_count = if security.is_some() {
             Listener::ALL.len()
         } else {
             0
         };
+        let per_node = 2 + secured_count + usize::from(proxied);
         let all = free_ports(per_node * n).map_err(io(&data_root))?;
         let ports: Vec<(u16, u16)> = all.chunks(per_node).map(|c| (c[0], c[1])).collect();
-        let extra_ports: Vec<Vec<u16>> = all.chunks(per_node).map(|c| c[2..].to_vec()).collect();
+        let extra_ports: Vec<Vec<u16>> = all
+            .chunks(per_node)
+            .map(|c| c[2..2 + secured_count].to_vec())
+            .collect();
         let voters: Vec<String> = (0..controllers)
             .map(|i| format!("{}@127.0.0.1:{}", i + 1, ports[i].1))
             .collect();
@@ -264,6 +294,15 @@ impl KafkaCluster {
             } else {
                 (String::new(), String::new())
             };
+            let proxied_port = proxied.then(|| all[(i + 1) * per_node - 1]);
+            let (proxied_listener, proxied_advertised, proxied_map) = match proxied_port {
+                Some(p) => (
+                    format!(",PROXIED://127.0.0.1:{p}"),
+                    format!(",PROXIED://127.0.0.1:{}", options.advertise_via[i]),
+                    ",PROXIED:PLAINTEXT",
+                ),
+                None => (String::new(), String::new(), ""),
+            };
             let mut props: Vec<(String, String)> = vec![
                 (
                     "process.roles".into(),
@@ -280,21 +319,21 @@ impl KafkaCluster {
                     "listeners".into(),
                     if is_controller {
                         format!(
-                            "PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{cport}{secured_listeners}"
+                            "PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{cport}{secured_listeners}{proxied_listener}"
                         )
                     } else {
-                        format!("PLAINTEXT://127.0.0.1:{port}{secured_listeners}")
+                        format!("PLAINTEXT://127.0.0.1:{port}{secured_listeners}{proxied_listener}")
                     },
                 ),
                 (
                     "advertised.listeners".into(),
-                    format!("PLAINTEXT://127.0.0.1:{port}{secured_listeners}"),
+                    format!("PLAINTEXT://127.0.0.1:{port}{secured_listeners}{proxied_advertised}"),
                 ),
                 ("controller.listener.names".into(), "CONTROLLER".into()),
                 ("inter.broker.listener.name".into(), "PLAINTEXT".into()),
                 (
                     "listener.security.protocol.map".into(),
-                    format!("PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT{secured_map}"),
+                    format!("PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT{secured_map}{proxied_map}"),
                 ),
                 ("log.dirs".into(), data_dir.display().to_string()),
                 ("num.partitions".into(), "1".into()),
@@ -335,6 +374,7 @@ impl KafkaCluster {
                 node_id,
                 port: *port,
                 secured_ports,
+                proxied_port,
                 data_dir,
                 config,
                 log_dir,
@@ -564,6 +604,17 @@ impl KafkaCluster {
             .map(|n| format!("127.0.0.1:{}", n.secured_ports[Security::slot(listener)]))
             .collect::<Vec<_>>()
             .join(",")
+    }
+
+    /// Where each broker's `PROXIED` listener ([`ClusterOptions::advertise_via`])
+    /// really listens, in broker order: what a proxy forwards to. Empty without one.
+    pub fn proxied_listeners(&self) -> Vec<std::net::SocketAddr> {
+        let nodes = self.nodes.lock().unwrap_or_else(|p| p.into_inner());
+        nodes
+            .iter()
+            .filter_map(|n| n.proxied_port)
+            .map(|p| std::net::SocketAddr::from(([127, 0, 0, 1], p)))
+            .collect()
     }
 
     /// The librdkafka properties that reach `listener` with valid credentials,
