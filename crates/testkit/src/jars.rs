@@ -15,7 +15,7 @@ pub const KAFKA_VERSION: &str = "4.1.1";
 
 /// The pom that names the broker and tools artifacts.
 fn pom_path() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testkit/kafka/pom.xml")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("maven/kafka/pom.xml")
 }
 
 /// Root of the cache: `$MCK_CACHE_DIR`, else `$XDG_CACHE_HOME/multicluster-kafka`, else
