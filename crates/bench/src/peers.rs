@@ -7,8 +7,8 @@
 //!   JVM (like the plain rdkafka peer: one consumer per cluster, one clock).
 //! - [`flink_throughput`] and [`flink_handover`]: Apache Flink's `DynamicKafkaSource`
 //!   (flink-connector-kafka) in a local Flink job (MiniCluster), from the Maven module
-//!   `bench/flink-dynamic`, which is built on first use and cached beside the test kit's
-//!   Kafka jars (`~/.cache/multicluster-kafka/flink-dynamic-<hash>/`).
+//!   `crates/bench/flink-dynamic`, which is built on first use and cached beside the test
+//!   kit's Kafka jars (`~/.cache/multicluster-kafka/flink-dynamic-<hash>/`).
 //!
 //! **Timing.** JVM start-up is never inside a timed window. Every peer runs warm-up rounds
 //! in the same JVM before the measured rounds, so the measured rounds run JIT-compiled
@@ -50,7 +50,7 @@ pub use flink::{FlinkHandoverOptions, FlinkOptions, FlinkRound, flink_handover, 
 
 /// The Kafka tool class measured by [`consumer_perf`].
 pub const CONSUMER_PERF_CLASS: &str = "org.apache.kafka.tools.ConsumerPerformance";
-/// The Flink version pinned in `bench/flink-dynamic/pom.xml`.
+/// The Flink version pinned in `crates/bench/flink-dynamic/pom.xml`.
 pub const FLINK_VERSION: &str = "2.2.0";
 /// The flink-connector-kafka version pinned there (it carries `DynamicKafkaSource`).
 pub const FLINK_KAFKA_CONNECTOR_VERSION: &str = "5.0.0-2.2";
@@ -78,9 +78,9 @@ pub enum PeerError {
         /// The cause.
         source: std::io::Error,
     },
-    /// Maven could not build `bench/flink-dynamic` (offline, then online).
+    /// Maven could not build `crates/bench/flink-dynamic` (offline, then online).
     #[error(
-        "{peer}: building bench/flink-dynamic with Maven failed: {reason} (full output: {log})"
+        "{peer}: building crates/bench/flink-dynamic with Maven failed: {reason} (full output: {log})"
     )]
     Maven {
         /// Which peer.

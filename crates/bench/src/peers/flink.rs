@@ -1,4 +1,5 @@
-//! Apache Flink's `DynamicKafkaSource` in a local Flink job, from `bench/flink-dynamic`.
+//! Apache Flink's `DynamicKafkaSource` in a local Flink job, from the Maven module
+//! `crates/bench/flink-dynamic`.
 
 use std::collections::HashMap;
 use std::time::Duration;

@@ -1,4 +1,5 @@
-//! Building `bench/flink-dynamic` with Maven, and running JVMs with their output kept.
+//! Building `crates/bench/flink-dynamic` with Maven, and running JVMs with their output
+//! kept.
 
 use std::fs::{self, File};
 use std::io::Write;
@@ -42,10 +43,10 @@ pub(super) struct FlinkJob {
 }
 
 fn module_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/flink-dynamic")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("flink-dynamic")
 }
 
-/// Builds `bench/flink-dynamic` once per content hash of its pom and sources, into
+/// Builds `crates/bench/flink-dynamic` once per content hash of its pom and sources, into
 /// `<cache>/flink-dynamic-<hash>/` (the test kit's cache root), offline first and online
 /// if that fails. Concurrent callers serialize on a lock file.
 pub(super) fn flink_job(peer: &'static str) -> Result<FlinkJob, PeerError> {
