@@ -202,11 +202,14 @@ fn check_json(text: &str, path: &Path) -> Result<(), MetadataError> {
         Ok(_) => Ok(()),
         Err(e) => {
             let clamp = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+            // serde_json counts the characters read on the line, so an error before the
+            // line's first character (an empty file, a file ending after a line break)
+            // has column 0: that is the start of the line, column 1.
             Err(MetadataError::Syntax {
                 location: Some(SourceLocation::new(
                     path,
-                    clamp(e.line()),
-                    clamp(e.column()),
+                    clamp(e.line()).max(1),
+                    clamp(e.column()).max(1),
                 )),
                 message: format!("invalid JSON: {}", clean_message(&e.to_string())),
             })
@@ -326,6 +329,14 @@ mod tests {
             )
             .is_ok()
         );
+    }
+
+    #[test]
+    fn a_json_error_before_a_line_s_first_character_is_at_column_1() {
+        let (line, column, message) = syntax_at("", "s.json");
+        assert_eq!((line, column), (1, 1), "{message}");
+        let (line, column, message) = syntax_at("{\"clusters\": {},\n", "s.json");
+        assert_eq!((line, column), (2, 1), "{message}");
     }
 
     #[test]
