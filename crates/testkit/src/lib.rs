@@ -18,6 +18,7 @@ mod error;
 mod jars;
 mod mock;
 mod process;
+pub mod proxy;
 mod real;
 mod secured;
 mod util;
