@@ -240,14 +240,17 @@ impl Checkpoint {
     pub(crate) fn decode_from(bytes: &[u8], origin: &str) -> Result<Checkpoint, CheckpointError> {
         let err = |reason: String| CheckpointError::Decode {
             origin: origin.to_string(),
-            reason,
+            reason: one_line(&reason),
         };
         let head: Envelope<serde_json::Value> =
             serde_json::from_slice(bytes).map_err(|e| err(format!("invalid JSON: {e}")))?;
         if head.format != CHECKPOINT_FORMAT {
+            let mut format: String = head.format.chars().take(MAX_QUOTED).collect();
+            if format.len() < head.format.len() {
+                format.push('…');
+            }
             return Err(err(format!(
-                "format is `{}`, expected `{CHECKPOINT_FORMAT}`",
-                head.format
+                "format is `{format}`, expected `{CHECKPOINT_FORMAT}`"
             )));
         }
         match head.version {
@@ -262,6 +265,24 @@ impl Checkpoint {
             ))),
         }
     }
+}
+
+/// The longest text of the checkpoint quoted back in an error.
+const MAX_QUOTED: usize = 80;
+
+/// The message with control characters escaped: strings of the checkpoint (a format
+/// name, an unknown field) quoted in it can hold line breaks, and the message goes
+/// into one log line.
+fn one_line(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    for c in message.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -327,6 +348,27 @@ mod tests {
         let other = br#"{"format":"something-else","version":1,"checkpoint":{}}"#;
         assert!(Checkpoint::decode(other).is_err());
         assert!(Checkpoint::decode(b"\x00garbage").is_err());
+    }
+
+    #[test]
+    fn decode_errors_are_one_line_and_quote_little() {
+        let format = br#"{"format":"a\nb","version":1,"checkpoint":{}}"#;
+        let e = Checkpoint::decode(format).unwrap_err().to_string();
+        assert!(e.contains("format is `a\\nb`"), "{e}");
+        let field = br#"{"format":"multicluster-kafka/checkpoint","version":1,"checkpoint":{
+            "clusters":{"c":{"splits":[],"x\ry":1}}}}"#;
+        let e = Checkpoint::decode(field).unwrap_err().to_string();
+        assert!(e.contains("unknown field `x\\ry`"), "{e}");
+        let long = format!(
+            r#"{{"format":"{}","version":1,"checkpoint":{{}}}}"#,
+            "f".repeat(500)
+        );
+        let e = Checkpoint::decode(long.as_bytes()).unwrap_err().to_string();
+        assert!(e.len() < 300, "{e}");
+        for e in [format.as_slice(), field, long.as_bytes()].map(Checkpoint::decode) {
+            let shown = e.unwrap_err().to_string();
+            assert!(!shown.contains(['\n', '\r']), "{shown}");
+        }
     }
 
     #[test]
