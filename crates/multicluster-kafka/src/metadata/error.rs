@@ -74,8 +74,10 @@ pub enum MetadataError {
     },
     /// One logical cluster id is given two different bootstrap lists.
     #[error(
-        "{}cluster `{cluster}` has bootstrap.servers `{second}` here but `{first}` at {}",
+        "{}cluster `{cluster}` has bootstrap.servers `{}` here but `{}` at {}",
         at(location),
+        second.escape_debug(),
+        first.escape_debug(),
         first_location.as_ref().map(|l| l.to_string()).unwrap_or_else(|| "another definition".into())
     )]
     ConflictingBootstrapServers {

@@ -263,11 +263,15 @@ impl Context<'_> {
             if name.is_empty() || name != key.value {
                 return Err(self.invalid(
                     key,
-                    format!("property name `{}` is empty or padded", key.value),
+                    format!(
+                        "property name `{}` is empty or padded",
+                        key.value.escape_debug()
+                    ),
                 ));
             }
             if !seen.insert(name) {
-                return Err(self.invalid(key, format!("property `{name}` is set twice")));
+                let message = format!("property `{}` is set twice", name.escape_debug());
+                return Err(self.invalid(key, message));
             }
             if name == BOOTSTRAP_SERVERS {
                 bootstrap = Some((key, value));

@@ -73,10 +73,11 @@ impl<'a> Resolver<'a> {
     }
 
     fn lookup(&self, reference: &str, at: &SourceLocation) -> Result<String, MetadataError> {
+        // The reason may name the file read, whose path comes from the reference.
         let fail = |reason: String| MetadataError::UnresolvedReference {
             location: Some(at.clone()),
             reference: quoted(reference),
-            reason,
+            reason: reason.replace(char::is_control, "?"),
         };
         match reference.split_once(':') {
             Some(("env", name)) => {

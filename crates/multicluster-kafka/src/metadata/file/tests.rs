@@ -245,6 +245,32 @@ fn conflicting_bootstrap_lists_from_references_are_shown_as_written() {
 }
 
 #[test]
+fn names_lists_and_paths_with_line_breaks_are_quoted_on_one_line() {
+    let twice = "clusters:\n  e:\n    bootstrapServers: a:1\n    properties: {\"a\\nb\": 1, \"a\\nb\": 2}\nstreams: {}\n";
+    let padded = "clusters:\n  e:\n    bootstrapServers: a:1\n    properties: {\"a\\nb \": 1}\nstreams: {}\n";
+    let conflict = "\
+- streamId: s
+  clusterMetadataList:
+    - {clusterId: e, bootstrapServers: \"a\\nb\", topics: [t]}
+- streamId: s2
+  clusterMetadataList:
+    - {clusterId: e, bootstrapServers: \"a\\rc\", topics: [t]}
+";
+    let file = "clusters:\n  e:\n    bootstrapServers: a:1\n    properties: {p: \"${file:no\\nsuch}\"}\nstreams: {}\n";
+    for (text, shown, at) in [
+        (twice, "property `a\\nb` is set twice", 4),
+        (padded, "property name `a\\nb ` is empty or padded", 4),
+        (conflict, "bootstrap.servers `a\\rc` here but `a\\nb`", 6),
+        (file, "cannot read ./no?such", 4),
+    ] {
+        // error_line checks the message is one line.
+        let (err, line) = error_line(text);
+        assert!(err.to_string().contains(shown), "{err}");
+        assert_eq!(line, at, "{err}");
+    }
+}
+
+#[test]
 fn a_repeated_stream_id_is_a_duplicate_stream() {
     let flink = format!(
         "{FLINK}{}",
