@@ -2,9 +2,9 @@
 
 use crate::checkpoint::CheckpointError;
 use crate::deserializer::DeserializeError;
+use crate::kafka::offsets::OffsetError;
+use crate::kafka::properties::{ClientProperties, REDACTED};
 use crate::metadata::MetadataError;
-use crate::offsets::OffsetError;
-use crate::properties::{ClientProperties, REDACTED};
 
 /// Everything that can stop or disturb a source. Each renders as one line and never
 /// contains a secret.

@@ -33,10 +33,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::cluster_client::ClusterClient;
 use crate::error::SourceError;
-use crate::offsets::PartitionFacts;
-use crate::properties::{ClientProperties, REDACTED};
+use crate::kafka::client::ClusterClient;
+use crate::kafka::offsets::PartitionFacts;
+use crate::kafka::properties::{ClientProperties, REDACTED};
 
 /// What to look up, and how long each cluster call may take.
 ///
@@ -124,7 +124,7 @@ impl PartitionReport {
         (self.latest - self.earliest).max(0)
     }
 
-    /// The facts [`crate::offsets::resolve_start`] needs to decide where a split of
+    /// The facts [`crate::kafka::offsets::resolve_start`] needs to decide where a split of
     /// this partition would start.
     pub fn facts(&self) -> PartitionFacts {
         PartitionFacts {

@@ -4,14 +4,25 @@
 //! clusters and topics change, without a restart and without losing or repeating a
 //! record. The design follows Apache Flink's FLIP-246 (`DynamicKafkaSource`).
 //!
-//! The crate is organised by concept:
+//! The crate is organised by concept, one folder per layer:
 //!
 //! - [`metadata`]: the model (`KafkaStream`, `ClusterMetadata`) and the metadata
-//!   services that answer "which clusters and topics make up this stream now?";
-//! - [`offsets`]: where reading starts and, in bounded mode, stops;
-//! - [`properties`]: librdkafka client properties with secrets redacted;
-//! - [`client_context`]: hooks into each cluster's librdkafka clients (OAUTHBEARER
-//!   token providers, statistics, errors).
+//!   services that answer "which clusters and topics make up this stream now?"
+//!   (file, static, single-cluster, or your own);
+//! - `source/`: the builder ([`SourceBuilder`]), its configuration with every default
+//!   in one place, and the running handles ([`KafkaSourceStream`],
+//!   [`SourceCoordinator`], [`SourceReader`]);
+//! - `enumerator/`: the single coordinator: subscription, connecting to clusters in
+//!   the background, partition discovery, restore from a checkpoint, live
+//!   reconciliation ([`plan`]), split assignment ([`assignment`]), commits;
+//! - `reader/`: the parallel readers: applying assignments, one fetcher thread per
+//!   cluster, handing records out in order, positions;
+//! - `kafka/`: one cluster's clients, [`properties`] (secrets redacted), where
+//!   reading starts and stops ([`offsets`]), and hooks into each librdkafka client
+//!   ([`client_context`]: OAUTHBEARER tokens, statistics, errors);
+//! - [`checkpoint`]: positions that survive a restart, and their file store;
+//! - [`hybrid`]: files first, then Kafka ([`file_source`]);
+//! - [`inspect`]: what a stream looks like now (the CLI's `describe` and `plan`).
 //!
 //! ```
 //! use multicluster_kafka::metadata::{ClusterMetadata, KafkaStream};
@@ -25,30 +36,27 @@
 //! ```
 #![warn(missing_docs)]
 
-mod active;
-pub mod assignment;
 pub mod checkpoint;
-pub mod client_context;
-mod cluster_client;
 pub mod deserializer;
 mod enumerator;
 pub mod error;
-pub mod file_source;
 pub mod hybrid;
 pub mod inspect;
+mod kafka;
 pub mod metadata;
 pub mod metrics;
-pub mod offsets;
-pub mod properties;
 mod reader;
 pub mod record;
-mod retention;
 mod source;
 pub mod split;
 
+pub use enumerator::{assignment, plan};
+pub use hybrid::file_source;
+pub use kafka::{hooks as client_context, offsets, properties};
+
 pub use bytes::Bytes;
-pub use client_context::{ClientHooks, ClientHooksFactory};
-pub use cluster_client::CLIENT_DEFAULTS;
+pub use kafka::client::CLIENT_DEFAULTS;
+pub use kafka::hooks::{ClientHooks, ClientHooksFactory};
 pub use reader::SourceReader;
 pub use reader::cluster_consumer::READER_DEFAULTS;
 pub use source::{
@@ -60,16 +68,15 @@ pub use source::{
 /// The names most programs need.
 pub mod prelude {
     pub use crate::checkpoint::{Checkpoint, CheckpointStore, FileCheckpointStore};
-    pub use crate::client_context::ClientHooks;
     pub use crate::deserializer::{Deserializer, Json, NullableValue, RawValue, Utf8, ValueOnly};
     pub use crate::error::SourceError;
+    pub use crate::kafka::hooks::ClientHooks;
+    pub use crate::kafka::offsets::{OffsetReset, StartingOffsets, StoppingOffsets};
     pub use crate::metadata::{
         ClusterMetadata, FileMetadataService, KafkaMetadataService, KafkaStream,
         SingleClusterMetadataService, StaticMetadataService,
     };
-    pub use crate::offsets::{OffsetReset, StartingOffsets, StoppingOffsets};
     pub use crate::record::{Record, RecordBatch};
     pub use crate::{KafkaSourceStream, MultiClusterKafkaSource, SourceBuilder, SourceReader};
     pub use bytes::Bytes;
 }
-pub mod plan;

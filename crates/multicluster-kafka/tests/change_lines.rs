@@ -65,7 +65,9 @@ impl Capture {
         let events = self.0.lock().unwrap();
         events
             .iter()
-            .filter(|(t, l, _)| t == "multicluster_kafka::enumerator" && *l == Level::WARN)
+            .filter(|(t, l, _)| {
+                t.starts_with("multicluster_kafka::enumerator") && *l == Level::WARN
+            })
             .map(|(_, _, m)| m.clone())
             .collect()
     }

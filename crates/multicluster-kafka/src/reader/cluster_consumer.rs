@@ -20,11 +20,11 @@ use rdkafka::bindings as rd;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{Offset, TopicPartitionList};
 
-use crate::client_context::{ClientEvents, ClientHooks, ClientRole, SourceContext};
-use crate::cluster_client::client_config;
 use crate::deserializer::{DeserializeError, Deserializer};
 use crate::error::SourceError;
-use crate::properties::ClientProperties;
+use crate::kafka::client::client_config;
+use crate::kafka::hooks::{ClientEvents, ClientHooks, ClientRole, SourceContext};
+use crate::kafka::properties::ClientProperties;
 use crate::record::{BatchEntry, RawRecord, RecordBatch};
 use crate::split::{KafkaSplit, SplitId};
 
@@ -160,7 +160,7 @@ impl ClusterConsumer {
             .set("enable.auto.offset.store", "false")
             .set("auto.offset.reset", "error")
             .set("enable.partition.eof", "false");
-        crate::client_context::prepare(&mut config, props, hooks.as_ref())
+        crate::kafka::hooks::prepare(&mut config, props, hooks.as_ref())
             .map_err(|e| SourceError::cluster(&cluster, "create consumer", &e, props))?;
         let context = SourceContext::new(cluster.clone(), ClientRole::Reader, hooks);
         let consumer: BaseConsumer<SourceContext> = config

@@ -27,7 +27,7 @@ use tokio::sync::Notify;
 
 use crate::deserializer::Deserializer;
 use crate::error::SourceError;
-use crate::properties::ClientProperties;
+use crate::kafka::properties::ClientProperties;
 use crate::record::RecordBatch;
 use crate::split::{KafkaSplit, SplitId};
 
@@ -73,7 +73,7 @@ pub(crate) struct FetcherSettings {
     /// Woken after every answer (the reader sleeps on it).
     pub reader: Arc<Notify>,
     /// The program's hooks for the cluster's clients.
-    pub hooks: Option<Arc<dyn crate::client_context::ClientHooks>>,
+    pub hooks: Option<Arc<dyn crate::kafka::hooks::ClientHooks>>,
 }
 
 /// The reader's handle on a fetcher thread. Dropping it stops the thread, which then

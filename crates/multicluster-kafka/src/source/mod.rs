@@ -6,17 +6,20 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 
-use crate::assignment::AssignmentStrategy;
 use crate::checkpoint::Checkpoint;
-use crate::client_context::{ClientHooks, ClientHooksFactory};
 use crate::deserializer::{Deserializer, RawValue};
-use crate::enumerator::{Command, Enumerator, SourceConfig, Subscription};
+use crate::enumerator::assignment::AssignmentStrategy;
+use crate::enumerator::{Command, Enumerator};
+use crate::kafka::hooks::{ClientHooks, ClientHooksFactory};
+
+pub(crate) mod config;
 use crate::error::SourceError;
+use crate::kafka::offsets::{StartingOffsets, StoppingOffsets};
+use crate::kafka::properties::ClientProperties;
 use crate::metadata::KafkaMetadataService;
-use crate::offsets::{StartingOffsets, StoppingOffsets};
-use crate::properties::ClientProperties;
 use crate::reader::{ReaderParts, SourceReader};
 use crate::record::{Record, RecordBatch};
+use config::{SourceConfig, Subscription};
 
 /// Default interval of partition discovery in unbounded mode (on by default).
 pub const DEFAULT_PARTITION_DISCOVERY: Duration = Duration::from_secs(30);
@@ -392,7 +395,7 @@ impl<D: Deserializer> SourceBuilder<D> {
     ///
     /// This is how a program supplies OAUTHBEARER tokens librdkafka cannot make
     /// itself (AWS MSK IAM, a company token service): see
-    /// [`client_context`](crate::client_context) and the `oauth_token` example.
+    /// [`client_context`](crate::kafka::hooks) and the `oauth_token` example.
     /// Statistics come every `statistics.interval.ms` when that property is set.
     ///
     /// ```no_run
@@ -525,8 +528,8 @@ impl<D: Deserializer> MultiClusterKafkaSource<D> {
         self,
     ) -> Result<(SourceCoordinator, Vec<SourceReader<D>>), SourceError> {
         let cfg = Arc::new(self.cfg);
-        let retained = crate::retention::Retained::default();
-        let active = crate::active::ActiveClusters::default();
+        let retained = crate::enumerator::retention::Retained::default();
+        let active = crate::enumerator::active::ActiveClusters::default();
         let (notice_tx, notice_rx) = mpsc::unbounded_channel();
         let (cmd_tx, cmd_rx) = mpsc::channel(16);
         let mut senders = BTreeMap::new();

@@ -9,10 +9,10 @@ use std::time::Duration;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 
-use crate::client_context::{ClientEvents, ClientRole, ClientSetup, SourceContext};
 use crate::error::SourceError;
-use crate::offsets::PartitionFacts;
-use crate::properties::ClientProperties;
+use crate::kafka::hooks::{ClientEvents, ClientRole, ClientSetup, SourceContext};
+use crate::kafka::offsets::PartitionFacts;
+use crate::kafka::properties::ClientProperties;
 
 /// What [`ClusterClient::describe`] found for a set of topics.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -107,7 +107,7 @@ impl ClusterClient {
             .set("group.id", group_id.unwrap_or("multicluster-kafka-lookups"))
             .set("enable.auto.commit", "false")
             .set("enable.auto.offset.store", "false");
-        crate::client_context::prepare(&mut config, props, hooks.as_ref())
+        crate::kafka::hooks::prepare(&mut config, props, hooks.as_ref())
             .map_err(|e| SourceError::cluster(&cluster, "create client", &e, props))?;
         let context = SourceContext::new(cluster.clone(), ClientRole::Lookup, hooks);
         let consumer: BaseConsumer<SourceContext> = config

@@ -5,9 +5,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::kafka::offsets::{StartingOffsets, StoppingOffsets};
+use crate::kafka::properties::ClientProperties;
 use crate::metadata::KafkaStream;
-use crate::offsets::{StartingOffsets, StoppingOffsets};
-use crate::properties::ClientProperties;
 
 /// What a source reads on one cluster, merged over every subscribed stream.
 #[derive(Clone, Debug, PartialEq, Eq)]

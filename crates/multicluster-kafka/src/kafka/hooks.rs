@@ -56,7 +56,7 @@ pub use rdkafka::client::OAuthToken;
 pub use rdkafka::error::KafkaError;
 pub use rdkafka::statistics::Statistics;
 
-use crate::properties::ClientProperties;
+use crate::kafka::properties::ClientProperties;
 
 /// What a program can plug into the librdkafka clients of one cluster: an OAUTHBEARER
 /// token provider, a statistics receiver, an error observer. Every method has a

@@ -1,0 +1,95 @@
+//! What the enumerator keeps per cluster: the clients, topics and offsets it reads
+//! there, how it connects, and the repeating warnings already said about it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use super::plan::ClusterView;
+use crate::error::SourceError;
+use crate::kafka::client::ClusterClient;
+use crate::kafka::hooks::ClientSetup;
+use crate::kafka::offsets::{StartingOffsets, StoppingOffsets};
+use crate::kafka::properties::ClientProperties;
+use crate::source::config::SourceConfig;
+
+/// One cluster being read.
+pub(super) struct ClusterState {
+    pub(super) reader_props: ClientProperties,
+    pub(super) topics: BTreeSet<String>,
+    pub(super) client: Arc<ClusterClient>,
+    pub(super) kafka_cluster_id: Option<String>,
+    pub(super) initial_discovery_done: bool,
+    pub(super) start: StartingOffsets,
+    pub(super) stop: Option<StoppingOffsets>,
+    pub(super) known: BTreeSet<(String, i32)>,
+}
+
+impl ClusterState {
+    /// A cluster just connected, before its first discovery.
+    pub(super) fn new(
+        wanted: WantedCluster,
+        client: ClusterClient,
+        kafka_cluster_id: String,
+    ) -> Self {
+        ClusterState {
+            reader_props: wanted.props,
+            topics: wanted.topics,
+            client: Arc::new(client),
+            kafka_cluster_id: Some(kafka_cluster_id),
+            initial_discovery_done: false,
+            start: wanted.start,
+            stop: wanted.stop,
+            known: BTreeSet::new(),
+        }
+    }
+}
+
+/// Warnings that repeat while a state lasts (a missing topic, a cluster that does not
+/// answer), by cluster: each is said when it starts or its text changes, not at every
+/// retry.
+#[derive(Default)]
+pub(super) struct Said {
+    pub(super) missing_topics: BTreeMap<Arc<str>, BTreeSet<String>>,
+    pub(super) discovery_failed: BTreeMap<Arc<str>, String>,
+    pub(super) unreachable_added: BTreeMap<Arc<str>, String>,
+}
+
+/// What the source reads on one cluster, merged over the subscribed streams: the
+/// source's properties under the cluster's, and the source's offsets where the
+/// cluster sets none.
+#[derive(Clone, Debug)]
+pub(super) struct WantedCluster {
+    pub(super) props: ClientProperties,
+    pub(super) topics: BTreeSet<String>,
+    pub(super) start: StartingOffsets,
+    pub(super) stop: Option<StoppingOffsets>,
+}
+
+impl WantedCluster {
+    pub(super) fn new(cfg: &SourceConfig, view: &ClusterView) -> Self {
+        let (start, stop) = cfg.offsets_for(view);
+        WantedCluster {
+            props: cfg.client_properties(&view.properties),
+            topics: view.topics.clone(),
+            start,
+            stop,
+        }
+    }
+}
+
+/// Makes the lookup client of `cluster`, on the caller's (blocking) thread. A client
+/// librdkafka refuses is a configuration error.
+pub(super) fn client(
+    cfg: &SourceConfig,
+    cluster: &Arc<str>,
+    props: &ClientProperties,
+) -> impl FnOnce() -> Result<ClusterClient, SourceError> + Send + 'static {
+    let (cluster, props, group, timeout) = (
+        cluster.clone(),
+        props.clone(),
+        cfg.group_id.clone(),
+        cfg.client_timeout,
+    );
+    let setup = ClientSetup::new(cfg.client_hooks.as_ref(), &cluster);
+    move || ClusterClient::new(cluster, &props, group.as_deref(), timeout, setup)
+}

@@ -1,0 +1,186 @@
+//! Connecting to clusters off the enumerator's path: each cluster to be read is
+//! connected on a blocking thread of its own, and the answer comes back to the run
+//! loop. A cluster that does not answer is tried again with backoff, by itself, while
+//! the others are read; one whose properties librdkafka refuses waits for the next
+//! change of its metadata.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::Enumerator;
+use super::cluster::{ClusterState, WantedCluster, client};
+use super::plan::ClusterView;
+use crate::error::SourceError;
+use crate::kafka::client::ClusterClient;
+use crate::metrics as m;
+use crate::reader::ReaderEvent;
+
+/// What a connection attempt gave.
+pub(super) enum Connected {
+    /// The cluster answered with its Kafka `cluster.id`.
+    Answered(ClusterClient, String),
+    /// librdkafka refused the client (a property): tried again only when the
+    /// cluster's metadata changes.
+    Refused(SourceError),
+    /// The cluster did not answer: tried again after a backoff.
+    NoAnswer(SourceError),
+}
+
+/// A cluster of the metadata that is not being read yet.
+pub(super) struct Pending {
+    /// Its metadata, as last read.
+    pub(super) view: ClusterView,
+    /// An attempt is running.
+    pub(super) in_flight: bool,
+    /// Failed attempts in a row.
+    pub(super) failures: u32,
+    /// When to try again (`None`: not scheduled).
+    pub(super) retry_at: Option<Instant>,
+}
+
+/// The wait before attempt `failures + 1`: 1 s, doubled per failure, at most 30 s.
+pub(super) fn backoff(failures: u32) -> Duration {
+    let secs = 1u64 << failures.saturating_sub(1).min(5);
+    Duration::from_secs(secs.min(30))
+}
+
+impl Enumerator {
+    /// Wants `cluster` read with `view`: starts connecting unless an attempt is running
+    /// or scheduled. A cluster refused for its properties is tried again only when its
+    /// view changed.
+    pub(super) fn want_cluster(&mut self, cluster: Arc<str>, view: ClusterView) {
+        let p = self.pending.entry(cluster.clone()).or_insert(Pending {
+            view: view.clone(),
+            in_flight: false,
+            failures: 0,
+            retry_at: Some(Instant::now()),
+        });
+        if p.view != view {
+            p.view = view;
+            if !p.in_flight {
+                p.retry_at = Some(Instant::now());
+            }
+        }
+        if !p.in_flight && p.retry_at.is_some_and(|at| at <= Instant::now()) {
+            self.start_connect(&cluster);
+        }
+    }
+
+    /// Forgets pending clusters no longer in the metadata (a late answer is dropped).
+    pub(super) fn unwant_clusters(&mut self, wanted: impl Fn(&str) -> bool) {
+        self.pending.retain(|c, _| wanted(c));
+        self.said.unreachable_added.retain(|c, _| wanted(c));
+    }
+
+    /// Starts an attempt for a pending cluster.
+    fn start_connect(&mut self, cluster: &Arc<str>) {
+        let Some(p) = self.pending.get_mut(cluster) else {
+            return;
+        };
+        p.in_flight = true;
+        p.retry_at = None;
+        let wanted = WantedCluster::new(&self.cfg, &p.view);
+        let make = client(&self.cfg, cluster, &wanted.props);
+        let cluster = cluster.clone();
+        self.connecting.spawn_blocking(move || {
+            let connected = match make() {
+                Err(e) => Connected::Refused(e),
+                Ok(client) => match client.kafka_cluster_id() {
+                    Ok(id) => Connected::Answered(client, id),
+                    Err(e) => Connected::NoAnswer(e),
+                },
+            };
+            (cluster, connected)
+        });
+    }
+
+    /// The earliest scheduled retry.
+    pub(super) fn next_retry(&self) -> Option<Instant> {
+        self.pending.values().filter_map(|p| p.retry_at).min()
+    }
+
+    /// Starts the attempts that are due.
+    pub(super) fn retry_due(&mut self) {
+        let now = Instant::now();
+        let due: Vec<Arc<str>> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| !p.in_flight && p.retry_at.is_some_and(|at| at <= now))
+            .map(|(c, _)| c.clone())
+            .collect();
+        for cluster in due {
+            self.start_connect(&cluster);
+        }
+    }
+
+    /// Takes an attempt's answer. Returns whether the cluster is now read; an error
+    /// is returned only when `fatal` says this failure ends the source.
+    pub(super) fn connected(
+        &mut self,
+        cluster: Arc<str>,
+        connected: Connected,
+        fatal: impl Fn(&Connected) -> bool,
+    ) -> Result<bool, SourceError> {
+        if !self.pending.contains_key(&cluster) {
+            // Left the metadata meanwhile; closing a client blocks.
+            tokio::task::spawn_blocking(move || drop(connected));
+            return Ok(false);
+        }
+        if fatal(&connected) {
+            return Err(match connected {
+                Connected::Refused(e) | Connected::NoAnswer(e) => e,
+                Connected::Answered(..) => unreachable!("an answer is never fatal"),
+            });
+        }
+        let (client, id) = match connected {
+            Connected::Answered(client, id) => (client, id),
+            Connected::Refused(e) => {
+                self.connect_failed(&cluster, e, false);
+                return Ok(false);
+            }
+            Connected::NoAnswer(e) => {
+                self.connect_failed(&cluster, e, true);
+                return Ok(false);
+            }
+        };
+        let view = self.pending.remove(&cluster).expect("checked above").view;
+        if self.said.unreachable_added.remove(&cluster).is_some() {
+            tracing::info!(cluster = %cluster, "cluster answers; reading it");
+        }
+        let wanted = WantedCluster::new(&self.cfg, &view);
+        for tx in self.readers.values() {
+            let _ = tx.send(ReaderEvent::ClusterInfo {
+                cluster: cluster.clone(),
+                kafka_cluster_id: Some(id.clone()),
+                initial_discovery_done: true,
+            });
+        }
+        self.clusters
+            .insert(cluster.clone(), ClusterState::new(wanted, client, id));
+        self.views.insert(cluster.to_string(), view);
+        metrics::gauge!(m::CLUSTER_ACTIVE, "cluster" => cluster.to_string()).set(1.0);
+        metrics::gauge!(m::CLUSTERS).set(self.clusters.len() as f64);
+        Ok(true)
+    }
+
+    /// Says a failed attempt (once per distinct error) and schedules the next one.
+    fn connect_failed(&mut self, cluster: &Arc<str>, e: SourceError, retry: bool) {
+        let Some(p) = self.pending.get_mut(cluster) else {
+            return;
+        };
+        p.in_flight = false;
+        p.failures += 1;
+        p.retry_at = retry.then(|| Instant::now() + backoff(p.failures));
+        let text = e.to_string();
+        if self.said.unreachable_added.get(cluster) != Some(&text) {
+            if retry {
+                tracing::warn!(cluster = %cluster, error = %e, "cannot reach a cluster; reading the others and trying it again with backoff (said again only when the error changes)");
+            } else {
+                tracing::warn!(cluster = %cluster, error = %e, "cannot make a client for a cluster; reading the others and trying it again when its metadata changes");
+            }
+            self.said.unreachable_added.insert(cluster.clone(), text);
+        }
+    }
+}

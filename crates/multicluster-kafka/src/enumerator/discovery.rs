@@ -1,0 +1,176 @@
+//! Partition discovery: the partitions of each cluster's topics that the enumerator
+//! does not know yet, with where they start and stop; run on every cluster at once.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use super::Enumerator;
+use crate::error::SourceError;
+use crate::kafka::client::ClusterClient;
+use crate::kafka::offsets::{StartingOffsets, StoppingOffsets, resolve_start, resolve_stop};
+use crate::split::{KafkaSplit, SplitId};
+
+/// Splits found on one cluster that the enumerator did not know yet.
+struct Discovery {
+    cluster: Arc<str>,
+    client: Arc<ClusterClient>,
+    topics: BTreeSet<String>,
+    known: BTreeSet<(String, i32)>,
+    start: StartingOffsets,
+    stop: Option<StoppingOffsets>,
+    initial_discovery_done: bool,
+    new_start: StartingOffsets,
+}
+
+/// The new splits of a cluster, and the subscribed topics it does not have (yet).
+type Discovered = (Vec<KafkaSplit>, BTreeSet<String>);
+
+fn discover_blocking(d: &Discovery) -> Result<Discovered, SourceError> {
+    let Discovery {
+        cluster,
+        client,
+        topics,
+        known,
+        start,
+        stop,
+        initial_discovery_done,
+        new_start,
+    } = d;
+    let cluster: &str = cluster;
+    let stop = stop.as_ref();
+    let found = client.describe(topics)?;
+    let missing = found.missing.clone();
+    let new: Vec<(String, i32)> = found
+        .partitions
+        .iter()
+        .flat_map(|(t, ps)| ps.iter().map(move |p| (t.clone(), *p)))
+        .filter(|tp| !known.contains(tp))
+        .collect();
+    if new.is_empty() {
+        return Ok((Vec::new(), missing));
+    }
+    // Partitions found after a cluster's first discovery are new (new partitions, or
+    // a topic added to the cluster): they start at `new_start`, earliest by default,
+    // so nothing produced to them is missed.
+    let start = if *initial_discovery_done {
+        new_start
+    } else {
+        start
+    };
+    let needs_committed =
+        start.needs_committed() || stop.is_some_and(StoppingOffsets::needs_committed);
+    let start_facts = client.facts(&new, needs_committed, start.timestamp())?;
+    let stop_facts = match stop.and_then(StoppingOffsets::timestamp) {
+        Some(ts) => Some(client.facts(&new, false, Some(ts))?),
+        None => None,
+    };
+    let mut out = Vec::with_capacity(new.len());
+    for (topic, p) in new {
+        let facts = &start_facts[&(topic.clone(), p)];
+        let next_offset = resolve_start(start, &topic, cluster, p, facts)?;
+        let stop_offset = match stop {
+            Some(spec) => {
+                let f = stop_facts
+                    .as_ref()
+                    .map(|s| &s[&(topic.clone(), p)])
+                    .unwrap_or(facts);
+                Some(resolve_stop(spec, &topic, cluster, p, f)?)
+            }
+            None => None,
+        };
+        out.push(KafkaSplit {
+            id: SplitId::new(cluster, &topic, p),
+            next_offset,
+            stop_offset,
+        });
+    }
+    Ok((out, missing))
+}
+
+/// Where each of `partitions` stops under `stop` (in their order), from one lookup on
+/// the cluster.
+pub(super) fn stops_blocking(
+    cluster: &str,
+    client: &ClusterClient,
+    stop: &StoppingOffsets,
+    partitions: &[(String, i32)],
+) -> Result<Vec<i64>, SourceError> {
+    let facts = client.facts(partitions, stop.needs_committed(), stop.timestamp())?;
+    partitions
+        .iter()
+        .map(|(topic, p)| {
+            Ok(resolve_stop(
+                stop,
+                topic,
+                cluster,
+                *p,
+                &facts[&(topic.clone(), *p)],
+            )?)
+        })
+        .collect()
+}
+
+impl Enumerator {
+    /// Discovers new partitions on every cluster, concurrently. At start-up
+    /// (`strict`) any failure is returned; later, a failing cluster is reported and
+    /// retried at the next discovery while the others go on.
+    pub(super) async fn discover_all(
+        &mut self,
+        strict: bool,
+    ) -> Result<Vec<KafkaSplit>, SourceError> {
+        let mut tasks = tokio::task::JoinSet::new();
+        for (cluster, state) in &self.clusters {
+            let d = Discovery {
+                cluster: cluster.clone(),
+                client: state.client.clone(),
+                topics: state.topics.clone(),
+                known: state.known.clone(),
+                start: state.start.clone(),
+                stop: state.stop.clone(),
+                initial_discovery_done: state.initial_discovery_done,
+                new_start: self.cfg.new_partition_start.clone(),
+            };
+            tasks.spawn_blocking(move || {
+                let r = discover_blocking(&d);
+                (d.cluster, r)
+            });
+        }
+        let mut out = Vec::new();
+        while let Some(joined) = tasks.join_next().await {
+            let (cluster, result) =
+                joined.map_err(|e| SourceError::Config(format!("discovery task failed: {e}")))?;
+            match result {
+                Ok((splits, missing)) => {
+                    self.said.discovery_failed.remove(&cluster);
+                    if missing.is_empty() {
+                        self.said.missing_topics.remove(&cluster);
+                    } else if self.said.missing_topics.get(&cluster) != Some(&missing) {
+                        tracing::warn!(cluster = %cluster, ?missing, "topics not found on the cluster (yet); looking again at each discovery (said again only when this changes)");
+                        self.said.missing_topics.insert(cluster.clone(), missing);
+                    }
+                    if let Some(state) = self.clusters.get_mut(&cluster) {
+                        state.initial_discovery_done = true;
+                        for s in &splits {
+                            state.known.insert((s.id.topic.to_string(), s.id.partition));
+                        }
+                    }
+                    out.extend(splits);
+                }
+                Err(e) if strict => return Err(e),
+                Err(e) => {
+                    let active = self
+                        .service
+                        .is_cluster_active(&cluster)
+                        .await
+                        .unwrap_or(true);
+                    let text = e.to_string();
+                    if active && self.said.discovery_failed.get(&cluster) != Some(&text) {
+                        tracing::warn!(cluster = %cluster, error = %e, "partition discovery failed; retrying at each interval (said again only when the error changes)");
+                        self.said.discovery_failed.insert(cluster.clone(), text);
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,370 @@
+//! The enumerator: the single coordinator. It reads the metadata service, discovers
+//! partitions on every cluster, resolves where new splits start, assigns splits to
+//! readers, rediscovers partitions on an interval, reassigns the splits of readers
+//! that went away, and commits checkpointed offsets.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot};
+
+pub mod active;
+pub mod assignment;
+pub mod plan;
+pub mod retention;
+
+use crate::checkpoint::Checkpoint;
+use crate::error::SourceError;
+use crate::metadata::{KafkaMetadataService, KafkaStream};
+use crate::metrics as m;
+use crate::reader::{ReaderEvent, ReaderNotice};
+use crate::source::config::SourceConfig;
+use crate::split::{KafkaSplit, SplitId};
+use assignment::assign;
+use plan::{ClusterView, clusters_of_streams};
+
+mod changes;
+mod cluster;
+mod commit;
+mod connect;
+mod discovery;
+mod reconcile;
+mod restore;
+mod subscription;
+
+use changes::{CHANGES_TARGET, change_lines};
+use cluster::{ClusterState, Said};
+use connect::Connected;
+pub(crate) use subscription::subscribed_streams;
+
+/// Requests from the source handles.
+pub(crate) enum Command {
+    Commit(Checkpoint, oneshot::Sender<Result<(), SourceError>>),
+}
+
+pub(crate) struct Enumerator {
+    cfg: Arc<SourceConfig>,
+    service: Arc<dyn KafkaMetadataService>,
+    clusters: BTreeMap<Arc<str>, ClusterState>,
+    /// Clusters of the metadata not read yet: being connected, or waiting to be
+    /// tried again.
+    pending: BTreeMap<Arc<str>, connect::Pending>,
+    /// The running connection attempts.
+    connecting: tokio::task::JoinSet<(Arc<str>, connect::Connected)>,
+    owners: BTreeMap<SplitId, usize>,
+    unassigned: Vec<KafkaSplit>,
+    readers: BTreeMap<usize, mpsc::UnboundedSender<ReaderEvent>>,
+    notices: mpsc::UnboundedReceiver<ReaderNotice>,
+    commands: mpsc::Receiver<Command>,
+    /// The metadata applied last, per cluster (the input of the next plan).
+    views: BTreeMap<String, ClusterView>,
+    /// The metadata applied last, per stream (what the change lines compare).
+    streams: BTreeMap<String, KafkaStream>,
+    /// The metadata as last read, per stream (clusters not read yet included).
+    latest: BTreeMap<String, KafkaStream>,
+    /// Repeating warnings already said.
+    said: Said,
+    /// Subscribed stream ids the metadata lacked at the last read.
+    missing_streams: Vec<String>,
+    /// Consecutive failed metadata reads.
+    metadata_failures: u32,
+    /// Metadata changes applied so far.
+    generation: u64,
+    /// Positions of removed splits, shared with the readers.
+    retained: crate::enumerator::retention::Retained,
+    active: crate::enumerator::active::ActiveClusters,
+    /// When each cluster's clients were last rebuilt for a property change.
+    last_rebuild: BTreeMap<Arc<str>, tokio::time::Instant>,
+    /// When to read the metadata again to apply property changes held back by the
+    /// rebuild interval.
+    held_back_until: Option<tokio::time::Instant>,
+}
+
+/// In a follow run, how long start-up waits for the other clusters once one cluster
+/// answered; those that did not are taken up later, like clusters added to the
+/// metadata.
+const START_GRACE: Duration = Duration::from_secs(5);
+
+impl Enumerator {
+    /// Reads metadata, connects to every cluster, restores and discovers splits, and
+    /// hands out the first assignment. Fails when a stream is unknown. A cluster that
+    /// does not answer fails a bounded run (it could never end); a follow run starts
+    /// with the clusters that answered (waiting up to [`START_GRACE`] for the others
+    /// once one did) and takes the others up at later metadata reads, their
+    /// checkpointed positions kept meanwhile.
+    pub async fn start(
+        cfg: Arc<SourceConfig>,
+        service: Arc<dyn KafkaMetadataService>,
+        readers: BTreeMap<usize, mpsc::UnboundedSender<ReaderEvent>>,
+        notices: mpsc::UnboundedReceiver<ReaderNotice>,
+        commands: mpsc::Receiver<Command>,
+        retained: crate::enumerator::retention::Retained,
+        active: crate::enumerator::active::ActiveClusters,
+    ) -> Result<Enumerator, SourceError> {
+        let streams = subscribed_streams(&cfg, service.as_ref(), true).await?;
+        let mut e = Enumerator {
+            cfg: cfg.clone(),
+            service,
+            clusters: BTreeMap::new(),
+            pending: BTreeMap::new(),
+            connecting: tokio::task::JoinSet::new(),
+            owners: BTreeMap::new(),
+            unassigned: Vec::new(),
+            readers,
+            notices,
+            commands,
+            views: BTreeMap::new(),
+            streams: BTreeMap::new(),
+            latest: streams.clone(),
+            said: Said::default(),
+            missing_streams: Vec::new(),
+            metadata_failures: 0,
+            generation: 0,
+            last_rebuild: BTreeMap::new(),
+            held_back_until: None,
+            retained,
+            active,
+        };
+        for (cluster, view) in clusters_of_streams(streams.values()) {
+            e.want_cluster(Arc::from(cluster.as_str()), view);
+        }
+        e.connect_at_start().await?;
+        metrics::gauge!(m::CLUSTERS).set(e.clusters.len() as f64);
+        e.streams = streams
+            .into_iter()
+            .map(|(id, mut s)| {
+                s.clusters.retain(|c, _| e.views.contains_key(c));
+                (id, s)
+            })
+            .collect();
+        let views = e.views.clone();
+        e.refresh_active(&views).await;
+        let restored = e.restore()?;
+        let restored = e.stops_for_this_run(restored).await?;
+        e.broadcast_cluster_info();
+        let discovered = e.discover_all(true).await?;
+        let mut splits = restored;
+        splits.extend(discovered);
+        e.hand_out(splits);
+        if cfg.bounded() {
+            for tx in e.readers.values() {
+                let _ = tx.send(ReaderEvent::NoMoreSplits);
+            }
+        }
+        Ok(e)
+    }
+
+    /// Waits for the first answers of every cluster. A client librdkafka refuses is a
+    /// configuration error, fatal in any run; a cluster that does not answer fails a
+    /// bounded run, and a follow run goes on without it once [`START_GRACE`] has passed
+    /// since the first cluster answered (its attempt goes on in the background).
+    async fn connect_at_start(&mut self) -> Result<(), SourceError> {
+        let bounded = self.cfg.bounded();
+        let mut deadline: Option<tokio::time::Instant> = None;
+        loop {
+            let next = match deadline {
+                Some(at) => match tokio::time::timeout_at(at, self.connecting.join_next()).await {
+                    Ok(next) => next,
+                    Err(_) => {
+                        for (cluster, p) in &self.pending {
+                            if p.in_flight {
+                                tracing::warn!(cluster = %cluster, "no answer from a cluster within {:?} of the others; reading them and taking it up when it answers", START_GRACE);
+                                self.said
+                                    .unreachable_added
+                                    .insert(cluster.clone(), String::new());
+                            }
+                        }
+                        return Ok(());
+                    }
+                },
+                None => self.connecting.join_next().await,
+            };
+            let Some(joined) = next else { return Ok(()) };
+            let (cluster, connected) = joined
+                .map_err(|e| SourceError::Config(format!("cluster connect task failed: {e}")))?;
+            let read = self.connected(cluster, connected, |c| match c {
+                Connected::Refused(_) => true,
+                Connected::NoAnswer(_) => bounded,
+                Connected::Answered(..) => false,
+            })?;
+            if read && !bounded && deadline.is_none() {
+                deadline = Some(tokio::time::Instant::now() + START_GRACE);
+            }
+        }
+    }
+
+    /// A cluster that answered after the source started is read: its retained
+    /// positions resume, its partitions are discovered, and the change is said.
+    async fn took_up(&mut self, cluster: Arc<str>) {
+        let views = self.views.clone();
+        self.refresh_active(&views).await;
+        let mut splits = self.resume_retained();
+        if let Ok(found) = self.discover_all(false).await {
+            splits.extend(found);
+        }
+        self.hand_out(splits);
+        let mut now_read = self.streams.clone();
+        for (id, s) in &self.latest {
+            if let Some(meta) = s.clusters.get(&*cluster) {
+                now_read
+                    .entry(id.clone())
+                    .or_insert_with(|| KafkaStream::new(id.clone()))
+                    .clusters
+                    .insert(cluster.to_string(), meta.clone());
+            }
+        }
+        for line in change_lines(&self.streams, &now_read, &self.split_counts()) {
+            tracing::info!(target: CHANGES_TARGET, "{line}");
+        }
+        self.streams = now_read;
+    }
+
+    fn broadcast_cluster_info(&self) {
+        for (cluster, state) in &self.clusters {
+            for tx in self.readers.values() {
+                let _ = tx.send(ReaderEvent::ClusterInfo {
+                    cluster: cluster.clone(),
+                    kafka_cluster_id: state.kafka_cluster_id.clone(),
+                    initial_discovery_done: true,
+                });
+            }
+        }
+    }
+
+    /// Assigns splits to live readers and sends them, grouped by reader and cluster.
+    fn hand_out(&mut self, mut splits: Vec<KafkaSplit>) {
+        splits.append(&mut self.unassigned);
+        if splits.is_empty() {
+            return;
+        }
+        let alive: Vec<usize> = self.readers.keys().copied().collect();
+        let ids: Vec<SplitId> = splits.iter().map(|s| s.id.clone()).collect();
+        let chosen: BTreeMap<SplitId, usize> =
+            assign(&self.owners, &ids, &alive, self.cfg.strategy)
+                .into_iter()
+                .collect();
+        let mut per_reader: BTreeMap<(usize, Arc<str>), Vec<KafkaSplit>> = BTreeMap::new();
+        for s in splits {
+            match chosen.get(&s.id) {
+                Some(r) => {
+                    self.owners.insert(s.id.clone(), *r);
+                    per_reader
+                        .entry((*r, s.id.cluster.clone()))
+                        .or_default()
+                        .push(s);
+                }
+                None if self.owners.contains_key(&s.id) => {}
+                None => self.unassigned.push(s),
+            }
+        }
+        for ((reader, cluster), splits) in per_reader {
+            let Some(state) = self.clusters.get(&cluster) else {
+                continue;
+            };
+            if let Some(tx) = self.readers.get(&reader) {
+                tracing::debug!(reader, cluster = %cluster, count = splits.len(), "assigning splits");
+                let _ = tx.send(ReaderEvent::Assign {
+                    cluster: cluster.clone(),
+                    properties: state.reader_props.clone(),
+                    splits,
+                });
+            }
+        }
+    }
+
+    fn reader_closed(&mut self, reader: usize, splits: Vec<KafkaSplit>) {
+        self.readers.remove(&reader);
+        self.owners.retain(|_, r| *r != reader);
+        tracing::info!(
+            reader,
+            splits = splits.len(),
+            "reader closed; reassigning its splits"
+        );
+        let live: Vec<KafkaSplit> = splits
+            .into_iter()
+            .filter(|s| self.clusters.contains_key(&s.id.cluster))
+            .collect();
+        self.hand_out(live);
+    }
+
+    /// Runs until every handle is gone.
+    pub async fn run(mut self) {
+        let interval = if self.cfg.bounded() {
+            None
+        } else {
+            self.cfg.partition_discovery
+        };
+        let mut ticker = interval.map(|d| {
+            let mut t = tokio::time::interval_at(tokio::time::Instant::now() + d, d);
+            t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            t
+        });
+        let mut meta_ticker = (!self.cfg.bounded())
+            .then_some(self.cfg.metadata_discovery)
+            .flatten()
+            .map(|d| {
+                let mut t = tokio::time::interval_at(tokio::time::Instant::now() + d, d);
+                t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                t
+            });
+        let mut changes = if meta_ticker.is_some() {
+            self.service.changes()
+        } else {
+            None
+        };
+        let mut handles_open = true;
+        loop {
+            let retry_at = self.next_retry();
+            tokio::select! {
+                _ = async { meta_ticker.as_mut().expect("guarded").tick().await }, if meta_ticker.is_some() => {
+                    self.refresh_metadata().await;
+                }
+                changed = async { changes.as_mut().expect("guarded").changed().await }, if changes.is_some() => {
+                    if changed.is_err() {
+                        changes = None; // the service stopped notifying; the interval remains
+                    } else {
+                        self.refresh_metadata().await;
+                    }
+                }
+                _ = tokio::time::sleep_until(self.held_back_until.unwrap_or_else(tokio::time::Instant::now)), if self.held_back_until.is_some() => {
+                    self.held_back_until = None;
+                    self.refresh_metadata().await;
+                }
+                joined = self.connecting.join_next(), if !self.connecting.is_empty() => match joined {
+                    Some(Ok((cluster, connected))) => {
+                        if let Ok(true) = self.connected(cluster.clone(), connected, |_| false) {
+                            self.took_up(cluster).await;
+                        }
+                    }
+                    Some(Err(e)) => tracing::warn!(error = %e, "cluster connect task failed"),
+                    None => {}
+                },
+                _ = tokio::time::sleep_until(retry_at.unwrap_or_else(tokio::time::Instant::now)), if retry_at.is_some() => {
+                    self.retry_due();
+                }
+                cmd = self.commands.recv(), if handles_open => match cmd {
+                    Some(Command::Commit(cp, reply)) => {
+                        let r = self.commit(&cp).await;
+                        let _ = reply.send(r);
+                    }
+                    // The coordinator is gone; keep discovering for the readers.
+                    None => handles_open = false,
+                },
+                notice = self.notices.recv() => match notice {
+                    Some(ReaderNotice::Closed { reader, splits }) => self.reader_closed(reader, splits),
+                    None => break,
+                },
+                _ = async { ticker.as_mut().expect("guarded").tick().await }, if ticker.is_some() => {
+                    if let Ok(splits) = self.discover_all(false).await {
+                        if !splits.is_empty() {
+                            tracing::info!(count = splits.len(), "new partitions discovered");
+                        }
+                        self.hand_out(splits);
+                    }
+                }
+            }
+        }
+        let _ = self.service.close().await;
+    }
+}

@@ -1,0 +1,244 @@
+//! Live reconciliation: reading the metadata again, holding back property changes
+//! that come too soon, and applying the plan of what changed to the clusters it names.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use super::Enumerator;
+use super::changes::{CHANGES_TARGET, applied_streams, change_lines};
+use super::cluster::{WantedCluster, client};
+use super::plan::{ClusterView, Plan, clusters_of_streams, plan};
+use super::subscription::subscribed_streams;
+use crate::error::SourceError;
+use crate::metrics as m;
+use crate::reader::ReaderEvent;
+use crate::split::SplitId;
+
+impl Enumerator {
+    /// Reads the metadata again and applies what changed.
+    pub(super) async fn refresh_metadata(&mut self) {
+        let streams = match subscribed_streams(&self.cfg, self.service.as_ref(), false).await {
+            Ok(s) => {
+                if self.metadata_failures > 0 {
+                    tracing::debug!(
+                        failures = self.metadata_failures,
+                        "metadata service answers again"
+                    );
+                }
+                self.metadata_failures = 0;
+                s
+            }
+            Err(SourceError::Metadata(e)) => {
+                self.metadata_failures += 1;
+                let threshold = self.cfg.metadata_failure_threshold;
+                // Debug only: the service says why itself (the file service warns once
+                // per new error, the CLI prints its own line), and past the threshold
+                // the readers return the error.
+                tracing::debug!(failures = self.metadata_failures, threshold, error = %e, "metadata service failed; keeping the last good metadata");
+                if self.metadata_failures > threshold {
+                    for tx in self.readers.values() {
+                        let _ = tx.send(ReaderEvent::MetadataFailed(e.clone()));
+                    }
+                }
+                return;
+            }
+            Err(other) => {
+                // Not produced without `strict`; kept total rather than panicking.
+                tracing::warn!(error = %other, "metadata refresh failed");
+                return;
+            }
+        };
+        self.report_missing(&streams);
+        self.latest = streams.clone();
+        let mut new_views = clusters_of_streams(streams.values());
+        // Errors of clusters leaving (or reported inactive) are dropped from now on,
+        // before the plan closes their consumers.
+        self.refresh_active(&new_views).await;
+        // Clusters no longer in the metadata are no longer waited for; those still
+        // being connected are not planned again (their latest view is kept for when
+        // they answer).
+        self.unwant_clusters(|c| new_views.contains_key(c));
+        let mut p = plan(&self.views, &new_views);
+        p.clusters_added.retain(|cluster, view| {
+            let key: Arc<str> = Arc::from(cluster.as_str());
+            if self.pending.contains_key(&key) {
+                self.want_cluster(key, view.clone());
+                false
+            } else {
+                true
+            }
+        });
+        let held = self.hold_back(&mut p, &mut new_views);
+        if p.is_empty() {
+            self.streams = applied_streams(&self.streams, streams, &held, |_| true);
+            return;
+        }
+        let began = std::time::Instant::now();
+        tracing::debug!(
+            added = ?p.clusters_added.keys().collect::<Vec<_>>(),
+            removed = ?p.clusters_removed,
+            changed = ?p.clusters_changed.keys().collect::<Vec<_>>(),
+            "applying a metadata change"
+        );
+        self.apply_plan(p, &new_views).await;
+        // Added clusters that could not be reached are planned again at the next read,
+        // and said then.
+        let applied = applied_streams(&self.streams, streams, &held, |c| {
+            self.views.contains_key(c)
+        });
+        for line in change_lines(&self.streams, &applied, &self.split_counts()) {
+            tracing::info!(target: CHANGES_TARGET, "{line}");
+        }
+        self.streams = applied;
+        self.generation += 1;
+        metrics::gauge!(m::METADATA_GENERATION).set(self.generation as f64);
+        metrics::counter!(m::RECONCILIATIONS).increment(1);
+        metrics::histogram!(m::RECONCILIATION_SECONDS).record(began.elapsed().as_secs_f64());
+    }
+
+    /// Takes out of `p` the property changes of clusters rebuilt less than the rebuild
+    /// interval ago (dropping a cluster's entry when nothing else of it changed), keeps
+    /// their old properties in `new_views` (so the views recorded as applied still
+    /// differ from the metadata, and the next plan finds the change again), and
+    /// schedules a metadata read for when the first of them may be applied.
+    /// Returns the clusters whose property change was held back.
+    pub(super) fn hold_back(
+        &mut self,
+        p: &mut Plan,
+        new_views: &mut BTreeMap<String, ClusterView>,
+    ) -> BTreeSet<String> {
+        let now = tokio::time::Instant::now();
+        let mut held = BTreeSet::new();
+        for (cluster, change) in p.clusters_changed.iter_mut() {
+            if !change.properties_changed {
+                continue;
+            }
+            let Some(due) = self
+                .last_rebuild
+                .get(cluster.as_str())
+                .map(|at| *at + self.cfg.rebuild_interval)
+                .filter(|due| *due > now)
+            else {
+                continue;
+            };
+            change.properties_changed = false;
+            if let (Some(old), Some(new)) = (self.views.get(cluster), new_views.get_mut(cluster)) {
+                new.properties = old.properties.clone();
+            }
+            self.held_back_until = Some(self.held_back_until.map_or(due, |h| h.min(due)));
+            tracing::debug!(cluster, "property change held back by the rebuild interval");
+            held.insert(cluster.clone());
+        }
+        p.clusters_changed.retain(|_, change| !change.is_empty());
+        held
+    }
+
+    /// Tells each owner to forget the splits matching `which`; forgets them here too.
+    pub(super) fn remove_splits(&mut self, which: impl Fn(&SplitId) -> bool) {
+        let mut per_reader: BTreeMap<usize, Vec<SplitId>> = BTreeMap::new();
+        for (id, owner) in &self.owners {
+            if which(id) {
+                per_reader.entry(*owner).or_default().push(id.clone());
+            }
+        }
+        self.owners.retain(|id, _| !which(id));
+        self.unassigned.retain(|s| !which(&s.id));
+        let retain_until_ms = (!self.cfg.retention.is_zero()).then(|| {
+            crate::enumerator::retention::now_ms() + self.cfg.retention.as_millis() as i64
+        });
+        for (reader, ids) in per_reader {
+            if let Some(tx) = self.readers.get(&reader) {
+                let _ = tx.send(ReaderEvent::Remove {
+                    ids,
+                    retain_until_ms,
+                });
+            }
+        }
+    }
+
+    /// Applies a plan: clusters the plan does not name are not touched.
+    pub(super) async fn apply_plan(&mut self, p: Plan, new_views: &BTreeMap<String, ClusterView>) {
+        for cluster in &p.clusters_removed {
+            let key: Arc<str> = Arc::from(cluster.as_str());
+            self.remove_splits(|id| id.cluster == key);
+            self.last_rebuild.remove(&key);
+            if let Some(state) = self.clusters.remove(&key) {
+                // Closing a client blocks.
+                tokio::task::spawn_blocking(move || drop(state));
+            }
+            for tx in self.readers.values() {
+                let _ = tx.send(ReaderEvent::ForgetCluster {
+                    cluster: key.clone(),
+                });
+            }
+            self.views.remove(cluster);
+            metrics::gauge!(m::CLUSTER_ACTIVE, "cluster" => cluster.clone()).set(0.0);
+        }
+        for (cluster, change) in &p.clusters_changed {
+            let key: Arc<str> = Arc::from(cluster.as_str());
+            let view = &new_views[cluster];
+            if !change.topics_removed.is_empty() {
+                let removed = &change.topics_removed;
+                self.remove_splits(|id| id.cluster == key && removed.contains(&*id.topic));
+            }
+            let wanted = WantedCluster::new(&self.cfg, view);
+            let Some(state) = self.clusters.get_mut(&key) else {
+                continue;
+            };
+            state
+                .known
+                .retain(|(t, _)| !change.topics_removed.contains(t));
+            state.topics = view.topics.clone();
+            if change.offsets_changed {
+                state.start = wanted.start;
+                state.stop = wanted.stop;
+            }
+            if change.properties_changed {
+                tracing::info!(
+                    cluster,
+                    "properties changed: rebuilding the cluster's clients at their positions"
+                );
+                self.last_rebuild
+                    .insert(key.clone(), tokio::time::Instant::now());
+                let props = wanted.props;
+                match tokio::task::spawn_blocking(client(&self.cfg, &key, &props)).await {
+                    Ok(Ok(client)) => {
+                        let old = std::mem::replace(&mut state.client, Arc::new(client));
+                        tokio::task::spawn_blocking(move || drop(old));
+                    }
+                    Ok(Err(e)) => {
+                        tracing::warn!(cluster, error = %e, "cannot rebuild the lookup client; keeping the old one")
+                    }
+                    Err(e) => tracing::warn!(cluster, error = %e, "client rebuild task failed"),
+                }
+                state.reader_props = props.clone();
+                let owners: std::collections::BTreeSet<usize> = self
+                    .owners
+                    .iter()
+                    .filter(|(id, _)| id.cluster == key)
+                    .map(|(_, r)| *r)
+                    .collect();
+                for reader in owners {
+                    if let Some(tx) = self.readers.get(&reader) {
+                        let _ = tx.send(ReaderEvent::Rebuild {
+                            cluster: key.clone(),
+                            properties: props.clone(),
+                        });
+                    }
+                }
+            }
+            self.views.insert(cluster.clone(), view.clone());
+        }
+        // Added clusters are connected in the background (see `connect`); they are read
+        // from when they answer.
+        for (cluster, view) in &p.clusters_added {
+            self.want_cluster(Arc::from(cluster.as_str()), view.clone());
+        }
+        metrics::gauge!(m::CLUSTERS).set(self.clusters.len() as f64);
+        let mut splits = self.resume_retained();
+        if let Ok(found) = self.discover_all(false).await {
+            splits.extend(found);
+        }
+        self.hand_out(splits);
+    }
+}

@@ -1,0 +1,180 @@
+//! Positions that come back: from a checkpoint at start (with this run's stops), and
+//! retained positions of splits whose cluster and topic are read again.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use super::Enumerator;
+use super::discovery::stops_blocking;
+use crate::error::SourceError;
+use crate::reader::ReaderEvent;
+use crate::split::{KafkaSplit, SplitId};
+
+impl Enumerator {
+    /// Positions from the checkpoint, for clusters and topics still subscribed.
+    pub(super) fn restore(&mut self) -> Result<Vec<KafkaSplit>, SourceError> {
+        let Some(cp) = self.cfg.restore.clone() else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        let retain_until =
+            crate::enumerator::retention::now_ms() + self.cfg.retention.as_millis() as i64;
+        for (cluster, saved) in &cp.clusters {
+            let mut retain_later = Vec::new();
+            let Some(state) = self.clusters.get_mut(cluster.as_str()) else {
+                // No longer subscribed: keep the positions for the retention window.
+                for sc in &saved.splits {
+                    self.retain_saved(cluster, sc, saved, retain_until);
+                }
+                continue;
+            };
+            if let (Some(expected), Some(actual)) =
+                (&saved.kafka_cluster_id, &state.kafka_cluster_id)
+                && expected != actual
+            {
+                if self.cfg.discard_mismatched_positions {
+                    tracing::warn!(
+                        cluster,
+                        expected,
+                        actual,
+                        "cluster identity changed; starting this cluster fresh as configured"
+                    );
+                    continue;
+                }
+                return Err(SourceError::ClusterIdentity {
+                    cluster: cluster.clone(),
+                    expected: expected.clone(),
+                    actual: actual.clone(),
+                });
+            }
+            state.initial_discovery_done = saved.initial_discovery_done;
+            for s in &saved.splits {
+                if !state.topics.contains(&s.topic) {
+                    retain_later.push(s.clone());
+                    continue;
+                }
+                state.known.insert((s.topic.clone(), s.partition));
+                // Where to stop is this run's choice (`stops_for_this_run`), not the
+                // checkpointed run's: a bounded run after a follow run ends, and a
+                // re-run export reads what is new since.
+                out.push(KafkaSplit {
+                    id: SplitId::new(cluster, &s.topic, s.partition),
+                    next_offset: s.next_offset,
+                    stop_offset: None,
+                });
+            }
+            // Topics no longer subscribed on a subscribed cluster: retained too.
+            for sc in &retain_later {
+                self.retain_saved(cluster, sc, saved, retain_until);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Gives restored splits the stops of this run's stopping offsets (per cluster, else
+    /// the source's), looked up on every cluster concurrently, as discovery does for
+    /// new splits. Without stopping offsets the splits stay unbounded.
+    pub(super) async fn stops_for_this_run(
+        &self,
+        mut splits: Vec<KafkaSplit>,
+    ) -> Result<Vec<KafkaSplit>, SourceError> {
+        let mut by_cluster: BTreeMap<Arc<str>, Vec<(String, i32)>> = BTreeMap::new();
+        for s in &splits {
+            by_cluster
+                .entry(s.id.cluster.clone())
+                .or_default()
+                .push((s.id.topic.to_string(), s.id.partition));
+        }
+        let mut tasks = tokio::task::JoinSet::new();
+        for (cluster, partitions) in by_cluster {
+            let Some(state) = self.clusters.get(&cluster) else {
+                continue;
+            };
+            let Some(stop) = state.stop.clone() else {
+                continue;
+            };
+            let client = state.client.clone();
+            tasks.spawn_blocking(move || {
+                let stops = stops_blocking(&cluster, &client, &stop, &partitions);
+                (cluster, partitions, stops)
+            });
+        }
+        let mut stops: BTreeMap<(Arc<str>, String, i32), i64> = BTreeMap::new();
+        while let Some(joined) = tasks.join_next().await {
+            let (cluster, partitions, result) =
+                joined.map_err(|e| SourceError::Config(format!("stop lookup task failed: {e}")))?;
+            for ((topic, partition), stop) in partitions.into_iter().zip(result?) {
+                stops.insert((cluster.clone(), topic, partition), stop);
+            }
+        }
+        for s in &mut splits {
+            s.stop_offset = stops
+                .get(&(s.id.cluster.clone(), s.id.topic.to_string(), s.id.partition))
+                .copied();
+        }
+        Ok(splits)
+    }
+
+    /// Keeps a checkpointed position of a split that is not read now, for the
+    /// retention window (the checkpoint's own window if it had one).
+    pub(super) fn retain_saved(
+        &self,
+        cluster: &str,
+        s: &crate::checkpoint::SplitCheckpoint,
+        saved: &crate::checkpoint::ClusterCheckpoint,
+        default_until: i64,
+    ) {
+        if self.cfg.retention.is_zero() {
+            return;
+        }
+        let split = KafkaSplit {
+            id: SplitId::new(cluster, &s.topic, s.partition),
+            next_offset: s.next_offset,
+            stop_offset: s.stop_offset,
+        };
+        let until = s.retained_until_ms.unwrap_or(default_until);
+        self.retained
+            .keep(&split, until, saved.kafka_cluster_id.clone());
+    }
+
+    /// Takes back retained positions of splits whose cluster and topic are read again,
+    /// so they resume where they were rather than at their starting offsets. Positions
+    /// recorded for another physical cluster are refused (reported to the readers), or
+    /// dropped when the user chose fresh starts.
+    pub(super) fn resume_retained(&mut self) -> Vec<KafkaSplit> {
+        let mut out = Vec::new();
+        let mut refused: BTreeSet<Arc<str>> = BTreeSet::new();
+        for (cluster, state) in self.clusters.iter_mut() {
+            let back = self
+                .retained
+                .take(|id| id.cluster == *cluster && state.topics.contains(&*id.topic));
+            for (id, r) in back {
+                if let (Some(expected), Some(actual)) =
+                    (&r.kafka_cluster_id, &state.kafka_cluster_id)
+                    && expected != actual
+                {
+                    if !self.cfg.discard_mismatched_positions && refused.insert(cluster.clone()) {
+                        for tx in self.readers.values() {
+                            let _ = tx.send(ReaderEvent::IdentityMismatch {
+                                cluster: cluster.clone(),
+                                expected: expected.clone(),
+                                actual: actual.clone(),
+                            });
+                        }
+                    }
+                    continue;
+                }
+                state.known.insert((id.topic.to_string(), id.partition));
+                out.push(KafkaSplit {
+                    id,
+                    next_offset: r.next_offset,
+                    stop_offset: r.stop_offset,
+                });
+            }
+        }
+        if !out.is_empty() {
+            tracing::info!(count = out.len(), "resuming retained positions");
+        }
+        out
+    }
+}

@@ -1,0 +1,78 @@
+//! Which streams the source reads: the subscription resolved against the metadata
+//! service, and the warning when subscribed streams leave the metadata.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::Enumerator;
+use super::plan::ClusterView;
+use crate::error::SourceError;
+use crate::metadata::{KafkaMetadataService, KafkaStream};
+use crate::source::config::{SourceConfig, Subscription};
+
+/// Resolves the subscription against the metadata service. With `strict` (start-up)
+/// an unknown stream id is an error; while running it counts as a stream with no
+/// clusters (the caller reports it).
+pub(crate) async fn subscribed_streams(
+    cfg: &SourceConfig,
+    service: &dyn KafkaMetadataService,
+    strict: bool,
+) -> Result<BTreeMap<String, KafkaStream>, SourceError> {
+    match &cfg.subscription {
+        Subscription::Ids(ids) => {
+            let found = service.describe_streams(ids).await?;
+            let missing: Vec<String> = ids
+                .iter()
+                .filter(|id| !found.contains_key(*id))
+                .cloned()
+                .collect();
+            if !missing.is_empty() && strict {
+                return Err(SourceError::UnknownStreams(missing));
+            }
+            Ok(found)
+        }
+        Subscription::Pattern(re) => Ok(service
+            .all_streams()
+            .await?
+            .into_iter()
+            .filter(|(id, _)| re.is_match(id))
+            .collect()),
+    }
+}
+
+impl Enumerator {
+    /// Warns when the subscribed stream ids the metadata lacks change (not at every
+    /// read while they stay missing).
+    pub(super) fn report_missing(&mut self, found: &BTreeMap<String, KafkaStream>) {
+        let Subscription::Ids(ids) = &self.cfg.subscription else {
+            return;
+        };
+        let missing: Vec<String> = ids
+            .iter()
+            .filter(|id| !found.contains_key(*id))
+            .cloned()
+            .collect();
+        if missing != self.missing_streams {
+            if !missing.is_empty() {
+                tracing::warn!(?missing, "subscribed streams are no longer in the metadata");
+            }
+            self.missing_streams = missing;
+        }
+    }
+
+    /// Clusters of `views` the service does not report inactive become the active set
+    /// (readers drop the errors of the others).
+    pub(super) async fn refresh_active(&self, views: &BTreeMap<String, ClusterView>) {
+        let mut active = BTreeSet::new();
+        for cluster in views.keys() {
+            if self
+                .service
+                .is_cluster_active(cluster)
+                .await
+                .unwrap_or(true)
+            {
+                active.insert(cluster.clone());
+            }
+        }
+        self.active.set(active);
+    }
+}

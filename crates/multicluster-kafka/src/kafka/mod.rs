@@ -1,0 +1,8 @@
+//! Talking to one Kafka cluster: its lookup client, client properties (with secrets
+//! redacted), where reading starts and stops, and the hooks a program can put into
+//! each librdkafka client.
+
+pub(crate) mod client;
+pub mod hooks;
+pub mod offsets;
+pub mod properties;

@@ -1,0 +1,317 @@
+//! Handing out records: taking the fetchers' answers, buffering each cluster's
+//! batch, and giving records (one by one or as batches) in order, with the
+//! positions, counts and lag that follow them.
+
+use std::sync::Arc;
+
+use super::SourceReader;
+use super::cluster_consumer::Polled;
+use super::fetcher::Answer;
+use crate::deserializer::Deserializer;
+use crate::error::SourceError;
+use crate::metrics as m;
+use crate::record::{Record, RecordBatch};
+use crate::split::SplitId;
+
+impl<D: Deserializer> SourceReader<D> {
+    pub(super) fn report_active(&self) {
+        let active = self.states.iter().filter(|s| !s.finished).count();
+        metrics::gauge!(m::ACTIVE_SPLITS, "reader" => self.id.to_string()).set(active as f64);
+    }
+
+    /// Adds the current batch's counts to the per-cluster metrics.
+    pub(super) fn flush_counts(&mut self) {
+        let (records, bytes) = std::mem::take(&mut self.handout.counts);
+        if records == 0 {
+            return;
+        }
+        let Some(cluster) = self.handout.cluster.clone() else {
+            return;
+        };
+        let (r, b) = self.counters.entry(cluster.clone()).or_insert_with(|| {
+            (
+                metrics::counter!(m::RECORDS, "cluster" => cluster.to_string()),
+                metrics::counter!(m::BYTES, "cluster" => cluster.to_string()),
+            )
+        });
+        r.increment(records);
+        b.increment(bytes);
+    }
+
+    /// Updates the lag of the splits touched since the last report (once per batch,
+    /// not per record).
+    pub(super) fn report_lag(&mut self) {
+        if self.touched.is_empty() {
+            return;
+        }
+        self.touched.sort_unstable();
+        self.touched.dedup();
+        for i in self.touched.drain(..) {
+            if let Some(s) = self.states.get_mut(i) {
+                s.report_lag();
+            }
+        }
+    }
+
+    /// Collects the fetchers' answers, then makes the oldest one the buffer (empty
+    /// when this is called) and asks its fetcher for the next. Returns the number of
+    /// records buffered (a failed record counts).
+    pub(super) fn take_answers(&mut self) -> Result<usize, SourceError> {
+        for (cluster, fetcher) in &mut self.consumers {
+            if let Some(answer) = fetcher.answer() {
+                self.ready.push_back((cluster.clone(), answer));
+            }
+        }
+        while let Some((cluster, answer)) = self.ready.pop_front() {
+            let (batch, polled) = match answer {
+                Answer::Batch(batch, polled) => (batch, polled),
+                Answer::Failed(e) | Answer::Gone(e) if !self.active.is_active(&cluster) => {
+                    tracing::debug!(cluster = %cluster, error = %e, "ignoring an error of a cluster the metadata no longer calls active");
+                    self.ask_again(&cluster);
+                    continue;
+                }
+                Answer::Failed(e) | Answer::Gone(e) => {
+                    self.ask_again(&cluster);
+                    return Err(e);
+                }
+                Answer::Panicked(payload) => {
+                    // A later call starts a new fetcher for the cluster's splits, at
+                    // the positions handed out.
+                    self.ask_again(&cluster);
+                    std::panic::resume_unwind(payload);
+                }
+            };
+            self.ask_again(&cluster);
+            if let Some(found) = self.buffer(cluster, batch, polled) {
+                return Ok(found);
+            }
+        }
+        Ok(0)
+    }
+
+    /// Asks the cluster's fetcher for its next batch; a fetcher whose thread has ended
+    /// is replaced by a new one the next time round.
+    pub(super) fn ask_again(&mut self, cluster: &Arc<str>) {
+        let Some(fetcher) = self.consumers.get_mut(cluster) else {
+            return;
+        };
+        if fetcher.is_gone() {
+            let properties = fetcher.properties.clone();
+            self.rebuild(cluster.clone(), properties);
+        } else {
+            fetcher.ask();
+        }
+    }
+
+    /// Makes a fetcher's batch the buffer. `None` when it holds nothing to hand out.
+    pub(super) fn buffer(
+        &mut self,
+        cluster: Arc<str>,
+        batch: RecordBatch<D::Value>,
+        polled: Polled,
+    ) -> Option<usize> {
+        for id in polled.finished {
+            // Records of the split polled before the stop are still handed out
+            // first (handing out the one just before the stop finishes it too).
+            let pending = batch.entries.iter().any(|e| {
+                e.partition == id.partition && *batch.topics[e.topic as usize] == *id.topic
+            }) || polled
+                .failed
+                .as_ref()
+                .is_some_and(|f| f.partition == id.partition && *f.topic == *id.topic);
+            if pending {
+                self.handout.finish_after.push(id);
+            } else {
+                self.mark_finished(&id);
+            }
+        }
+        for (topic, partition, hw) in polled.high_watermarks {
+            let id = SplitId {
+                cluster: cluster.clone(),
+                topic,
+                partition,
+            };
+            if let Some(i) = self.index.get(&id).copied() {
+                self.states[i].high_watermark = hw;
+                self.touched.push(i);
+            }
+        }
+        // The batch's first run of records finds its split by lookup, so it is
+        // counted as touched even if the previous batch ended on the same split.
+        self.last = None;
+        let found = polled.records + usize::from(polled.failed.is_some());
+        if found == 0 {
+            // Watermarks (or finished splits) without records: reported now.
+            self.report_lag();
+            return None;
+        }
+        self.handout.records = Some(batch.into_iter());
+        self.handout.failed = polled.failed.map(|f| (cluster.clone(), f));
+        self.handout.cluster = Some(cluster);
+        Some(found)
+    }
+
+    /// Whether a polled record is handed out (a split this reader owns, not finished,
+    /// not handed out before); if so, its split's position moves past it.
+    pub(super) fn accept(
+        &mut self,
+        cluster: &Arc<str>,
+        topic: &Arc<str>,
+        partition: i32,
+        offset: i64,
+    ) -> bool {
+        let i = match &self.last {
+            Some((t, p, i)) if *p == partition && Arc::ptr_eq(t, topic) => *i,
+            _ => {
+                let id = SplitId {
+                    cluster: cluster.clone(),
+                    topic: topic.clone(),
+                    partition,
+                };
+                let Some(i) = self.index.get(&id).copied() else {
+                    return false; // a split this reader no longer owns
+                };
+                self.last = Some((topic.clone(), partition, i));
+                self.touched.push(i);
+                i
+            }
+        };
+        let state = &mut self.states[i];
+        if state.finished || offset < state.next_offset {
+            return false; // already handed out (a rebuilt consumer re-fetched it)
+        }
+        if let Some(stop) = state.stop
+            && offset >= stop
+        {
+            state.finished = true;
+            self.report_active();
+            return false;
+        }
+        state.next_offset = offset + 1;
+        if state.stop.is_some_and(|stop| state.next_offset >= stop) {
+            state.finished = true;
+            self.report_active();
+        }
+        true
+    }
+
+    /// Hands out the next buffered record, if any, advancing its split's position.
+    pub(super) fn pop(&mut self) -> Option<Result<Record<D::Value>, SourceError>> {
+        while let Some((record, bytes)) =
+            self.handout.records.as_mut().and_then(|b| b.next_counted())
+        {
+            if self.accept(
+                &record.cluster,
+                &record.topic,
+                record.partition,
+                record.offset,
+            ) {
+                self.handout.counts.0 += 1;
+                self.handout.counts.1 += u64::from(bytes);
+                return Some(Ok(record));
+            }
+        }
+        self.handout.records = None;
+        let failed = self.take_failed();
+        self.buffer_done();
+        failed.map(Err)
+    }
+
+    /// The deserialization failure after the buffered records, if its split still
+    /// wants it (its position moves past it).
+    pub(super) fn take_failed(&mut self) -> Option<SourceError> {
+        let (cluster, f) = self.handout.failed.take()?;
+        if !self.accept(&cluster, &f.topic, f.partition, f.offset) {
+            return None;
+        }
+        self.handout.counts.0 += 1;
+        self.handout.counts.1 += u64::from(f.bytes);
+        Some(SourceError::from(f.error))
+    }
+
+    /// Hands out the buffered records as one batch, advancing their splits'
+    /// positions; then the deserialization failure after them, if any.
+    pub(super) fn take_batch(&mut self) -> Option<Result<RecordBatch<D::Value>, SourceError>> {
+        if let Some(rest) = self.handout.records.take() {
+            let mut batch = rest.into_batch();
+            self.accept_batch(&mut batch);
+            if !batch.is_empty() {
+                if self.handout.failed.is_none() {
+                    self.buffer_done();
+                } else {
+                    self.report_lag();
+                }
+                return Some(Ok(batch));
+            }
+        }
+        let failed = self.take_failed();
+        self.buffer_done();
+        failed.map(Err)
+    }
+
+    /// Everything polled has been handed out: counts go to the metrics, and splits
+    /// whose stop was seen are finished.
+    pub(super) fn buffer_done(&mut self) {
+        self.flush_counts();
+        for id in std::mem::take(&mut self.handout.finish_after) {
+            self.mark_finished(&id);
+        }
+        self.report_lag();
+    }
+
+    /// [`Self::accept`] for every record of `batch`, dropping those not handed out.
+    pub(super) fn accept_batch(&mut self, batch: &mut RecordBatch<D::Value>) {
+        let mut rejected: Vec<usize> = Vec::new();
+        let mut bytes = 0u64;
+        for (k, e) in batch.entries.iter().enumerate() {
+            let topic = &batch.topics[e.topic as usize];
+            if self.accept(&batch.cluster, topic, e.partition, e.offset) {
+                bytes += u64::from(e.bytes);
+            } else {
+                rejected.push(k);
+            }
+        }
+        if !rejected.is_empty() {
+            let mut k = 0;
+            let mut next = rejected.iter().peekable();
+            batch.entries.retain(|_| {
+                let drop = next.next_if_eq(&&k).is_some();
+                k += 1;
+                !drop
+            });
+        }
+        self.handout.counts.0 += batch.entries.len() as u64;
+        self.handout.counts.1 += bytes;
+    }
+
+    /// Buffers the next records, waiting for them if none are there. `Ok(true)` when
+    /// the input has ended.
+    pub(super) async fn fill(&mut self) -> Result<bool, SourceError> {
+        self.drain_events()?;
+        self.start_pending()?;
+        if self.take_answers()? > 0 {
+            return Ok(false);
+        }
+        if self.is_done() {
+            return Ok(true);
+        }
+        tokio::select! {
+            biased;
+            event = self.events.recv(), if !self.enumerator_gone => match event {
+                Some(e) => self.apply(e)?,
+                None => {
+                    self.enumerator_gone = true;
+                    if self.states.is_empty() {
+                        self.closed = true;
+                        return Err(SourceError::Closed);
+                    }
+                }
+            },
+            _ = self.notify.notified() => {}
+            // A safety net: the fetchers wake the reader with every answer, this covers
+            // anything else.
+            _ = tokio::time::sleep(self.poll_timeout) => {}
+        }
+        Ok(false)
+    }
+}

@@ -1,0 +1,59 @@
+//! What the enumerator and the readers say to each other.
+
+use std::sync::Arc;
+
+use crate::kafka::properties::ClientProperties;
+use crate::split::{KafkaSplit, SplitId};
+
+/// What the enumerator tells a reader.
+#[derive(Debug)]
+pub(crate) enum ReaderEvent {
+    /// Facts about a cluster, recorded in this reader's checkpoints.
+    ClusterInfo {
+        cluster: Arc<str>,
+        kafka_cluster_id: Option<String>,
+        initial_discovery_done: bool,
+    },
+    /// New splits to read, with the final consumer properties of their cluster.
+    Assign {
+        cluster: Arc<str>,
+        properties: ClientProperties,
+        splits: Vec<KafkaSplit>,
+    },
+    /// No split will ever be assigned again (bounded mode).
+    NoMoreSplits,
+    /// Stop reading these splits and forget them (their topic or cluster left the
+    /// metadata). A cluster left with no split has its consumer closed.
+    Remove {
+        ids: Vec<SplitId>,
+        /// Keep their positions until then (ms since the epoch), if set.
+        retain_until_ms: Option<i64>,
+    },
+    /// The cluster's client properties changed: rebuild its consumer with these and
+    /// resume every split at its current position.
+    Rebuild {
+        cluster: Arc<str>,
+        properties: ClientProperties,
+    },
+    /// The cluster left the metadata: forget its facts.
+    ForgetCluster { cluster: Arc<str> },
+    /// The metadata service kept failing past the threshold (reading goes on with
+    /// the last good metadata).
+    MetadataFailed(crate::metadata::MetadataError),
+    /// Retained positions of a re-added cluster belong to another physical cluster.
+    IdentityMismatch {
+        cluster: Arc<str>,
+        expected: String,
+        actual: String,
+    },
+}
+
+/// What a reader tells the enumerator.
+#[derive(Debug)]
+pub(crate) enum ReaderNotice {
+    /// The reader is gone; these splits (at the positions handed out) need a new owner.
+    Closed {
+        reader: usize,
+        splits: Vec<KafkaSplit>,
+    },
+}

@@ -1,0 +1,104 @@
+//! What a reader keeps per split (position, stop, lag) and per cluster (the batch
+//! being handed out, the cluster's facts).
+
+use std::sync::Arc;
+
+use super::cluster_consumer::Failed;
+use crate::metrics as m;
+use crate::split::SplitId;
+
+#[derive(Debug)]
+pub(super) struct SplitState {
+    pub(super) id: SplitId,
+    pub(super) next_offset: i64,
+    pub(super) stop: Option<i64>,
+    pub(super) finished: bool,
+    /// The latest high watermark a poll reported (-1: none yet).
+    pub(super) high_watermark: i64,
+    /// This split's `mck_split_lag` series, once it has a value, and that value.
+    pub(super) lag: Option<(metrics::Gauge, i64)>,
+}
+
+impl SplitState {
+    pub(super) fn new(id: SplitId, next_offset: i64, stop: Option<i64>, finished: bool) -> Self {
+        Self {
+            id,
+            next_offset,
+            stop,
+            finished,
+            high_watermark: -1,
+            lag: None,
+        }
+    }
+
+    /// Sets `mck_split_lag` to what is left to hand out: the latest high watermark
+    /// (capped at the stop offset) minus the next position. Nothing before the first
+    /// watermark is known.
+    pub(super) fn report_lag(&mut self) {
+        if self.high_watermark < 0 {
+            return;
+        }
+        let end = match self.stop {
+            Some(stop) => self.high_watermark.min(stop),
+            None => self.high_watermark,
+        };
+        let lag = if self.finished {
+            0
+        } else {
+            (end - self.next_offset).max(0)
+        };
+        match &mut self.lag {
+            Some((_, last)) if *last == lag => {}
+            Some((gauge, last)) => {
+                gauge.set(lag as f64);
+                *last = lag;
+            }
+            None => {
+                let id = &self.id;
+                let gauge = metrics::gauge!(m::SPLIT_LAG, "cluster" => id.cluster.to_string(), "topic" => id.topic.to_string(), "partition" => id.partition.to_string());
+                gauge.set(lag as f64);
+                self.lag = Some((gauge, lag));
+            }
+        }
+    }
+
+    /// The split leaves this reader: its lag series is marked removed (NaN, see
+    /// [`crate::metrics::SPLIT_LAG`]).
+    pub(super) fn drop_lag(&mut self) {
+        if let Some((gauge, _)) = self.lag.take() {
+            gauge.set(f64::NAN);
+        }
+    }
+}
+
+/// Records polled from one cluster's consumer, handed out by `next` one at a time or
+/// by `next_batch` all at once.
+pub(super) struct Buffered<V> {
+    pub(super) records: Option<crate::record::IntoIter<V>>,
+    /// A record of that cluster that failed to deserialize, handed out (as an error)
+    /// after the records.
+    pub(super) failed: Option<(Arc<str>, Failed)>,
+    /// Records and bytes handed out, added to the metrics of `cluster` once
+    /// everything is handed out.
+    pub(super) counts: (u64, u64),
+    pub(super) cluster: Option<Arc<str>>,
+    /// Splits whose consumer saw their stop, finished once everything is handed out.
+    pub(super) finish_after: Vec<SplitId>,
+}
+
+impl<V> Default for Buffered<V> {
+    fn default() -> Self {
+        Self {
+            records: None,
+            failed: None,
+            counts: (0, 0),
+            cluster: None,
+            finish_after: Vec::new(),
+        }
+    }
+}
+
+pub(super) struct ClusterInfo {
+    pub(super) kafka_cluster_id: Option<String>,
+    pub(super) initial_discovery_done: bool,
+}
