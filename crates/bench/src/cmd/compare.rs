@@ -13,7 +13,10 @@ use mck_testkit::TestCluster;
 use multicluster_kafka::checkpoint::Checkpoint;
 use multicluster_kafka::split::{KafkaSplit, SplitId};
 
-use super::{Api, Peer};
+use super::handover::handover_latencies;
+use super::isolation::isolation_run;
+use super::median;
+use super::throughput::{Api, Pass, Peer, Side, ours, plain};
 
 /// Options of `mck-bench compare`.
 #[derive(clap::Args, Clone, Copy, Debug)]
@@ -44,7 +47,7 @@ pub struct CompareArgs {
 pub struct RssChildArgs {
     /// `ours` or `plain`.
     #[arg(long, value_enum)]
-    side: super::Side,
+    side: Side,
     /// The topic, on every cluster.
     #[arg(long)]
     topic: String,
@@ -194,7 +197,7 @@ struct Rates {
 }
 
 impl Rates {
-    fn push(&mut self, pass: &super::Pass, started: Instant) {
+    fn push(&mut self, pass: &Pass, started: Instant) {
         self.from_start.push(pass.rate_since(started));
         self.reading.push(pass.reading_rate());
     }
@@ -307,7 +310,7 @@ pub fn compare(args: &CompareArgs) {
         let label = if value_size == 100 { "100 B" } else { "1 KiB" };
         let expected = 2 * records as u64;
         // Warm the brokers' page cache once before measuring.
-        super::plain(&clusters, topic, PARTITIONS, Peer::Poll);
+        plain(&clusters, topic, PARTITIONS, Peer::Poll);
         let target = StreamTarget {
             clusters: clusters.to_vec(),
             topic: topic.into(),
@@ -337,9 +340,9 @@ pub fn compare(args: &CompareArgs) {
                 }
                 let t = Instant::now();
                 let pass = match side {
-                    0 => super::plain(&clusters, topic, PARTITIONS, Peer::Poll),
-                    3 => super::plain(&clusters, topic, PARTITIONS, Peer::Batch),
-                    r => super::ours(&rt, &clusters, topic, r, Api::Batch, None).0,
+                    0 => plain(&clusters, topic, PARTITIONS, Peer::Poll),
+                    3 => plain(&clusters, topic, PARTITIONS, Peer::Batch),
+                    r => ours(&rt, &clusters, topic, r, Api::Batch, None).0,
                 };
                 assert_eq!(pass.records, expected, "every record read");
                 rates[side].push(&pass, t);
@@ -438,7 +441,7 @@ pub fn compare(args: &CompareArgs) {
         let v: Vec<f64> = (0..sizes.rounds)
             .map(|_| peak_rss_mib(side, &clusters, TOPIC_1K, expected_1k))
             .collect();
-        super::median(v)
+        median(v)
     };
     let (rss_ours, rss_plain) = (rss("ours"), rss("plain"));
     rows.push(Row::new(format!(
@@ -447,7 +450,7 @@ pub fn compare(args: &CompareArgs) {
         ), (rss_ours, Some(rss_plain)), "MiB", Target::RatioAtMost(1.2), ""));
 
     // Handover.
-    let ours_handover = super::handover_latencies(&a, &b, sizes.handover_rounds);
+    let ours_handover = handover_latencies(&a, &b, sizes.handover_rounds);
     let flink_handover = if args.skip_java {
         None
     } else {
@@ -463,17 +466,15 @@ pub fn compare(args: &CompareArgs) {
             },
         )
         .unwrap_or_else(|e| panic!("Java peer failed: {e}"));
-        Some(super::median(
-            l.iter().map(|d| d.as_secs_f64() * 1e3).collect(),
-        ))
+        Some(median(l.iter().map(|d| d.as_secs_f64() * 1e3).collect()))
     };
     rows.push(Row::new(format!(
             "handover: metadata change to first record of the added cluster, median of {} (peer: Flink DynamicKafkaSource, 1 ms discovery interval)",
             sizes.handover_rounds
-        ), (super::median(ours_handover), flink_handover), "ms", Target::OursAtMost(500.0), java_note));
+        ), (median(ours_handover), flink_handover), "ms", Target::OursAtMost(500.0), java_note));
 
     // Isolation.
-    let iso = super::isolation_run(
+    let iso = isolation_run(
         &a,
         &b,
         ISOLATION_TOPIC,
@@ -593,10 +594,10 @@ pub fn rss_child(args: &RssChildArgs) {
         })
         .collect();
     let pass = match args.side {
-        super::Side::Plain => super::plain(&clusters, &args.topic, args.partitions, Peer::Poll),
-        super::Side::Ours => {
+        Side::Plain => plain(&clusters, &args.topic, args.partitions, Peer::Poll),
+        Side::Ours => {
             let rt = mck_testkit::runtime();
-            super::ours(&rt, &clusters, &args.topic, 1, Api::Batch, None).0
+            ours(&rt, &clusters, &args.topic, 1, Api::Batch, None).0
         }
     };
     assert_eq!(pass.records, args.expected, "every record read");
@@ -626,7 +627,7 @@ fn checkpoint_cost(n: usize, budget: Duration) -> (f64, usize) {
         times.push(t.elapsed().as_secs_f64() * 1e3);
         bytes = std::hint::black_box(encoded).len();
     }
-    (super::median(times), bytes)
+    (median(times), bytes)
 }
 
 fn loadavg() -> String {

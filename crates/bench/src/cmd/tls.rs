@@ -22,6 +22,9 @@ use std::time::Instant;
 use mck_bench::peers;
 use mck_testkit::{ClusterOptions, KafkaCluster, Listener, TestCluster};
 
+use super::median;
+use crate::cpu::{broker_pids, pids_cpu};
+
 /// The topic every side reads.
 const TOPIC: &str = "bench-tls";
 
@@ -233,7 +236,7 @@ fn run(side: Side, mut cmd: Command, broker: &[u32]) -> Run {
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let broker_before = super::pids_cpu(broker);
+    let broker_before = pids_cpu(broker);
     let start = Instant::now();
     let mut child = cmd
         .spawn()
@@ -264,7 +267,7 @@ fn run(side: Side, mut cmd: Command, broker: &[u32]) -> Run {
     // SAFETY: `pid` is our child, not yet reaped (std reaps only in wait/try_wait).
     let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
     let secs = start.elapsed().as_secs_f64();
-    let broker_cpu = super::pids_cpu(broker) - broker_before;
+    let broker_cpu = pids_cpu(broker) - broker_before;
     assert_eq!(r, pid, "wait4 on {}", side.name());
     let lines = counter.join().expect("the line counter");
     let errors = errors.join().expect("the stderr reader");
@@ -322,7 +325,7 @@ pub fn tls(args: &TlsArgs) {
         args.partitions,
         t.elapsed().as_secs_f64()
     );
-    let broker = super::broker_pids(&cluster);
+    let broker = broker_pids(&cluster);
     let dir = std::env::temp_dir().join(format!("mck-bench-tls-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("a temporary directory");
     let target = if args.mck_quick {
@@ -392,8 +395,8 @@ pub fn tls(args: &TlsArgs) {
 fn print_table(args: &TlsArgs, runs: &[Vec<Run>], mck: &Path, props: &[(String, String)]) {
     let n = args.records as f64;
     let bytes = (args.value_size + 8) as f64 * n;
-    let med = |i: usize, f: fn(&Run) -> f64| super::median(runs[i].iter().map(f).collect());
-    let rate = |i: usize| super::median(runs[i].iter().map(|r| n / r.secs).collect());
+    let med = |i: usize, f: fn(&Run) -> f64| median(runs[i].iter().map(f).collect());
+    let rate = |i: usize| median(runs[i].iter().map(|r| n / r.secs).collect());
     let date = Command::new("date")
         .args(["-u", "+%Y-%m-%d %H:%M UTC"])
         .output()
