@@ -28,6 +28,12 @@ pub enum SourceError {
         /// What failed.
         message: String,
     },
+    /// Committing offsets failed on some clusters (the others committed).
+    #[error("offset commit failed: {}", .failures.iter().map(|(c, m)| format!("cluster `{c}`: {m}")).collect::<Vec<_>>().join("; "))]
+    Commit {
+        /// Logical cluster id → why its commit failed.
+        failures: std::collections::BTreeMap<String, String>,
+    },
     /// A start or stop offset could not be resolved.
     #[error("offsets: {0}")]
     Offset(#[from] OffsetError),

@@ -14,6 +14,7 @@ use super::cluster::{ClusterState, WantedCluster, client};
 use super::plan::ClusterView;
 use crate::error::SourceError;
 use crate::kafka::client::ClusterClient;
+use crate::kafka::client::{close_detached, detached};
 use crate::metrics as m;
 use crate::reader::ReaderEvent;
 
@@ -84,7 +85,7 @@ impl Enumerator {
         let wanted = WantedCluster::new(&self.cfg, &p.view);
         let make = client(&self.cfg, cluster, &wanted.props);
         let cluster = cluster.clone();
-        self.connecting.spawn_blocking(move || {
+        self.connecting.spawn(detached(move || {
             let connected = match make() {
                 Err(e) => Connected::Refused(e),
                 Ok(client) => match client.kafka_cluster_id() {
@@ -93,7 +94,7 @@ impl Enumerator {
                 },
             };
             (cluster, connected)
-        });
+        }));
     }
 
     /// The earliest scheduled retry.
@@ -125,7 +126,7 @@ impl Enumerator {
     ) -> Result<bool, SourceError> {
         if !self.pending.contains_key(&cluster) {
             // Left the metadata meanwhile; closing a client blocks.
-            tokio::task::spawn_blocking(move || drop(connected));
+            close_detached(connected);
             return Ok(false);
         }
         if fatal(&connected) {

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use super::Enumerator;
 use crate::error::SourceError;
 use crate::kafka::client::ClusterClient;
+use crate::kafka::client::detached;
 use crate::kafka::offsets::{StartingOffsets, StoppingOffsets, resolve_start, resolve_stop};
 use crate::split::{KafkaSplit, SplitId};
 
@@ -112,8 +113,10 @@ pub(super) fn stops_blocking(
 
 impl Enumerator {
     /// Discovers new partitions on every cluster, concurrently. At start-up
-    /// (`strict`) any failure is returned; later, a failing cluster is reported and
-    /// retried at the next discovery while the others go on.
+    /// (`strict`) the splits are returned and any failure is; later, each cluster's new
+    /// splits are handed out as soon as that cluster answers (nothing is returned), and
+    /// a failing cluster is reported and retried at the next discovery while the
+    /// others go on.
     pub(super) async fn discover_all(
         &mut self,
         strict: bool,
@@ -130,10 +133,10 @@ impl Enumerator {
                 initial_discovery_done: state.initial_discovery_done,
                 new_start: self.cfg.new_partition_start.clone(),
             };
-            tasks.spawn_blocking(move || {
+            tasks.spawn(detached(move || {
                 let r = discover_blocking(&d);
                 (d.cluster, r)
-            });
+            }));
         }
         let mut out = Vec::new();
         while let Some(joined) = tasks.join_next().await {
@@ -154,7 +157,14 @@ impl Enumerator {
                             state.known.insert((s.id.topic.to_string(), s.id.partition));
                         }
                     }
-                    out.extend(splits);
+                    if strict {
+                        out.extend(splits);
+                    } else if !splits.is_empty() {
+                        // Each cluster's splits go out as soon as it answered, not
+                        // when the slowest cluster did.
+                        tracing::info!(cluster = %cluster, count = splits.len(), "new partitions discovered");
+                        self.hand_out(splits);
+                    }
                 }
                 Err(e) if strict => return Err(e),
                 Err(e) => {

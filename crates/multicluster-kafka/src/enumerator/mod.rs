@@ -71,6 +71,8 @@ pub(crate) struct Enumerator {
     metadata_failures: u32,
     /// Metadata changes applied so far.
     generation: u64,
+    /// Commits wait their turn here (see `commit`).
+    commits: tokio::sync::mpsc::UnboundedSender<commit::QueuedCommit>,
     /// Positions of removed splits, shared with the readers.
     retained: crate::enumerator::retention::Retained,
     active: crate::enumerator::active::ActiveClusters,
@@ -121,6 +123,7 @@ impl Enumerator {
             missing_streams: Vec::new(),
             metadata_failures: 0,
             generation: 0,
+            commits: commit::commit_worker(),
             last_rebuild: BTreeMap::new(),
             held_back_until: None,
             retained,
@@ -199,11 +202,9 @@ impl Enumerator {
     async fn took_up(&mut self, cluster: Arc<str>) {
         let views = self.views.clone();
         self.refresh_active(&views).await;
-        let mut splits = self.resume_retained();
-        if let Ok(found) = self.discover_all(false).await {
-            splits.extend(found);
-        }
-        self.hand_out(splits);
+        let resumed = self.resume_retained();
+        self.hand_out(resumed);
+        let _ = self.discover_all(false).await;
         let mut now_read = self.streams.clone();
         for (id, s) in &self.latest {
             if let Some(meta) = s.clusters.get(&*cluster) {
@@ -345,8 +346,7 @@ impl Enumerator {
                 }
                 cmd = self.commands.recv(), if handles_open => match cmd {
                     Some(Command::Commit(cp, reply)) => {
-                        let r = self.commit(&cp).await;
-                        let _ = reply.send(r);
+                        let _ = self.commits.send((Box::pin(self.commit(&cp)), reply));
                     }
                     // The coordinator is gone; keep discovering for the readers.
                     None => handles_open = false,
@@ -356,12 +356,7 @@ impl Enumerator {
                     None => break,
                 },
                 _ = async { ticker.as_mut().expect("guarded").tick().await }, if ticker.is_some() => {
-                    if let Ok(splits) = self.discover_all(false).await {
-                        if !splits.is_empty() {
-                            tracing::info!(count = splits.len(), "new partitions discovered");
-                        }
-                        self.hand_out(splits);
-                    }
+                    let _ = self.discover_all(false).await;
                 }
             }
         }

@@ -10,6 +10,7 @@ use super::cluster::{WantedCluster, client};
 use super::plan::{ClusterView, Plan, clusters_of_streams, plan};
 use super::subscription::subscribed_streams;
 use crate::error::SourceError;
+use crate::kafka::client::{close_detached, detached};
 use crate::metrics as m;
 use crate::reader::ReaderEvent;
 use crate::split::SplitId;
@@ -164,7 +165,7 @@ impl Enumerator {
             self.last_rebuild.remove(&key);
             if let Some(state) = self.clusters.remove(&key) {
                 // Closing a client blocks.
-                tokio::task::spawn_blocking(move || drop(state));
+                close_detached(state);
             }
             for tx in self.readers.values() {
                 let _ = tx.send(ReaderEvent::ForgetCluster {
@@ -201,10 +202,10 @@ impl Enumerator {
                 self.last_rebuild
                     .insert(key.clone(), tokio::time::Instant::now());
                 let props = wanted.props;
-                match tokio::task::spawn_blocking(client(&self.cfg, &key, &props)).await {
+                match tokio::spawn(detached(client(&self.cfg, &key, &props))).await {
                     Ok(Ok(client)) => {
                         let old = std::mem::replace(&mut state.client, Arc::new(client));
-                        tokio::task::spawn_blocking(move || drop(old));
+                        close_detached(old);
                     }
                     Ok(Err(e)) => {
                         tracing::warn!(cluster, error = %e, "cannot rebuild the lookup client; keeping the old one")
@@ -235,10 +236,8 @@ impl Enumerator {
             self.want_cluster(Arc::from(cluster.as_str()), view.clone());
         }
         metrics::gauge!(m::CLUSTERS).set(self.clusters.len() as f64);
-        let mut splits = self.resume_retained();
-        if let Ok(found) = self.discover_all(false).await {
-            splits.extend(found);
-        }
-        self.hand_out(splits);
+        let resumed = self.resume_retained();
+        self.hand_out(resumed);
+        let _ = self.discover_all(false).await;
     }
 }

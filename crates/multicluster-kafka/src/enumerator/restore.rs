@@ -7,6 +7,7 @@ use std::sync::Arc;
 use super::Enumerator;
 use super::discovery::stops_blocking;
 use crate::error::SourceError;
+use crate::kafka::client::detached;
 use crate::reader::ReaderEvent;
 use crate::split::{KafkaSplit, SplitId};
 
@@ -94,10 +95,10 @@ impl Enumerator {
                 continue;
             };
             let client = state.client.clone();
-            tasks.spawn_blocking(move || {
+            tasks.spawn(detached(move || {
                 let stops = stops_blocking(&cluster, &client, &stop, &partitions);
                 (cluster, partitions, stops)
-            });
+            }));
         }
         let mut stops: BTreeMap<(Arc<str>, String, i32), i64> = BTreeMap::new();
         while let Some(joined) = tasks.join_next().await {

@@ -1,6 +1,6 @@
 //! The blocking IO shell towards one Kafka cluster: metadata, watermarks, offset
-//! lookups and commits. Every method blocks; the source calls them on the blocking
-//! pool (`spawn_blocking`), never on an async worker thread.
+//! lookups and commits. Every method blocks; the source calls them on threads of
+//! their own ([`detached`]), never on an async worker thread.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -13,6 +13,30 @@ use crate::error::SourceError;
 use crate::kafka::hooks::{ClientEvents, ClientRole, ClientSetup, SourceContext};
 use crate::kafka::offsets::PartitionFacts;
 use crate::kafka::properties::ClientProperties;
+
+/// Runs a blocking librdkafka call (a lookup, a commit, closing a client) on a thread
+/// of its own, and waits for it. Unlike tokio's blocking pool, the thread is not
+/// waited for when the runtime shuts down: a call to a cluster that does not answer
+/// (it ends by itself within the client timeout) cannot hold a program's exit. Panics
+/// when the call panicked (a task of a `JoinSet` reports it as a `JoinError`).
+pub(crate) async fn detached<T: Send + 'static>(call: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("mck-lookup".into())
+        .spawn(move || {
+            let _ = tx.send(call());
+        })
+        .expect("a thread for a cluster lookup");
+    rx.await.expect("the cluster lookup panicked")
+}
+
+/// Closes a client (or anything holding one) without blocking the caller or the
+/// runtime's shutdown.
+pub(crate) fn close_detached<T: Send + 'static>(client: T) {
+    let _ = std::thread::Builder::new()
+        .name("mck-close".into())
+        .spawn(move || drop(client));
+}
 
 /// What [`ClusterClient::describe`] found for a set of topics.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -39,7 +39,9 @@ pub const SECRET_FILE: &str = "pw";
 /// The environment the parser sees: a variable is set when its name has an even
 /// length, so both resolved and unresolved references occur.
 pub fn env(name: &str) -> Option<String> {
-    name.len().is_multiple_of(2).then(|| format!("{SECRET}-{name}"))
+    name.len()
+        .is_multiple_of(2)
+        .then(|| format!("{SECRET}-{name}"))
 }
 
 /// A directory for the files the checks write: `root/pw` (a secret for
