@@ -234,9 +234,29 @@ fn clean_message(raw: &str) -> String {
     one_line.join(" ")
 }
 
+/// The lines of `text` as YAML counts them (and so the positions of the parser's
+/// errors): a line break is `\r\n`, `\n` or a lone `\r`.
+fn yaml_lines(text: &str) -> impl Iterator<Item = &str> {
+    let mut rest = Some(text);
+    std::iter::from_fn(move || {
+        let text = rest?;
+        match text.find(['\r', '\n']) {
+            Some(at) => {
+                let width = if text[at..].starts_with("\r\n") { 2 } else { 1 };
+                rest = Some(&text[at + width..]);
+                Some(&text[..at])
+            }
+            None => {
+                rest = None;
+                Some(text)
+            }
+        }
+    })
+}
+
 /// 1-based line and column of the first character that is not blank or a comment.
 fn first_content(text: &str) -> (u32, u32) {
-    for (n, line) in text.lines().enumerate() {
+    for (n, line) in yaml_lines(text).enumerate() {
         let trimmed = line.trim_start();
         if trimmed.is_empty() || trimmed.starts_with('#') || trimmed == "---" {
             continue;
@@ -250,13 +270,10 @@ fn first_content(text: &str) -> (u32, u32) {
 
 /// The position just after the last valid UTF-8 byte, for an undecodable file.
 pub(super) fn utf8_error(bytes: &[u8], err: &std::str::Utf8Error, path: &Path) -> MetadataError {
-    let valid = &bytes[..err.valid_up_to()];
-    let line = valid.iter().filter(|b| **b == b'\n').count() + 1;
-    let line_start = valid.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
-    let column = String::from_utf8_lossy(&valid[line_start..])
-        .chars()
-        .count()
-        + 1;
+    let valid = std::str::from_utf8(&bytes[..err.valid_up_to()]).unwrap_or_default();
+    // Lines as the parser counts them, so this position agrees with its errors.
+    let (line, last) = yaml_lines(valid).fold((0, ""), |(n, _), line| (n + 1, line));
+    let column = last.chars().count() + 1;
     let clamp = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
     MetadataError::Syntax {
         location: Some(SourceLocation::new(path, clamp(line), clamp(column))),
@@ -349,6 +366,10 @@ mod tests {
     fn the_first_content_skips_comments_and_blank_lines() {
         assert_eq!(first_content("\n# x\n---\n   - a\n"), (4, 4));
         assert_eq!(first_content(""), (1, 1));
+        // A lone carriage return ends a line in YAML.
+        assert_eq!(first_content("\r# x\r\n  - a\r"), (3, 3));
+        let (line, column, _) = syntax_at("# x\r\r  42\r", "s.yaml");
+        assert_eq!((line, column), (3, 3));
     }
 
     #[test]
@@ -358,5 +379,19 @@ mod tests {
         let err = std::str::from_utf8(&bytes).unwrap_err();
         let e = utf8_error(&bytes, &err, Path::new("x.yaml"));
         assert_eq!(e.location().map(|l| (l.line, l.column)), Some((2, 5)));
+    }
+
+    #[test]
+    fn utf8_errors_count_lines_as_the_yaml_parser_does() {
+        let at = |bytes: &[u8]| {
+            let err = std::str::from_utf8(bytes).unwrap_err();
+            let e = utf8_error(bytes, &err, Path::new("x.yaml"));
+            e.location().map(|l| (l.line, l.column))
+        };
+        assert_eq!(at(b"a: 1\rbb: \xff"), Some((2, 5)));
+        assert_eq!(at(b"a: 1\r\nbb: \xff"), Some((2, 5)));
+        assert_eq!(at(b"a: 1\r\xff"), Some((2, 1)));
+        assert_eq!(at(b"\xff"), Some((1, 1)));
+        assert_eq!(at(b"\xc3\xa9\xc3"), Some((1, 2)));
     }
 }
