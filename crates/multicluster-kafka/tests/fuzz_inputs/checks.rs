@@ -10,8 +10,9 @@
 //! - metadata: every error but `Io` carries a [`SourceLocation`] in the file that was
 //!   parsed, with a line and a column of at least 1 that lie inside the text (the line
 //!   at most one past the last line break, the column at most one past the longest
-//!   line); its message starts with that location and is one line (a multi-line
-//!   message breaks the one-line log it goes into);
+//!   line, lines ending as YAML ends them, or as JSON does in a `.json` file); its
+//!   message starts with that location and is one line (a multi-line message breaks
+//!   the one-line log it goes into);
 //! - checkpoints: every error is a `Decode` error whose origin is the file (or
 //!   `<bytes>` for an in-memory decode), its message starts with that origin and is one
 //!   line.
@@ -153,8 +154,11 @@ pub fn check_metadata_error(e: &MetadataError, path: &Path, text: &[u8]) {
         "line {} is past the end of the text ({line_breaks} line breaks): {shown}",
         at.line
     );
+    // YAML ends a line at `\r` too; serde_json (the syntax check of `.json` files)
+    // only at `\n`.
+    let json = path.extension().is_some_and(|e| e == "json");
     let longest = text
-        .split(|b| matches!(b, b'\n' | b'\r'))
+        .split(|b| *b == b'\n' || (*b == b'\r' && !json))
         .map(<[u8]>::len)
         .max()
         .unwrap_or(0);
