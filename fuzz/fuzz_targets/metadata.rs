@@ -1,0 +1,20 @@
+//! The metadata file parser on arbitrary bytes, read as YAML and as JSON (see
+//! `checks.rs` for what is asserted).
+
+#![no_main]
+
+use std::sync::LazyLock;
+
+use libfuzzer_sys::fuzz_target;
+
+#[path = "../../crates/multicluster-kafka/tests/fuzz_inputs/checks.rs"]
+mod checks;
+
+static SCRATCH: LazyLock<checks::Scratch> = LazyLock::new(|| {
+    let dir = std::env::temp_dir().join(format!("mck-fuzz-metadata-{}", std::process::id()));
+    checks::Scratch::new(dir)
+});
+
+fuzz_target!(|data: &[u8]| {
+    checks::check_metadata(data, &SCRATCH);
+});
