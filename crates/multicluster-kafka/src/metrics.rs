@@ -57,3 +57,6 @@ pub const CLUSTER_ACTIVE: &str = "mck_cluster_active";
 /// Consumers created, per cluster (a change to one cluster must not recreate the
 /// others').
 pub const CONSUMERS_CREATED: &str = "mck_consumers_created_total";
+/// Errors that kept a change from a cluster, by `cluster` and `kind` (`properties`:
+/// librdkafka refused the cluster's new properties, which are not applied).
+pub const CLUSTER_ERRORS: &str = "mck_cluster_errors_total";

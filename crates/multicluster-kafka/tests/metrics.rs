@@ -304,3 +304,74 @@ fn property_changes_in_quick_succession_cost_one_rebuild_per_interval_and_none_i
         s.close().await;
     });
 }
+
+#[test]
+fn properties_librdkafka_refuses_leave_the_old_client_counted_once_until_they_change() {
+    let _serial = serial();
+    snapshotter();
+    let clusters = TwoClusters::start("refused");
+    let b = &clusters.b;
+    // B with a CA file that does not exist: librdkafka refuses to make the client.
+    let refused = |ca: &str| {
+        let [s] = clusters.streams("b");
+        let meta = ClusterMetadata::builder(b.bootstrap_servers())
+            .topic("t")
+            .property("client.id", "b")
+            .property("security.protocol", "ssl")
+            .property("ssl.ca.location", ca)
+            .build()
+            .unwrap();
+        [s.with_cluster(b.logical_id(), meta)]
+    };
+    let svc = Arc::new(StaticMetadataService::new(clusters.streams("b")).unwrap());
+    let errors = || {
+        let snap = snapshotter().snapshot().into_vec();
+        let errors = value_of(&snap, m::CLUSTER_ERRORS, Some(("cluster", b.logical_id())));
+        let created = value_of(
+            &snap,
+            m::CONSUMERS_CREATED,
+            Some(("cluster", b.logical_id())),
+        );
+        (errors.unwrap_or(0.0), created.unwrap_or(0.0))
+    };
+    mck_testkit::runtime().block_on(async {
+        let mut s = MultiClusterKafkaSource::builder()
+            .shared_metadata_service(svc.clone())
+            .stream_ids(["s"])
+            .deserializer(ValueOnly::<String>::utf8())
+            .metadata_discovery_interval(Duration::from_millis(100))
+            .rebuild_interval(Duration::ZERO)
+            .build()
+            .unwrap()
+            .open()
+            .await
+            .unwrap();
+        for _ in 0..2 {
+            assert_eq!(s.next().await.unwrap().unwrap().value, "first");
+        }
+        let _ = errors();
+        // Many metadata reads with the refused properties: one attempt, one error,
+        // no consumer made, and B still read with its old client.
+        svc.replace(refused("/nonexistent/ca.pem")).unwrap();
+        let t = tokio::time::Instant::now();
+        while t.elapsed() < Duration::from_millis(1500) {
+            let _ = tokio::time::timeout(Duration::from_millis(50), s.next()).await;
+        }
+        b.produce("t", &[TestRecord::value("after")]).unwrap();
+        let r = tokio::time::timeout(Duration::from_secs(10), s.next())
+            .await
+            .expect("B is still read with its old properties")
+            .unwrap()
+            .unwrap();
+        assert_eq!((r.value.as_str(), &*r.cluster), ("after", "refused-b"));
+        assert_eq!(errors(), (1.0, 0.0), "one error, no consumer rebuilt");
+        // Changed again (still refused): tried again, once.
+        svc.replace(refused("/nonexistent/other.pem")).unwrap();
+        let t = tokio::time::Instant::now();
+        while t.elapsed() < Duration::from_millis(1000) {
+            let _ = tokio::time::timeout(Duration::from_millis(50), s.next()).await;
+        }
+        assert_eq!(errors(), (1.0, 0.0), "the new properties were tried once");
+        s.close().await;
+    });
+}

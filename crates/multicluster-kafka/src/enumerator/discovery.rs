@@ -111,76 +111,126 @@ pub(super) fn stops_blocking(
         .collect()
 }
 
+/// A discovery's answer: the cluster, and its new splits with the topics it lacks.
+pub(super) type DiscoveryAnswer = (Arc<str>, Result<Discovered, SourceError>);
+
 impl Enumerator {
-    /// Discovers new partitions on every cluster, concurrently. At start-up
-    /// (`strict`) the splits are returned and any failure is; later, each cluster's new
-    /// splits are handed out as soon as that cluster answers (nothing is returned), and
-    /// a failing cluster is reported and retried at the next discovery while the
-    /// others go on.
-    pub(super) async fn discover_all(
+    /// What discovering `cluster` needs, taken from its state now.
+    fn discovery_of(&self, cluster: &Arc<str>) -> Option<Discovery> {
+        let state = self.clusters.get(cluster)?;
+        Some(Discovery {
+            cluster: cluster.clone(),
+            client: state.client.clone(),
+            topics: state.topics.clone(),
+            known: state.known.clone(),
+            start: state.start.clone(),
+            stop: state.stop.clone(),
+            initial_discovery_done: state.initial_discovery_done,
+            new_start: self.cfg.new_partition_start.clone(),
+        })
+    }
+
+    /// Discovers new partitions on `clusters` (every cluster when `None`), all at
+    /// once, and waits for their answers. At start-up (`strict`) the splits are
+    /// returned and any failure is; later, each cluster's new splits are handed out
+    /// as soon as that cluster answers (nothing is returned), and a failing cluster
+    /// is reported and retried at the next discovery while the others go on.
+    pub(super) async fn discover_now(
         &mut self,
+        clusters: Option<&BTreeSet<Arc<str>>>,
         strict: bool,
     ) -> Result<Vec<KafkaSplit>, SourceError> {
         let mut tasks = tokio::task::JoinSet::new();
-        for (cluster, state) in &self.clusters {
-            let d = Discovery {
-                cluster: cluster.clone(),
-                client: state.client.clone(),
-                topics: state.topics.clone(),
-                known: state.known.clone(),
-                start: state.start.clone(),
-                stop: state.stop.clone(),
-                initial_discovery_done: state.initial_discovery_done,
-                new_start: self.cfg.new_partition_start.clone(),
-            };
-            tasks.spawn(detached(move || {
-                let r = discover_blocking(&d);
-                (d.cluster, r)
-            }));
+        let ids: Vec<Arc<str>> = match clusters {
+            Some(c) => c.iter().cloned().collect(),
+            None => self.clusters.keys().cloned().collect(),
+        };
+        for cluster in ids {
+            if let Some(d) = self.discovery_of(&cluster) {
+                tasks.spawn(detached(move || {
+                    let r = discover_blocking(&d);
+                    (d.cluster, r)
+                }));
+            }
         }
         let mut out = Vec::new();
         while let Some(joined) = tasks.join_next().await {
             let (cluster, result) =
                 joined.map_err(|e| SourceError::Config(format!("discovery task failed: {e}")))?;
-            match result {
-                Ok((splits, missing)) => {
-                    self.said.discovery_failed.remove(&cluster);
-                    if missing.is_empty() {
-                        self.said.missing_topics.remove(&cluster);
-                    } else if self.said.missing_topics.get(&cluster) != Some(&missing) {
-                        tracing::warn!(cluster = %cluster, ?missing, "topics not found on the cluster (yet); looking again at each discovery (said again only when this changes)");
-                        self.said.missing_topics.insert(cluster.clone(), missing);
-                    }
-                    if let Some(state) = self.clusters.get_mut(&cluster) {
-                        state.initial_discovery_done = true;
-                        for s in &splits {
-                            state.known.insert((s.id.topic.to_string(), s.id.partition));
-                        }
-                    }
-                    if strict {
-                        out.extend(splits);
-                    } else if !splits.is_empty() {
-                        // Each cluster's splits go out as soon as it answered, not
-                        // when the slowest cluster did.
-                        tracing::info!(cluster = %cluster, count = splits.len(), "new partitions discovered");
-                        self.hand_out(splits);
-                    }
+            out.extend(self.take_discovery(cluster, result, strict).await?);
+        }
+        Ok(out)
+    }
+
+    /// Starts a discovery of every cluster that has none running; the answers come
+    /// back to the run loop one cluster at a time ([`Self::take_discovery`]), so a
+    /// cluster that does not answer holds no other.
+    pub(super) fn discover_in_background(&mut self) {
+        let ids: Vec<Arc<str>> = self
+            .clusters
+            .keys()
+            .filter(|c| !self.discovering_now.contains(*c))
+            .cloned()
+            .collect();
+        for cluster in ids {
+            if let Some(d) = self.discovery_of(&cluster) {
+                self.discovering_now.insert(cluster);
+                self.discovering.spawn(detached(move || {
+                    let r = discover_blocking(&d);
+                    (d.cluster, r)
+                }));
+            }
+        }
+    }
+
+    /// Applies one cluster's discovery answer. Splits found meanwhile by another
+    /// discovery, of topics no longer read, or of a cluster no longer read are
+    /// dropped. Returns the splits with `strict`, else hands them out.
+    pub(super) async fn take_discovery(
+        &mut self,
+        cluster: Arc<str>,
+        result: Result<Discovered, SourceError>,
+        strict: bool,
+    ) -> Result<Vec<KafkaSplit>, SourceError> {
+        match result {
+            Ok((mut splits, missing)) => {
+                let Some(state) = self.clusters.get_mut(&cluster) else {
+                    return Ok(Vec::new());
+                };
+                splits.retain(|s| {
+                    state.topics.contains(&*s.id.topic)
+                        && state.known.insert((s.id.topic.to_string(), s.id.partition))
+                });
+                state.initial_discovery_done = true;
+                self.said.discovery_failed.remove(&cluster);
+                if missing.is_empty() {
+                    self.said.missing_topics.remove(&cluster);
+                } else if self.said.missing_topics.get(&cluster) != Some(&missing) {
+                    tracing::warn!(cluster = %cluster, ?missing, "topics not found on the cluster (yet); looking again at each discovery (said again only when this changes)");
+                    self.said.missing_topics.insert(cluster.clone(), missing);
                 }
-                Err(e) if strict => return Err(e),
-                Err(e) => {
-                    let active = self
-                        .service
-                        .is_cluster_active(&cluster)
-                        .await
-                        .unwrap_or(true);
-                    let text = e.to_string();
-                    if active && self.said.discovery_failed.get(&cluster) != Some(&text) {
-                        tracing::warn!(cluster = %cluster, error = %e, "partition discovery failed; retrying at each interval (said again only when the error changes)");
-                        self.said.discovery_failed.insert(cluster.clone(), text);
-                    }
+                if strict {
+                    return Ok(splits);
+                }
+                if !splits.is_empty() {
+                    tracing::info!(cluster = %cluster, count = splits.len(), "new partitions discovered");
+                    self.hand_out(splits);
+                }
+            }
+            Err(e) if strict => return Err(e),
+            Err(e) => {
+                let active = self
+                    .service
+                    .is_cluster_active(&cluster)
+                    .await
+                    .unwrap_or(true);
+                let text = e.to_string();
+                if active && self.said.discovery_failed.get(&cluster) != Some(&text) {
+                    tracing::warn!(cluster = %cluster, error = %e, "partition discovery failed; retrying at each interval (said again only when the error changes)");
+                    self.said.discovery_failed.insert(cluster.clone(), text);
                 }
             }
         }
-        Ok(out)
+        Ok(Vec::new())
     }
 }

@@ -3,7 +3,7 @@
 //! readers, rediscovers partitions on an interval, reassigns the splits of readers
 //! that went away, and commits checkpointed offsets.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -50,6 +50,9 @@ pub(crate) struct Enumerator {
     /// Clusters of the metadata not read yet: being connected, or waiting to be
     /// tried again.
     pending: BTreeMap<Arc<str>, connect::Pending>,
+    /// The running background discoveries, and their clusters.
+    discovering: tokio::task::JoinSet<discovery::DiscoveryAnswer>,
+    discovering_now: BTreeSet<Arc<str>>,
     /// The running connection attempts.
     connecting: tokio::task::JoinSet<(Arc<str>, connect::Connected)>,
     owners: BTreeMap<SplitId, usize>,
@@ -76,6 +79,8 @@ pub(crate) struct Enumerator {
     /// Positions of removed splits, shared with the readers.
     retained: crate::enumerator::retention::Retained,
     active: crate::enumerator::active::ActiveClusters,
+    /// Properties librdkafka refused, per cluster: not tried again until they change.
+    refused_properties: BTreeMap<Arc<str>, crate::kafka::properties::ClientProperties>,
     /// When each cluster's clients were last rebuilt for a property change.
     last_rebuild: BTreeMap<Arc<str>, tokio::time::Instant>,
     /// When to read the metadata again to apply property changes held back by the
@@ -111,6 +116,8 @@ impl Enumerator {
             clusters: BTreeMap::new(),
             pending: BTreeMap::new(),
             connecting: tokio::task::JoinSet::new(),
+            discovering: tokio::task::JoinSet::new(),
+            discovering_now: BTreeSet::new(),
             owners: BTreeMap::new(),
             unassigned: Vec::new(),
             readers,
@@ -125,6 +132,7 @@ impl Enumerator {
             generation: 0,
             commits: commit::commit_worker(),
             last_rebuild: BTreeMap::new(),
+            refused_properties: BTreeMap::new(),
             held_back_until: None,
             retained,
             active,
@@ -146,7 +154,7 @@ impl Enumerator {
         let restored = e.restore()?;
         let restored = e.stops_for_this_run(restored).await?;
         e.broadcast_cluster_info();
-        let discovered = e.discover_all(true).await?;
+        let discovered = e.discover_now(None, true).await?;
         let mut splits = restored;
         splits.extend(discovered);
         e.hand_out(splits);
@@ -204,7 +212,9 @@ impl Enumerator {
         self.refresh_active(&views).await;
         let resumed = self.resume_retained();
         self.hand_out(resumed);
-        let _ = self.discover_all(false).await;
+        let _ = self
+            .discover_now(Some(&BTreeSet::from([cluster.clone()])), false)
+            .await;
         let mut now_read = self.streams.clone();
         for (id, s) in &self.latest {
             if let Some(meta) = s.clusters.get(&*cluster) {
@@ -332,6 +342,14 @@ impl Enumerator {
                     self.held_back_until = None;
                     self.refresh_metadata().await;
                 }
+                joined = self.discovering.join_next(), if !self.discovering.is_empty() => match joined {
+                    Some(Ok((cluster, result))) => {
+                        self.discovering_now.remove(&cluster);
+                        let _ = self.take_discovery(cluster, result, false).await;
+                    }
+                    Some(Err(e)) => tracing::warn!(error = %e, "discovery task failed"),
+                    None => {}
+                },
                 joined = self.connecting.join_next(), if !self.connecting.is_empty() => match joined {
                     Some(Ok((cluster, connected))) => {
                         if let Ok(true) = self.connected(cluster.clone(), connected, |_| false) {
@@ -356,7 +374,7 @@ impl Enumerator {
                     None => break,
                 },
                 _ = async { ticker.as_mut().expect("guarded").tick().await }, if ticker.is_some() => {
-                    let _ = self.discover_all(false).await;
+                    self.discover_in_background();
                 }
             }
         }

@@ -69,7 +69,7 @@ impl Enumerator {
                 true
             }
         });
-        let held = self.hold_back(&mut p, &mut new_views);
+        let mut held = self.hold_back(&mut p, &mut new_views);
         if p.is_empty() {
             self.streams = applied_streams(&self.streams, streams, &held, |_| true);
             return;
@@ -81,7 +81,8 @@ impl Enumerator {
             changed = ?p.clusters_changed.keys().collect::<Vec<_>>(),
             "applying a metadata change"
         );
-        self.apply_plan(p, &new_views).await;
+        let refused = self.apply_plan(p, &new_views).await;
+        held.extend(refused);
         // Added clusters that could not be reached are planned again at the next read,
         // and said then.
         let applied = applied_streams(&self.streams, streams, &held, |c| {
@@ -112,6 +113,19 @@ impl Enumerator {
         let mut held = BTreeSet::new();
         for (cluster, change) in p.clusters_changed.iter_mut() {
             if !change.properties_changed {
+                continue;
+            }
+            // Properties librdkafka refused are not tried again until they change.
+            if let (Some(refused), Some(new)) = (
+                self.refused_properties.get(cluster.as_str()),
+                new_views.get_mut(cluster),
+            ) && *refused == new.properties
+            {
+                change.properties_changed = false;
+                if let Some(old) = self.views.get(cluster) {
+                    new.properties = old.properties.clone();
+                }
+                held.insert(cluster.clone());
                 continue;
             }
             let Some(due) = self
@@ -158,7 +172,14 @@ impl Enumerator {
     }
 
     /// Applies a plan: clusters the plan does not name are not touched.
-    pub(super) async fn apply_plan(&mut self, p: Plan, new_views: &BTreeMap<String, ClusterView>) {
+    /// Returns the clusters whose new properties librdkafka refused (they read on
+    /// with the old ones).
+    pub(super) async fn apply_plan(
+        &mut self,
+        p: Plan,
+        new_views: &BTreeMap<String, ClusterView>,
+    ) -> BTreeSet<String> {
+        let mut refused = BTreeSet::new();
         for cluster in &p.clusters_removed {
             let key: Arc<str> = Arc::from(cluster.as_str());
             self.remove_splits(|id| id.cluster == key);
@@ -202,15 +223,33 @@ impl Enumerator {
                 self.last_rebuild
                     .insert(key.clone(), tokio::time::Instant::now());
                 let props = wanted.props;
-                match tokio::spawn(detached(client(&self.cfg, &key, &props))).await {
-                    Ok(Ok(client)) => {
+                let made = match tokio::spawn(detached(client(&self.cfg, &key, &props))).await {
+                    Ok(made) => made,
+                    Err(e) => Err(SourceError::Config(format!(
+                        "client rebuild task failed: {e}"
+                    ))),
+                };
+                match made {
+                    Ok(client) => {
                         let old = std::mem::replace(&mut state.client, Arc::new(client));
                         close_detached(old);
+                        self.refused_properties.remove(&key);
                     }
-                    Ok(Err(e)) => {
-                        tracing::warn!(cluster, error = %e, "cannot rebuild the lookup client; keeping the old one")
+                    Err(e) => {
+                        // The readers keep their consumers: librdkafka would refuse
+                        // theirs too. Tried again when the properties change again.
+                        tracing::warn!(cluster, error = %e, "librdkafka refuses the cluster's new properties; reading on with the old ones until they change again");
+                        metrics::counter!(m::CLUSTER_ERRORS, "cluster" => cluster.clone(), "kind" => "properties").increment(1);
+                        self.refused_properties
+                            .insert(key.clone(), view.properties.clone());
+                        let mut kept = view.clone();
+                        if let Some(old) = self.views.get(cluster) {
+                            kept.properties = old.properties.clone();
+                        }
+                        self.views.insert(cluster.clone(), kept);
+                        refused.insert(cluster.clone());
+                        continue;
                     }
-                    Err(e) => tracing::warn!(cluster, error = %e, "client rebuild task failed"),
                 }
                 state.reader_props = props.clone();
                 let owners: std::collections::BTreeSet<usize> = self
@@ -238,6 +277,16 @@ impl Enumerator {
         metrics::gauge!(m::CLUSTERS).set(self.clusters.len() as f64);
         let resumed = self.resume_retained();
         self.hand_out(resumed);
-        let _ = self.discover_all(false).await;
+        // Only the clusters with topics added have new partitions to look for now.
+        let grown: BTreeSet<Arc<str>> = p
+            .clusters_changed
+            .iter()
+            .filter(|(_, change)| !change.topics_added.is_empty())
+            .map(|(cluster, _)| Arc::from(cluster.as_str()))
+            .collect();
+        if !grown.is_empty() {
+            let _ = self.discover_now(Some(&grown), false).await;
+        }
+        refused
     }
 }
