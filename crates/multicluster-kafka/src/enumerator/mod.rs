@@ -166,43 +166,68 @@ impl Enumerator {
         Ok(e)
     }
 
-    /// Waits for the first answers of every cluster. A client librdkafka refuses is a
-    /// configuration error, fatal in any run; a cluster that does not answer fails a
-    /// bounded run, and a follow run goes on without it once [`START_GRACE`] has passed
-    /// since the first cluster answered (its attempt goes on in the background).
+    /// Waits for the clusters at start. A client librdkafka refuses is a
+    /// configuration error, fatal in any run. With a start-up timeout (bounded runs
+    /// have one by default) every cluster must answer within it, tried again with
+    /// backoff meanwhile; the first that did not fails the start, named with its
+    /// bootstrap list and last error. Without one (follow runs by default) the source
+    /// starts with the clusters that answered, [`START_GRACE`] after the first one
+    /// did, and takes the others up in the background when they answer.
     async fn connect_at_start(&mut self) -> Result<(), SourceError> {
-        let bounded = self.cfg.bounded();
-        let mut deadline: Option<tokio::time::Instant> = None;
-        loop {
-            let next = match deadline {
-                Some(at) => match tokio::time::timeout_at(at, self.connecting.join_next()).await {
-                    Ok(next) => next,
-                    Err(_) => {
-                        for (cluster, p) in &self.pending {
-                            if p.in_flight {
-                                tracing::warn!(cluster = %cluster, "no answer from a cluster within {:?} of the others; reading them and taking it up when it answers", START_GRACE);
-                                self.said
-                                    .unreachable_added
-                                    .insert(cluster.clone(), String::new());
-                            }
-                        }
-                        return Ok(());
+        use tokio::time::{Instant, sleep_until};
+        let wait_all = self.cfg.bounded() || self.cfg.startup_timeout.is_some();
+        let give_up = self.cfg.startup_timeout.map(|t| Instant::now() + t);
+        let mut grace: Option<Instant> = None;
+        let far = || Instant::now() + Duration::from_secs(86_400);
+        while !self.pending.is_empty() {
+            if !wait_all && self.connecting.is_empty() {
+                // Every cluster answered or failed once: the failed ones are tried
+                // again in the background.
+                break;
+            }
+            let retry_at = self.next_retry().filter(|_| wait_all);
+            tokio::select! {
+                joined = self.connecting.join_next(), if !self.connecting.is_empty() => {
+                    let Some(joined) = joined else { continue };
+                    let (cluster, connected) = joined
+                        .map_err(|e| SourceError::Config(format!("cluster connect task failed: {e}")))?;
+                    let read = self.connected(cluster, connected, |c| matches!(c, Connected::Refused(_)))?;
+                    if read && !wait_all && grace.is_none() {
+                        grace = Some(Instant::now() + START_GRACE);
                     }
-                },
-                None => self.connecting.join_next().await,
-            };
-            let Some(joined) = next else { return Ok(()) };
-            let (cluster, connected) = joined
-                .map_err(|e| SourceError::Config(format!("cluster connect task failed: {e}")))?;
-            let read = self.connected(cluster, connected, |c| match c {
-                Connected::Refused(_) => true,
-                Connected::NoAnswer(_) => bounded,
-                Connected::Answered(..) => false,
-            })?;
-            if read && !bounded && deadline.is_none() {
-                deadline = Some(tokio::time::Instant::now() + START_GRACE);
+                }
+                _ = sleep_until(retry_at.unwrap_or_else(far)), if retry_at.is_some() => self.retry_due(),
+                _ = sleep_until(grace.unwrap_or_else(far)), if grace.is_some() => {
+                    for (cluster, p) in &self.pending {
+                        if p.in_flight {
+                            tracing::warn!(cluster = %cluster, "no answer from a cluster within {:?} of the others; reading them and taking it up when it answers", START_GRACE);
+                            self.said.unreachable_added.insert(cluster.clone(), String::new());
+                        }
+                    }
+                    break;
+                }
+                _ = sleep_until(give_up.unwrap_or_else(far)), if give_up.is_some() => {
+                    let (cluster, p) = self.pending.iter().next().expect("the loop runs while some are pending");
+                    let bootstrap = p.view.properties.get("bootstrap.servers").unwrap_or("?");
+                    let last = self
+                        .said
+                        .unreachable_added
+                        .get(cluster)
+                        .filter(|e| !e.is_empty())
+                        .map_or_else(|| "no answer yet".to_string(), Clone::clone);
+                    let others = self.pending.len() - 1;
+                    return Err(SourceError::Cluster {
+                        cluster: cluster.to_string(),
+                        message: format!(
+                            "did not answer within the start-up timeout of {:?} (bootstrap {bootstrap}){}: {last}",
+                            self.cfg.startup_timeout.unwrap_or_default(),
+                            if others > 0 { format!(", nor did {others} other cluster(s)") } else { String::new() },
+                        ),
+                    });
+                }
             }
         }
+        Ok(())
     }
 
     /// A cluster that answered after the source started is read: its retained

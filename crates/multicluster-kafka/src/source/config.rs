@@ -29,6 +29,9 @@ pub(crate) struct SourceConfig {
     pub restore: Option<Checkpoint>,
     pub discard_mismatched_positions: bool,
     pub client_timeout: Duration,
+    /// How long start-up waits for every cluster to answer (`None`: a follow run
+    /// starts with those that answered and takes the others up later).
+    pub startup_timeout: Option<Duration>,
     pub max_batch: usize,
     pub poll_timeout: Duration,
     pub include_headers: bool,

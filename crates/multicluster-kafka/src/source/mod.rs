@@ -83,6 +83,7 @@ impl MultiClusterKafkaSource<RawValue> {
             restore: None,
             discard_mismatched_positions: false,
             client_timeout: Duration::from_secs(30),
+            startup_timeout: None,
             max_batch: 1024,
             include_headers: true,
             metadata_discovery: Interval::Default,
@@ -132,6 +133,10 @@ impl Interval {
     }
 }
 
+/// How long a bounded run waits, by default, for every cluster to answer at start
+/// (see [`SourceBuilder::startup_timeout`]).
+pub const DEFAULT_BOUNDED_STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// How long, by default, positions of topics and clusters that left the metadata are
 /// kept (in the source and in its checkpoints), so that they resume where they were if
 /// they come back in time.
@@ -166,6 +171,7 @@ pub struct SourceBuilder<D> {
     restore: Option<Checkpoint>,
     discard_mismatched_positions: bool,
     client_timeout: Duration,
+    startup_timeout: Option<Option<Duration>>,
     max_batch: usize,
     include_headers: bool,
     metadata_discovery: Interval,
@@ -237,6 +243,7 @@ impl<D: Deserializer> SourceBuilder<D> {
             restore: self.restore,
             discard_mismatched_positions: self.discard_mismatched_positions,
             client_timeout: self.client_timeout,
+            startup_timeout: self.startup_timeout,
             max_batch: self.max_batch,
             include_headers: self.include_headers,
             metadata_discovery: self.metadata_discovery,
@@ -309,6 +316,18 @@ impl<D: Deserializer> SourceBuilder<D> {
     /// that cluster fresh instead of failing. Off by default.
     pub fn discard_positions_of_replaced_clusters(mut self, discard: bool) -> Self {
         self.discard_mismatched_positions = discard;
+        self
+    }
+
+    /// How long start-up waits for every cluster to answer, trying each again with
+    /// backoff meanwhile; a cluster that has not answered by then fails
+    /// [`open`](MultiClusterKafkaSource::open), named with its bootstrap list and last
+    /// error. `None` waits for ever in a bounded run; in a follow run it starts with
+    /// the clusters that answered (5 s after the first did) and takes the others up in
+    /// the background when they answer. Default: [`DEFAULT_BOUNDED_STARTUP_TIMEOUT`]
+    /// in a bounded run, `None` in a follow run.
+    pub fn startup_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.startup_timeout = Some(timeout);
         self
     }
 
@@ -494,6 +513,9 @@ impl<D: Deserializer> SourceBuilder<D> {
                 restore: self.restore,
                 discard_mismatched_positions: self.discard_mismatched_positions,
                 client_timeout: self.client_timeout,
+                startup_timeout: self
+                    .startup_timeout
+                    .unwrap_or(bounded.then_some(DEFAULT_BOUNDED_STARTUP_TIMEOUT)),
                 max_batch: self.max_batch,
                 poll_timeout: Duration::from_millis(100),
                 include_headers: self.include_headers,

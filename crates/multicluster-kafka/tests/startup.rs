@@ -1,0 +1,90 @@
+//! Start-up with clusters that do not answer: a start-up timeout makes start-up wait
+//! for every cluster, trying again with backoff, and fail naming the one that never
+//! answered (in-process librdkafka mock clusters; a broker set down does not answer).
+
+use std::time::Duration;
+
+use mck_testkit::{MockKafkaCluster, TestCluster, TestRecord};
+use multicluster_kafka::prelude::*;
+
+fn meta(bootstrap: &str) -> ClusterMetadata {
+    ClusterMetadata::builder(bootstrap)
+        .topic("t")
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn a_bounded_start_waits_for_a_cluster_that_comes_back_within_the_startup_timeout() {
+    let up = MockKafkaCluster::start("start-up", 1).unwrap();
+    let late = MockKafkaCluster::start("start-late", 1).unwrap();
+    for c in [&up, &late] {
+        c.create_topic("t", 1).unwrap();
+        c.produce("t", &[TestRecord::value(c.logical_id())])
+            .unwrap();
+    }
+    late.broker_down(0).unwrap();
+    let stream = KafkaStream::new("s")
+        .with_cluster("up", meta(&up.bootstrap_servers()))
+        .with_cluster("late", meta(&late.bootstrap_servers()));
+    mck_testkit::runtime().block_on(async {
+        let back = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            late.broker_up(0).unwrap();
+            late
+        });
+        let mut s = MultiClusterKafkaSource::builder()
+            .metadata_service(StaticMetadataService::new([stream]).unwrap())
+            .stream_ids(["s"])
+            .deserializer(Utf8)
+            .client_timeout(Duration::from_secs(1))
+            .startup_timeout(Some(Duration::from_secs(30)))
+            .stopping_offsets(StoppingOffsets::Latest)
+            .build()
+            .unwrap()
+            .open()
+            .await
+            .expect("start-up waited for the cluster that came back");
+        let mut got = Vec::new();
+        while let Some(r) = s.next().await {
+            got.push(r.unwrap().value);
+        }
+        got.sort();
+        assert_eq!(got, ["start-late", "start-up"]);
+        let _late = back.await.unwrap();
+        s.close().await;
+    });
+}
+
+#[test]
+fn a_cluster_that_never_answers_fails_the_start_after_the_timeout_with_its_address() {
+    let up = MockKafkaCluster::start("never-up", 1).unwrap();
+    up.create_topic("t", 1).unwrap();
+    let stream = KafkaStream::new("s")
+        .with_cluster("up", meta(&up.bootstrap_servers()))
+        .with_cluster("dead", meta("127.0.0.1:1"));
+    for bounded in [true, false] {
+        let began = std::time::Instant::now();
+        let err = mck_testkit::runtime().block_on(async {
+            let mut b = MultiClusterKafkaSource::builder()
+                .metadata_service(StaticMetadataService::new([stream.clone()]).unwrap())
+                .stream_ids(["s"])
+                .client_timeout(Duration::from_secs(1))
+                .startup_timeout(Some(Duration::from_secs(4)));
+            if bounded {
+                b = b.stopping_offsets(StoppingOffsets::Latest);
+            }
+            b.build().unwrap().open().await.unwrap_err()
+        });
+        let took = began.elapsed();
+        let text = err.to_string();
+        assert!(text.starts_with("cluster `dead`:"), "{text}");
+        assert!(text.contains("start-up timeout of 4s"), "{text}");
+        assert!(text.contains("bootstrap 127.0.0.1:1"), "{text}");
+        assert!(!text.contains('\n'), "{text}");
+        assert!(
+            took >= Duration::from_secs(4) && took < Duration::from_secs(15),
+            "failed after the timeout, not before nor long after ({took:?})"
+        );
+    }
+}
