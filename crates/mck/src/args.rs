@@ -105,6 +105,20 @@ pub fn parse_until(text: &str) -> Result<StoppingOffsets, String> {
     }
 }
 
+/// A duration, or `none`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OptionalDuration(pub Option<Duration>);
+
+/// A positive duration as [`parse_duration`] reads it, or `none`.
+pub fn parse_optional_duration(text: &str) -> Result<OptionalDuration, String> {
+    if text.trim().eq_ignore_ascii_case("none") {
+        return Ok(OptionalDuration(None));
+    }
+    parse_duration(text)
+        .map(|d| OptionalDuration(Some(d)))
+        .map_err(|e| format!("{e}, or none"))
+}
+
 /// A positive duration (`500ms`, `10s`, `2m`, `1h 30m`); a bare number means seconds.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let t = text.trim();
@@ -229,6 +243,19 @@ mod tests {
         assert!(parse_duration("0s").is_err());
         assert!(parse_duration("soon").unwrap_err().contains("soon"));
         assert!(parse_duration("5 parsecs").is_err());
+        assert_eq!(
+            parse_optional_duration("None").unwrap(),
+            OptionalDuration(None)
+        );
+        assert_eq!(
+            parse_optional_duration("2m").unwrap(),
+            OptionalDuration(Some(Duration::from_secs(120)))
+        );
+        assert!(
+            parse_optional_duration("never")
+                .unwrap_err()
+                .contains("or none")
+        );
         assert_eq!(
             parse_property("sasl.password=a=b").unwrap(),
             ("sasl.password".to_string(), "a=b".to_string())

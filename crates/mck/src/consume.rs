@@ -146,6 +146,13 @@ pub struct ConsumeArgs {
     /// SIGINT/SIGTERM. Locked for the run: a second run on it fails at once.
     #[arg(long, value_name = "DIR", env = "MCK_CHECKPOINT_DIR")]
     pub checkpoint_dir: Option<PathBuf>,
+    /// How long start-up waits for every cluster to answer (trying again meanwhile); a
+    /// cluster that has not answered by then ends the run with an error naming it.
+    /// `none`: wait for ever in a bounded run; in a follow run, start with the clusters
+    /// that answered and take the others up when they answer. Default: 60s with
+    /// `--until` or `-e`, none otherwise.
+    #[arg(long, value_name = "DURATION|none", env = "MCK_STARTUP_TIMEOUT", value_parser = args::parse_optional_duration)]
+    pub startup_timeout: Option<args::OptionalDuration>,
     /// How often to checkpoint (and commit to `--group`), e.g. `10s`, `500ms`.
     #[arg(long, value_name = "DURATION", default_value = "10s", env = "MCK_CHECKPOINT_INTERVAL", value_parser = args::parse_duration)]
     pub checkpoint_interval: Duration,
@@ -431,6 +438,9 @@ async fn consume(args: ConsumeArgs) -> Result<ExitCode, String> {
     }
     for (k, v) in &args.properties {
         builder = builder.property(k, v);
+    }
+    if let Some(t) = args.startup_timeout {
+        builder = builder.startup_timeout(t.0);
     }
     let mut stream = match (&args.backfill, restored) {
         (None, restored) => {
