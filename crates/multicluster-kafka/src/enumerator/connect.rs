@@ -155,7 +155,8 @@ impl Enumerator {
             let _ = tx.send(ReaderEvent::ClusterInfo {
                 cluster: cluster.clone(),
                 kafka_cluster_id: Some(id.clone()),
-                initial_discovery_done: true,
+                // Said once its partitions were listed (see `take_discovery`).
+                initial_discovery_done: false,
             });
         }
         self.clusters

@@ -9,6 +9,7 @@ use crate::error::SourceError;
 use crate::kafka::client::ClusterClient;
 use crate::kafka::client::detached;
 use crate::kafka::offsets::{StartingOffsets, StoppingOffsets, resolve_start, resolve_stop};
+use crate::reader::ReaderEvent;
 use crate::split::{KafkaSplit, SplitId};
 
 /// Splits found on one cluster that the enumerator did not know yet.
@@ -201,7 +202,11 @@ impl Enumerator {
                     state.topics.contains(&*s.id.topic)
                         && state.known.insert((s.id.topic.to_string(), s.id.partition))
                 });
-                state.initial_discovery_done = true;
+                // The readers learn that the cluster counts as discovered only after
+                // they got its splits: a checkpoint taken in between must not make a
+                // restore treat its partitions as new ones.
+                let first = !std::mem::replace(&mut state.initial_discovery_done, true);
+                let kafka_cluster_id = state.kafka_cluster_id.clone();
                 self.said.discovery_failed.remove(&cluster);
                 if missing.is_empty() {
                     self.said.missing_topics.remove(&cluster);
@@ -210,11 +215,22 @@ impl Enumerator {
                     self.said.missing_topics.insert(cluster.clone(), missing);
                 }
                 if strict {
+                    // Start-up hands the splits out and then says every cluster's
+                    // facts (`broadcast_cluster_info`).
                     return Ok(splits);
                 }
                 if !splits.is_empty() {
                     tracing::info!(cluster = %cluster, count = splits.len(), "new partitions discovered");
                     self.hand_out(splits);
+                }
+                if first {
+                    for tx in self.readers.values() {
+                        let _ = tx.send(ReaderEvent::ClusterInfo {
+                            cluster: cluster.clone(),
+                            kafka_cluster_id: kafka_cluster_id.clone(),
+                            initial_discovery_done: true,
+                        });
+                    }
                 }
             }
             Err(e) if strict => return Err(e),

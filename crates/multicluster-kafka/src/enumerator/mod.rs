@@ -158,6 +158,8 @@ impl Enumerator {
         let mut splits = restored;
         splits.extend(discovered);
         e.hand_out(splits);
+        // Now that the readers have the splits, the clusters count as discovered.
+        e.broadcast_cluster_info();
         if cfg.bounded() {
             for tx in e.readers.values() {
                 let _ = tx.send(ReaderEvent::NoMoreSplits);
@@ -262,7 +264,7 @@ impl Enumerator {
                 let _ = tx.send(ReaderEvent::ClusterInfo {
                     cluster: cluster.clone(),
                     kafka_cluster_id: state.kafka_cluster_id.clone(),
-                    initial_discovery_done: true,
+                    initial_discovery_done: state.initial_discovery_done,
                 });
             }
         }
