@@ -35,7 +35,7 @@ use multicluster_kafka::hybrid::{
 use multicluster_kafka::metadata::{
     FileMetadataService, KafkaMetadataService, SingleClusterMetadataService,
 };
-use multicluster_kafka::offsets::{StartingOffsets, StoppingOffsets};
+use multicluster_kafka::offsets::{OffsetReset, StartingOffsets, StoppingOffsets};
 use multicluster_kafka::properties::{BOOTSTRAP_SERVERS, ClientProperties};
 use multicluster_kafka::record::Record;
 use multicluster_kafka::{Bytes, KafkaSourceStream, MultiClusterKafkaSource};
@@ -146,6 +146,12 @@ pub struct ConsumeArgs {
     /// SIGINT/SIGTERM. Locked for the run: a second run on it fails at once.
     #[arg(long, value_name = "DIR", env = "MCK_CHECKPOINT_DIR")]
     pub checkpoint_dir: Option<PathBuf>,
+    /// What a partition whose position is outside its log does (records deleted by
+    /// retention or kafka-delete-records, a topic re-created): fail (end the run with
+    /// an error naming it and the log's range), or jump to the earliest or latest
+    /// offset still in the log, with a warning and `mck_offset_resets_total`.
+    #[arg(long, value_name = "POLICY", default_value = "fail", env = "MCK_ON_MISSING_OFFSET", value_parser = ["fail", "earliest", "latest"])]
+    pub on_missing_offset: String,
     /// How long start-up waits for every cluster to answer (trying again meanwhile); a
     /// cluster that has not answered by then ends the run with an error naming it.
     /// `none`: wait for ever in a bounded run; in a follow run, start with the clusters
@@ -442,6 +448,11 @@ async fn consume(args: ConsumeArgs) -> Result<ExitCode, String> {
     if let Some(t) = args.startup_timeout {
         builder = builder.startup_timeout(t.0);
     }
+    builder = builder.on_offset_out_of_range(match args.on_missing_offset.as_str() {
+        "earliest" => OffsetReset::Earliest,
+        "latest" => OffsetReset::Latest,
+        _ => OffsetReset::None,
+    });
     let mut stream = match (&args.backfill, restored) {
         (None, restored) => {
             if let Some(cp) = restored {

@@ -56,15 +56,25 @@ pub enum SourceError {
         /// The Kafka `cluster.id` reported now.
         actual: String,
     },
-    /// Offset out of range while reading, and the policy is to fail.
+    /// A split's position is outside its log while reading (records deleted by
+    /// retention or `kafka-delete-records`, a topic re-created), and the out-of-range
+    /// policy is to fail. The split is read no further.
     #[error(
-        "{split}: offset {offset} is out of range (the log was truncated or deleted); policy is to fail"
+        "{split}: position {offset} is outside the log{}; records were deleted or the topic re-created (reset with --on-missing-offset earliest|latest, or the builder's on_offset_out_of_range)",
+        match (log_start, log_end) {
+            (Some(s), Some(e)) => format!(" (offsets {s} to {e})"),
+            _ => String::new(),
+        }
     )]
     OffsetOutOfRange {
-        /// The split.
+        /// The split, as `cluster/topic/partition`.
         split: String,
-        /// The offset asked for.
+        /// The position asked for.
         offset: i64,
+        /// The log's first offset, when it could be looked up.
+        log_start: Option<i64>,
+        /// The log's end (the next offset to be written), when it could be looked up.
+        log_end: Option<i64>,
     },
     /// A file of a file source could not be read, or one of its lines is malformed.
     #[error("{path}{}: {message}", line.map(|l| format!(":{l}")).unwrap_or_default())]

@@ -60,3 +60,5 @@ pub const CONSUMERS_CREATED: &str = "mck_consumers_created_total";
 /// Errors that kept a change from a cluster, by `cluster` and `kind` (`properties`:
 /// librdkafka refused the cluster's new properties, which are not applied).
 pub const CLUSTER_ERRORS: &str = "mck_cluster_errors_total";
+/// Positions reset by the out-of-range policy, by `cluster` and `topic`.
+pub const OFFSET_RESETS: &str = "mck_offset_resets_total";

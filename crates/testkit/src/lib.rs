@@ -19,6 +19,7 @@ mod jars;
 mod mock;
 mod process;
 pub mod proxy;
+pub mod tools;
 mod real;
 mod secured;
 mod util;

@@ -223,6 +223,7 @@ impl<D: Deserializer> SourceReader<D> {
                 let settings = FetcherSettings {
                     max_batch: self.max_batch,
                     include_headers: self.include_headers,
+                    out_of_range: self.out_of_range,
                     idle: self.poll_timeout,
                     reader: self.notify.clone(),
                     hooks: self

@@ -24,11 +24,15 @@ use crate::deserializer::{DeserializeError, Deserializer};
 use crate::error::SourceError;
 use crate::kafka::client::client_config;
 use crate::kafka::hooks::{ClientEvents, ClientHooks, ClientRole, SourceContext};
+use crate::kafka::offsets::OffsetReset;
 use crate::kafka::properties::ClientProperties;
 use crate::record::{BatchEntry, RawRecord, RecordBatch};
 use crate::split::{KafkaSplit, SplitId};
 
 use super::native::MessageBatch;
+
+/// How long the lookups for a position outside the log (its range, the reset) wait.
+const OUT_OF_RANGE_LOOKUP: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// librdkafka settings the readers' consumers use (besides [`CLIENT_DEFAULTS`](crate::CLIENT_DEFAULTS))
 /// unless the cluster's properties set them.
@@ -119,6 +123,8 @@ pub(crate) struct ClusterConsumer {
     bounds: HashMap<(Arc<str>, i32), i64>,
     assigned: usize,
     include_headers: bool,
+    /// What a split does when its position is outside the log.
+    out_of_range: OffsetReset,
     /// The messages of the current poll (always empty between polls).
     messages: MessageBatch,
     leftover: Option<Leftover>,
@@ -143,6 +149,7 @@ impl ClusterConsumer {
         props: &ClientProperties,
         wake: std::thread::Thread,
         include_headers: bool,
+        out_of_range: OffsetReset,
         hooks: Option<Arc<dyn ClientHooks>>,
     ) -> Result<Self, SourceError> {
         let mut config = client_config(props);
@@ -208,6 +215,7 @@ impl ClusterConsumer {
             bounds: HashMap::new(),
             assigned: 0,
             include_headers,
+            out_of_range,
             messages: MessageBatch::new(),
             leftover: None,
             slots: Vec::new(),
@@ -350,7 +358,7 @@ impl ClusterConsumer {
             return Err(e);
         }
         let mut finished: Vec<(Arc<str>, i32)> = Vec::new();
-        let mut fatal = None;
+        let mut out_of_range: Vec<(String, i32, i64)> = Vec::new();
         let lag_due = self.last_lag_report.elapsed() >= LAG_REPORT_INTERVAL;
         // SAFETY: the queue belongs to the consumer, which lives as long as `self`;
         // the messages are destroyed below, before this returns.
@@ -372,10 +380,7 @@ impl ClusterConsumer {
                     // outside the log as an automatic-reset failure.
                     rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE
                     | rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET => {
-                        fatal = Some(SourceError::Cluster {
-                            cluster: self.cluster.to_string(),
-                            message: "offset out of range on a partition (log truncated or deleted); the policy is to fail rather than reset silently".into(),
-                        });
+                        out_of_range.push((m.topic(), m.partition(), m.offset()));
                     }
                     rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR__PARTITION_EOF => {}
                     // Transient errors (broker down, …): librdkafka retries by itself.
@@ -464,6 +469,7 @@ impl ClusterConsumer {
         // A split whose last records before its stop are transaction markers (or
         // compacted away) is finished by its fetch position; that only matters once
         // records stop coming.
+        let fatal = self.out_of_range(out_of_range);
         if fatal.is_none() && took == 0 && !self.bounds.is_empty() {
             self.check_positions(&mut finished);
         }
@@ -504,6 +510,63 @@ impl ClusterConsumer {
             }
             None => Ok(polled),
         }
+    }
+
+    /// Applies the out-of-range policy to positions librdkafka found outside their
+    /// logs: with the policy to fail, the first one is the error to return; else each
+    /// partition jumps to the log's start or end, said and counted.
+    fn out_of_range(&mut self, hits: Vec<(String, i32, i64)>) -> Option<SourceError> {
+        let mut fatal = None;
+        for (topic, partition, offset) in hits {
+            // The log's range now, for the error (or the reset).
+            let range = self
+                .consumer()
+                .fetch_watermarks(&topic, partition, OUT_OF_RANGE_LOOKUP)
+                .ok();
+            let split = format!("{}/{topic}/{partition}", self.cluster);
+            let target = match (self.out_of_range, range) {
+                (OffsetReset::Earliest, Some((low, _))) => low,
+                (OffsetReset::Latest, Some((_, high))) => high,
+                _ => {
+                    fatal.get_or_insert(SourceError::OffsetOutOfRange {
+                        split,
+                        offset,
+                        log_start: range.map(|r| r.0),
+                        log_end: range.map(|r| r.1),
+                    });
+                    continue;
+                }
+            };
+            let (low, high) = range.unwrap_or_default();
+            tracing::warn!(
+                split = %split,
+                offset,
+                log_start = low,
+                log_end = high,
+                to = target,
+                "position outside the log (records deleted, or the topic re-created); resetting as the out-of-range policy says"
+            );
+            metrics::counter!(
+                crate::metrics::OFFSET_RESETS,
+                "cluster" => self.cluster.to_string(),
+                "topic" => topic.clone()
+            )
+            .increment(1);
+            // librdkafka stopped the partition on the error and takes no seek: it is
+            // assigned again at the new position.
+            let mut tpl = TopicPartitionList::new();
+            let reassigned = tpl
+                .add_partition_offset(&topic, partition, Offset::Offset(target))
+                .and_then(|()| self.consumer().incremental_unassign(&tpl))
+                .and_then(|()| self.consumer().incremental_assign(&tpl));
+            if let Err(e) = reassigned {
+                fatal.get_or_insert(SourceError::Cluster {
+                    cluster: self.cluster.to_string(),
+                    message: format!("reset of {topic}/{partition} to offset {target}: {e}"),
+                });
+            }
+        }
+        fatal
     }
 
     /// Deserializes `slots` (draining them) into `out`, whose buffer holds their

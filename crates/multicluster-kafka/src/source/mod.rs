@@ -14,7 +14,7 @@ use crate::kafka::hooks::{ClientHooks, ClientHooksFactory};
 
 pub(crate) mod config;
 use crate::error::SourceError;
-use crate::kafka::offsets::{StartingOffsets, StoppingOffsets};
+use crate::kafka::offsets::{OffsetReset, StartingOffsets, StoppingOffsets};
 use crate::kafka::properties::ClientProperties;
 use crate::metadata::KafkaMetadataService;
 use crate::reader::{ReaderParts, SourceReader};
@@ -86,6 +86,7 @@ impl MultiClusterKafkaSource<RawValue> {
             startup_timeout: None,
             max_batch: 1024,
             include_headers: true,
+            out_of_range: OffsetReset::None,
             metadata_discovery: Interval::Default,
             metadata_failure_threshold: DEFAULT_METADATA_FAILURE_THRESHOLD,
             new_partition_start: StartingOffsets::Earliest,
@@ -174,6 +175,7 @@ pub struct SourceBuilder<D> {
     startup_timeout: Option<Option<Duration>>,
     max_batch: usize,
     include_headers: bool,
+    out_of_range: OffsetReset,
     metadata_discovery: Interval,
     metadata_failure_threshold: u32,
     new_partition_start: StartingOffsets,
@@ -246,6 +248,7 @@ impl<D: Deserializer> SourceBuilder<D> {
             startup_timeout: self.startup_timeout,
             max_batch: self.max_batch,
             include_headers: self.include_headers,
+            out_of_range: self.out_of_range,
             metadata_discovery: self.metadata_discovery,
             metadata_failure_threshold: self.metadata_failure_threshold,
             new_partition_start: self.new_partition_start,
@@ -352,6 +355,17 @@ impl<D: Deserializer> SourceBuilder<D> {
     /// when the application does not read them.
     pub fn include_headers(mut self, include: bool) -> Self {
         self.include_headers = include;
+        self
+    }
+
+    /// What a split does when its position is outside the log (records deleted by
+    /// retention or `kafka-delete-records`, a topic re-created): fail (the default,
+    /// [`OffsetReset::None`]: the reader returns [`SourceError::OffsetOutOfRange`]
+    /// naming the split, its position and the log's range, and reads that split no
+    /// further), or jump to the earliest or latest offset of the log, with a warning
+    /// and `mck_offset_resets_total`.
+    pub fn on_offset_out_of_range(mut self, policy: OffsetReset) -> Self {
+        self.out_of_range = policy;
         self
     }
 
@@ -519,6 +533,7 @@ impl<D: Deserializer> SourceBuilder<D> {
                 max_batch: self.max_batch,
                 poll_timeout: Duration::from_millis(100),
                 include_headers: self.include_headers,
+                out_of_range: self.out_of_range,
                 metadata_discovery,
                 metadata_failure_threshold: self.metadata_failure_threshold,
                 new_partition_start: self.new_partition_start,
@@ -567,6 +582,7 @@ impl<D: Deserializer> MultiClusterKafkaSource<D> {
                 max_batch: cfg.max_batch,
                 poll_timeout: cfg.poll_timeout,
                 include_headers: cfg.include_headers,
+                out_of_range: cfg.out_of_range,
                 client_hooks: cfg.client_hooks.clone(),
                 retained: retained.clone(),
                 active: active.clone(),
