@@ -28,7 +28,7 @@ mod verify;
 pub use error::TestkitError;
 pub use jars::{KAFKA_VERSION, kafka_libs};
 pub use mock::MockKafkaCluster;
-pub use real::{ClusterOptions, KafkaCluster, shared_cluster, shared_cluster_with};
+pub use real::{ClusterOptions, JavaProducer, KafkaCluster, shared_cluster, shared_cluster_with};
 pub use secured::{Listener, Security};
 pub use util::free_ports;
 pub use verify::{ReadRecord, read_topic};

@@ -708,6 +708,136 @@ impl KafkaCluster {
         Ok(())
     }
 
+    /// Starts Kafka's own Java producer (`kafka-console-producer` from the test kit's
+    /// jars) on `topic` over the `PLAINTEXT` listener, for records sent one at a time
+    /// with [`JavaProducer::send`] until [`JavaProducer::finish`]. It is set up to ride
+    /// out broker failures without losing or repeating a record: `acks=all`,
+    /// `enable.idempotence=true`, retries without limit for up to two minutes per
+    /// record. `producer_properties` come last (they may override those).
+    pub fn java_producer(
+        &self,
+        topic: &str,
+        producer_properties: &[(&str, &str)],
+    ) -> Result<JavaProducer, TestkitError> {
+        static SEQ: AtomicUsize = AtomicUsize::new(0);
+        let n = SEQ.fetch_add(1, Ordering::Relaxed);
+        let dir = self
+            .log_root
+            .join("java-producer")
+            .join(format!("{topic}-stream-{n}"));
+        fs::create_dir_all(&dir).map_err(io(&dir))?;
+        let out_path = dir.join("stdout.log");
+        let out = fs::File::create(&out_path).map_err(io(&out_path))?;
+        let err = out.try_clone().map_err(io(&out_path))?;
+        let mut cmd = self.java();
+        cmd.arg(format!("-Dkafka.logs.dir={}", dir.display()))
+            .arg("org.apache.kafka.tools.ConsoleProducer")
+            .arg("--bootstrap-server")
+            .arg(self.bootstrap_servers())
+            .arg("--topic")
+            .arg(topic)
+            .args(["--property", "parse.key=true"])
+            .args(["--property", "key.separator=\t"]);
+        // The console producer's own defaults (3 retries, 1.5 s request timeout) would
+        // give up on a record while a partition changes leader.
+        let defaults = [
+            ("acks", "all"),
+            ("enable.idempotence", "true"),
+            ("retries", "2147483647"),
+            ("request.timeout.ms", "30000"),
+            ("delivery.timeout.ms", "120000"),
+            ("linger.ms", "5"),
+        ];
+        for (k, v) in defaults.iter().chain(producer_properties) {
+            cmd.arg("--producer-property").arg(format!("{k}={v}"));
+        }
+        cmd.stdin(Stdio::piped()).stdout(out).stderr(err);
+        let mut child = spawn_tied(cmd).map_err(|e| TestkitError::Java(e.to_string()))?;
+        let stdin = child.stdin.take().expect("stdin is piped");
+        Ok(JavaProducer {
+            cluster: self.options.logical_id.clone(),
+            topic: topic.to_string(),
+            child,
+            stdin: Some(std::io::BufWriter::new(stdin)),
+            dir,
+            sent: 0,
+        })
+    }
+
+    /// The broker index ([`TestCluster::kill_broker`]'s `index`) leading each
+    /// partition of `topic`, in partition order; `None` for a partition without a
+    /// leader right now.
+    pub fn partition_leaders(&self, topic: &str) -> Result<Vec<Option<usize>>, TestkitError> {
+        let md = self.topic_metadata(topic)?;
+        Ok(md
+            .into_iter()
+            .map(|(_, leader, _, _)| self.broker_index(leader))
+            .collect())
+    }
+
+    /// Waits until every partition of `topic` has a leader and every replica in sync:
+    /// the moment another broker may fail without a partition going below
+    /// `min.insync.replicas` for long.
+    pub fn await_in_sync(&self, topic: &str, within: Duration) -> Result<(), TestkitError> {
+        let deadline = Instant::now() + within;
+        loop {
+            let last = match self.topic_metadata(topic) {
+                Ok(parts) => {
+                    let lagging: Vec<String> = parts
+                        .iter()
+                        .filter(|(_, leader, replicas, isr)| {
+                            *leader < 0 || isr.len() < replicas.len()
+                        })
+                        .map(|(p, leader, replicas, isr)| {
+                            format!("{p}: leader {leader}, replicas {replicas:?}, isr {isr:?}")
+                        })
+                        .collect();
+                    if lagging.is_empty() {
+                        return Ok(());
+                    }
+                    lagging.join("; ")
+                }
+                Err(e) => e.to_string(),
+            };
+            if Instant::now() > deadline {
+                return Err(self.kafka_err(format!(
+                    "{topic} not fully in sync within {within:?}: {last}"
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// Every partition of `topic`, in partition order, from a fresh metadata request.
+    fn topic_metadata(&self, topic: &str) -> Result<Vec<PartitionState>, TestkitError> {
+        let consumer: BaseConsumer = self
+            .client_config()
+            .set("log_level", "0")
+            .create()
+            .map_err(|e| self.kafka_err(format!("cannot create client: {e}")))?;
+        let md = consumer
+            .fetch_metadata(Some(topic), Duration::from_secs(10))
+            .map_err(|e| self.kafka_err(format!("metadata of {topic}: {e}")))?;
+        let t = md
+            .topics()
+            .first()
+            .filter(|t| t.error().is_none())
+            .ok_or_else(|| self.kafka_err(format!("no metadata for {topic}")))?;
+        let mut parts: Vec<_> = t
+            .partitions()
+            .iter()
+            .map(|p| (p.id(), p.leader(), p.replicas().to_vec(), p.isr().to_vec()))
+            .collect();
+        parts.sort_by_key(|p| p.0);
+        Ok(parts)
+    }
+
+    /// The index of the broker with this node id.
+    fn broker_index(&self, node_id: i32) -> Option<usize> {
+        let nodes = self.nodes.lock().unwrap_or_else(|p| p.into_inner());
+        nodes.iter().position(|n| n.node_id as i32 == node_id)
+    }
+
     /// The compression codecs of the record batches of every partition of `topic` on
     /// the first broker, as Kafka's `kafka-dump-log` names them (`none`, `gzip`,
     /// `snappy`, `lz4`, `zstd`): proof of what a producer really wrote.
@@ -909,6 +1039,91 @@ impl TestCluster for KafkaCluster {
 
     fn broker_count(&self) -> usize {
         self.nodes.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+}
+
+/// `(partition, leader node id, replicas, in-sync replicas)` of a partition.
+type PartitionState = (i32, i32, Vec<i32>, Vec<i32>);
+
+/// Kafka's Java console producer, running; see [`KafkaCluster::java_producer`].
+///
+/// Records are sent as they are given; [`finish`](Self::finish) waits for every one
+/// to be acknowledged. Dropping it without finishing kills the JVM.
+pub struct JavaProducer {
+    cluster: String,
+    topic: String,
+    child: Child,
+    stdin: Option<std::io::BufWriter<std::process::ChildStdin>>,
+    dir: PathBuf,
+    sent: usize,
+}
+
+impl JavaProducer {
+    /// Sends a record with this value and the key `k<n>` (`n` counting the records
+    /// sent). The value must not contain a newline or a tab.
+    pub fn send(&mut self, value: &str) -> Result<(), TestkitError> {
+        use std::io::Write;
+        assert!(
+            !value.contains(['\n', '\t']),
+            "a value for the console producer holds a newline or tab: {value:?}"
+        );
+        let line = format!("k{}\t{value}\n", self.sent);
+        let stdin = self.stdin.as_mut().expect("stdin is open until finish");
+        // Flushed at once: the producer sees each record when it is given.
+        stdin
+            .write_all(line.as_bytes())
+            .and_then(|()| stdin.flush())
+            .map_err(|e| self.failed(format!("writing to the producer failed: {e}")))?;
+        self.sent += 1;
+        Ok(())
+    }
+
+    /// Records sent so far.
+    pub fn sent(&self) -> usize {
+        self.sent
+    }
+
+    /// Ends the input and waits for the producer to exit: every record sent is then
+    /// acknowledged, or this fails with the end of the producer's log (a send that
+    /// failed is logged as an ERROR).
+    pub fn finish(mut self) -> Result<(), TestkitError> {
+        use std::io::Write;
+        let flushed = self.stdin.take().map(|mut s| s.flush());
+        let status = self
+            .child
+            .wait()
+            .map_err(|e| TestkitError::Java(e.to_string()))?;
+        let log = self.log();
+        if matches!(flushed, Some(Err(_))) || !status.success() || log.contains("ERROR") {
+            return Err(self.failed(format!("the producer ended with {status}")));
+        }
+        Ok(())
+    }
+
+    fn log(&self) -> String {
+        let mut log = fs::read_to_string(self.dir.join("stdout.log")).unwrap_or_default();
+        log.push_str(&fs::read_to_string(self.dir.join("server.log")).unwrap_or_default());
+        log
+    }
+
+    fn failed(&self, what: String) -> TestkitError {
+        TestkitError::Kafka {
+            cluster: self.cluster.clone(),
+            message: format!(
+                "the Java console producer to {}: {what}; {}:\n{}",
+                self.topic,
+                self.dir.display(),
+                tail_lines(&self.log(), 30)
+            ),
+        }
+    }
+}
+
+impl Drop for JavaProducer {
+    fn drop(&mut self) {
+        if self.stdin.is_some() {
+            kill_and_wait(&mut self.child);
+        }
     }
 }
 
