@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
-use cmd::{compare, handover, isolation, throughput, tls};
+use cmd::{compare, handover, isolation, output, throughput, tls};
 
 #[derive(Parser)]
 #[command(about = "multicluster-kafka end-to-end benchmarks")]
@@ -61,6 +61,9 @@ enum Cmd {
     RssChild(compare::RssChildArgs),
     /// Read throughput over TLS: `mck consume` against plaintext and against kcat, one broker.
     Tls(tls::TlsArgs),
+    /// The CLI's output paths: `mck consume` as JSON and as bare values beside kcat
+    /// (`-J` and `-f '%s\n'`) and Kafka's console consumer, one broker, one run.
+    Output(output::OutputArgs),
 }
 
 fn main() {
@@ -92,5 +95,6 @@ fn main() {
         Cmd::Compare(args) => compare::compare(&args),
         Cmd::RssChild(args) => compare::rss_child(&args),
         Cmd::Tls(args) => tls::tls(&args),
+        Cmd::Output(args) => output::output(&args),
     }
 }

@@ -3,6 +3,7 @@
 pub mod compare;
 pub mod handover;
 pub mod isolation;
+pub mod output;
 pub mod throughput;
 pub mod tls;
 
