@@ -152,6 +152,10 @@ pub struct ConsumeArgs {
     /// offset still in the log, with a warning and `mck_offset_resets_total`.
     #[arg(long, value_name = "POLICY", default_value = "fail", env = "MCK_ON_MISSING_OFFSET", value_parser = ["fail", "earliest", "latest"])]
     pub on_missing_offset: String,
+    /// In a bounded run (`--until`, `-e`), a topic deleted while it is read ends its
+    /// partitions with a warning instead of failing the run.
+    #[arg(long, env = "MCK_ALLOW_MISSING_TOPICS")]
+    pub allow_missing_topics: bool,
     /// How long start-up waits for every cluster to answer (trying again meanwhile); a
     /// cluster that has not answered by then ends the run with an error naming it.
     /// `none`: wait for ever in a bounded run; in a follow run, start with the clusters
@@ -448,6 +452,7 @@ async fn consume(args: ConsumeArgs) -> Result<ExitCode, String> {
     if let Some(t) = args.startup_timeout {
         builder = builder.startup_timeout(t.0);
     }
+    builder = builder.allow_missing_topics(args.allow_missing_topics);
     builder = builder.on_offset_out_of_range(match args.on_missing_offset.as_str() {
         "earliest" => OffsetReset::Earliest,
         "latest" => OffsetReset::Latest,

@@ -76,6 +76,19 @@ pub enum SourceError {
         /// The log's end (the next offset to be written), when it could be looked up.
         log_end: Option<i64>,
     },
+    /// A topic was deleted while a bounded run read it: its split cannot reach its
+    /// stop.
+    #[error(
+        "{split}: the topic is gone ({reason}) before the split reached its stop at offset {stop}; the run cannot end as asked (allow missing topics, e.g. --allow-missing-topics, to end such splits with a warning)"
+    )]
+    TopicGone {
+        /// The split, as `cluster/topic/partition`.
+        split: String,
+        /// Where the split was to stop.
+        stop: i64,
+        /// What the broker said.
+        reason: String,
+    },
     /// A file of a file source could not be read, or one of its lines is malformed.
     #[error("{path}{}: {message}", line.map(|l| format!(":{l}")).unwrap_or_default())]
     File {

@@ -184,6 +184,26 @@ impl Enumerator {
         }
     }
 
+    /// Tells the readers of a bounded run's splits that their topics are gone.
+    fn topics_gone(&self, cluster: &Arc<str>, topics: Vec<String>) {
+        for topic in topics {
+            let readers: BTreeSet<usize> = self
+                .owners
+                .iter()
+                .filter(|(id, _)| id.cluster == *cluster && *id.topic == *topic)
+                .map(|(_, r)| *r)
+                .collect();
+            for r in readers {
+                if let Some(tx) = self.readers.get(&r) {
+                    let _ = tx.send(ReaderEvent::TopicGone {
+                        cluster: cluster.clone(),
+                        topic: topic.clone(),
+                    });
+                }
+            }
+        }
+    }
+
     /// Applies one cluster's discovery answer. Splits found meanwhile by another
     /// discovery, of topics no longer read, or of a cluster no longer read are
     /// dropped. Returns the splits with `strict`, else hands them out.
@@ -198,6 +218,16 @@ impl Enumerator {
                 let Some(state) = self.clusters.get_mut(&cluster) else {
                     return Ok(Vec::new());
                 };
+                if self.cfg.bounded() && !strict {
+                    // A bounded run reads the partitions found at start; it looks again
+                    // only to notice topics deleted under it.
+                    let gone: Vec<String> = missing
+                        .into_iter()
+                        .filter(|t| state.known.iter().any(|(k, _)| k == t))
+                        .collect();
+                    self.topics_gone(&cluster, gone);
+                    return Ok(Vec::new());
+                }
                 splits.retain(|s| {
                     state.topics.contains(&*s.id.topic)
                         && state.known.insert((s.id.topic.to_string(), s.id.partition))

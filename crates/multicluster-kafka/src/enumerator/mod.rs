@@ -88,6 +88,9 @@ pub(crate) struct Enumerator {
     held_back_until: Option<tokio::time::Instant>,
 }
 
+/// How often a bounded run checks that the topics it reads still exist.
+const BOUNDED_TOPIC_CHECK: Duration = Duration::from_secs(5);
+
 /// In a follow run, how long start-up waits for the other clusters once one cluster
 /// answered; those that did not are taken up later, like clusters added to the
 /// metadata.
@@ -328,8 +331,9 @@ impl Enumerator {
 
     /// Runs until every handle is gone.
     pub async fn run(mut self) {
+        // A bounded run looks at its clusters only to notice deleted topics.
         let interval = if self.cfg.bounded() {
-            None
+            Some(BOUNDED_TOPIC_CHECK)
         } else {
             self.cfg.partition_discovery
         };

@@ -55,6 +55,7 @@ impl<D: Deserializer> SourceReader<D> {
                 self.clusters.remove(&cluster);
             }
             ReaderEvent::MetadataFailed(e) => return Err(SourceError::Metadata(e)),
+            ReaderEvent::TopicGone { cluster, topic } => return self.topic_gone(&cluster, &topic),
             ReaderEvent::IdentityMismatch {
                 cluster,
                 expected,
@@ -223,7 +224,7 @@ impl<D: Deserializer> SourceReader<D> {
                 let settings = FetcherSettings {
                     max_batch: self.max_batch,
                     include_headers: self.include_headers,
-                    out_of_range: self.out_of_range,
+                    policy: self.policy,
                     idle: self.poll_timeout,
                     reader: self.notify.clone(),
                     hooks: self
@@ -263,6 +264,46 @@ impl<D: Deserializer> SourceReader<D> {
             self.touched.push(i);
         }
         self.report_active();
+    }
+
+    /// Ends the unfinished bounded splits of a topic that is gone (they cannot reach
+    /// their stops; their positions stay where reading stopped): with a warning when
+    /// missing topics are allowed, else the first is returned as an error.
+    fn topic_gone(&mut self, cluster: &Arc<str>, topic: &str) -> Result<(), SourceError> {
+        let ids: Vec<SplitId> = self
+            .states
+            .iter()
+            .filter(|s| {
+                !s.finished && s.stop.is_some() && s.id.cluster == *cluster && &*s.id.topic == topic
+            })
+            .map(|s| s.id.clone())
+            .collect();
+        if ids.is_empty() {
+            return Ok(());
+        }
+        if let Some(f) = self.consumers.get_mut(cluster) {
+            f.remove(ids.clone());
+        }
+        let mut first = None;
+        for id in &ids {
+            let i = self.index[id];
+            let s = &mut self.states[i];
+            s.finished = true;
+            self.touched.push(i);
+            let split = format!("{}/{}/{}", id.cluster, id.topic, id.partition);
+            let stop = s.stop.unwrap_or_default();
+            if self.policy.allow_missing_topics {
+                tracing::warn!(split = %split, stop, position = s.next_offset, "the topic is gone before the split reached its stop; ending the split as missing topics are allowed");
+            } else {
+                first.get_or_insert(SourceError::TopicGone {
+                    split,
+                    stop,
+                    reason: "no longer in the cluster's metadata".into(),
+                });
+            }
+        }
+        self.report_active();
+        first.map_or(Ok(()), Err)
     }
 
     /// Applies every event the enumerator has already sent (assignments in flight), so

@@ -20,6 +20,7 @@ use rdkafka::bindings as rd;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{Offset, TopicPartitionList};
 
+use super::ReadPolicy;
 use crate::deserializer::{DeserializeError, Deserializer};
 use crate::error::SourceError;
 use crate::kafka::client::client_config;
@@ -124,7 +125,7 @@ pub(crate) struct ClusterConsumer {
     assigned: usize,
     include_headers: bool,
     /// What a split does when its position is outside the log.
-    out_of_range: OffsetReset,
+    policy: ReadPolicy,
     /// The messages of the current poll (always empty between polls).
     messages: MessageBatch,
     leftover: Option<Leftover>,
@@ -149,7 +150,7 @@ impl ClusterConsumer {
         props: &ClientProperties,
         wake: std::thread::Thread,
         include_headers: bool,
-        out_of_range: OffsetReset,
+        policy: ReadPolicy,
         hooks: Option<Arc<dyn ClientHooks>>,
     ) -> Result<Self, SourceError> {
         let mut config = client_config(props);
@@ -215,7 +216,7 @@ impl ClusterConsumer {
             bounds: HashMap::new(),
             assigned: 0,
             include_headers,
-            out_of_range,
+            policy,
             messages: MessageBatch::new(),
             leftover: None,
             slots: Vec::new(),
@@ -524,7 +525,7 @@ impl ClusterConsumer {
                 .fetch_watermarks(&topic, partition, OUT_OF_RANGE_LOOKUP)
                 .ok();
             let split = format!("{}/{topic}/{partition}", self.cluster);
-            let target = match (self.out_of_range, range) {
+            let target = match (self.policy.out_of_range, range) {
                 (OffsetReset::Earliest, Some((low, _))) => low,
                 (OffsetReset::Latest, Some((_, high))) => high,
                 _ => {

@@ -68,8 +68,8 @@ struct Reply<V> {
 pub(crate) struct FetcherSettings {
     pub max_batch: usize,
     pub include_headers: bool,
-    /// What a split does when its position is outside the log.
-    pub out_of_range: crate::kafka::offsets::OffsetReset,
+    /// What a split does when its position is outside the log or its topic is gone.
+    pub policy: super::ReadPolicy,
     /// How long the thread sleeps when librdkafka has nothing, unless woken sooner.
     pub idle: Duration,
     /// Woken after every answer (the reader sleeps on it).
@@ -291,7 +291,7 @@ fn run<D: Deserializer>(
         props,
         std::thread::current(),
         settings.include_headers,
-        settings.out_of_range,
+        settings.policy,
         settings.hooks.clone(),
     ) {
         Ok(c) => c,

@@ -27,6 +27,27 @@ use crate::record::{Record, RecordBatch};
 use crate::split::{KafkaSplit, SplitId};
 use fetcher::{Answer, Fetcher};
 
+/// What a split does when it cannot reach its stop by reading: its position is
+/// outside the log, or (bounded) its topic was deleted.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ReadPolicy {
+    /// Outside the log: fail ([`OffsetReset::None`](crate::kafka::offsets::OffsetReset))
+    /// or jump to the log's start or end.
+    pub out_of_range: crate::kafka::offsets::OffsetReset,
+    /// A topic deleted during a bounded run ends its splits with a warning instead of
+    /// an error.
+    pub allow_missing_topics: bool,
+}
+
+impl Default for ReadPolicy {
+    fn default() -> Self {
+        ReadPolicy {
+            out_of_range: crate::kafka::offsets::OffsetReset::None,
+            allow_missing_topics: false,
+        }
+    }
+}
+
 /// One of the source's parallel readers: a stream of records from the splits it owns.
 ///
 /// Records are handed out one at a time by [`SourceReader::next`], or a polled batch
@@ -69,7 +90,7 @@ pub struct SourceReader<D: Deserializer> {
     max_batch: usize,
     poll_timeout: Duration,
     include_headers: bool,
-    out_of_range: crate::kafka::offsets::OffsetReset,
+    policy: ReadPolicy,
     /// The program's hooks for each cluster's librdkafka clients.
     client_hooks: Option<crate::kafka::hooks::ClientHooksFactory>,
     retained: crate::enumerator::retention::Retained,
@@ -96,7 +117,7 @@ pub(crate) struct ReaderParts<D: Deserializer> {
     pub max_batch: usize,
     pub poll_timeout: Duration,
     pub include_headers: bool,
-    pub out_of_range: crate::kafka::offsets::OffsetReset,
+    pub policy: ReadPolicy,
     pub client_hooks: Option<crate::kafka::hooks::ClientHooksFactory>,
     pub retained: crate::enumerator::retention::Retained,
     pub active: crate::enumerator::active::ActiveClusters,
@@ -124,7 +145,7 @@ impl<D: Deserializer> SourceReader<D> {
             max_batch: parts.max_batch,
             poll_timeout: parts.poll_timeout,
             include_headers: parts.include_headers,
-            out_of_range: parts.out_of_range,
+            policy: parts.policy,
             client_hooks: parts.client_hooks,
             retained: parts.retained,
             active: parts.active,
@@ -266,7 +287,7 @@ mod tests {
             max_batch: 1024,
             poll_timeout: Duration::from_millis(100),
             include_headers: false,
-            out_of_range: crate::kafka::offsets::OffsetReset::None,
+            policy: ReadPolicy::default(),
             client_hooks: None,
             retained: Default::default(),
             active: Default::default(),

@@ -35,8 +35,9 @@ pub(crate) struct SourceConfig {
     pub max_batch: usize,
     pub poll_timeout: Duration,
     pub include_headers: bool,
-    /// What a split does when its position is outside the log.
-    pub out_of_range: crate::kafka::offsets::OffsetReset,
+    /// What a split does when its position is outside the log, or its topic is
+    /// deleted during a bounded run.
+    pub policy: crate::reader::ReadPolicy,
     /// How often to re-read the metadata service (unbounded mode).
     pub metadata_discovery: Option<Duration>,
     /// Consecutive metadata failures tolerated on the last good metadata.

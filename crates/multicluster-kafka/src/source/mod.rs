@@ -17,7 +17,7 @@ use crate::error::SourceError;
 use crate::kafka::offsets::{OffsetReset, StartingOffsets, StoppingOffsets};
 use crate::kafka::properties::ClientProperties;
 use crate::metadata::KafkaMetadataService;
-use crate::reader::{ReaderParts, SourceReader};
+use crate::reader::{ReadPolicy, ReaderParts, SourceReader};
 use crate::record::{Record, RecordBatch};
 use config::{SourceConfig, Subscription};
 
@@ -86,7 +86,7 @@ impl MultiClusterKafkaSource<RawValue> {
             startup_timeout: None,
             max_batch: 1024,
             include_headers: true,
-            out_of_range: OffsetReset::None,
+            policy: ReadPolicy::default(),
             metadata_discovery: Interval::Default,
             metadata_failure_threshold: DEFAULT_METADATA_FAILURE_THRESHOLD,
             new_partition_start: StartingOffsets::Earliest,
@@ -175,7 +175,7 @@ pub struct SourceBuilder<D> {
     startup_timeout: Option<Option<Duration>>,
     max_batch: usize,
     include_headers: bool,
-    out_of_range: OffsetReset,
+    policy: ReadPolicy,
     metadata_discovery: Interval,
     metadata_failure_threshold: u32,
     new_partition_start: StartingOffsets,
@@ -248,7 +248,7 @@ impl<D: Deserializer> SourceBuilder<D> {
             startup_timeout: self.startup_timeout,
             max_batch: self.max_batch,
             include_headers: self.include_headers,
-            out_of_range: self.out_of_range,
+            policy: self.policy,
             metadata_discovery: self.metadata_discovery,
             metadata_failure_threshold: self.metadata_failure_threshold,
             new_partition_start: self.new_partition_start,
@@ -365,7 +365,15 @@ impl<D: Deserializer> SourceBuilder<D> {
     /// further), or jump to the earliest or latest offset of the log, with a warning
     /// and `mck_offset_resets_total`.
     pub fn on_offset_out_of_range(mut self, policy: OffsetReset) -> Self {
-        self.out_of_range = policy;
+        self.policy.out_of_range = policy;
+        self
+    }
+
+    /// In a bounded run, a topic deleted while it is read cannot reach its stop. By
+    /// default its splits end with [`SourceError::TopicGone`]; allowed, they end with a
+    /// warning and the run goes on to its end (default false).
+    pub fn allow_missing_topics(mut self, allow: bool) -> Self {
+        self.policy.allow_missing_topics = allow;
         self
     }
 
@@ -533,7 +541,7 @@ impl<D: Deserializer> SourceBuilder<D> {
                 max_batch: self.max_batch,
                 poll_timeout: Duration::from_millis(100),
                 include_headers: self.include_headers,
-                out_of_range: self.out_of_range,
+                policy: self.policy,
                 metadata_discovery,
                 metadata_failure_threshold: self.metadata_failure_threshold,
                 new_partition_start: self.new_partition_start,
@@ -582,7 +590,7 @@ impl<D: Deserializer> MultiClusterKafkaSource<D> {
                 max_batch: cfg.max_batch,
                 poll_timeout: cfg.poll_timeout,
                 include_headers: cfg.include_headers,
-                out_of_range: cfg.out_of_range,
+                policy: cfg.policy,
                 client_hooks: cfg.client_hooks.clone(),
                 retained: retained.clone(),
                 active: active.clone(),
