@@ -51,7 +51,7 @@ fn start_clusters() -> (KafkaCluster, ProxiedCluster) {
 /// A record a feed produced, and when its acknowledgement came.
 type Sent = (String, Instant);
 
-/// A thread producing `<prefix>-<n>` to `topic` of `cluster`, 5 records every 50 ms,
+/// A thread producing `<prefix>-<n>` to `topic` of `cluster`, 10 records every 50 ms,
 /// waiting for each batch's acknowledgement.
 fn feed(
     cluster: &'static dyn TestCluster,
@@ -61,7 +61,7 @@ fn feed(
     std::thread::spawn(move || {
         let mut sent: Vec<Sent> = Vec::new();
         while !stop.load(Ordering::Relaxed) {
-            let batch: Vec<String> = (sent.len()..sent.len() + 5)
+            let batch: Vec<String> = (sent.len()..sent.len() + 10)
                 .map(|n| format!("{prefix}-{n}"))
                 .collect();
             let records: Vec<TestRecord> = batch
