@@ -184,14 +184,12 @@ fn checkpoints() -> impl Strategy<Value = Checkpoint> {
         any::<i32>(),
         any::<i64>(),
         any::<Option<i64>>(),
-        any::<Option<i64>>(),
     )
         .prop_map(
-            |(topic, partition, next_offset, stop_offset, retained)| SplitCheckpoint {
+            |(topic, partition, next_offset, retained)| SplitCheckpoint {
                 topic,
                 partition,
                 next_offset,
-                stop_offset,
                 retained_until_ms: retained,
             },
         );

@@ -19,7 +19,7 @@ use crate::split::{KafkaSplit, SplitId};
 pub const CHECKPOINT_FORMAT: &str = "multicluster-kafka/checkpoint";
 
 /// The version [`Checkpoint::encode`] writes. Every earlier version stays readable.
-pub const CHECKPOINT_VERSION: u32 = 1;
+pub const CHECKPOINT_VERSION: u32 = 2;
 
 /// Why a checkpoint could not be read, written or applied.
 #[derive(Debug, thiserror::Error)]
@@ -54,9 +54,6 @@ pub struct SplitCheckpoint {
     pub partition: i32,
     /// Offset of the next record to hand out.
     pub next_offset: i64,
-    /// First offset not to read, in bounded mode.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stop_offset: Option<i64>,
     /// Set when the split's topic or cluster left the metadata: the position is kept
     /// until this wall-clock time (ms since the epoch), so the split resumes here if it
     /// returns in time.
@@ -118,7 +115,6 @@ impl Checkpoint {
                 topic: s.id.topic.to_string(),
                 partition: s.id.partition,
                 next_offset: s.next_offset,
-                stop_offset: s.stop_offset,
                 retained_until_ms: None,
             };
             match clusters.get_mut(&*s.id.cluster) {
@@ -157,7 +153,6 @@ impl Checkpoint {
             topic: split.id.topic.to_string(),
             partition: split.id.partition,
             next_offset: split.next_offset,
-            stop_offset: split.stop_offset,
             retained_until_ms: None,
         };
         match cluster
@@ -212,7 +207,8 @@ impl Checkpoint {
             c.splits.iter().map(move |s| KafkaSplit {
                 id: SplitId::new(cluster, &s.topic, s.partition),
                 next_offset: s.next_offset,
-                stop_offset: s.stop_offset,
+                // Where to stop belongs to the run reading it, not to the checkpoint.
+                stop_offset: None,
             })
         })
     }
@@ -254,9 +250,28 @@ impl Checkpoint {
             )));
         }
         match head.version {
+            // Version 1 also held each split's stop, which belonged to the run that
+            // wrote it (a bounded run after a follow run would never end): dropped.
             1 => {
+                let mut body = head.checkpoint;
+                if let Some(clusters) = body.get_mut("clusters").and_then(|c| c.as_object_mut()) {
+                    for cluster in clusters.values_mut() {
+                        let splits = cluster.get_mut("splits").and_then(|s| s.as_array_mut());
+                        for split in splits.into_iter().flatten() {
+                            if let Some(split) = split.as_object_mut() {
+                                split.remove("stopOffset");
+                            }
+                        }
+                    }
+                }
+                let mut cp: Checkpoint =
+                    serde_json::from_value(body).map_err(|e| err(format!("version 1: {e}")))?;
+                cp.normalize();
+                Ok(cp)
+            }
+            2 => {
                 let mut cp: Checkpoint = serde_json::from_value(head.checkpoint)
-                    .map_err(|e| err(format!("version 1: {e}")))?;
+                    .map_err(|e| err(format!("version 2: {e}")))?;
                 cp.normalize();
                 Ok(cp)
             }
@@ -336,8 +351,13 @@ mod tests {
         let east = &cp.clusters["east"];
         assert_eq!(east.kafka_cluster_id.as_deref(), Some("abc"));
         assert_eq!(east.splits[0].partition, 0, "splits are sorted");
-        assert_eq!(east.splits[0].stop_offset, Some(9));
+        assert_eq!(east.splits[0].next_offset, 7);
         assert_eq!(cp.split_count(), 2);
+        // Written again, it is version 2, without the old run's stop.
+        let again = String::from_utf8(cp.encode()).unwrap();
+        assert!(again.contains(r#""version":2"#), "{again}");
+        assert!(!again.contains("stopOffset"), "{again}");
+        assert_eq!(Checkpoint::decode(again.as_bytes()).unwrap(), cp);
     }
 
     #[test]

@@ -131,7 +131,7 @@ impl Enumerator {
         let split = KafkaSplit {
             id: SplitId::new(cluster, &s.topic, s.partition),
             next_offset: s.next_offset,
-            stop_offset: s.stop_offset,
+            stop_offset: None,
         };
         let until = s.retained_until_ms.unwrap_or(default_until);
         self.retained

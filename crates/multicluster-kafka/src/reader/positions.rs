@@ -28,7 +28,6 @@ impl<D: Deserializer> SourceReader<D> {
                     topic: id.topic.to_string(),
                     partition: id.partition,
                     next_offset: r.next_offset,
-                    stop_offset: r.stop_offset,
                     retained_until_ms: Some(r.until_ms),
                 });
             }
