@@ -10,7 +10,6 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use bytes::Bytes;
 use multicluster_kafka::file_source::FileRecord;
 use multicluster_kafka::record::Record;
-use serde_json::{Map, Value};
 
 /// `--format`: the ready-made layouts (`-f` gives any other).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -187,76 +186,127 @@ fn write_template(t: &Template, f: &Fields<'_>, line: &mut Vec<u8>) {
     }
 }
 
-/// Text when the bytes are UTF-8, base64 otherwise; the second value says which.
-fn text_or_base64(bytes: &[u8]) -> (Value, Option<&'static str>) {
-    match std::str::from_utf8(bytes) {
-        Ok(s) => (Value::String(s.to_string()), None),
-        Err(_) => (Value::String(BASE64.encode(bytes)), Some("base64")),
+/// Writes `s` as a JSON string (quoted and escaped) at the end of `out`.
+///
+/// Most strings need no escape: a scan the compiler vectorises finds those, and they
+/// are copied as they are; any other goes through serde_json's escaper.
+fn json_str(out: &mut Vec<u8>, s: &str) {
+    if needs_escape(s.as_bytes()) {
+        // Writing into a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut *out, s);
+    } else {
+        out.reserve(s.len() + 2);
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
     }
 }
 
-/// Puts `name` (text or base64, or null) into `obj`, with `<name>Encoding: "base64"`
-/// when the bytes are not UTF-8.
-fn put_bytes(obj: &mut Map<String, Value>, name: &str, bytes: Option<&[u8]>) {
-    match bytes {
-        None => {
-            obj.insert(name.to_string(), Value::Null);
-        }
-        Some(b) => {
-            let (v, enc) = text_or_base64(b);
-            obj.insert(name.to_string(), v);
-            if let Some(enc) = enc {
-                obj.insert(format!("{name}Encoding"), Value::String(enc.to_string()));
-            }
+/// True when a byte of `b` must be escaped in a JSON string: a control character, a
+/// quote or a backslash. Whole 16-byte chunks are folded without an early exit, which
+/// the compiler turns into vector compares.
+fn needs_escape(b: &[u8]) -> bool {
+    let special = |c: u8| (c < 0x20) | (c == b'"') | (c == b'\\');
+    let mut chunks = b.chunks_exact(16);
+    for chunk in &mut chunks {
+        if chunk.iter().fold(false, |acc, &c| acc | special(c)) {
+            return true;
         }
     }
+    chunks.remainder().iter().any(|&c| special(c))
+}
+
+/// Writes an integer at the end of `out`, as serde_json prints it.
+fn json_int(out: &mut Vec<u8>, n: i64) {
+    // Writing into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, &n);
+}
+
+/// Writes `"<name>":` and the bytes: a string when they are UTF-8, else base64 and
+/// `,"<name>Encoding":"base64"` after it; `null` for none.
+fn json_bytes(out: &mut Vec<u8>, name: &str, bytes: Option<&[u8]>) {
+    json_key(out, name);
+    let Some(b) = bytes else {
+        out.extend_from_slice(b"null");
+        return;
+    };
+    match std::str::from_utf8(b) {
+        Ok(s) => json_str(out, s),
+        Err(_) => {
+            // Base64 needs no escape.
+            out.push(b'"');
+            let at = out.len();
+            let n = base64::encoded_len(b.len(), true).expect("a record's length in base64 fits");
+            out.resize(at + n, 0);
+            let written = BASE64
+                .encode_slice(b, &mut out[at..])
+                .expect("the buffer has the encoded length");
+            debug_assert_eq!(written, n);
+            out.extend_from_slice(b"\",\"");
+            out.extend_from_slice(name.as_bytes());
+            out.extend_from_slice(b"Encoding\":\"base64\"");
+        }
+    }
+}
+
+/// Writes `"<name>":` (names here need no escape).
+fn json_key(out: &mut Vec<u8>, name: &str) {
+    out.push(b'"');
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(b"\":");
+}
+
+/// Writes one record as a JSON line. The keys come in the order serde_json's map
+/// printed them before (sorted: `cluster`, `headers`, `key`, `offset`, `partition`,
+/// `timestamp`, `topic`, `value`), each `…Encoding` right after its field.
+fn write_json(f: &Fields<'_>, out: &mut Vec<u8>) {
+    out.extend_from_slice(b"{\"cluster\":");
+    json_str(out, f.cluster);
+    out.extend_from_slice(b",\"headers\":[");
+    for (i, (k, v)) in f.headers.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(b"{\"key\":");
+        json_str(out, k);
+        out.push(b',');
+        json_bytes(out, "value", v.as_deref());
+        out.push(b'}');
+    }
+    out.extend_from_slice(b"],");
+    json_bytes(out, "key", f.key);
+    out.extend_from_slice(b",\"offset\":");
+    json_int(out, f.offset);
+    out.extend_from_slice(b",\"partition\":");
+    json_int(out, f.partition);
+    out.extend_from_slice(b",\"timestamp\":");
+    match f.timestamp {
+        Some(t) => json_int(out, t),
+        None => out.extend_from_slice(b"null"),
+    }
+    out.extend_from_slice(b",\"topic\":");
+    json_str(out, f.topic);
+    out.push(b',');
+    json_bytes(out, "value", f.value);
+    out.extend_from_slice(b"}\n");
 }
 
 /// Renders one record in `layout` into `line` (which is cleared first).
 pub fn render(record: &Record<Option<Bytes>>, layout: &Layout, line: &mut Vec<u8>) {
     line.clear();
+    let fields = Fields {
+        cluster: &record.cluster,
+        topic: &record.topic,
+        partition: record.partition.into(),
+        offset: record.offset,
+        timestamp: record.timestamp,
+        key: record.key.as_deref(),
+        value: record.value.as_deref(),
+        headers: &record.headers,
+    };
     match layout {
-        Layout::Template(t) => write_template(
-            t,
-            &Fields {
-                cluster: &record.cluster,
-                topic: &record.topic,
-                partition: record.partition.into(),
-                offset: record.offset,
-                timestamp: record.timestamp,
-                key: record.key.as_deref(),
-                value: record.value.as_deref(),
-                headers: &record.headers,
-            },
-            line,
-        ),
-        Layout::Json => {
-            let mut obj = Map::new();
-            obj.insert("cluster".into(), Value::String(record.cluster.to_string()));
-            obj.insert("topic".into(), Value::String(record.topic.to_string()));
-            obj.insert("partition".into(), record.partition.into());
-            obj.insert("offset".into(), record.offset.into());
-            obj.insert(
-                "timestamp".into(),
-                record.timestamp.map(Value::from).unwrap_or(Value::Null),
-            );
-            put_bytes(&mut obj, "key", record.key.as_deref());
-            put_bytes(&mut obj, "value", record.value.as_deref());
-            let headers: Vec<Value> = record
-                .headers
-                .iter()
-                .map(|(k, v)| {
-                    let mut h = Map::new();
-                    h.insert("key".into(), Value::String(k.clone()));
-                    put_bytes(&mut h, "value", v.as_deref());
-                    Value::Object(h)
-                })
-                .collect();
-            obj.insert("headers".into(), Value::Array(headers));
-            // Serializing a Value into a Vec cannot fail.
-            let _ = serde_json::to_writer(&mut *line, &Value::Object(obj));
-            line.push(b'\n');
-        }
+        Layout::Template(t) => write_template(t, &fields, line),
+        Layout::Json => write_json(&fields, line),
     }
 }
 
@@ -282,13 +332,15 @@ pub fn render_file(record: &FileRecord, layout: &Layout, line: &mut Vec<u8>) {
             line,
         ),
         Layout::Json => {
-            let mut obj = Map::new();
-            obj.insert("file".into(), Value::String(record.file.to_string()));
-            obj.insert("line".into(), record.line.into());
-            obj.insert("timestamp".into(), record.timestamp.into());
-            put_bytes(&mut obj, "value", Some(&record.value));
-            let _ = serde_json::to_writer(&mut *line, &Value::Object(obj));
-            line.push(b'\n');
+            line.extend_from_slice(b"{\"file\":");
+            json_str(line, &record.file);
+            line.extend_from_slice(b",\"line\":");
+            let _ = serde_json::to_writer(&mut *line, &record.line);
+            line.extend_from_slice(b",\"timestamp\":");
+            json_int(line, record.timestamp);
+            line.push(b',');
+            json_bytes(line, "value", Some(&record.value));
+            line.extend_from_slice(b"}\n");
         }
     }
 }
@@ -475,6 +527,7 @@ impl std::fmt::Display for WriteError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::{Map, Value};
     use std::sync::Arc;
 
     fn record(key: Option<&[u8]>, value: &[u8]) -> Record<Option<Bytes>> {
@@ -529,6 +582,126 @@ mod tests {
         let v = json(&record(None, b"line one\nline two"));
         assert!(v["key"].is_null());
         assert_eq!(v["value"], "line one\nline two");
+    }
+
+    /// The JSON line as it was built before: a `serde_json::Map` per record, printed
+    /// by serde_json. The direct writer must print the same bytes.
+    fn json_by_map(r: &Record<Option<Bytes>>) -> Vec<u8> {
+        fn put(obj: &mut Map<String, Value>, name: &str, bytes: Option<&[u8]>) {
+            let Some(b) = bytes else {
+                obj.insert(name.into(), Value::Null);
+                return;
+            };
+            match std::str::from_utf8(b) {
+                Ok(s) => {
+                    obj.insert(name.into(), s.into());
+                }
+                Err(_) => {
+                    obj.insert(name.into(), BASE64.encode(b).into());
+                    obj.insert(format!("{name}Encoding"), "base64".into());
+                }
+            }
+        }
+        let mut obj = Map::new();
+        obj.insert("cluster".into(), r.cluster.to_string().into());
+        obj.insert("topic".into(), r.topic.to_string().into());
+        obj.insert("partition".into(), r.partition.into());
+        obj.insert("offset".into(), r.offset.into());
+        obj.insert(
+            "timestamp".into(),
+            r.timestamp.map_or(Value::Null, Value::from),
+        );
+        put(&mut obj, "key", r.key.as_deref());
+        put(&mut obj, "value", r.value.as_deref());
+        let headers = r
+            .headers
+            .iter()
+            .map(|(k, v)| {
+                let mut h = Map::new();
+                h.insert("key".into(), k.clone().into());
+                put(&mut h, "value", v.as_deref());
+                Value::Object(h)
+            })
+            .collect();
+        obj.insert("headers".into(), Value::Array(headers));
+        let mut line = serde_json::to_vec(&Value::Object(obj)).unwrap();
+        line.push(b'\n');
+        line
+    }
+
+    #[test]
+    fn json_lines_are_byte_for_byte_those_of_a_serde_json_map() {
+        let texts: Vec<Vec<u8>> = vec![
+            b"".to_vec(),
+            b"x".repeat(100),
+            b"plain text of exactly 16 bytes!!".to_vec(),
+            b"a \"quote\" and a back\\slash".to_vec(),
+            b"0123456789abcdef\"".to_vec(),
+            b"0123456789abcde\n0123456789abcdef".to_vec(),
+            (0u8..0x80).collect(),
+            "caf\u{e9} \u{1F600} \u{2028} \u{7f}".as_bytes().to_vec(),
+            vec![0xff, 0x00, 0x80],
+            vec![0xc3; 40],
+            b"{\"nested\":\"json\",\"n\":[1,2]}".to_vec(),
+        ];
+        for (i, text) in texts.iter().enumerate() {
+            let mut r = record(Some(text), text);
+            r.cluster = Arc::from(format!("c\"{i}\\"));
+            r.topic = Arc::from(String::from_utf8_lossy(text).into_owned());
+            r.partition = i32::MAX - i as i32;
+            r.offset = if i % 2 == 0 { i64::MIN } else { i as i64 };
+            r.timestamp = (i % 3 != 0).then_some(-(i as i64));
+            r.headers.push((
+                String::from_utf8_lossy(text).into_owned(),
+                Some(text.clone()),
+            ));
+            if i % 4 == 0 {
+                r.headers.clear();
+                r.key = None;
+                r.value = None;
+            }
+            let mut line = Vec::new();
+            render(&r, &Layout::Json, &mut line);
+            assert_eq!(
+                String::from_utf8_lossy(&line),
+                String::from_utf8_lossy(&json_by_map(&r)),
+                "text {i}"
+            );
+            assert_eq!(line, json_by_map(&r), "text {i}");
+        }
+    }
+
+    #[test]
+    fn file_records_in_json_keep_their_layout() {
+        let mut line = Vec::new();
+        let mut record = FileRecord {
+            file: Arc::from("2024/01/a\"b.jsonl"),
+            line: u64::MAX,
+            timestamp: -5,
+            value: Bytes::from_static(b"{\"id\":1,\"s\":\"t\\n\"}"),
+        };
+        render_file(&record, &Layout::Json, &mut line);
+        let mut obj = Map::new();
+        obj.insert("file".into(), record.file.to_string().into());
+        obj.insert("line".into(), record.line.into());
+        obj.insert("timestamp".into(), record.timestamp.into());
+        obj.insert(
+            "value".into(),
+            String::from_utf8(record.value.to_vec()).unwrap().into(),
+        );
+        let mut expected = serde_json::to_vec(&Value::Object(obj)).unwrap();
+        expected.push(b'\n');
+        assert_eq!(
+            String::from_utf8_lossy(&line),
+            String::from_utf8_lossy(&expected)
+        );
+        record.value = Bytes::from_static(&[0xfe]);
+        render_file(&record, &Layout::Json, &mut line);
+        assert!(
+            line.ends_with(b"\"value\":\"/g==\",\"valueEncoding\":\"base64\"}\n"),
+            "{}",
+            String::from_utf8_lossy(&line)
+        );
     }
 
     fn templated(r: &Record<Option<Bytes>>, format: Format, string: Option<&str>) -> String {
