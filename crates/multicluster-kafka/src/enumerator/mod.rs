@@ -79,8 +79,10 @@ pub(crate) struct Enumerator {
     /// Positions of removed splits, shared with the readers.
     retained: crate::enumerator::retention::Retained,
     active: crate::enumerator::active::ActiveClusters,
-    /// Properties librdkafka refused, per cluster: not tried again until they change.
-    refused_properties: BTreeMap<Arc<str>, crate::kafka::properties::ClientProperties>,
+    /// Metadata whose properties were refused (librdkafka refused them, or a new
+    /// bootstrap list leads to another cluster), per cluster: not tried again until
+    /// the cluster's metadata changes.
+    refused_properties: BTreeMap<Arc<str>, ClusterView>,
     /// When each cluster's clients were last rebuilt for a property change.
     last_rebuild: BTreeMap<Arc<str>, tokio::time::Instant>,
     /// When to read the metadata again to apply property changes held back by the

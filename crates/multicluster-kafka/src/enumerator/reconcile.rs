@@ -119,7 +119,7 @@ impl Enumerator {
             if let (Some(refused), Some(new)) = (
                 self.refused_properties.get(cluster.as_str()),
                 new_views.get_mut(cluster),
-            ) && *refused == new.properties
+            ) && *refused == *new
             {
                 change.properties_changed = false;
                 if let Some(old) = self.views.get(cluster) {
@@ -149,7 +149,8 @@ impl Enumerator {
     }
 
     /// Tells each owner to forget the splits matching `which`; forgets them here too.
-    pub(super) fn remove_splits(&mut self, which: impl Fn(&SplitId) -> bool) {
+    /// With `retain`, their positions are kept for the retention window.
+    pub(super) fn remove_splits(&mut self, which: impl Fn(&SplitId) -> bool, retain: bool) {
         let mut per_reader: BTreeMap<usize, Vec<SplitId>> = BTreeMap::new();
         for (id, owner) in &self.owners {
             if which(id) {
@@ -158,7 +159,7 @@ impl Enumerator {
         }
         self.owners.retain(|id, _| !which(id));
         self.unassigned.retain(|s| !which(&s.id));
-        let retain_until_ms = (!self.cfg.retention.is_zero()).then(|| {
+        let retain_until_ms = (retain && !self.cfg.retention.is_zero()).then(|| {
             crate::enumerator::retention::now_ms() + self.cfg.retention.as_millis() as i64
         });
         for (reader, ids) in per_reader {
@@ -180,9 +181,12 @@ impl Enumerator {
         new_views: &BTreeMap<String, ClusterView>,
     ) -> BTreeSet<String> {
         let mut refused = BTreeSet::new();
+        // Clusters whose bootstrap list now leads to another Kafka cluster that the
+        // metadata marks as replaced (its own starting offsets): read afresh.
+        let mut replaced: Vec<(Arc<str>, ClusterView)> = Vec::new();
         for cluster in &p.clusters_removed {
             let key: Arc<str> = Arc::from(cluster.as_str());
-            self.remove_splits(|id| id.cluster == key);
+            self.remove_splits(|id| id.cluster == key, true);
             self.last_rebuild.remove(&key);
             if let Some(state) = self.clusters.remove(&key) {
                 // Closing a client blocks.
@@ -201,7 +205,7 @@ impl Enumerator {
             let view = &new_views[cluster];
             if !change.topics_removed.is_empty() {
                 let removed = &change.topics_removed;
-                self.remove_splits(|id| id.cluster == key && removed.contains(&*id.topic));
+                self.remove_splits(|id| id.cluster == key && removed.contains(&*id.topic), true);
             }
             let wanted = WantedCluster::new(&self.cfg, view);
             let Some(state) = self.clusters.get_mut(&key) else {
@@ -223,14 +227,68 @@ impl Enumerator {
                 self.last_rebuild
                     .insert(key.clone(), tokio::time::Instant::now());
                 let props = wanted.props;
-                let made = match tokio::spawn(detached(client(&self.cfg, &key, &props))).await {
-                    Ok(made) => made,
-                    Err(e) => Err(SourceError::Config(format!(
+                // A new bootstrap list may lead to another physical cluster: it is
+                // asked for its Kafka cluster.id, like an added cluster.
+                let bootstrap =
+                    |v: &ClusterView| v.properties.get("bootstrap.servers").map(str::to_string);
+                let bootstrap_changed =
+                    self.views.get(cluster).map(bootstrap) != Some(bootstrap(view));
+                let make = client(&self.cfg, &key, &props);
+                let made = tokio::spawn(detached(move || {
+                    let c = make()?;
+                    let id = if bootstrap_changed {
+                        Some(c.kafka_cluster_id()?)
+                    } else {
+                        None
+                    };
+                    Ok::<_, SourceError>((c, id))
+                }))
+                .await
+                .unwrap_or_else(|e| {
+                    Err(SourceError::Config(format!(
                         "client rebuild task failed: {e}"
-                    ))),
+                    )))
+                });
+                let expected = state.kafka_cluster_id.clone();
+                let other = match &made {
+                    Ok((_, Some(id))) if expected.as_ref().is_some_and(|e| e != id) => {
+                        Some(id.clone())
+                    }
+                    _ => None,
                 };
+                if let Some(actual) = other {
+                    let expected = expected.unwrap_or_default();
+                    if let Ok((c, _)) = made {
+                        close_detached(c);
+                    }
+                    if view.starting_offsets.is_some() {
+                        tracing::info!(
+                            cluster,
+                            expected,
+                            actual,
+                            "the new bootstrap list leads to another Kafka cluster, and the metadata sets this cluster's starting offsets: starting it fresh there"
+                        );
+                        replaced.push((key.clone(), view.clone()));
+                    } else {
+                        tracing::warn!(
+                            cluster,
+                            expected,
+                            actual,
+                            "the new bootstrap list leads to another Kafka cluster; reading on with the old one (set the cluster's startingOffsets in the metadata to start fresh on the new one)"
+                        );
+                        metrics::counter!(m::CLUSTER_ERRORS, "cluster" => cluster.clone(), "kind" => "identity").increment(1);
+                        self.refused_properties.insert(key.clone(), view.clone());
+                        let mut kept = view.clone();
+                        if let Some(old) = self.views.get(cluster) {
+                            kept.properties = old.properties.clone();
+                        }
+                        self.views.insert(cluster.clone(), kept);
+                        refused.insert(cluster.clone());
+                    }
+                    continue;
+                }
                 match made {
-                    Ok(client) => {
+                    Ok((client, _)) => {
                         let old = std::mem::replace(&mut state.client, Arc::new(client));
                         close_detached(old);
                         self.refused_properties.remove(&key);
@@ -238,10 +296,9 @@ impl Enumerator {
                     Err(e) => {
                         // The readers keep their consumers: librdkafka would refuse
                         // theirs too. Tried again when the properties change again.
-                        tracing::warn!(cluster, error = %e, "librdkafka refuses the cluster's new properties; reading on with the old ones until they change again");
+                        tracing::warn!(cluster, error = %e, "cannot apply the cluster's new properties; reading on with the old ones until they change again");
                         metrics::counter!(m::CLUSTER_ERRORS, "cluster" => cluster.clone(), "kind" => "properties").increment(1);
-                        self.refused_properties
-                            .insert(key.clone(), view.properties.clone());
+                        self.refused_properties.insert(key.clone(), view.clone());
                         let mut kept = view.clone();
                         if let Some(old) = self.views.get(cluster) {
                             kept.properties = old.properties.clone();
@@ -268,6 +325,22 @@ impl Enumerator {
                 }
             }
             self.views.insert(cluster.clone(), view.clone());
+        }
+        for (key, view) in replaced {
+            // Positions of the old physical cluster mean nothing on the new one: not
+            // retained.
+            self.remove_splits(|id| id.cluster == key, false);
+            let _ = self.retained.take(|id| id.cluster == key);
+            if let Some(state) = self.clusters.remove(&key) {
+                close_detached(state);
+            }
+            for tx in self.readers.values() {
+                let _ = tx.send(ReaderEvent::ForgetCluster {
+                    cluster: key.clone(),
+                });
+            }
+            self.views.remove(&*key);
+            self.want_cluster(key, view);
         }
         // Added clusters are connected in the background (see `connect`); they are read
         // from when they answer.

@@ -1,0 +1,90 @@
+//! A cluster's bootstrap list changed to another physical cluster: refused (the old
+//! client reads on) unless the metadata marks the cluster as replaced by setting its
+//! starting offsets, which starts it fresh there (in-process mock clusters, each with
+//! its own Kafka cluster.id).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use mck_testkit::{MockKafkaCluster, TestCluster, TestRecord};
+use multicluster_kafka::prelude::*;
+
+fn east_on(c: &MockKafkaCluster, start: Option<StartingOffsets>) -> [KafkaStream; 1] {
+    let mut b = ClusterMetadata::builder(c.bootstrap_servers()).topic("t");
+    if let Some(s) = start {
+        b = b.starting_offsets(s);
+    }
+    [KafkaStream::new("s").with_cluster("east", b.build().unwrap())]
+}
+
+async fn read_for(s: &mut KafkaSourceStream<Utf8>, d: Duration) -> Vec<String> {
+    let mut got = Vec::new();
+    let until = tokio::time::Instant::now() + d;
+    while tokio::time::Instant::now() < until {
+        if let Ok(Some(r)) = tokio::time::timeout(Duration::from_millis(100), s.next()).await {
+            got.push(r.unwrap().value);
+        }
+    }
+    got
+}
+
+#[test]
+fn a_bootstrap_list_leading_to_another_cluster_is_refused_unless_marked_replaced() {
+    let old = MockKafkaCluster::start("switch-old", 1).unwrap();
+    let new = MockKafkaCluster::start("switch-new", 1).unwrap();
+    for (c, n) in [(&old, 2), (&new, 3)] {
+        c.create_topic("t", 1).unwrap();
+        let values: Vec<TestRecord> = (0..n)
+            .map(|i| TestRecord::value(format!("{}-{i}", c.logical_id())))
+            .collect();
+        c.produce("t", &values).unwrap();
+    }
+    let svc = Arc::new(StaticMetadataService::new(east_on(&old, None)).unwrap());
+    mck_testkit::runtime().block_on(async {
+        let mut s = MultiClusterKafkaSource::builder()
+            .shared_metadata_service(svc.clone())
+            .stream_ids(["s"])
+            .deserializer(Utf8)
+            .rebuild_interval(Duration::ZERO)
+            .build()
+            .unwrap()
+            .open()
+            .await
+            .unwrap();
+        assert_eq!(
+            read_for(&mut s, Duration::from_secs(2)).await,
+            ["switch-old-0", "switch-old-1"]
+        );
+        // The bootstrap list now leads to another cluster: refused, the old one is
+        // still read (its positions would mean nothing on the new one).
+        svc.replace(east_on(&new, None)).unwrap();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        old.produce("t", &[TestRecord::value("switch-old-2")])
+            .unwrap();
+        assert_eq!(
+            read_for(&mut s, Duration::from_secs(3)).await,
+            ["switch-old-2"],
+            "still on the old cluster, nothing of the new one"
+        );
+        let cp = s.checkpoint().unwrap();
+        assert_eq!(cp.clusters["east"].splits[0].next_offset, 3);
+
+        // Marked replaced (its own starting offsets): read fresh from the new one.
+        svc.replace(east_on(&new, Some(StartingOffsets::Earliest)))
+            .unwrap();
+        let got = read_for(&mut s, Duration::from_secs(5)).await;
+        assert_eq!(got, ["switch-new-0", "switch-new-1", "switch-new-2"]);
+        let cp = s.checkpoint().unwrap();
+        let east = &cp.clusters["east"];
+        assert_eq!(east.splits.len(), 1);
+        assert_eq!(
+            east.splits[0].next_offset, 3,
+            "positions on the new cluster"
+        );
+        assert_ne!(
+            east.kafka_cluster_id, None,
+            "the checkpoint names the new cluster.id"
+        );
+        s.close().await;
+    });
+}
