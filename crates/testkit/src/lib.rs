@@ -14,25 +14,37 @@
 //! Both implement [`TestCluster`], so a test written against the trait runs on either.
 //! Every call here blocks; call it from a plain thread or `spawn_blocking`.
 
+mod assertions;
 mod error;
 mod jars;
+mod metadata_file;
 mod mock;
 mod process;
 pub mod proxy;
-pub mod tools;
 mod real;
 mod secured;
+pub mod tools;
 mod util;
 mod verify;
 
+pub use assertions::{Seen, assert_each_once, assert_exactly_once, assert_in_partition_order};
 pub use error::TestkitError;
 pub use jars::{KAFKA_VERSION, kafka_libs};
+pub use metadata_file::{
+    flink_metadata, listener_properties_in, rich_cluster_entry, rich_metadata, write_atomically,
+};
 pub use mock::MockKafkaCluster;
-pub use real::{ClusterOptions, JavaProducer, KafkaCluster, shared_cluster, shared_cluster_with};
+pub use real::{
+    ClusterOptions, JavaProducer, KafkaCluster, shared_cluster, shared_cluster_with,
+    shared_plain_and_secured, shared_secured_cluster,
+};
 pub use secured::{Listener, Security};
 pub use util::free_ports;
 pub use verify::{ReadRecord, read_topic};
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// One record to produce.
@@ -146,6 +158,60 @@ pub fn fill_partitions(
     }
     cluster.produce(topic, &records)?;
     Ok(values)
+}
+
+/// Like [`fill_partitions`], returning only the values, in the order produced. Panics
+/// if producing fails, as a test would.
+pub fn fill_values(
+    cluster: &dyn TestCluster,
+    topic: &str,
+    partitions: i32,
+    per_partition: usize,
+    prefix: &str,
+) -> Vec<String> {
+    fill_partitions(cluster, topic, partitions, per_partition, prefix)
+        .expect("produce")
+        .into_iter()
+        .map(|(_, v)| v)
+        .collect()
+}
+
+/// Starts a thread that produces records with values `<prefix>-<n>` (`n` counting from
+/// 0) to `topic`, 20 at a time every 20 ms, until `stop` is set; joining it gives every
+/// value produced. With `keyed`, each record gets the key `k<i>`, `i` its place in its
+/// batch of 20. The thread panics if producing fails.
+pub fn produce_until_stopped(
+    cluster: &'static dyn TestCluster,
+    topic: &'static str,
+    prefix: &'static str,
+    keyed: bool,
+    stop: Arc<AtomicBool>,
+) -> JoinHandle<Vec<String>> {
+    std::thread::spawn(move || {
+        let mut all = Vec::new();
+        let mut n = 0usize;
+        while !stop.load(Ordering::Relaxed) {
+            let batch: Vec<TestRecord> = (0..20)
+                .map(|i| {
+                    let r = TestRecord::value(format!("{prefix}-{}", n + i));
+                    if keyed {
+                        r.with_key(format!("k{i}"))
+                    } else {
+                        r
+                    }
+                })
+                .collect();
+            cluster.produce(topic, &batch).expect("produce");
+            all.extend(
+                batch
+                    .into_iter()
+                    .map(|r| String::from_utf8(r.value).unwrap()),
+            );
+            n += 20;
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        all
+    })
 }
 
 /// How long [`KafkaCluster`] waits for a broker to answer a metadata request.

@@ -1184,3 +1184,21 @@ pub fn shared_cluster_with(options: ClusterOptions) -> Result<&'static KafkaClus
     *guard = Some(cluster);
     Ok(cluster)
 }
+
+/// The shared secured cluster `secure` ([`ClusterOptions::secured`]: a broker with every
+/// [`Listener`](crate::Listener)), as [`shared_cluster_with`] gives it.
+pub fn shared_secured_cluster() -> Result<&'static KafkaCluster, TestkitError> {
+    shared_cluster_with(ClusterOptions::new("secure").secured())
+}
+
+/// The shared plaintext cluster `plain` and [`shared_secured_cluster`], started at the
+/// same time.
+pub fn shared_plain_and_secured()
+-> Result<(&'static KafkaCluster, &'static KafkaCluster), TestkitError> {
+    std::thread::scope(|s| {
+        let plain = s.spawn(|| shared_cluster("plain"));
+        let secure = shared_secured_cluster();
+        let plain = plain.join().expect("the thread starting `plain` panicked");
+        Ok((plain?, secure?))
+    })
+}

@@ -52,6 +52,15 @@ impl Listener {
         Listener::WrongHost,
     ];
 
+    /// The listeners that carry data (every one but the two with a bad broker
+    /// certificate), each with the short name tests give the logical cluster behind it.
+    pub const READ_THROUGH: [(Listener, &'static str); 4] = [
+        (Listener::Mtls, "mtls"),
+        (Listener::ScramSsl, "scram"),
+        (Listener::PlainSasl, "plain"),
+        (Listener::OauthSsl, "oauth"),
+    ];
+
     /// The listener's name in `server.properties` (upper case).
     pub fn name(self) -> &'static str {
         match self {
