@@ -1,33 +1,24 @@
 //! The batch API (`next_batch`) against real Apache Kafka brokers (two shared
 //! clusters): exactly once, per-partition order, and checkpoints taken between batches.
 
+mod support;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use mck_testkit::{KafkaCluster, TestCluster, shared_cluster};
+use mck_testkit::{KafkaCluster, TestCluster};
 use multicluster_kafka::prelude::*;
 use multicluster_kafka::record::RecordBatch;
+use support::{east, west};
 
 /// A guard against hangs, not a timing assertion.
 const PATIENCE: Duration = Duration::from_secs(90);
-
-fn east() -> &'static KafkaCluster {
-    shared_cluster("east").expect("cluster east starts")
-}
-
-fn west() -> &'static KafkaCluster {
-    shared_cluster("west").expect("cluster west starts")
-}
 
 /// Creates `topic` with `partitions` partitions and produces `n` records to each,
 /// values `<prefix>-<partition>-<i>` with keys `k<i>`. Returns the values.
 fn fill(c: &KafkaCluster, topic: &str, partitions: i32, n: usize, prefix: &str) -> Vec<String> {
     c.create_topic(topic, partitions).unwrap();
-    mck_testkit::fill_partitions(c, topic, partitions, n, prefix)
-        .unwrap()
-        .into_iter()
-        .map(|(_, v)| v)
-        .collect()
+    mck_testkit::fill_values(c, topic, partitions, n, prefix)
 }
 
 /// A bounded source of UTF-8 values over `topic` on both clusters.
@@ -84,16 +75,14 @@ fn seen_in(batch: &RecordBatch<String>, max: usize) -> Vec<Seen> {
 }
 
 fn assert_exactly_once_in_order(seen: &[Seen]) {
-    let mut last: BTreeMap<(&str, &str, i32), i64> = BTreeMap::new();
-    for (c, t, p, o, k, v) in seen {
-        if let Some(prev) = last.insert((c, t, *p), *o) {
-            assert!(*o > prev, "{c}/{t}/{p}: offset {o} after {prev}");
-        }
+    for (_, _, p, _, k, v) in seen {
         // Keys and values belong together: `k<i>` with `<prefix>-<p>-<i>`.
         assert!(v.ends_with(&format!("-{p}-{}", &k[1..])), "{k} with {v}");
     }
-    let distinct: BTreeSet<_> = seen.iter().map(|s| (&s.0, &s.1, s.2, s.3)).collect();
-    assert_eq!(distinct.len(), seen.len(), "a record was handed out twice");
+    mck_testkit::assert_in_partition_order(
+        seen.iter()
+            .map(|(c, t, p, o, _, _)| (c.as_str(), t.as_str(), *p, *o)),
+    );
 }
 
 /// The position after the last record handed out, per split.

@@ -166,12 +166,6 @@ async fn until_error(service: &FileMetadataService, expected: &MetadataError) {
         .expect("the error was not reported");
 }
 
-fn atomic_write(path: &Path, text: &str) {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, text).unwrap();
-    std::fs::rename(&tmp, path).unwrap();
-}
-
 #[tokio::test]
 async fn an_in_place_write_is_reloaded() {
     let dir = tempfile::tempdir().unwrap();
@@ -195,12 +189,12 @@ async fn an_atomic_rename_over_the_file_is_reloaded() {
     let service = FileMetadataService::watch_with(&path, events_only()).unwrap();
     let mut changes = service.changes().unwrap();
 
-    atomic_write(&path, &stream_file("v2"));
+    mck_testkit::write_atomically(&path, &stream_file("v2"));
     next_change(&mut changes).await;
     assert_eq!(topics(&service.all_streams().await.unwrap()), ["v2"]);
 
     // The new inode is followed too.
-    atomic_write(&path, &stream_file("v3"));
+    mck_testkit::write_atomically(&path, &stream_file("v3"));
     next_change(&mut changes).await;
     assert_eq!(topics(&service.all_streams().await.unwrap()), ["v3"]);
 }
@@ -321,7 +315,7 @@ async fn a_bad_file_keeps_the_last_good_metadata_until_it_is_fixed() {
     assert_eq!(service.generation(), 0);
     assert!(!changes.has_changed().unwrap());
 
-    atomic_write(&path, &stream_file("v3"));
+    mck_testkit::write_atomically(&path, &stream_file("v3"));
     next_change(&mut changes).await;
     assert_eq!(service.last_error(), None);
     assert_eq!(topics(&service.all_streams().await.unwrap()), ["v3"]);

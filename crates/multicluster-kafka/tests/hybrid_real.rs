@@ -3,29 +3,21 @@
 //! plus the Kafka records strictly after T, each once, across checkpoints taken before,
 //! at and after the switch.
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
-use std::time::Duration;
 
-use mck_testkit::{KafkaCluster, TestCluster, TestRecord, shared_cluster};
+use mck_testkit::{KafkaCluster, TestCluster, TestRecord};
 use multicluster_kafka::file_source::{FileSource, FileSourceBuilder};
 use multicluster_kafka::hybrid::{HybridCheckpoint, HybridRecord, HybridSource, Switch};
 use multicluster_kafka::prelude::*;
+use support::{PATIENCE, east, west};
 
-/// A guard against hangs, not a timing assertion.
-const PATIENCE: Duration = Duration::from_secs(90);
 const BASE: i64 = 1_700_000_000_000;
 /// The largest timestamp in the files.
 const T: i64 = BASE + 99;
-
-fn east() -> &'static KafkaCluster {
-    shared_cluster("east").expect("cluster east starts")
-}
-
-fn west() -> &'static KafkaCluster {
-    shared_cluster("west").expect("cluster west starts")
-}
 
 /// Writes 100 history records (timestamps BASE..=T) over a plain, a gzip and a zstd
 /// file; returns their ids.

@@ -1,15 +1,19 @@
 //! Metadata changes applied while reading, against real Kafka clusters, with producers
 //! running during each test.
 
-use std::collections::{BTreeMap, BTreeSet};
+mod support;
+
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use mck_testkit::{KafkaCluster, TestCluster, TestRecord, shared_cluster};
+use mck_testkit::{
+    KafkaCluster, TestCluster, TestRecord, assert_exactly_once, produce_until_stopped,
+    shared_cluster,
+};
 use multicluster_kafka::prelude::*;
-
-const PATIENCE: Duration = Duration::from_secs(120);
+use support::{PATIENCE, read_until, stream};
 
 fn cluster(id: &str) -> &'static KafkaCluster {
     shared_cluster(id).expect("cluster starts")
@@ -20,40 +24,6 @@ fn meta(c: &dyn TestCluster, topics: &[&str]) -> ClusterMetadata {
         .topics(topics.iter().copied())
         .build()
         .unwrap()
-}
-
-fn stream(id: &str, clusters: Vec<(&str, ClusterMetadata)>) -> KafkaStream {
-    clusters
-        .into_iter()
-        .fold(KafkaStream::new(id), |s, (c, m)| s.with_cluster(c, m))
-}
-
-/// Produces `<prefix>-<n>` records to `topic` on `c` in small batches until stopped;
-/// returns every value produced.
-fn producer(
-    c: &'static KafkaCluster,
-    topic: &'static str,
-    prefix: &'static str,
-    stop: Arc<AtomicBool>,
-) -> std::thread::JoinHandle<Vec<String>> {
-    std::thread::spawn(move || {
-        let mut all = Vec::new();
-        let mut n = 0usize;
-        while !stop.load(Ordering::Relaxed) {
-            let batch: Vec<TestRecord> = (0..20)
-                .map(|i| TestRecord::value(format!("{prefix}-{}", n + i)))
-                .collect();
-            c.produce(topic, &batch).expect("produce");
-            all.extend(
-                batch
-                    .into_iter()
-                    .map(|r| String::from_utf8(r.value).unwrap()),
-            );
-            n += 20;
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        all
-    })
 }
 
 /// Opens a source of UTF-8 values reading stream `s` from `svc`, with the defaults.
@@ -67,47 +37,6 @@ async fn open_on(svc: Arc<StaticMetadataService>) -> KafkaSourceStream<Utf8> {
         .open()
         .await
         .unwrap()
-}
-
-type Seen = Vec<(String, String, i32, i64, String)>;
-
-async fn read_until<D: Deserializer<Value = String>>(
-    stream: &mut KafkaSourceStream<D>,
-    seen: &mut Seen,
-    mut done: impl FnMut(&Seen) -> bool,
-) {
-    let ok = tokio::time::timeout(PATIENCE, async {
-        while !done(seen) {
-            let r = stream
-                .next()
-                .await
-                .expect("stream continues")
-                .expect("record");
-            seen.push((
-                r.cluster.to_string(),
-                r.topic.to_string(),
-                r.partition,
-                r.offset,
-                r.value,
-            ));
-        }
-    })
-    .await;
-    assert!(ok.is_ok(), "gave up after {} records", seen.len());
-}
-
-fn assert_exactly_once(seen: &Seen, produced: &BTreeSet<String>) {
-    let mut by_split: BTreeMap<(&str, &str, i32), i64> = BTreeMap::new();
-    for (c, t, p, o, _) in seen {
-        if let Some(prev) = by_split.insert((c, t, *p), *o) {
-            assert!(*o > prev, "{c}/{t}/{p}: {o} after {prev}");
-        }
-    }
-    let values: Vec<&String> = seen.iter().map(|s| &s.4).collect();
-    let distinct: BTreeSet<&String> = values.iter().copied().collect();
-    assert_eq!(distinct.len(), values.len(), "a record was read twice");
-    let got: BTreeSet<String> = values.into_iter().cloned().collect();
-    assert_eq!(&got, produced, "every produced record is read");
 }
 
 #[test]
@@ -131,7 +60,7 @@ fn a_stream_migrates_from_one_cluster_to_another_without_restart() {
             .await
             .unwrap();
         let stop_a = Arc::new(AtomicBool::new(false));
-        let pa = producer(a, "events", "on-a", stop_a.clone());
+        let pa = produce_until_stopped(a, "events", "on-a", false, stop_a.clone());
         let mut seen = Vec::new();
         read_until(&mut source, &mut seen, |s| s.len() >= 100).await;
 
@@ -142,7 +71,7 @@ fn a_stream_migrates_from_one_cluster_to_another_without_restart() {
         )])
         .unwrap();
         let stop_b = Arc::new(AtomicBool::new(false));
-        let pb = producer(b, "events", "on-b", stop_b.clone());
+        let pb = produce_until_stopped(b, "events", "on-b", false, stop_b.clone());
         stop_a.store(true, Ordering::Relaxed);
         let from_a: BTreeSet<String> = tokio::task::spawn_blocking(move || pa.join().unwrap())
             .await
@@ -206,14 +135,14 @@ fn a_topic_migrates_on_one_cluster_without_restart() {
     rt.block_on(async {
         let mut source = open_on(svc.clone()).await;
         let stop_old = Arc::new(AtomicBool::new(false));
-        let p_old = producer(a, "orders", "v1", stop_old.clone());
+        let p_old = produce_until_stopped(a, "orders", "v1", false, stop_old.clone());
         let mut seen = Vec::new();
         read_until(&mut source, &mut seen, |s| s.len() >= 60).await;
         // Both topics, producers switch, then the new topic only.
         svc.replace([stream("s", vec![("a", meta(a, &["orders", "orders-v2"]))])])
             .unwrap();
         let stop_new = Arc::new(AtomicBool::new(false));
-        let p_new = producer(a, "orders-v2", "v2", stop_new.clone());
+        let p_new = produce_until_stopped(a, "orders-v2", "v2", false, stop_new.clone());
         stop_old.store(true, Ordering::Relaxed);
         let old: BTreeSet<String> = tokio::task::spawn_blocking(move || p_old.join().unwrap())
             .await
@@ -282,8 +211,8 @@ fn a_property_change_on_one_cluster_is_applied_without_loss_or_repeat() {
             Arc::new(AtomicBool::new(false)),
             Arc::new(AtomicBool::new(false)),
         );
-        let pa = producer(a, "p", "pa", stop_a.clone());
-        let pb = producer(b, "p", "pb", stop_b.clone());
+        let pa = produce_until_stopped(a, "p", "pa", false, stop_a.clone());
+        let pb = produce_until_stopped(b, "p", "pb", false, stop_b.clone());
         let mut seen = Vec::new();
         read_until(&mut source, &mut seen, |s| {
             s.iter().filter(|r| r.0 == "a").count() >= 100
@@ -439,7 +368,7 @@ fn a_cluster_removed_and_readded_within_the_window_resumes_without_loss_or_repea
     rt.block_on(async {
         let mut source = open_on(svc.clone()).await;
         let stop = Arc::new(AtomicBool::new(false));
-        let pa = producer(a, "c", "fa", stop.clone());
+        let pa = produce_until_stopped(a, "c", "fa", false, stop.clone());
         let mut seen = Vec::new();
         read_until(&mut source, &mut seen, |s| s.len() >= 60).await;
         // The metadata service flaps: A disappears, then comes back.

@@ -3,43 +3,28 @@
 //! a migration onto a SASL_SSL cluster under load, and bad credentials and
 //! certificates, which must fail with the cause, never hang.
 
-use std::collections::{BTreeMap, BTreeSet};
+mod support;
+
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use mck_testkit::{ClusterOptions, KafkaCluster, Listener, TestCluster, TestRecord};
+use mck_testkit::{
+    KafkaCluster, Listener, TestCluster, assert_exactly_once, fill_values, produce_until_stopped,
+};
 use multicluster_kafka::prelude::*;
-
-/// A guard against hangs, not a timing assertion.
-const PATIENCE: Duration = Duration::from_secs(120);
+use support::{drain, read_until};
 
 fn secure() -> &'static KafkaCluster {
-    mck_testkit::shared_cluster_with(ClusterOptions::new("secure").secured())
-        .expect("the secured cluster starts")
-}
-
-fn plain() -> &'static KafkaCluster {
-    mck_testkit::shared_cluster("plain").expect("the plaintext cluster starts")
+    mck_testkit::shared_secured_cluster().expect("the secured cluster starts")
 }
 
 /// The plaintext and the secured cluster, started at the same time.
 fn plain_and_secure() -> (&'static KafkaCluster, &'static KafkaCluster) {
-    std::thread::scope(|s| {
-        let p = s.spawn(plain);
-        let secure = secure();
-        (p.join().unwrap(), secure)
-    })
+    mck_testkit::shared_plain_and_secured().expect("the plaintext and the secured cluster start")
 }
-
-/// The listeners data is read through, with the logical cluster id each gets.
-const READ_THROUGH: [(Listener, &str); 4] = [
-    (Listener::Mtls, "mtls"),
-    (Listener::ScramSsl, "scram"),
-    (Listener::PlainSasl, "plain"),
-    (Listener::OauthSsl, "oauth"),
-];
 
 /// A rich-layout cluster entry reaching `listener`, with `changes` applied (a value of
 /// `None` removes the key). Secrets go to files next to the metadata file and are
@@ -50,107 +35,21 @@ fn cluster_yaml(
     listener: Listener,
     changes: &[(&str, Option<&str>)],
 ) -> String {
-    let mut props: BTreeMap<String, String> =
-        secure().listener_properties(listener).into_iter().collect();
-    for (k, v) in changes {
-        match v {
-            Some(v) => props.insert(k.to_string(), v.to_string()),
-            None => props.remove(*k),
-        };
-    }
-    if let Some(key) = props.remove("ssl.key.location") {
-        let name = format!("{id}-client.key");
-        std::fs::copy(key, dir.join(&name)).unwrap();
-        props.insert("ssl.key.pem".into(), format!("${{file:{name}}}"));
-    }
+    let mut props = mck_testkit::listener_properties_in(secure(), listener, dir, id, changes);
     if let Some(pw) = props.remove("sasl.password") {
         let name = format!("{id}-password");
         std::fs::write(dir.join(&name), format!("{pw}\n")).unwrap();
         props.insert("sasl.password".into(), format!("${{file:{name}}}"));
     }
-    let mut yaml = format!("  {id}:\n    properties:\n");
-    for (k, v) in props {
-        yaml.push_str(&format!("      {k}: \"{v}\"\n"));
-    }
-    yaml
+    mck_testkit::rich_cluster_entry(id, &props)
 }
 
 /// Writes `streams.yaml` with one stream `s` over `clusters` (id, entry, topics) and
 /// loads it.
 fn load(dir: &Path, clusters: &[(&str, String, Vec<String>)]) -> FileMetadataService {
-    let mut yaml = String::from("clusters:\n");
-    for (_, entry, _) in clusters {
-        yaml.push_str(entry);
-    }
-    yaml.push_str("streams:\n  s:\n    clusters:\n");
-    for (id, _, topics) in clusters {
-        yaml.push_str(&format!(
-            "      {id}: {{ topics: [{}] }}\n",
-            topics.join(", ")
-        ));
-    }
     let path = dir.join("streams.yaml");
-    std::fs::write(&path, yaml).unwrap();
+    std::fs::write(&path, mck_testkit::rich_metadata(clusters)).unwrap();
     FileMetadataService::load(&path).expect("the metadata file loads")
-}
-
-/// Produces `n` records to each partition, values `<prefix>-<partition>-<i>`.
-fn fill(c: &dyn TestCluster, topic: &str, partitions: i32, n: usize, prefix: &str) -> Vec<String> {
-    mck_testkit::fill_partitions(c, topic, partitions, n, prefix)
-        .unwrap()
-        .into_iter()
-        .map(|(_, v)| v)
-        .collect()
-}
-
-type Seen = Vec<(String, String, i32, i64, String)>; // cluster, topic, partition, offset, value
-
-fn seen_of(r: Record<String>) -> (String, String, i32, i64, String) {
-    (
-        r.cluster.to_string(),
-        r.topic.to_string(),
-        r.partition,
-        r.offset,
-        r.value,
-    )
-}
-
-/// Reads a bounded stream to its end.
-async fn drain(stream: &mut KafkaSourceStream<Utf8>) -> Seen {
-    let mut out = Vec::new();
-    let done = tokio::time::timeout(PATIENCE, async {
-        while let Some(r) = stream.next().await {
-            out.push(seen_of(r.expect("record")));
-        }
-    })
-    .await;
-    assert!(
-        done.is_ok(),
-        "the bounded read did not end; got {}",
-        out.len()
-    );
-    out
-}
-
-/// Every record once, offsets increasing per partition, and exactly `want`'s values.
-fn assert_exactly_once(seen: &Seen, want: &BTreeSet<String>) {
-    let mut last: BTreeMap<(&str, &str, i32), i64> = BTreeMap::new();
-    for (c, t, p, o, _) in seen {
-        if let Some(prev) = last.insert((c, t, *p), *o) {
-            assert!(*o > prev, "{c}/{t}/{p}: offset {o} after {prev}");
-        }
-    }
-    let values: BTreeSet<&String> = seen.iter().map(|s| &s.4).collect();
-    assert_eq!(values.len(), seen.len(), "a record was handed out twice");
-    let got: BTreeSet<String> = values.into_iter().cloned().collect();
-    let missing: Vec<_> = want.difference(&got).take(5).collect();
-    let extra: Vec<_> = got.difference(want).take(5).collect();
-    assert!(
-        missing.is_empty() && extra.is_empty(),
-        "missing {} (e.g. {missing:?}), unexpected {} (e.g. {extra:?})",
-        want.difference(&got).count(),
-        got.difference(want).count()
-    );
 }
 
 fn bounded(svc: FileMetadataService) -> MultiClusterKafkaSource<Utf8> {
@@ -170,10 +69,10 @@ fn every_secured_listener_is_read_exactly_once_with_secrets_from_files() {
     let dir = tempfile::tempdir().unwrap();
     let mut want = BTreeSet::new();
     let mut clusters = Vec::new();
-    for (listener, id) in READ_THROUGH {
+    for (listener, id) in Listener::READ_THROUGH {
         let topic = format!("through-{id}");
         c.create_topic(&topic, 2).unwrap();
-        want.extend(fill(c, &topic, 2, 50, id));
+        want.extend(fill_values(c, &topic, 2, 50, id));
         clusters.push((id, cluster_yaml(dir.path(), id, listener, &[]), vec![topic]));
     }
     let svc = load(dir.path(), &clusters);
@@ -257,52 +156,7 @@ fn meta(bootstrap: String, props: &[(String, String)], topic: &str) -> ClusterMe
 }
 
 fn stream(clusters: Vec<(&str, ClusterMetadata)>) -> KafkaStream {
-    clusters
-        .into_iter()
-        .fold(KafkaStream::new("s"), |s, (c, m)| s.with_cluster(c, m))
-}
-
-/// Produces `<prefix>-<n>` records to `topic` on `c` (over its plaintext listener) in
-/// small batches until stopped; returns every value produced.
-fn producer(
-    c: &'static KafkaCluster,
-    topic: &'static str,
-    prefix: &'static str,
-    stop: Arc<AtomicBool>,
-) -> std::thread::JoinHandle<Vec<String>> {
-    std::thread::spawn(move || {
-        let mut all = Vec::new();
-        let mut n = 0usize;
-        while !stop.load(Ordering::Relaxed) {
-            let batch: Vec<TestRecord> = (0..20)
-                .map(|i| TestRecord::value(format!("{prefix}-{}", n + i)))
-                .collect();
-            c.produce(topic, &batch).expect("produce");
-            all.extend(
-                batch
-                    .into_iter()
-                    .map(|r| String::from_utf8(r.value).unwrap()),
-            );
-            n += 20;
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        all
-    })
-}
-
-async fn read_until(
-    stream: &mut KafkaSourceStream<Utf8>,
-    seen: &mut Seen,
-    mut done: impl FnMut(&Seen) -> bool,
-) {
-    let ok = tokio::time::timeout(PATIENCE, async {
-        while !done(seen) {
-            let r = stream.next().await.expect("stream continues");
-            seen.push(seen_of(r.expect("record")));
-        }
-    })
-    .await;
-    assert!(ok.is_ok(), "gave up after {} records", seen.len());
+    support::stream("s", clusters)
 }
 
 #[test]
@@ -335,14 +189,14 @@ fn a_migration_from_a_plaintext_cluster_to_a_sasl_ssl_cluster_under_load_is_exac
             .await
             .unwrap();
         let stop_old = Arc::new(AtomicBool::new(false));
-        let p_old = producer(old, "migrating", "on-old", stop_old.clone());
+        let p_old = produce_until_stopped(old, "migrating", "on-old", false, stop_old.clone());
         let mut seen = Vec::new();
         read_until(&mut source, &mut seen, |s| s.len() >= 100).await;
 
         // Both clusters; producers move to the new one.
         svc.replace([stream(vec![on_old(), on_new()])]).unwrap();
         let stop_new = Arc::new(AtomicBool::new(false));
-        let p_new = producer(new, "migrating", "on-new", stop_new.clone());
+        let p_new = produce_until_stopped(new, "migrating", "on-new", false, stop_new.clone());
         stop_old.store(true, Ordering::Relaxed);
         let from_old: BTreeSet<String> = tokio::task::spawn_blocking(move || p_old.join().unwrap())
             .await
@@ -576,9 +430,9 @@ fn a_running_source_goes_on_with_other_clusters_while_one_refuses_its_credential
             .open()
             .await
             .unwrap();
-        let mut want: BTreeSet<String> = fill(good, "refused-good", 2, 20, "good-1")
+        let mut want: BTreeSet<String> = fill_values(good, "refused-good", 2, 20, "good-1")
             .into_iter()
-            .chain(fill(guarded, "refused-guarded", 2, 20, "guarded-1"))
+            .chain(fill_values(guarded, "refused-guarded", 2, 20, "guarded-1"))
             .collect();
         let mut seen = Vec::new();
         read_until(&mut source, &mut seen, |s| s.len() >= want.len()).await;
@@ -595,8 +449,8 @@ fn a_running_source_goes_on_with_other_clusters_while_one_refuses_its_credential
         ])])
         .unwrap();
         tokio::time::sleep(Duration::from_millis(500)).await;
-        let during_guarded = fill(guarded, "refused-guarded", 2, 10, "guarded-2");
-        let during_good = fill(good, "refused-good", 2, 20, "good-2");
+        let during_guarded = fill_values(guarded, "refused-guarded", 2, 10, "guarded-2");
+        let during_good = fill_values(good, "refused-good", 2, 20, "good-2");
         let n = seen.len() + during_good.len();
         read_until(&mut source, &mut seen, |s| {
             s.iter().filter(|r| r.4.starts_with("good-2")).count() >= during_good.len()
@@ -619,22 +473,6 @@ fn a_running_source_goes_on_with_other_clusters_while_one_refuses_its_credential
     });
 }
 
-/// Base64url without padding (RFC 4648 §5).
-fn base64url(bytes: &[u8]) -> String {
-    const ABC: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let n = chunk
-            .iter()
-            .enumerate()
-            .fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
-        for i in 0..=chunk.len() {
-            out.push(ABC[(n >> (18 - 6 * i) & 63) as usize] as char);
-        }
-    }
-    out
-}
-
 /// A program's OAUTHBEARER token provider: unsecured JWS tokens (what the broker's
 /// unsecured validator accepts) for principal `dave`, counting its calls.
 #[derive(Default)]
@@ -652,33 +490,23 @@ impl multicluster_kafka::client_context::ClientHooks for UnsecuredTokens {
         _config: Option<&str>,
     ) -> Result<multicluster_kafka::client_context::OAuthToken, Box<dyn std::error::Error>> {
         self.made.fetch_add(1, Ordering::Relaxed);
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)?
-            .as_secs();
-        let header = base64url(br#"{"alg":"none"}"#);
-        let claims = format!(r#"{{"sub":"dave","iat":{now},"exp":{}}}"#, now + 600);
-        Ok(multicluster_kafka::client_context::OAuthToken {
-            token: format!("{header}.{}.", base64url(claims.as_bytes())),
-            principal_name: "dave".into(),
-            lifetime_ms: ((now + 600) * 1000) as i64,
-        })
+        support::unsecured_token("dave", Duration::from_secs(600))
     }
 }
 
 #[test]
 fn a_programs_oauthbearer_token_provider_reads_a_real_sasl_ssl_listener_exactly_once() {
-    assert_eq!(base64url(br#"{"alg":"none"}"#), "eyJhbGciOiJub25lIn0");
+    assert_eq!(
+        support::base64url(br#"{"alg":"none"}"#),
+        "eyJhbGciOiJub25lIn0"
+    );
     let c = secure();
     c.create_topic("token-hook", 2).unwrap();
-    let want: BTreeSet<String> = fill(c, "token-hook", 2, 30, "token").into_iter().collect();
-    // The OAUTHBEARER listener's properties, less librdkafka's own unsecured tokens.
-    let props: Vec<(String, String)> = c
-        .listener_properties(Listener::OauthSsl)
+    let want: BTreeSet<String> = fill_values(c, "token-hook", 2, 30, "token")
         .into_iter()
-        .filter(|(k, _)| {
-            k != "enable.sasl.oauthbearer.unsecure.jwt" && k != "sasl.oauthbearer.config"
-        })
         .collect();
+    // The OAUTHBEARER listener's properties, less librdkafka's own unsecured tokens.
+    let props = support::oauth_without_token_maker(c);
     let svc = StaticMetadataService::new([stream(vec![(
         "oauth",
         meta(

@@ -1,33 +1,16 @@
 //! The multi-cluster source against real Apache Kafka brokers (two shared clusters).
 
-use std::collections::{BTreeMap, BTreeSet};
+mod support;
+
+use std::collections::BTreeSet;
 use std::time::Duration;
 
-use mck_testkit::{KafkaCluster, TestCluster, TestRecord, shared_cluster};
+use mck_testkit::{KafkaCluster, Seen, TestCluster, TestRecord, fill_values};
 use multicluster_kafka::offsets::PartitionOffset;
 use multicluster_kafka::prelude::*;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
-
-/// A guard against hangs, not a timing assertion.
-const PATIENCE: Duration = Duration::from_secs(90);
-
-fn east() -> &'static KafkaCluster {
-    shared_cluster("east").expect("cluster east starts")
-}
-
-fn west() -> &'static KafkaCluster {
-    shared_cluster("west").expect("cluster west starts")
-}
-
-/// Produces `n` records to each partition, values `<prefix>-<partition>-<i>`.
-fn fill(c: &dyn TestCluster, topic: &str, partitions: i32, n: usize, prefix: &str) -> Vec<String> {
-    mck_testkit::fill_partitions(c, topic, partitions, n, prefix)
-        .unwrap()
-        .into_iter()
-        .map(|(_, v)| v)
-        .collect()
-}
+use support::{PATIENCE, drain, east, seen_of, take, west};
 
 fn cluster(c: &dyn TestCluster, topics: &[&str]) -> ClusterMetadataBuilderExt {
     ClusterMetadataBuilderExt(
@@ -88,77 +71,22 @@ fn filled_on_both(
 ) -> (BTreeSet<String>, StaticMetadataService) {
     e.create_topic(topic, partitions.0).unwrap();
     w.create_topic(topic, partitions.1).unwrap();
-    let mut want: BTreeSet<String> = fill(e, topic, partitions.0, n, "east")
+    let mut want: BTreeSet<String> = fill_values(e, topic, partitions.0, n, "east")
         .into_iter()
         .collect();
-    want.extend(fill(w, topic, partitions.1, n, "west"));
+    want.extend(fill_values(w, topic, partitions.1, n, "west"));
     (want, on_both(e, w, stream, topic))
 }
 
-type Seen = Vec<(String, String, i32, i64, String)>; // cluster, topic, partition, offset, value
-
-fn seen_of(r: Record<String>) -> (String, String, i32, i64, String) {
-    (
-        r.cluster.to_string(),
-        r.topic.to_string(),
-        r.partition,
-        r.offset,
-        r.value,
-    )
-}
-
-async fn drain<D: Deserializer<Value = String>>(stream: &mut KafkaSourceStream<D>) -> Seen {
-    let mut out = Vec::new();
-    let done = tokio::time::timeout(PATIENCE, async {
-        while let Some(r) = stream.next().await {
-            let r = r.expect("record");
-            out.push(seen_of(r));
-        }
-    })
-    .await;
-    assert!(
-        done.is_ok(),
-        "bounded read did not end; got {} records",
-        out.len()
-    );
-    out
-}
-
-async fn take<D: Deserializer<Value = String>>(
-    stream: &mut KafkaSourceStream<D>,
-    n: usize,
-) -> Seen {
-    let mut out = Vec::new();
-    let done = tokio::time::timeout(PATIENCE, async {
-        while out.len() < n {
-            let r = stream
-                .next()
-                .await
-                .expect("stream continues")
-                .expect("record");
-            out.push(seen_of(r));
-        }
-    })
-    .await;
-    assert!(done.is_ok(), "wanted {n} records, got {}", out.len());
-    out
-}
-
-fn values(seen: &Seen) -> BTreeSet<String> {
+fn values(seen: &[Seen]) -> BTreeSet<String> {
     seen.iter().map(|s| s.4.clone()).collect()
 }
 
-fn assert_exactly_once_in_order(seen: &Seen) {
-    let mut last: BTreeMap<(String, String, i32), i64> = BTreeMap::new();
-    for (c, t, p, o, _) in seen {
-        let key = (c.clone(), t.clone(), *p);
-        if let Some(prev) = last.get(&key) {
-            assert!(o > prev, "{c}/{t}/{p}: offset {o} after {prev}");
-        }
-        last.insert(key, *o);
-    }
-    let distinct: BTreeSet<_> = seen.iter().map(|s| (&s.0, &s.1, s.2, s.3)).collect();
-    assert_eq!(distinct.len(), seen.len(), "a record was handed out twice");
+fn assert_exactly_once_in_order(seen: &[Seen]) {
+    mck_testkit::assert_in_partition_order(
+        seen.iter()
+            .map(|(c, t, p, o, _)| (c.as_str(), t.as_str(), *p, *o)),
+    );
 }
 
 #[test]
@@ -194,8 +122,8 @@ fn per_cluster_starting_offsets_earliest_on_one_latest_on_the_other() {
     let (e, w) = (east(), west());
     e.create_topic("starts", 2).unwrap();
     w.create_topic("starts", 2).unwrap();
-    let east_before = fill(e, "starts", 2, 10, "east-before");
-    fill(w, "starts", 2, 10, "west-before");
+    let east_before = fill_values(e, "starts", 2, 10, "east-before");
+    fill_values(w, "starts", 2, 10, "west-before");
     let svc = service(
         "starts-stream",
         vec![
@@ -217,10 +145,10 @@ fn per_cluster_starting_offsets_earliest_on_one_latest_on_the_other() {
         let source = utf8_source(svc, "starts-stream").build().unwrap();
         let mut stream = source.open().await.unwrap();
         let mut seen = take(&mut stream, east_before.len()).await;
-        let west_after = fill(w, "starts", 2, 5, "west-after");
-        let sentinels: Vec<String> = fill(e, "starts", 2, 1, "east-sentinel")
+        let west_after = fill_values(w, "starts", 2, 5, "west-after");
+        let sentinels: Vec<String> = fill_values(e, "starts", 2, 1, "east-sentinel")
             .into_iter()
-            .chain(fill(w, "starts", 2, 1, "west-sentinel"))
+            .chain(fill_values(w, "starts", 2, 1, "west-sentinel"))
             .collect();
         seen.extend(take(&mut stream, west_after.len() + sentinels.len()).await);
         let want: BTreeSet<String> = east_before
@@ -242,8 +170,8 @@ fn per_cluster_stopping_offsets_bound_each_cluster() {
     let (e, w) = (east(), west());
     e.create_topic("stops", 2).unwrap();
     w.create_topic("stops", 2).unwrap();
-    let east_all = fill(e, "stops", 2, 20, "east");
-    fill(w, "stops", 2, 20, "west");
+    let east_all = fill_values(e, "stops", 2, 20, "east");
+    fill_values(w, "stops", 2, 20, "west");
     let west_stop = StoppingOffsets::Specific {
         offsets: vec![
             PartitionOffset {
@@ -353,8 +281,8 @@ fn committed_offsets_are_used_and_missing_ones_fall_back() {
     let (e, w) = (east(), west());
     e.create_topic("committed", 2).unwrap();
     w.create_topic("committed", 2).unwrap();
-    fill(e, "committed", 2, 20, "east");
-    let west_all = fill(w, "committed", 2, 20, "west");
+    fill_values(e, "committed", 2, 20, "east");
+    let west_all = fill_values(w, "committed", 2, 20, "west");
     commit_plain(e, "g-committed", "committed", &[(0, 10), (1, 15)]);
     let svc = on_both(e, w, "committed-stream", "committed");
     mck_testkit::runtime().block_on(async {
@@ -383,8 +311,8 @@ fn a_checkpoint_taken_mid_stream_restores_to_exactly_once_output_and_commits_off
     let (e, w) = (east(), west());
     e.create_topic("cp", 3).unwrap();
     w.create_topic("cp", 2).unwrap();
-    let mut want: BTreeSet<String> = fill(e, "cp", 3, 30, "east").into_iter().collect();
-    want.extend(fill(w, "cp", 2, 30, "west"));
+    let mut want: BTreeSet<String> = fill_values(e, "cp", 3, 30, "east").into_iter().collect();
+    want.extend(fill_values(w, "cp", 2, 30, "west"));
     let make = |restore: Option<Checkpoint>| {
         let svc = on_both(e, w, "cp-stream", "cp");
         let mut b = MultiClusterKafkaSource::builder()
@@ -426,7 +354,7 @@ fn a_checkpoint_taken_mid_stream_restores_to_exactly_once_output_and_commits_off
 fn partitions_added_while_running_are_read() {
     let e = east();
     e.create_topic("grows", 1).unwrap();
-    let first = fill(e, "grows", 1, 10, "first");
+    let first = fill_values(e, "grows", 1, 10, "first");
     let svc = service(
         "grows-stream",
         vec![("east", cluster(e, &["grows"]).done())],
@@ -472,7 +400,7 @@ fn splits_of_a_dropped_reader_move_to_the_others_without_loss_or_repeat() {
         let (_coordinator, mut readers) = source.open_parallel().await.unwrap();
         let mut survivor = readers.pop().unwrap();
         let mut failing = readers.pop().unwrap();
-        let mut seen: Seen = Vec::new();
+        let mut seen: Vec<Seen> = Vec::new();
         for _ in 0..20 {
             let r = tokio::time::timeout(PATIENCE, failing.next())
                 .await

@@ -3,13 +3,15 @@
 //! read exactly once with tokens the hook made, and a provider that fails is an error
 //! naming the cluster, not a hang.
 
+mod support;
+
 use std::collections::BTreeSet;
 use std::error::Error;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-use mck_testkit::{ClusterOptions, KafkaCluster, Listener, TestCluster, TestRecord};
+use mck_testkit::{ClusterOptions, KafkaCluster, TestCluster, TestRecord};
 use multicluster_kafka::client_context::{ClientHooks, OAuthToken};
 use multicluster_kafka::prelude::*;
 
@@ -35,47 +37,13 @@ impl ClientHooks for Tokens {
         if self.fail {
             return Err("the token service is down".into());
         }
-        let now = SystemTime::now().duration_since(UNIX_EPOCH)?;
-        let expires = now + Duration::from_secs(300);
-        let claims = format!(
-            r#"{{"sub":"{}","iat":{},"exp":{}}}"#,
-            self.principal,
-            now.as_secs(),
-            expires.as_secs()
-        );
-        Ok(OAuthToken {
-            token: format!(
-                "{}.{}.",
-                base64url(br#"{"alg":"none"}"#),
-                base64url(claims.as_bytes())
-            ),
-            principal_name: self.principal.clone(),
-            lifetime_ms: expires.as_millis() as i64,
-        })
+        support::unsecured_token(&self.principal, Duration::from_secs(300))
     }
-}
-
-fn base64url(bytes: &[u8]) -> String {
-    const ABC: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let n = chunk
-            .iter()
-            .enumerate()
-            .fold(0u32, |n, (i, b)| n | (u32::from(*b) << (16 - 8 * i)));
-        for i in 0..=chunk.len() {
-            out.push(ABC[(n >> (18 - 6 * i) & 63) as usize] as char);
-        }
-    }
-    out
 }
 
 /// The OAUTHBEARER listener's properties without librdkafka's own token maker.
 fn stream_through_oauth(c: &KafkaCluster, topic: &str) -> StaticMetadataService {
-    let mut props: Vec<(String, String)> = c.listener_properties(Listener::OauthSsl);
-    props.retain(|(k, _)| {
-        k != "enable.sasl.oauthbearer.unsecure.jwt" && k != "sasl.oauthbearer.config"
-    });
+    let mut props = support::oauth_without_token_maker(c);
     let bootstrap = props.remove(0).1;
     let mut cluster = ClusterMetadata::builder(bootstrap).topic(topic);
     for (k, v) in props {
