@@ -2,18 +2,18 @@
 //! commits, kill -9 at random moments with exactly-once file output, and a migration
 //! made by editing the metadata file while the command runs.
 
+mod support;
+
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use mck_testkit::{KafkaCluster, TestCluster, TestRecord, shared_cluster};
+use mck_testkit::{KafkaCluster, TestCluster, TestRecord, assert_each_once, shared_cluster};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{Offset, TopicPartitionList};
-
-/// A guard against hangs, not a timing assertion.
-const PATIENCE: Duration = Duration::from_secs(120);
+use support::{PATIENCE, mck, scrape};
 
 fn a() -> &'static KafkaCluster {
     shared_cluster("a").expect("cluster a starts")
@@ -21,10 +21,6 @@ fn a() -> &'static KafkaCluster {
 
 fn b() -> &'static KafkaCluster {
     shared_cluster("b").expect("cluster b starts")
-}
-
-fn mck() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_mck"))
 }
 
 /// One produced or read record: (cluster, topic, partition, value).
@@ -41,18 +37,7 @@ fn fill(c: &dyn TestCluster, topic: &str, partitions: i32, n: usize, prefix: &st
 
 /// Writes a Flink-layout metadata file mapping `stream` to the given clusters' topics.
 fn write_metadata(path: &Path, stream: &str, clusters: &[(&dyn TestCluster, &[&str])]) {
-    let mut yaml = format!("- streamId: {stream}\n  clusterMetadataList:\n");
-    for (c, topics) in clusters {
-        yaml.push_str(&format!(
-            "    - clusterId: {}\n      bootstrapServers: {}\n      topics: [{}]\n",
-            c.logical_id(),
-            c.bootstrap_servers(),
-            topics.join(", ")
-        ));
-    }
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, yaml).unwrap();
-    std::fs::rename(&tmp, path).unwrap();
+    mck_testkit::write_atomically(path, &mck_testkit::flink_metadata(stream, clusters));
 }
 
 /// Parses the JSON-lines output into records, checking each line's fields and the
@@ -86,26 +71,6 @@ fn read_output(path: &Path) -> Vec<Rec> {
         ));
     }
     out
-}
-
-/// Asserts `got` holds every record of `want` exactly once and nothing else.
-fn assert_exactly_once(got: &[Rec], want: &[Rec]) {
-    let mut counts: BTreeMap<&Rec, usize> = BTreeMap::new();
-    for r in got {
-        *counts.entry(r).or_default() += 1;
-    }
-    let dups: Vec<_> = counts.iter().filter(|(_, n)| **n > 1).take(5).collect();
-    assert!(dups.is_empty(), "duplicates, e.g. {dups:?}");
-    let got: BTreeSet<&Rec> = got.iter().collect();
-    let want: BTreeSet<&Rec> = want.iter().collect();
-    let missing: Vec<_> = want.difference(&got).take(5).collect();
-    let extra: Vec<_> = got.difference(&want).take(5).collect();
-    assert!(
-        missing.is_empty() && extra.is_empty(),
-        "missing {} (e.g. {missing:?}), unexpected {} (e.g. {extra:?})",
-        want.difference(&got).count(),
-        got.difference(&want).count()
-    );
 }
 
 /// A running `mck consume` whose stderr goes to a file (printed when a check fails).
@@ -171,27 +136,13 @@ impl Run {
     }
 
     fn wait_status(&mut self) -> std::process::ExitStatus {
-        let until = Instant::now() + PATIENCE;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status;
-            }
-            if Instant::now() > until {
-                let _ = self.child.kill();
-                panic!("mck consume did not exit; stderr:\n{}", self.stderr());
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        support::wait_exit(&mut self.child, Some(&self.stderr))
     }
 }
 
 /// Waits until the output holds at least `n` lines.
 fn wait_for_lines(path: &Path, n: usize, run: &mut Run) {
-    run.wait_until(&format!("{n} lines in {}", path.display()), || {
-        std::fs::read_to_string(path)
-            .map(|t| t.lines().count() >= n)
-            .unwrap_or(false)
-    });
+    support::wait_for_lines(path, n, &mut run.child, Some(&run.stderr));
 }
 
 /// The lines a successful run printed (fails with its stderr otherwise).
@@ -244,7 +195,7 @@ fn a_bounded_read_of_two_clusters_prints_every_record_once_and_commits() {
         dir.path().join("stderr"),
     );
     assert!(run.wait(), "bounded run failed; stderr:\n{}", run.stderr());
-    assert_exactly_once(&read_output(&out), &want);
+    assert_each_once(&read_output(&out), &want);
 
     // The group's committed offsets are the log ends, seen by a plain consumer.
     for (c, parts, n) in [(a(), 3, 40), (b(), 2, 30)] {
@@ -407,7 +358,7 @@ fn twenty_kill_nines_at_random_moments_leave_each_record_in_the_file_once() {
     });
     run.signal(libc::SIGTERM);
     assert!(run.wait(), "final run failed; stderr:\n{}", run.stderr());
-    assert_exactly_once(&read_output(&out), &want);
+    assert_each_once(&read_output(&out), &want);
 }
 
 /// The sequence number of the newest checkpoint in `dir`, and the output length it
@@ -431,20 +382,6 @@ fn newest_checkpoint(dir: &Path) -> Option<(u64, u64)> {
         .parse()
         .ok()?;
     Some((newest.0, len))
-}
-
-/// Fetches `/metrics` from the Prometheus endpoint.
-fn scrape(addr: &str) -> String {
-    let mut stream = std::net::TcpStream::connect(addr).expect("metrics endpoint answers");
-    stream
-        .write_all(
-            format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n")
-                .as_bytes(),
-        )
-        .unwrap();
-    let mut body = String::new();
-    stream.read_to_string(&mut body).unwrap();
-    body
 }
 
 #[test]
@@ -519,7 +456,7 @@ fn a_migration_made_by_editing_the_metadata_file_is_followed_exactly_once() {
 
     run.signal(libc::SIGINT);
     assert!(run.wait(), "stderr:\n{}", run.stderr());
-    assert_exactly_once(&read_output(&out), &want);
+    assert_each_once(&read_output(&out), &want);
 }
 
 const BASE: i64 = 1_700_000_000_000;
@@ -580,15 +517,6 @@ fn hybrid_output(path: &Path) -> Vec<String> {
         .collect()
 }
 
-fn assert_same_once(mut got: Vec<String>, mut want: Vec<String>) {
-    let n = got.len();
-    got.sort();
-    got.dedup();
-    assert_eq!(n, got.len(), "duplicates in the output");
-    want.sort();
-    assert_eq!(got, want);
-}
-
 #[test]
 fn backfill_reads_history_then_kafka_after_it_once_across_kill_nines() {
     let topic = "backfill";
@@ -624,7 +552,7 @@ fn backfill_reads_history_then_kafka_after_it_once_across_kill_nines() {
         dir.path().join("stderr-once"),
     );
     assert!(run.wait(), "stderr:\n{}", run.stderr());
-    assert_same_once(hybrid_output(&out), want.clone());
+    assert_each_once(hybrid_output(&out), want.clone());
 
     // Kill -9 at random moments around the switch, then run to the end.
     let out = dir.path().join("killed.jsonl");
@@ -651,7 +579,7 @@ fn backfill_reads_history_then_kafka_after_it_once_across_kill_nines() {
     }
     let mut run = Run::start(&args, dir.path().join("stderr-final"));
     assert!(run.wait(), "stderr:\n{}", run.stderr());
-    assert_same_once(hybrid_output(&out), want);
+    assert_each_once(hybrid_output(&out), want);
 }
 
 #[test]

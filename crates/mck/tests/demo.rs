@@ -1,12 +1,12 @@
 //! `mck demo`, the README's main job, runs to its end and reports exactly-once.
 #![cfg(feature = "demo")]
 
-use std::process::Command;
+mod support;
 
 #[test]
 fn the_demo_migrates_between_two_mock_clusters_and_reads_every_record_once() {
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_mck"))
+    let out = support::mck()
         .args(["demo", "--phase-seconds", "2", "--rate", "1000", "--dir"])
         .arg(dir.path())
         .output()

@@ -1,8 +1,10 @@
 //! `mck describe` and `mck plan` as a user runs them, against a real Kafka broker from
 //! the test kit. Every test uses its own topics and groups, so they share one broker.
 
+mod support;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
@@ -12,6 +14,7 @@ use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::{Offset, TopicPartitionList};
 use serde_json::Value;
+use support::arg;
 
 fn kafka() -> &'static KafkaCluster {
     shared_cluster("describe-plan").expect("the test broker starts")
@@ -56,10 +59,7 @@ fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
 }
 
 fn mck(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mck"))
-        .args(args)
-        .output()
-        .unwrap()
+    support::mck().args(args).output().unwrap()
 }
 
 fn stdout(out: &Output) -> String {
@@ -73,10 +73,6 @@ fn stderr(out: &Output) -> String {
 fn json(out: &Output) -> Value {
     assert!(out.status.success(), "{}{}", stdout(out), stderr(out));
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", stdout(out)))
-}
-
-fn arg(p: &Path) -> &str {
-    p.to_str().unwrap()
 }
 
 /// Finds the element of a JSON array whose `key` is `value`.

@@ -3,22 +3,21 @@
 //! ends a run quietly, tombstones from Kafka's own console producer print as null, and
 //! kcat's short forms (`-b -t -o -e -c -p -f -X`) work.
 
+mod support;
+
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use mck_testkit::{KafkaCluster, TestCluster, TestRecord, shared_cluster};
+use support::{checkpoint_files, mck, wait_exit, wait_for_lines};
 
 /// A guard against hangs, not a timing assertion.
 const PATIENCE: Duration = Duration::from_secs(60);
 
 fn cluster() -> &'static KafkaCluster {
     shared_cluster("live").expect("cluster live starts")
-}
-
-fn mck() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_mck"))
 }
 
 fn topic(name: &str, partitions: i32) -> String {
@@ -39,14 +38,7 @@ fn produce(topic: &str, values: &[&str]) {
 fn interrupt(child: &mut Child) -> i32 {
     // SAFETY: signalling our own child by pid.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let until = Instant::now() + PATIENCE;
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status.code().unwrap_or(-1);
-        }
-        assert!(Instant::now() < until, "mck did not stop after SIGINT");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_exit(child, None).code().unwrap_or(-1)
 }
 
 /// The lines of a child's stdout, as they come.
@@ -66,23 +58,7 @@ fn lines_of(child: &mut Child) -> mpsc::Receiver<String> {
 
 /// A metadata file (Flink's layout) with stream `s` on the live cluster's `topics`.
 fn stream_s(topics: &[&str]) -> String {
-    format!(
-        "- streamId: s\n  clusterMetadataList:\n    - clusterId: live\n      bootstrapServers: {}\n      topics: [{}]\n",
-        cluster().bootstrap_servers(),
-        topics.join(", ")
-    )
-}
-
-/// Checkpoint files in a checkpoint directory (not its lock file).
-fn checkpoints(dir: &std::path::Path) -> usize {
-    std::fs::read_dir(dir)
-        .unwrap()
-        .filter(|e| {
-            let name = e.as_ref().unwrap().file_name();
-            let name = name.to_string_lossy();
-            name.starts_with("checkpoint-") && name.ends_with(".json")
-        })
-        .count()
+    mck_testkit::flink_metadata("s", &[(cluster(), topics)])
 }
 
 fn next_line(rx: &mpsc::Receiver<String>, what: &str) -> serde_json::Value {
@@ -131,7 +107,7 @@ fn records_reach_a_pipe_while_the_command_runs_even_between_checkpoints() {
         "the command is still following"
     );
     assert_eq!(interrupt(&mut child), 0);
-    let saved = checkpoints(&dir.path().join("ck"));
+    let saved = checkpoint_files(&dir.path().join("ck")).len();
     assert!(saved > 0, "SIGINT writes a final checkpoint");
 }
 
@@ -247,7 +223,10 @@ fn head_ends_a_follow_run_quietly_on_a_quiet_and_on_a_busy_stream() {
     assert_eq!(code, 0, "stderr: {err}");
     assert_eq!(out, "q0\nq1\nq2\n");
     assert!(!err.contains("error"), "{err}");
-    assert!(checkpoints(&ck) > 0, "a final checkpoint is written");
+    assert!(
+        !checkpoint_files(&ck).is_empty(),
+        "a final checkpoint is written"
+    );
 
     let busy = topic("live-head-busy", 1);
     let values: Vec<String> = (0..50_000).map(|i| format!("b{i}")).collect();
@@ -512,42 +491,10 @@ fn an_invalid_metadata_edit_is_one_plain_warning_without_colour_codes() {
     assert!(applied[0].contains(&t2), "{err}");
 }
 
-/// Waits until `path` holds `n` lines (fails if `child` exits first).
-fn wait_for_lines(path: &std::path::Path, n: usize, child: &mut Child) {
-    let until = Instant::now() + PATIENCE;
-    loop {
-        let have = std::fs::read_to_string(path)
-            .unwrap_or_default()
-            .lines()
-            .count();
-        if have >= n {
-            return;
-        }
-        if let Some(status) = child.try_wait().unwrap() {
-            panic!("mck exited ({status}) with {have} of {n} lines");
-        }
-        assert!(
-            Instant::now() < until,
-            "{have} of {n} lines after {PATIENCE:?}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 /// Runs a bounded `mck consume` to its end and returns its exit status.
 fn bounded(args: &[String]) -> i32 {
     let mut child = mck().arg("consume").args(args).arg("-e").spawn().unwrap();
-    let until = Instant::now() + PATIENCE;
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status.code().unwrap_or(-1);
-        }
-        if Instant::now() > until {
-            let _ = child.kill();
-            panic!("a bounded run with {args:?} did not end within {PATIENCE:?}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_exit(&mut child, None).code().unwrap_or(-1)
 }
 
 #[test]
@@ -578,7 +525,7 @@ fn follow_then_bounded_then_follow_on_one_checkpoint_each_does_what_it_says() {
 
     put(0..5);
     let mut follow = mck().arg("consume").args(&args).spawn().unwrap();
-    wait_for_lines(&out, 5, &mut follow);
+    wait_for_lines(&out, 5, &mut follow, None);
     assert_eq!(interrupt(&mut follow), 0);
 
     assert_eq!(bounded(&args), 0, "a bounded run after a follow run ends");
@@ -592,7 +539,7 @@ fn follow_then_bounded_then_follow_on_one_checkpoint_each_does_what_it_says() {
 
     let mut follow = mck().arg("consume").args(&args).spawn().unwrap();
     put(8..9);
-    wait_for_lines(&out, 9, &mut follow);
+    wait_for_lines(&out, 9, &mut follow, None);
     assert_eq!(interrupt(&mut follow), 0);
     let got: Vec<String> = std::fs::read_to_string(&out)
         .unwrap()
@@ -666,5 +613,5 @@ fn sigint_ends_a_run_promptly_while_a_cluster_does_not_answer() {
     let (took, code) = time_interrupt(&mut child);
     assert_eq!(code, 0);
     assert!(took < Duration::from_secs(10), "SIGINT took {took:?}");
-    assert!(checkpoints(&ck) > 0, "a final checkpoint");
+    assert!(!checkpoint_files(&ck).is_empty(), "a final checkpoint");
 }

@@ -4,26 +4,17 @@
 //! `kill -9` leaves nothing that blocks the next), and a truncated newest checkpoint
 //! falls back to the previous one with the output still exactly once.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+mod support;
+
+use std::path::Path;
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use mck_testkit::{KafkaCluster, TestCluster, shared_cluster};
-
-/// A guard against hangs, not a timing assertion.
-const PATIENCE: Duration = Duration::from_secs(120);
+use mck_testkit::{KafkaCluster, TestCluster, assert_each_once, fill_values, shared_cluster};
+use support::{PATIENCE, arg, checkpoint_files, wait_exit};
 
 fn cluster() -> &'static KafkaCluster {
     shared_cluster("protect").expect("cluster protect starts")
-}
-
-/// Produces `n` records to each of the topic's partitions; returns their values.
-fn fill(topic: &str, partitions: i32, n: usize, prefix: &str) -> Vec<String> {
-    mck_testkit::fill_partitions(cluster(), topic, partitions, n, prefix)
-        .expect("produce")
-        .into_iter()
-        .map(|(_, v)| v)
-        .collect()
 }
 
 /// Quick-mode arguments printing values, one per line.
@@ -38,13 +29,9 @@ fn args(topic: &str, extra: &[&str]) -> Vec<String> {
     .collect()
 }
 
-fn p(path: &Path) -> &str {
-    path.to_str().expect("a UTF-8 temporary path")
-}
-
 /// Starts `mck` with stdout discarded and stderr into `stderr`.
 fn start(args: &[String], stderr: &Path) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_mck"))
+    support::mck()
         .args(args)
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(stderr).unwrap())
@@ -54,21 +41,9 @@ fn start(args: &[String], stderr: &Path) -> Child {
 
 /// Waits for the exit (with a guard against hangs); returns the exit code and stderr.
 fn finish(child: &mut Child, stderr: &Path) -> (i32, String) {
-    let until = Instant::now() + PATIENCE;
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            let err = std::fs::read_to_string(stderr).unwrap_or_default();
-            return (status.code().unwrap_or(-1), err);
-        }
-        if Instant::now() > until {
-            let _ = child.kill();
-            panic!(
-                "mck did not exit; stderr:\n{}",
-                std::fs::read_to_string(stderr).unwrap_or_default()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let status = wait_exit(child, Some(stderr));
+    let err = std::fs::read_to_string(stderr).unwrap_or_default();
+    (status.code().unwrap_or(-1), err)
 }
 
 /// Runs `mck` to its end: exit code and stderr.
@@ -84,21 +59,11 @@ fn lines(path: &Path) -> Vec<String> {
         .collect()
 }
 
-/// Asserts `got` holds each of `want` exactly once and nothing else.
-fn assert_exactly_once(mut got: Vec<String>, mut want: Vec<String>) {
-    got.sort();
-    let n = got.len();
-    got.dedup();
-    assert_eq!(got.len(), n, "duplicates in the output");
-    want.sort();
-    assert_eq!(got, want);
-}
-
 #[test]
 fn an_existing_output_without_a_checkpoint_is_refused_untouched_unless_overwrite() {
     let topic = "protect-refuse";
     cluster().create_topic(topic, 2).unwrap();
-    let want = fill(topic, 2, 10, "r");
+    let want = fill_values(cluster(), topic, 2, 10, "r");
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out.txt");
     let ck = dir.path().join("ck");
@@ -106,9 +71,9 @@ fn an_existing_output_without_a_checkpoint_is_refused_untouched_unless_overwrite
     std::fs::write(&out, "precious\n").unwrap();
 
     for extra in [
-        vec!["-e", "--output", p(&out)],
+        vec!["-e", "--output", arg(&out)],
         // A checkpoint directory without a checkpoint covers nothing either.
-        vec!["-e", "--output", p(&out), "--checkpoint-dir", p(&ck)],
+        vec!["-e", "--output", arg(&out), "--checkpoint-dir", arg(&ck)],
     ] {
         let (code, err) = run(&args(topic, &extra), &stderr);
         assert_eq!(code, 1, "{err}");
@@ -122,15 +87,15 @@ fn an_existing_output_without_a_checkpoint_is_refused_untouched_unless_overwrite
         assert_eq!(std::fs::read_to_string(&out).unwrap(), "precious\n");
     }
 
-    let overwrite = ["-e", "--output", p(&out), "--overwrite"];
+    let overwrite = ["-e", "--output", arg(&out), "--overwrite"];
     let (code, err) = run(&args(topic, &overwrite), &stderr);
     assert_eq!(code, 0, "{err}");
-    assert_exactly_once(lines(&out), want.clone());
+    assert_each_once(lines(&out), want.clone());
 
     // The file is now someone's output: a run without a checkpoint refuses it again.
-    let (code, err) = run(&args(topic, &["-e", "--output", p(&out)]), &stderr);
+    let (code, err) = run(&args(topic, &["-e", "--output", arg(&out)]), &stderr);
     assert_eq!(code, 1, "{err}");
-    assert_exactly_once(lines(&out), want);
+    assert_each_once(lines(&out), want);
 
     // `--overwrite` means nothing without `--output`.
     let (code, err) = run(&args(topic, &["-e", "--overwrite"]), &stderr);
@@ -141,7 +106,7 @@ fn an_existing_output_without_a_checkpoint_is_refused_untouched_unless_overwrite
 fn a_second_run_on_one_checkpoint_dir_fails_at_once_and_a_kill_9_does_not_block_the_next() {
     let topic = "protect-lock";
     cluster().create_topic(topic, 2).unwrap();
-    let mut want = fill(topic, 2, 25, "l1");
+    let mut want = fill_values(cluster(), topic, 2, 25, "l1");
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out.txt");
     let ck = dir.path().join("ck");
@@ -150,9 +115,9 @@ fn a_second_run_on_one_checkpoint_dir_fails_at_once_and_a_kill_9_does_not_block_
         topic,
         &[
             "--output",
-            p(&out),
+            arg(&out),
             "--checkpoint-dir",
-            p(&ck),
+            arg(&ck),
             "--checkpoint-interval",
             "1h",
         ],
@@ -203,12 +168,12 @@ fn a_second_run_on_one_checkpoint_dir_fails_at_once_and_a_kill_9_does_not_block_
 
     // The next run starts, and with no checkpoint yet it starts the file it owns
     // afresh (no --overwrite needed) and reads everything once.
-    want.extend(fill(topic, 2, 10, "l2"));
+    want.extend(fill_values(cluster(), topic, 2, 10, "l2"));
     let mut bounded = follow.clone();
     bounded.push("-e".into());
     let (code, err) = run(&bounded, &dir.path().join("stderr-third"));
     assert_eq!(code, 0, "{err}");
-    assert_exactly_once(lines(&out), want);
+    assert_each_once(lines(&out), want);
 }
 
 #[test]
@@ -224,26 +189,30 @@ fn a_truncated_newest_checkpoint_falls_back_to_the_previous_one_exactly_once() {
         &[
             "-e",
             "--output",
-            p(&out),
+            arg(&out),
             "--checkpoint-dir",
-            p(&ck),
+            arg(&ck),
             "--checkpoint-interval",
             "1h",
         ],
     );
     let mut want = Vec::new();
     for round in 0..2 {
-        want.extend(fill(topic, 2, 20, &format!("t{round}")));
+        want.extend(fill_values(cluster(), topic, 2, 20, &format!("t{round}")));
         let (code, err) = run(&export, &dir.path().join(format!("stderr-{round}")));
         assert_eq!(code, 0, "{err}");
-        assert_exactly_once(lines(&out), want.clone());
+        assert_each_once(lines(&out), want.clone());
     }
-    let newest = checkpoints(&ck).pop().expect("a checkpoint");
-    assert!(checkpoints(&ck).len() >= 2, "{:?}", checkpoints(&ck));
+    let newest = checkpoint_files(&ck).pop().expect("a checkpoint");
+    assert!(
+        checkpoint_files(&ck).len() >= 2,
+        "{:?}",
+        checkpoint_files(&ck)
+    );
     let bytes = std::fs::read(&newest).unwrap();
     std::fs::write(&newest, &bytes[..bytes.len() / 2]).unwrap();
 
-    want.extend(fill(topic, 2, 20, "t2"));
+    want.extend(fill_values(cluster(), topic, 2, 20, "t2"));
     let (code, err) = run(&export, &dir.path().join("stderr-2"));
     assert_eq!(code, 0, "{err}");
     let name = newest.file_name().unwrap().to_string_lossy().into_owned();
@@ -251,33 +220,17 @@ fn a_truncated_newest_checkpoint_falls_back_to_the_previous_one_exactly_once() {
         err.contains("warning") && err.contains(&name) && err.contains("previous checkpoint"),
         "a warning names the unreadable file: {err}"
     );
-    assert_exactly_once(lines(&out), want);
+    assert_each_once(lines(&out), want);
 
     // Nothing readable at all is an error naming the newest file.
-    for path in checkpoints(&ck) {
+    for path in checkpoint_files(&ck) {
         std::fs::write(&path, b"{\"format\"").unwrap();
     }
-    let newest = checkpoints(&ck).pop().unwrap();
+    let newest = checkpoint_files(&ck).pop().unwrap();
     let (code, err) = run(&export, &dir.path().join("stderr-3"));
     assert_eq!(code, 1, "{err}");
     assert!(
         err.contains("cannot restore") && err.contains(&newest.display().to_string()),
         "{err}"
     );
-}
-
-/// The checkpoint files in `dir`, oldest first.
-fn checkpoints(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| {
-            p.file_name()
-                .unwrap()
-                .to_string_lossy()
-                .starts_with("checkpoint-")
-        })
-        .collect();
-    v.sort();
-    v
 }

@@ -4,34 +4,27 @@
 //! credentials and certificates as one-line errors with a non-zero exit, and a
 //! migration onto a SASL_SSL cluster by editing the metadata file under load.
 
-use std::collections::{BTreeMap, BTreeSet};
+mod support;
+
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use mck_testkit::{ClusterOptions, KafkaCluster, Listener, TestCluster, TestRecord};
-
-/// A guard against hangs, not a timing assertion.
-const PATIENCE: Duration = Duration::from_secs(120);
+use mck_testkit::{
+    KafkaCluster, Listener, Seen, TestCluster, TestRecord, fill_values, produce_until_stopped,
+};
+use support::{PATIENCE, arg, scrape, tail, wait_for_lines};
 
 fn secure() -> &'static KafkaCluster {
-    mck_testkit::shared_cluster_with(ClusterOptions::new("secure").secured())
-        .expect("the secured cluster starts")
-}
-
-fn plain() -> &'static KafkaCluster {
-    mck_testkit::shared_cluster("plain").expect("the plaintext cluster starts")
+    mck_testkit::shared_secured_cluster().expect("the secured cluster starts")
 }
 
 /// The plaintext and the secured cluster, started at the same time.
 fn plain_and_secure() -> (&'static KafkaCluster, &'static KafkaCluster) {
-    std::thread::scope(|s| {
-        let p = s.spawn(plain);
-        let secure = secure();
-        (p.join().unwrap(), secure)
-    })
+    mck_testkit::shared_plain_and_secured().expect("the plaintext and the secured cluster start")
 }
 
 /// Environment variables the metadata files name; every `mck` run here gets them.
@@ -64,14 +57,11 @@ fn assert_no_secret(what: &str, text: &str) {
     }
 }
 
+/// `mck` with the environment variables the metadata files name.
 fn mck() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mck"));
+    let mut cmd = support::mck();
     cmd.envs(secret_env());
     cmd
-}
-
-fn arg(p: &Path) -> &str {
-    p.to_str().unwrap()
 }
 
 /// A rich-layout cluster entry reaching `listener` on the secured cluster, with
@@ -83,19 +73,7 @@ fn cluster_yaml(
     listener: Listener,
     changes: &[(&str, Option<&str>)],
 ) -> String {
-    let mut props: BTreeMap<String, String> =
-        secure().listener_properties(listener).into_iter().collect();
-    for (k, v) in changes {
-        match v {
-            Some(v) => props.insert(k.to_string(), v.to_string()),
-            None => props.remove(*k),
-        };
-    }
-    if let Some(key) = props.remove("ssl.key.location") {
-        let name = format!("{id}-client.key");
-        std::fs::copy(key, dir.join(&name)).unwrap();
-        props.insert("ssl.key.pem".into(), format!("${{file:{name}}}"));
-    }
+    let mut props = mck_testkit::listener_properties_in(secure(), listener, dir, id, changes);
     if let Some(pw) = props.get_mut("sasl.password") {
         for (var, value) in secret_env() {
             if *pw == value {
@@ -103,11 +81,7 @@ fn cluster_yaml(
             }
         }
     }
-    let mut yaml = format!("  {id}:\n    properties:\n");
-    for (k, v) in props {
-        yaml.push_str(&format!("      {k}: \"{v}\"\n"));
-    }
-    yaml
+    mck_testkit::rich_cluster_entry(id, &props)
 }
 
 fn plain_yaml(id: &str, c: &KafkaCluster) -> String {
@@ -120,24 +94,11 @@ fn plain_yaml(id: &str, c: &KafkaCluster) -> String {
 /// Writes (atomically) a metadata file with one stream `s` over `clusters`
 /// (id, entry, topics).
 fn write_metadata(path: &Path, clusters: &[(&str, String, Vec<String>)]) {
-    let mut yaml = String::from("clusters:\n");
-    for (_, entry, _) in clusters {
-        yaml.push_str(entry);
-    }
-    yaml.push_str("streams:\n  s:\n    clusters:\n");
-    for (id, _, topics) in clusters {
-        yaml.push_str(&format!(
-            "      {id}: {{ topics: [{}] }}\n",
-            topics.join(", ")
-        ));
-    }
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, yaml).unwrap();
-    std::fs::rename(&tmp, path).unwrap();
+    mck_testkit::write_atomically(path, &mck_testkit::rich_metadata(clusters));
 }
 
 /// (cluster, topic, partition, offset, value) of each JSON line of `path`.
-fn read_output(path: &Path) -> Vec<(String, String, i64, i64, String)> {
+fn read_output(path: &Path) -> Vec<Seen> {
     std::fs::read_to_string(path)
         .unwrap_or_default()
         .lines()
@@ -147,39 +108,11 @@ fn read_output(path: &Path) -> Vec<(String, String, i64, i64, String)> {
             (
                 v["cluster"].as_str().unwrap().to_string(),
                 v["topic"].as_str().unwrap().to_string(),
-                v["partition"].as_i64().unwrap(),
+                v["partition"].as_i64().unwrap() as i32,
                 v["offset"].as_i64().unwrap(),
                 v["value"].as_str().unwrap().to_string(),
             )
         })
-        .collect()
-}
-
-fn assert_exactly_once(got: &[(String, String, i64, i64, String)], want: &BTreeSet<String>) {
-    let mut last: BTreeMap<(&str, &str, i64), i64> = BTreeMap::new();
-    for (c, t, p, o, _) in got {
-        if let Some(prev) = last.insert((c, t, *p), *o) {
-            assert!(*o > prev, "{c}/{t}/{p}: offset {o} after {prev}");
-        }
-    }
-    let values: BTreeSet<&String> = got.iter().map(|r| &r.4).collect();
-    assert_eq!(values.len(), got.len(), "a record was written twice");
-    let values: BTreeSet<String> = values.into_iter().cloned().collect();
-    let missing: Vec<_> = want.difference(&values).take(5).collect();
-    let extra: Vec<_> = values.difference(want).take(5).collect();
-    assert!(
-        missing.is_empty() && extra.is_empty(),
-        "missing {} (e.g. {missing:?}), unexpected {} (e.g. {extra:?})",
-        want.difference(&values).count(),
-        values.difference(want).count()
-    );
-}
-
-fn fill(c: &dyn TestCluster, topic: &str, partitions: i32, n: usize, prefix: &str) -> Vec<String> {
-    mck_testkit::fill_partitions(c, topic, partitions, n, prefix)
-        .unwrap()
-        .into_iter()
-        .map(|(_, v)| v)
         .collect()
 }
 
@@ -190,23 +123,16 @@ fn text(out: &Output) -> (String, String) {
     )
 }
 
-const READ_THROUGH: [(Listener, &str); 4] = [
-    (Listener::Mtls, "mtls"),
-    (Listener::ScramSsl, "scram"),
-    (Listener::PlainSasl, "plain"),
-    (Listener::OauthSsl, "oauth"),
-];
-
 #[test]
 fn every_listener_and_codec_is_consumed_once_and_no_secret_is_ever_shown() {
     let c = secure();
     let dir = tempfile::tempdir().unwrap();
     let mut want = BTreeSet::new();
     let mut clusters = Vec::new();
-    for (listener, id) in READ_THROUGH {
+    for (listener, id) in Listener::READ_THROUGH {
         let topic = format!("mck-through-{id}");
         c.create_topic(&topic, 2).unwrap();
-        want.extend(fill(c, &topic, 2, 40, id));
+        want.extend(fill_values(c, &topic, 2, 40, id));
         let mut topics = vec![topic];
         if listener == Listener::ScramSsl {
             // Compressed by Kafka's own Java producer, read over SASL_SSL.
@@ -246,7 +172,7 @@ fn every_listener_and_codec_is_consumed_once_and_no_secret_is_ever_shown() {
     );
     assert_no_secret("stdout", &stdout);
     assert_no_secret("stderr at MCK_LOG=debug", &stderr);
-    assert_exactly_once(&read_output(&out), &want);
+    mck_testkit::assert_exactly_once(&read_output(&out), &want);
     for e in std::fs::read_dir(&cps).unwrap() {
         let path = e.unwrap().path();
         assert_no_secret(
@@ -264,7 +190,7 @@ fn every_listener_and_codec_is_consumed_once_and_no_secret_is_ever_shown() {
     assert!(describe.status.success(), "{stderr}");
     let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     let described = v["streams"][0]["clusters"].as_array().unwrap();
-    assert_eq!(described.len(), READ_THROUGH.len(), "{stdout}");
+    assert_eq!(described.len(), Listener::READ_THROUGH.len(), "{stdout}");
     for cl in described {
         assert_eq!(cl["reachable"], true, "{cl}");
         assert_eq!(cl["kafkaClusterId"], c.kafka_cluster_id(), "{cl}");
@@ -283,11 +209,6 @@ fn every_listener_and_codec_is_consumed_once_and_no_secret_is_ever_shown() {
         assert!(out.status.success(), "{args:?}: {stderr}");
         assert_no_secret(&format!("{args:?}"), &format!("{stdout}{stderr}"));
     }
-}
-
-fn tail(text: &str) -> String {
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(20)..].join("\n")
 }
 
 /// A bad setting, and the words one of which its error must contain.
@@ -430,74 +351,6 @@ fn bad_credentials_and_certificates_exit_non_zero_with_one_line_naming_cluster_a
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-/// Produces `<prefix>-<n>` records to `topic` on `c` (over its plaintext listener) in
-/// small batches until stopped; returns every value produced.
-fn producer(
-    c: &'static KafkaCluster,
-    topic: &'static str,
-    prefix: &'static str,
-    stop: Arc<AtomicBool>,
-) -> std::thread::JoinHandle<Vec<String>> {
-    std::thread::spawn(move || {
-        let mut all = Vec::new();
-        let mut n = 0usize;
-        while !stop.load(Ordering::Relaxed) {
-            let batch: Vec<TestRecord> = (0..20)
-                .map(|i| TestRecord::value(format!("{prefix}-{}", n + i)).with_key(format!("k{i}")))
-                .collect();
-            c.produce(topic, &batch).expect("produce");
-            all.extend(
-                batch
-                    .into_iter()
-                    .map(|r| String::from_utf8(r.value).unwrap()),
-            );
-            n += 20;
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        all
-    })
-}
-
-/// Waits until `out` holds `n` lines; fails if `child` exits first or patience runs out.
-fn wait_for_lines(out: &Path, n: usize, child: &mut Child, stderr: &Path) {
-    let until = Instant::now() + PATIENCE;
-    loop {
-        let lines = std::fs::read_to_string(out)
-            .map(|t| t.lines().count())
-            .unwrap_or(0);
-        if lines >= n {
-            return;
-        }
-        let log = || tail(&std::fs::read_to_string(stderr).unwrap_or_default());
-        if let Some(status) = child.try_wait().unwrap() {
-            panic!(
-                "mck consume exited ({status}) at {lines} of {n} lines:\n{}",
-                log()
-            );
-        }
-        if Instant::now() > until {
-            let _ = child.kill();
-            panic!("{lines} of {n} lines after {PATIENCE:?}:\n{}", log());
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// Fetches `/metrics` from the Prometheus endpoint.
-fn scrape(addr: &str) -> String {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(addr).expect("metrics endpoint answers");
-    stream
-        .write_all(
-            format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n")
-                .as_bytes(),
-        )
-        .unwrap();
-    let mut body = String::new();
-    stream.read_to_string(&mut body).unwrap();
-    body
-}
-
 fn join(h: std::thread::JoinHandle<Vec<String>>) -> Vec<String> {
     h.join().unwrap()
 }
@@ -532,13 +385,13 @@ fn a_migration_onto_a_sasl_ssl_cluster_by_editing_the_file_under_load_is_exactly
         .spawn()
         .unwrap();
     let stop_old = Arc::new(AtomicBool::new(false));
-    let p_old = producer(old, topic, "on-old", stop_old.clone());
-    wait_for_lines(&out, 100, &mut child, &stderr);
+    let p_old = produce_until_stopped(old, topic, "on-old", true, stop_old.clone());
+    wait_for_lines(&out, 100, &mut child, Some(&stderr));
 
     // Both clusters; producers move to the new one.
     write_metadata(&md, &[on_old(), on_new()]);
     let stop_new = Arc::new(AtomicBool::new(false));
-    let p_new = producer(new, topic, "on-new", stop_new.clone());
+    let p_new = produce_until_stopped(new, topic, "on-new", true, stop_new.clone());
     std::thread::sleep(Duration::from_millis(300));
     stop_old.store(true, Ordering::Relaxed);
     let mut want: BTreeSet<String> = join(p_old).into_iter().collect();
@@ -559,7 +412,7 @@ fn a_migration_onto_a_sasl_ssl_cluster_by_editing_the_file_under_load_is_exactly
     std::thread::sleep(Duration::from_millis(500));
     stop_new.store(true, Ordering::Relaxed);
     want.extend(join(p_new));
-    wait_for_lines(&out, want.len(), &mut child, &stderr);
+    wait_for_lines(&out, want.len(), &mut child, Some(&stderr));
 
     let metrics = scrape(&metrics_addr);
     assert!(metrics.contains("cluster=\"new\""), "{metrics}");
@@ -571,7 +424,7 @@ fn a_migration_onto_a_sasl_ssl_cluster_by_editing_the_file_under_load_is_exactly
     let log = std::fs::read_to_string(&stderr).unwrap_or_default();
     assert!(status.success(), "mck consume: {status}\n{}", tail(&log));
     assert_no_secret("stderr", &log);
-    assert_exactly_once(&read_output(&out), &want);
+    mck_testkit::assert_exactly_once(&read_output(&out), &want);
 }
 
 #[test]

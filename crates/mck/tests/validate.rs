@@ -1,11 +1,10 @@
 //! `mck validate` as a user runs it.
 
-use std::path::PathBuf;
-use std::process::Command;
+mod support;
 
-fn mck() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_mck"))
-}
+use std::path::PathBuf;
+
+use support::mck;
 
 fn examples() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/examples")
