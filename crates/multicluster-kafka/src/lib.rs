@@ -34,7 +34,7 @@
 //! let stream = KafkaStream::new("orders-stream").with_cluster("east", east);
 //! assert_eq!(stream.clusters["east"].topics.len(), 1);
 //! ```
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
 pub mod checkpoint;
 pub mod deserializer;

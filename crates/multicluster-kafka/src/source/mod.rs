@@ -708,6 +708,41 @@ impl<D: Deserializer> KafkaSourceStream<D> {
         self.reader.checkpoint()
     }
 
+    /// The records as a [`futures_core::Stream`], for programs that compose streams
+    /// (`StreamExt`, `select`, sinks). The stream owns the source and closes it when
+    /// dropped; it ends at the end of a bounded input. Use [`next`](Self::next)
+    /// instead when the program takes checkpoints.
+    ///
+    /// ```no_run
+    /// # async fn run(stream: multicluster_kafka::KafkaSourceStream<multicluster_kafka::deserializer::Utf8>) {
+    /// use futures_util::StreamExt;
+    ///
+    /// let mut records = std::pin::pin!(stream.into_stream());
+    /// while let Some(record) = records.next().await {
+    ///     println!("{}", record.unwrap().value);
+    /// }
+    /// # }
+    /// ```
+    pub fn into_stream(
+        self,
+    ) -> impl futures_core::Stream<Item = Result<Record<D::Value>, SourceError>> {
+        futures_util::stream::unfold(self, |mut s| async move {
+            let item = s.next().await?;
+            Some((item, s))
+        })
+    }
+
+    /// The records a batch at a time as a [`futures_core::Stream`] (see
+    /// [`next_batch`](Self::next_batch) and [`into_stream`](Self::into_stream)).
+    pub fn into_batch_stream(
+        self,
+    ) -> impl futures_core::Stream<Item = Result<RecordBatch<D::Value>, SourceError>> {
+        futures_util::stream::unfold(self, |mut s| async move {
+            let item = s.next_batch().await?;
+            Some((item, s))
+        })
+    }
+
     /// Commits a durable checkpoint's offsets to each cluster.
     pub async fn commit(&self, checkpoint: &Checkpoint) -> Result<(), SourceError> {
         self.coordinator.commit(checkpoint).await
