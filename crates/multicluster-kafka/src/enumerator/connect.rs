@@ -186,3 +186,16 @@ impl Enumerator {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_from_one_second_and_stops_at_thirty() {
+        let waits: Vec<u64> = (1..=8).map(|f| backoff(f).as_secs()).collect();
+        assert_eq!(waits, [1, 2, 4, 8, 16, 30, 30, 30]);
+        assert_eq!(backoff(0), Duration::from_secs(1));
+        assert_eq!(backoff(u32::MAX), Duration::from_secs(30));
+    }
+}
