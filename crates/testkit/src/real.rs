@@ -636,6 +636,33 @@ impl KafkaCluster {
         p
     }
 
+    /// Kafka's console producer on `topic` over the `PLAINTEXT` listener, reading
+    /// `key<TAB>value` lines from a piped stdin, its output and logs in the directory
+    /// `java-producer/<name>` of the cluster's logs. Returns the command (to which
+    /// producer options may be added), that directory and its `stdout.log`.
+    fn console_producer(
+        &self,
+        topic: &str,
+        name: &str,
+    ) -> Result<(Command, PathBuf, PathBuf), TestkitError> {
+        let dir = self.log_root.join("java-producer").join(name);
+        fs::create_dir_all(&dir).map_err(io(&dir))?;
+        let out_path = dir.join("stdout.log");
+        let out = fs::File::create(&out_path).map_err(io(&out_path))?;
+        let err = out.try_clone().map_err(io(&out_path))?;
+        let mut cmd = self.java();
+        cmd.arg(format!("-Dkafka.logs.dir={}", dir.display()))
+            .arg("org.apache.kafka.tools.ConsoleProducer")
+            .arg("--bootstrap-server")
+            .arg(self.bootstrap_servers())
+            .arg("--topic")
+            .arg(topic)
+            .args(["--property", "parse.key=true"])
+            .args(["--property", "key.separator=\t"]);
+        cmd.stdin(Stdio::piped()).stdout(out).stderr(err);
+        Ok((cmd, dir, out_path))
+    }
+
     /// Produces `values` (one record each, keys `k<i>`, in order) to `topic` with
     /// Kafka's own Java producer (`kafka-console-producer` from the test kit's jars)
     /// over the `PLAINTEXT` listener, with extra producer properties such as
@@ -649,24 +676,8 @@ impl KafkaCluster {
         use std::io::Write;
         static SEQ: AtomicUsize = AtomicUsize::new(0);
         let n = SEQ.fetch_add(1, Ordering::Relaxed);
-        let dir = self
-            .log_root
-            .join("java-producer")
-            .join(format!("{topic}-{n}"));
-        fs::create_dir_all(&dir).map_err(io(&dir))?;
-        let out_path = dir.join("stdout.log");
-        let out = fs::File::create(&out_path).map_err(io(&out_path))?;
-        let err = out.try_clone().map_err(io(&out_path))?;
-        let mut cmd = self.java();
-        cmd.arg(format!("-Dkafka.logs.dir={}", dir.display()))
-            .arg("org.apache.kafka.tools.ConsoleProducer")
-            .arg("--bootstrap-server")
-            .arg(self.bootstrap_servers())
-            .arg("--topic")
-            .arg(topic)
-            .args(["--property", "parse.key=true"])
-            .args(["--property", "key.separator=\t"])
-            .args(["--producer-property", "acks=all"])
+        let (mut cmd, dir, out_path) = self.console_producer(topic, &format!("{topic}-{n}"))?;
+        cmd.args(["--producer-property", "acks=all"])
             .args(["--producer-property", "linger.ms=50"]);
         for (k, v) in producer_properties {
             if *k == "compression.type" {
@@ -677,7 +688,6 @@ impl KafkaCluster {
                 cmd.arg("--producer-property").arg(format!("{k}={v}"));
             }
         }
-        cmd.stdin(Stdio::piped()).stdout(out).stderr(err);
         let mut child = spawn_tied(cmd).map_err(|e| TestkitError::Java(e.to_string()))?;
         let mut text = String::new();
         for (i, v) in values.iter().enumerate() {
@@ -721,23 +731,7 @@ impl KafkaCluster {
     ) -> Result<JavaProducer, TestkitError> {
         static SEQ: AtomicUsize = AtomicUsize::new(0);
         let n = SEQ.fetch_add(1, Ordering::Relaxed);
-        let dir = self
-            .log_root
-            .join("java-producer")
-            .join(format!("{topic}-stream-{n}"));
-        fs::create_dir_all(&dir).map_err(io(&dir))?;
-        let out_path = dir.join("stdout.log");
-        let out = fs::File::create(&out_path).map_err(io(&out_path))?;
-        let err = out.try_clone().map_err(io(&out_path))?;
-        let mut cmd = self.java();
-        cmd.arg(format!("-Dkafka.logs.dir={}", dir.display()))
-            .arg("org.apache.kafka.tools.ConsoleProducer")
-            .arg("--bootstrap-server")
-            .arg(self.bootstrap_servers())
-            .arg("--topic")
-            .arg(topic)
-            .args(["--property", "parse.key=true"])
-            .args(["--property", "key.separator=\t"]);
+        let (mut cmd, dir, _) = self.console_producer(topic, &format!("{topic}-stream-{n}"))?;
         // The console producer's own defaults (3 retries, 1.5 s request timeout) would
         // give up on a record while a partition changes leader.
         let defaults = [
@@ -751,7 +745,6 @@ impl KafkaCluster {
         for (k, v) in defaults.iter().chain(producer_properties) {
             cmd.arg("--producer-property").arg(format!("{k}={v}"));
         }
-        cmd.stdin(Stdio::piped()).stdout(out).stderr(err);
         let mut child = spawn_tied(cmd).map_err(|e| TestkitError::Java(e.to_string()))?;
         let stdin = child.stdin.take().expect("stdin is piped");
         Ok(JavaProducer {
