@@ -16,6 +16,7 @@
 
 mod assertions;
 mod error;
+mod failover;
 mod jars;
 mod metadata_file;
 mod mock;
@@ -29,6 +30,7 @@ mod verify;
 
 pub use assertions::{Seen, assert_each_once, assert_exactly_once, assert_in_partition_order};
 pub use error::TestkitError;
+pub use failover::{busiest_leader, java_produce_until_stopped, three_broker_options};
 pub use jars::{KAFKA_VERSION, kafka_libs};
 pub use metadata_file::{
     flink_metadata, listener_properties_in, rich_cluster_entry, rich_metadata, write_atomically,
