@@ -5,15 +5,13 @@
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Read;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::time::Duration;
 
 use mck_testkit::{KafkaCluster, TestCluster, TestRecord, assert_each_once, shared_cluster};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{Offset, TopicPartitionList};
-use support::{PATIENCE, mck, scrape};
+use support::{PATIENCE, Run, mck, newest_checkpoint, scrape};
 
 fn a() -> &'static KafkaCluster {
     shared_cluster("a").expect("cluster a starts")
@@ -73,74 +71,6 @@ fn read_output(path: &Path) -> Vec<Rec> {
     out
 }
 
-/// A running `mck consume` whose stderr goes to a file (printed when a check fails).
-struct Run {
-    child: Child,
-    stderr: PathBuf,
-}
-
-impl Run {
-    fn start(args: &[String], stderr: PathBuf) -> Run {
-        let err = std::fs::File::create(&stderr).unwrap();
-        let child = mck()
-            .arg("consume")
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::from(err))
-            .spawn()
-            .expect("mck starts");
-        Run { child, stderr }
-    }
-
-    /// Polls `done` until it holds; fails if the command exits first or patience runs
-    /// out (a guard against hangs, not a timing assertion).
-    fn wait_until(&mut self, what: &str, mut done: impl FnMut() -> bool) {
-        let until = Instant::now() + PATIENCE;
-        while !done() {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                panic!(
-                    "mck consume exited ({status}) before {what}; stderr:\n{}",
-                    self.stderr()
-                );
-            }
-            assert!(
-                Instant::now() < until,
-                "no {what}; stderr:\n{}",
-                self.stderr()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn stderr(&self) -> String {
-        let mut s = String::new();
-        if let Ok(mut f) = std::fs::File::open(&self.stderr) {
-            let _ = f.read_to_string(&mut s);
-        }
-        s
-    }
-
-    fn signal(&self, sig: i32) {
-        // SAFETY: plain kill(2) on our own child's pid.
-        let rc = unsafe { libc::kill(self.child.id() as i32, sig) };
-        assert_eq!(rc, 0, "kill({sig}) failed");
-    }
-
-    /// Waits for the exit (with a guard against hangs) and returns success.
-    fn wait(&mut self) -> bool {
-        let status = self.wait_status();
-        if !status.success() {
-            eprintln!("mck consume exited with {status}");
-        }
-        status.success()
-    }
-
-    fn wait_status(&mut self) -> std::process::ExitStatus {
-        support::wait_exit(&mut self.child, Some(&self.stderr))
-    }
-}
-
-/// Waits until the output holds at least `n` lines.
 fn wait_for_lines(path: &Path, n: usize, run: &mut Run) {
     support::wait_for_lines(path, n, &mut run.child, Some(&run.stderr));
 }
@@ -350,7 +280,7 @@ fn twenty_kill_nines_at_random_moments_leave_each_record_in_the_file_once() {
     let mut run = Run::start(&args, dir.path().join("stderr-final"));
     // Done when the file holds every record and a checkpoint of this run covers it
     // (a killed run may have left lines past its last checkpoint: those are cut).
-    run.wait_until("a checkpoint covering every record", || {
+    run.wait_until("a checkpoint covering every record", PATIENCE, || {
         let text = std::fs::read_to_string(&out).unwrap_or_default();
         text.lines().count() == want.len()
             && newest_checkpoint(&cps)
@@ -359,29 +289,6 @@ fn twenty_kill_nines_at_random_moments_leave_each_record_in_the_file_once() {
     run.signal(libc::SIGTERM);
     assert!(run.wait(), "final run failed; stderr:\n{}", run.stderr());
     assert_each_once(&read_output(&out), &want);
-}
-
-/// The sequence number of the newest checkpoint in `dir`, and the output length it
-/// records.
-fn newest_checkpoint(dir: &Path) -> Option<(u64, u64)> {
-    let newest = std::fs::read_dir(dir)
-        .ok()?
-        .filter_map(|e| {
-            let name = e.ok()?.file_name().into_string().ok()?;
-            let n: u64 = name
-                .strip_prefix("checkpoint-")?
-                .strip_suffix(".json")?
-                .parse()
-                .ok()?;
-            Some((n, dir.join(name)))
-        })
-        .max()?;
-    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(newest.1).ok()?).ok()?;
-    let len = v["checkpoint"]["userData"]["output-length"]
-        .as_str()?
-        .parse()
-        .ok()?;
-    Some((newest.0, len))
 }
 
 #[test]
@@ -421,7 +328,7 @@ fn a_migration_made_by_editing_the_metadata_file_is_followed_exactly_once() {
     // A broken edit is reported and reading goes on with the last good metadata.
     std::fs::write(&md, "- streamId: [unclosed\n").unwrap();
     let stderr = run.stderr.clone();
-    run.wait_until("a warning about the metadata file", || {
+    run.wait_until("a warning about the metadata file", PATIENCE, || {
         std::fs::read_to_string(&stderr)
             .unwrap_or_default()
             .contains("warning: metadata file")
@@ -446,7 +353,7 @@ fn a_migration_made_by_editing_the_metadata_file_is_followed_exactly_once() {
             .map(|(labels, v)| (labels.to_string(), v.to_string()))
             .collect()
     };
-    run.wait_until("B's lag at 0 and A's lag series gone", || {
+    run.wait_until("B's lag at 0 and A's lag series gone", PATIENCE, || {
         let last = lags(&scrape(&metrics_addr));
         last.len() == 2
             && last

@@ -12,15 +12,17 @@
 //! - once the network heals, a run with the same arguments and `-e` completes the
 //!   file: every record of both clusters in it exactly once.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use mck_testkit::proxy::{Mode, ProxiedCluster};
-use mck_testkit::{ClusterOptions, KafkaCluster, TestCluster, TestRecord};
+use mck_testkit::{ClusterOptions, KafkaCluster, TestCluster, TestRecord, assert_each_once};
+use support::{Run, checkpointed_args, newest_checkpoint, output_values};
 
 const TOPIC: &str = "nf";
 const PARTITIONS: i32 = 3;
@@ -78,142 +80,21 @@ fn feed(
     })
 }
 
-/// A running `mck consume` whose stderr goes to a file.
-struct Run {
-    child: Child,
-    stderr: PathBuf,
-}
-
-impl Run {
-    fn start(args: &[String], stderr: PathBuf) -> Run {
-        let err = std::fs::File::create(&stderr).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_mck"))
-            .arg("consume")
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::from(err))
-            .spawn()
-            .expect("mck starts");
-        Run { child, stderr }
-    }
-
-    fn stderr(&self) -> String {
-        std::fs::read_to_string(&self.stderr).unwrap_or_default()
-    }
-
-    fn wait_until(&mut self, what: &str, mut done: impl FnMut() -> bool) {
-        let until = Instant::now() + PATIENCE;
-        while !done() {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                panic!(
-                    "mck consume exited ({status}) before {what}; stderr:\n{}",
-                    self.stderr()
-                );
-            }
-            if Instant::now() > until {
-                let _ = self.child.kill();
-                panic!("no {what} within {PATIENCE:?}; stderr:\n{}", self.stderr());
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    /// Waits up to `within` for the exit; `None` (the run killed) if it did not come.
-    fn exit_within(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
-        let until = Instant::now() + within;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return Some(status);
-            }
-            if Instant::now() > until {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Run {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// (cluster, value) of every line of the JSON-lines output, checking the
-/// per-partition offset order.
-fn output(path: &Path) -> Vec<(String, String)> {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let mut last: BTreeMap<(String, i64), i64> = BTreeMap::new();
-    let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        let v: serde_json::Value = serde_json::from_str(line)
-            .unwrap_or_else(|e| panic!("line {} is not JSON ({e}): {line}", i + 1));
-        let cluster = v["cluster"].as_str().unwrap().to_string();
-        let partition = v["partition"].as_i64().unwrap();
-        let offset = v["offset"].as_i64().unwrap();
-        if let Some(prev) = last.insert((cluster.clone(), partition), offset) {
-            assert!(
-                offset > prev,
-                "{cluster}/{partition}: offset {offset} after {prev} at line {}",
-                i + 1
-            );
-        }
-        out.push((cluster, v["value"].as_str().unwrap().to_string()));
-    }
-    out
-}
-
-/// The sequence number of the newest checkpoint in `dir` and the output length it
-/// records.
-fn newest_checkpoint(dir: &Path) -> Option<(u64, u64)> {
-    let newest = std::fs::read_dir(dir)
-        .ok()?
-        .filter_map(|e| {
-            let name = e.ok()?.file_name().into_string().ok()?;
-            let n: u64 = name
-                .strip_prefix("checkpoint-")?
-                .strip_suffix(".json")?
-                .parse()
-                .ok()?;
-            Some((n, dir.join(name)))
-        })
-        .max()?;
-    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(newest.1).ok()?).ok()?;
-    let len = v["checkpoint"]["userData"]["output-length"]
-        .as_str()?
-        .parse()
-        .ok()?;
-    Some((newest.0, len))
-}
-
 fn count_of(path: &Path, cluster: &str) -> usize {
-    output(path).iter().filter(|(c, _)| c == cluster).count()
+    output_values(path)
+        .iter()
+        .filter(|(c, _)| c == cluster)
+        .count()
 }
 
 /// Every value of `sent` is in `got` for `cluster` exactly once, and nothing else.
 fn assert_exactly_once(cluster: &str, sent: &[Sent], got: &[(String, String)]) {
-    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
-    for (_, v) in got.iter().filter(|(c, _)| c == cluster) {
-        *counts.entry(v.as_str()).or_default() += 1;
-    }
-    let twice: Vec<_> = counts.iter().filter(|(_, n)| **n > 1).take(5).collect();
-    let want: BTreeSet<&str> = sent.iter().map(|(v, _)| v.as_str()).collect();
-    let missing: Vec<_> = want.iter().filter(|v| !counts.contains_key(*v)).collect();
-    let unknown: Vec<_> = counts.keys().filter(|v| !want.contains(*v)).collect();
-    assert!(
-        twice.is_empty(),
-        "{cluster}: {} records in the file more than once, e.g. {twice:?}",
-        counts.values().filter(|n| **n > 1).count()
+    assert_each_once(
+        got.iter()
+            .filter(|(c, _)| c == cluster)
+            .map(|(_, v)| v.as_str()),
+        sent.iter().map(|(v, _)| v.as_str()),
     );
-    assert!(
-        missing.is_empty(),
-        "{cluster}: {} of {} records not in the file, e.g. {:?}",
-        missing.len(),
-        sent.len(),
-        &missing[..missing.len().min(5)]
-    );
-    assert!(unknown.is_empty(), "{cluster}: unexpected {unknown:?}");
 }
 
 #[test]
@@ -241,26 +122,14 @@ fn a_blackholed_cluster_neither_stalls_the_file_nor_holds_a_sigint() {
     .unwrap();
     let out = dir.path().join("out.jsonl");
     let cps = dir.path().join("ck");
-    let p = |p: &Path| p.display().to_string();
-    let args: Vec<String> = [
-        p(&md),
-        "--stream".into(),
-        "orders".into(),
-        "--output".into(),
-        p(&out),
-        "--checkpoint-dir".into(),
-        p(&cps),
-        "--checkpoint-interval".into(),
-        "1s".into(),
-    ]
-    .into();
+    let args = checkpointed_args(&md, "orders", &out, &cps);
 
     let stop = Arc::new(AtomicBool::new(false));
     let east_feed = feed(east, "east", stop.clone());
     let west_feed = feed(west.cluster(), "west", stop.clone());
 
     let mut run = Run::start(&args, dir.path().join("stderr-1"));
-    run.wait_until("records of both clusters in the file", || {
+    run.wait_until("records of both clusters in the file", PATIENCE, || {
         count_of(&out, "east") >= 20 && count_of(&out, "west") >= 20
     });
     eprintln!("both clusters in the file after {:?}", began.elapsed());
@@ -273,7 +142,7 @@ fn a_blackholed_cluster_neither_stalls_the_file_nor_holds_a_sigint() {
     while hole_start.elapsed() < HOLE {
         let now = Instant::now();
         let mut seen = seen.lock().unwrap();
-        for line in output(&out) {
+        for line in output_values(&out) {
             seen.entry(line).or_insert(now);
         }
         drop(seen);
@@ -288,11 +157,7 @@ fn a_blackholed_cluster_neither_stalls_the_file_nor_holds_a_sigint() {
 
     // SIGINT while west is still blackholed.
     let signalled = Instant::now();
-    // SAFETY: plain kill(2) on our own child's pid.
-    assert_eq!(
-        unsafe { libc::kill(run.child.id() as i32, libc::SIGINT) },
-        0
-    );
+    run.signal(libc::SIGINT);
     let status = run.exit_within(PATIENCE);
     let took = signalled.elapsed();
     let stderr1 = run.stderr();
@@ -388,7 +253,7 @@ fn a_blackholed_cluster_neither_stalls_the_file_nor_holds_a_sigint() {
         status.success(),
         "the -e run ended with {status}:\n{stderr2}"
     );
-    let got = output(&out);
+    let got = output_values(&out);
     assert_exactly_once("east", &east_sent, &got);
     assert_exactly_once("west", &west_sent, &got);
     eprintln!(

@@ -2,13 +2,10 @@
 //! `kafka-delete-records`): the run fails with one located line, or resets where
 //! `--on-missing-offset` says.
 
-use std::process::Command;
+mod support;
 
 use mck_testkit::{TestCluster, TestRecord, shared_cluster, tools};
-
-fn mck() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_mck"))
-}
+use support::mck;
 
 #[test]
 fn deleted_records_below_the_checkpoint_fail_the_run_unless_a_reset_is_chosen() {

@@ -4,9 +4,10 @@
 //! reported as dead code there.
 #![allow(dead_code)]
 
+use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 /// How long a run may take to do what a test waits for: a guard against hangs, not a
@@ -103,4 +104,158 @@ pub fn scrape(addr: &str) -> String {
     let mut body = String::new();
     stream.read_to_string(&mut body).unwrap();
     body
+}
+
+/// A running `mck consume` whose stderr goes to a file (shown when a check fails);
+/// killed if still running when dropped.
+pub struct Run {
+    pub child: Child,
+    pub stderr: PathBuf,
+}
+
+impl Run {
+    /// Starts `mck consume <args>`, stdout discarded, stderr into the file `stderr`.
+    pub fn start(args: &[String], stderr: PathBuf) -> Run {
+        let err = std::fs::File::create(&stderr).unwrap();
+        let child = mck()
+            .arg("consume")
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(err))
+            .spawn()
+            .expect("mck starts");
+        Run { child, stderr }
+    }
+
+    /// What the run wrote to stderr so far.
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+
+    /// Polls `done` until it holds; fails if the run exits first or `within` runs out
+    /// (then the run is killed). A guard against hangs, not a timing assertion.
+    pub fn wait_until(&mut self, what: &str, within: Duration, mut done: impl FnMut() -> bool) {
+        let until = Instant::now() + within;
+        while !done() {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                panic!(
+                    "mck consume exited ({status}) before {what}; stderr:\n{}",
+                    self.stderr()
+                );
+            }
+            if Instant::now() > until {
+                let _ = self.child.kill();
+                panic!("no {what} within {within:?}; stderr:\n{}", self.stderr());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Sends `sig` to the run.
+    pub fn signal(&self, sig: i32) {
+        // SAFETY: plain kill(2) on our own child's pid.
+        let rc = unsafe { libc::kill(self.child.id() as i32, sig) };
+        assert_eq!(rc, 0, "kill({sig}) failed");
+    }
+
+    /// Waits for the exit (see [`wait_exit`]) and returns success.
+    pub fn wait(&mut self) -> bool {
+        let status = self.wait_status();
+        if !status.success() {
+            eprintln!("mck consume exited with {status}");
+        }
+        status.success()
+    }
+
+    /// Waits for the exit (see [`wait_exit`]) and returns its status.
+    pub fn wait_status(&mut self) -> ExitStatus {
+        wait_exit(&mut self.child, Some(&self.stderr))
+    }
+
+    /// Waits up to `within` for the exit; `None` if it did not come (the run goes on
+    /// until dropped).
+    pub fn exit_within(&mut self, within: Duration) -> Option<ExitStatus> {
+        let until = Instant::now() + within;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Some(status);
+            }
+            if Instant::now() > until {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The arguments of a `mck consume` run of `stream` from the metadata file `md` into
+/// the file `out`, checkpointing into `checkpoints` every second.
+pub fn checkpointed_args(md: &Path, stream: &str, out: &Path, checkpoints: &Path) -> Vec<String> {
+    let p = |p: &Path| p.display().to_string();
+    [
+        p(md),
+        "--stream".into(),
+        stream.into(),
+        "--output".into(),
+        p(out),
+        "--checkpoint-dir".into(),
+        p(checkpoints),
+        "--checkpoint-interval".into(),
+        "1s".into(),
+    ]
+    .into()
+}
+
+/// The sequence number of the newest checkpoint in `dir`, and the output length it
+/// records.
+pub fn newest_checkpoint(dir: &Path) -> Option<(u64, u64)> {
+    let newest = std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(|e| {
+            let name = e.ok()?.file_name().into_string().ok()?;
+            let n: u64 = name
+                .strip_prefix("checkpoint-")?
+                .strip_suffix(".json")?
+                .parse()
+                .ok()?;
+            Some((n, dir.join(name)))
+        })
+        .max()?;
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(newest.1).ok()?).ok()?;
+    let len = v["checkpoint"]["userData"]["output-length"]
+        .as_str()?
+        .parse()
+        .ok()?;
+    Some((newest.0, len))
+}
+
+/// (cluster, value) of every line of the JSON-lines output at `path` (none while it
+/// does not exist), checking that offsets increase per cluster and partition.
+pub fn output_values(path: &Path) -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let mut last: BTreeMap<(String, i64), i64> = BTreeMap::new();
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let v: serde_json::Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("line {} is not JSON ({e}): {line}", i + 1));
+        let cluster = v["cluster"].as_str().unwrap().to_string();
+        let partition = v["partition"].as_i64().unwrap();
+        let offset = v["offset"].as_i64().unwrap();
+        if let Some(prev) = last.insert((cluster.clone(), partition), offset) {
+            assert!(
+                offset > prev,
+                "{cluster}/{partition}: offset {offset} after {prev} at line {}",
+                i + 1
+            );
+        }
+        out.push((cluster, v["value"].as_str().unwrap().to_string()));
+    }
+    out
 }
