@@ -12,14 +12,19 @@
 //! - once production stops, every record of both clusters came out exactly once, in
 //!   offset order per partition.
 
-use std::collections::{BTreeMap, BTreeSet};
+mod support;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use mck_testkit::{ClusterOptions, KafkaCluster, TestCluster, TestRecord};
+use mck_testkit::{
+    ClusterOptions, KafkaCluster, TestCluster, TestRecord, busiest_leader,
+    java_produce_until_stopped, three_broker_options,
+};
 use multicluster_kafka::prelude::*;
-use tokio::sync::oneshot;
+use support::{Reading, assert_read_once};
 
 const TOPIC: &str = "failover";
 const PARTITIONS: i32 = 6;
@@ -35,44 +40,13 @@ const PATIENCE: Duration = Duration::from_secs(90);
 fn start_clusters() -> (KafkaCluster, KafkaCluster) {
     std::thread::scope(|s| {
         let solo = s.spawn(|| KafkaCluster::start(ClusterOptions::new("bf-solo")));
-        let three = KafkaCluster::start(
-            ClusterOptions::new("bf-three")
-                .brokers(3)
-                .broker_config("min.insync.replicas", "2")
-                .broker_config(
-                    "broker.session.timeout.ms",
-                    BROKER_SESSION.as_millis().to_string(),
-                )
-                .broker_config("broker.heartbeat.interval.ms", "1000"),
-        )
-        .expect("the 3-broker cluster starts");
+        let three = KafkaCluster::start(three_broker_options("bf-three", BROKER_SESSION))
+            .expect("the 3-broker cluster starts");
         let solo = solo
             .join()
             .expect("starting bf-solo panicked")
             .expect("the 1-broker cluster starts");
         (three, solo)
-    })
-}
-
-/// A thread feeding `three` through the Java producer, one record every 5 ms, values
-/// `three-<n>`; joining it gives every value, all acknowledged.
-fn java_feed(
-    producer: mck_testkit::JavaProducer,
-    stop: Arc<AtomicBool>,
-) -> std::thread::JoinHandle<Vec<String>> {
-    std::thread::spawn(move || {
-        let mut producer = producer;
-        let mut values = Vec::new();
-        while !stop.load(Ordering::Relaxed) {
-            let v = format!("three-{}", values.len());
-            producer.send(&v).expect("the Java producer takes a record");
-            values.push(v);
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        producer
-            .finish()
-            .expect("the Java producer had every record acknowledged");
-        values
     })
 }
 
@@ -100,171 +74,6 @@ fn solo_feed(
     })
 }
 
-#[derive(Clone, Debug)]
-struct Got {
-    cluster: String,
-    partition: i32,
-    offset: i64,
-    value: String,
-    at: Instant,
-}
-
-/// The source's records as they come, read by a task until told to stop.
-struct Reading {
-    got: Arc<Mutex<Vec<Got>>>,
-    errors: Arc<Mutex<Vec<String>>>,
-    stop: Option<oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<(KafkaSourceStream<Utf8>, Option<String>)>,
-}
-
-impl Reading {
-    fn start(mut stream: KafkaSourceStream<Utf8>) -> Reading {
-        let got = Arc::new(Mutex::new(Vec::new()));
-        let errors = Arc::new(Mutex::new(Vec::new()));
-        let (stop, mut stopped) = oneshot::channel::<()>();
-        let task = {
-            let (got, errors) = (got.clone(), errors.clone());
-            tokio::spawn(async move {
-                let end = loop {
-                    tokio::select! {
-                        biased;
-                        _ = &mut stopped => break None,
-                        r = stream.next() => match r {
-                            Some(Ok(r)) => got.lock().unwrap().push(Got {
-                                cluster: r.cluster.to_string(),
-                                partition: r.partition,
-                                offset: r.offset,
-                                value: r.value,
-                                at: Instant::now(),
-                            }),
-                            // Cluster and metadata errors are reports; the source
-                            // goes on.
-                            Some(Err(
-                                e @ (SourceError::Cluster { .. } | SourceError::Metadata(_)),
-                            )) => errors.lock().unwrap().push(e.to_string()),
-                            Some(Err(e)) => break Some(format!("fatal error: {e}")),
-                            None => break Some("the unbounded stream ended".to_string()),
-                        },
-                    }
-                };
-                (stream, end)
-            })
-        };
-        Reading {
-            got,
-            errors,
-            stop: Some(stop),
-            task,
-        }
-    }
-
-    fn snapshot(&self) -> Vec<Got> {
-        self.got.lock().unwrap().clone()
-    }
-
-    fn values_of(&self, cluster: &str) -> BTreeSet<String> {
-        self.got
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|g| g.cluster == cluster)
-            .map(|g| g.value.clone())
-            .collect()
-    }
-
-    /// Waits until every value of `want` came out of `cluster`.
-    async fn until_all(&self, cluster: &str, want: &[String]) {
-        let began = Instant::now();
-        loop {
-            let have = self.values_of(cluster);
-            let missing = want.iter().filter(|v| !have.contains(*v)).count();
-            if missing == 0 {
-                return;
-            }
-            assert!(
-                began.elapsed() < PATIENCE,
-                "{cluster}: {missing} of {} records not out within {PATIENCE:?}; errors: {:?}",
-                want.len(),
-                self.errors.lock().unwrap()
-            );
-            assert!(!self.task.is_finished(), "the reading task ended early");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-
-    /// Waits until `cluster` has handed out at least `n` records.
-    async fn until_count(&self, cluster: &str, n: usize) {
-        let began = Instant::now();
-        while self.values_of(cluster).len() < n {
-            assert!(
-                began.elapsed() < PATIENCE,
-                "{cluster}: fewer than {n} records within {PATIENCE:?}; errors: {:?}",
-                self.errors.lock().unwrap()
-            );
-            assert!(!self.task.is_finished(), "the reading task ended early");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-
-    async fn close(mut self) -> Vec<Got> {
-        let _ = self.stop.take().unwrap().send(());
-        let (stream, end) = tokio::time::timeout(Duration::from_secs(10), self.task)
-            .await
-            .expect("the reading task stops promptly")
-            .expect("the reading task does not panic");
-        assert_eq!(end, None, "the source failed");
-        tokio::time::timeout(Duration::from_secs(10), stream.close())
-            .await
-            .expect("close() ends promptly");
-        let errors = self.errors.lock().unwrap().clone();
-        eprintln!(
-            "{} reported errors, e.g. {:?}",
-            errors.len(),
-            errors.first()
-        );
-        self.got.lock().unwrap().clone()
-    }
-}
-
-/// Every value of `sent` came out of `cluster` exactly once and nothing else did; per
-/// partition in offset order.
-fn assert_exactly_once(cluster: &str, sent: &[String], got: &[Got]) {
-    let mine: Vec<&Got> = got.iter().filter(|g| g.cluster == cluster).collect();
-    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
-    for g in &mine {
-        *counts.entry(g.value.as_str()).or_default() += 1;
-    }
-    let twice: Vec<_> = counts.iter().filter(|(_, n)| **n > 1).collect();
-    let want: BTreeSet<&str> = sent.iter().map(String::as_str).collect();
-    let missing: Vec<_> = want.iter().filter(|v| !counts.contains_key(*v)).collect();
-    let unknown: Vec<_> = counts.keys().filter(|v| !want.contains(*v)).collect();
-    assert!(
-        twice.is_empty(),
-        "{cluster}: {} records read more than once, e.g. {:?}",
-        twice.len(),
-        &twice[..twice.len().min(5)]
-    );
-    assert!(
-        missing.is_empty(),
-        "{cluster}: {} of {} records never read, e.g. {:?}",
-        missing.len(),
-        sent.len(),
-        &missing[..missing.len().min(5)]
-    );
-    assert!(unknown.is_empty(), "{cluster}: unexpected {unknown:?}");
-    let mut last: BTreeMap<i32, i64> = BTreeMap::new();
-    for g in &mine {
-        if let Some(prev) = last.insert(g.partition, g.offset) {
-            assert!(
-                g.offset > prev,
-                "{cluster}/{}: offset {} after {prev}",
-                g.partition,
-                g.offset
-            );
-        }
-    }
-}
-
 fn source(three: &KafkaCluster, solo: &KafkaCluster) -> MultiClusterKafkaSource<Utf8> {
     let stream = KafkaStream::new("bf")
         .with_cluster(
@@ -290,23 +99,6 @@ fn source(three: &KafkaCluster, solo: &KafkaCluster) -> MultiClusterKafkaSource<
         .unwrap()
 }
 
-/// The broker leading the most partitions of the topic, other than `not`.
-fn busiest_leader(three: &KafkaCluster, not: Option<usize>) -> (usize, Vec<i32>) {
-    let leaders = three.partition_leaders(TOPIC).expect("partition leaders");
-    let mut by_broker: BTreeMap<usize, Vec<i32>> = BTreeMap::new();
-    for (p, l) in leaders.iter().enumerate() {
-        if let Some(b) = l
-            && Some(*b) != not
-        {
-            by_broker.entry(*b).or_default().push(p as i32);
-        }
-    }
-    by_broker
-        .into_iter()
-        .max_by_key(|(_, ps)| ps.len())
-        .unwrap_or_else(|| panic!("no leader to kill among {leaders:?}"))
-}
-
 #[test]
 fn leaders_killed_and_restarted_under_load_lose_and_repeat_nothing() {
     let began = Instant::now();
@@ -323,7 +115,7 @@ fn leaders_killed_and_restarted_under_load_lose_and_repeat_nothing() {
     let java = three
         .java_producer(TOPIC, &[])
         .expect("the Java producer starts");
-    let three_feed = java_feed(java, stop.clone());
+    let three_feed = java_produce_until_stopped(java, "three", stop.clone());
     let solo_feed = solo_feed(solo.clone(), stop.clone());
 
     let rt = mck_testkit::runtime();
@@ -333,13 +125,13 @@ fn leaders_killed_and_restarted_under_load_lose_and_repeat_nothing() {
             .expect("open() ends")
             .expect("the source opens");
         let reading = Reading::start(stream);
-        reading.until_count("three", 200).await;
-        reading.until_count("solo", 50).await;
+        reading.until("three", 200, PATIENCE).await;
+        reading.until("solo", 50, PATIENCE).await;
         eprintln!("both clusters flowing after {:?}", began.elapsed());
 
         let mut killed_before = None;
         for round in 0..2 {
-            let (victim, led) = busiest_leader(&three, killed_before);
+            let (victim, led) = busiest_leader(&three, TOPIC, killed_before);
             let t3 = three.clone();
             let killed_at = Instant::now();
             tokio::task::spawn_blocking(move || t3.kill_broker(victim))
@@ -417,13 +209,13 @@ fn leaders_killed_and_restarted_under_load_lose_and_repeat_nothing() {
             three_sent.len(),
             solo_sent.len()
         );
-        reading.until_all("three", &three_sent).await;
-        reading.until_all("solo", &solo_sent).await;
+        reading.until_all("three", &three_sent, PATIENCE).await;
+        reading.until_all("solo", &solo_sent, PATIENCE).await;
         // Give a repeat the time to show.
         tokio::time::sleep(Duration::from_secs(3)).await;
-        let got = reading.close().await;
-        assert_exactly_once("three", &three_sent, &got);
-        assert_exactly_once("solo", &solo_sent, &got);
+        let got = reading.close(Duration::from_secs(10)).await;
+        assert_read_once("three", three_sent.iter().map(String::as_str), &got);
+        assert_read_once("solo", solo_sent.iter().map(String::as_str), &got);
     });
     eprintln!("done in {:?}", began.elapsed());
 }

@@ -17,7 +17,9 @@
 //!
 //! The tests share the two clusters and the proxy, so they run one at a time.
 
-use std::collections::{BTreeMap, BTreeSet};
+mod support;
+
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
@@ -27,7 +29,7 @@ use mck_testkit::{ClusterOptions, KafkaCluster, TestCluster, shared_cluster};
 use multicluster_kafka::prelude::*;
 use rdkafka::ClientConfig;
 use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
-use tokio::sync::oneshot;
+use support::{Got, Reading, assert_read_once};
 
 /// Partitions of every topic on each cluster.
 const PARTITIONS: i32 = 3;
@@ -251,112 +253,6 @@ impl Drop for Feed {
 // ---------------------------------------------------------------------------
 // Reading
 
-#[derive(Clone, Debug)]
-struct Got {
-    cluster: String,
-    partition: i32,
-    offset: i64,
-    value: String,
-    at: Instant,
-}
-
-/// The source's records as they come, read by a task until told to stop.
-struct Reading {
-    got: Arc<Mutex<Vec<Got>>>,
-    errors: Arc<Mutex<Vec<String>>>,
-    stop: Option<oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<(KafkaSourceStream<Utf8>, Option<String>)>,
-}
-
-impl Reading {
-    fn start(mut stream: KafkaSourceStream<Utf8>) -> Reading {
-        let got = Arc::new(Mutex::new(Vec::new()));
-        let errors = Arc::new(Mutex::new(Vec::new()));
-        let (stop, mut stopped) = oneshot::channel::<()>();
-        let task = {
-            let (got, errors) = (got.clone(), errors.clone());
-            tokio::spawn(async move {
-                let end = loop {
-                    tokio::select! {
-                        biased;
-                        _ = &mut stopped => break None,
-                        r = stream.next() => match r {
-                            Some(Ok(r)) => got.lock().unwrap().push(Got {
-                                cluster: r.cluster.to_string(),
-                                partition: r.partition,
-                                offset: r.offset,
-                                value: r.value,
-                                at: Instant::now(),
-                            }),
-                            // Cluster and metadata errors are reports; the source
-                            // goes on (as `mck consume` does).
-                            Some(Err(
-                                e @ (SourceError::Cluster { .. } | SourceError::Metadata(_)),
-                            )) => errors.lock().unwrap().push(e.to_string()),
-                            Some(Err(e)) => break Some(format!("fatal error: {e}")),
-                            None => break Some("the unbounded stream ended".to_string()),
-                        },
-                    }
-                };
-                (stream, end)
-            })
-        };
-        Reading {
-            got,
-            errors,
-            stop: Some(stop),
-            task,
-        }
-    }
-
-    fn snapshot(&self) -> Vec<Got> {
-        self.got.lock().unwrap().clone()
-    }
-
-    fn count_of(&self, cluster: &str) -> usize {
-        self.got
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|g| g.cluster == cluster)
-            .count()
-    }
-
-    /// Waits until `cluster` has handed out at least `n` records.
-    async fn until(&self, cluster: &str, n: usize, within: Duration) {
-        let began = Instant::now();
-        while self.count_of(cluster) < n {
-            assert!(
-                began.elapsed() < within,
-                "{cluster}: {} records of {n} within {within:?}; errors: {:?}",
-                self.count_of(cluster),
-                self.errors.lock().unwrap()
-            );
-            assert!(!self.task.is_finished(), "the reading task ended early");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
-    /// Stops reading, closes the source and returns everything read; the close must be
-    /// prompt.
-    async fn close(mut self) -> Vec<Got> {
-        let _ = self.stop.take().unwrap().send(());
-        let (stream, end) = tokio::time::timeout(PROMPT, self.task)
-            .await
-            .expect("the reading task stops promptly")
-            .expect("the reading task does not panic");
-        assert_eq!(end, None, "the source failed");
-        let t = Instant::now();
-        tokio::time::timeout(PROMPT, stream.close())
-            .await
-            .unwrap_or_else(|_| panic!("close() did not end within {PROMPT:?}"));
-        eprintln!("close() took {:?}", t.elapsed());
-        let errors = self.errors.lock().unwrap().clone();
-        eprintln!("{} reported errors: {errors:?}", errors.len());
-        self.got.lock().unwrap().clone()
-    }
-}
-
 fn source(topic: &str) -> MultiClusterKafkaSource<Utf8> {
     let stream = KafkaStream::new("nf")
         .with_cluster(
@@ -393,50 +289,6 @@ fn source(topic: &str) -> MultiClusterKafkaSource<Utf8> {
 fn create_topics(topic: &str) {
     east().create_topic(topic, PARTITIONS).unwrap();
     west().cluster().create_topic(topic, PARTITIONS).unwrap();
-}
-
-/// Every record `feed` sent comes out once, and per partition in offset order.
-fn assert_exactly_once(cluster: &str, sent: &[Sent], got: &[Got]) {
-    let mine: Vec<&Got> = got.iter().filter(|g| g.cluster == cluster).collect();
-    let mut by_value: BTreeMap<&str, usize> = BTreeMap::new();
-    for g in &mine {
-        *by_value.entry(g.value.as_str()).or_default() += 1;
-    }
-    let twice: Vec<_> = by_value.iter().filter(|(_, n)| **n > 1).collect();
-    let sent_values: BTreeSet<&str> = sent.iter().map(|r| r.value.as_str()).collect();
-    let missing: Vec<_> = sent_values
-        .iter()
-        .filter(|v| !by_value.contains_key(*v))
-        .collect();
-    let unknown: Vec<_> = by_value
-        .keys()
-        .filter(|v| !sent_values.contains(*v))
-        .collect();
-    assert!(
-        twice.is_empty(),
-        "{cluster}: {} records handed out more than once, e.g. {:?}",
-        twice.len(),
-        &twice[..twice.len().min(5)]
-    );
-    assert!(
-        missing.is_empty(),
-        "{cluster}: {} of {} records never came out, e.g. {:?}",
-        missing.len(),
-        sent.len(),
-        &missing[..missing.len().min(5)]
-    );
-    assert!(unknown.is_empty(), "{cluster}: unexpected {unknown:?}");
-    let mut last: BTreeMap<i32, i64> = BTreeMap::new();
-    for g in &mine {
-        if let Some(prev) = last.insert(g.partition, g.offset) {
-            assert!(
-                g.offset > prev,
-                "{cluster}/{}: offset {} after {prev}",
-                g.partition,
-                g.offset
-            );
-        }
-    }
 }
 
 /// When each value came out.
@@ -576,10 +428,10 @@ where
     );
     // Give a repeat the time to show.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let got = reading.close().await;
+    let got = reading.close(PROMPT).await;
 
-    assert_exactly_once("east", &east_sent, &got);
-    assert_exactly_once("west", &west_sent, &got);
+    assert_read_once("east", east_sent.iter().map(|r| r.value.as_str()), &got);
+    assert_read_once("west", west_sent.iter().map(|r| r.value.as_str()), &got);
     assert_east_flowed(&east_sent, &during, fault_start, fault_end);
     eprintln!("{topic}: done in {:?}", began.elapsed());
 }
@@ -699,7 +551,7 @@ async fn stop_during(topic: &str, fault: fn(&FaultProxy), close: bool) -> Durati
     );
     let t = Instant::now();
     if close {
-        reading.close().await;
+        reading.close(PROMPT).await;
     } else {
         let mut reading = reading;
         let _ = reading.stop.take().unwrap().send(());

@@ -4,11 +4,16 @@
 //! reported as dead code there.
 #![allow(dead_code)]
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use mck_testkit::{KafkaCluster, Listener, Seen, shared_cluster};
+use mck_testkit::{
+    KafkaCluster, Listener, Seen, assert_each_once, assert_in_partition_order, shared_cluster,
+};
 use multicluster_kafka::client_context::OAuthToken;
 use multicluster_kafka::prelude::*;
+use tokio::sync::oneshot;
 
 /// How long a read may wait for records: a guard against hangs, not a timing
 /// assertion.
@@ -132,4 +137,166 @@ pub fn base64url(bytes: &[u8]) -> String {
         }
     }
     out
+}
+
+/// A record [`Reading`] got, and when.
+#[derive(Clone, Debug)]
+pub struct Got {
+    pub cluster: String,
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    pub value: String,
+    pub at: Instant,
+}
+
+/// An unbounded source's records as they come, read by a task until told to stop.
+/// Cluster and metadata errors are kept as reports (the source goes on, as `mck
+/// consume` does); any other error or the end of the stream ends the task.
+pub struct Reading {
+    pub got: Arc<Mutex<Vec<Got>>>,
+    pub errors: Arc<Mutex<Vec<String>>>,
+    pub stop: Option<oneshot::Sender<()>>,
+    /// Gives back the stream, and why it ended unless told to stop.
+    pub task: tokio::task::JoinHandle<(KafkaSourceStream<Utf8>, Option<String>)>,
+}
+
+impl Reading {
+    pub fn start(mut stream: KafkaSourceStream<Utf8>) -> Reading {
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let errors = Arc::new(Mutex::new(Vec::new()));
+        let (stop, mut stopped) = oneshot::channel::<()>();
+        let task = {
+            let (got, errors) = (got.clone(), errors.clone());
+            tokio::spawn(async move {
+                let end = loop {
+                    tokio::select! {
+                        biased;
+                        _ = &mut stopped => break None,
+                        r = stream.next() => match r {
+                            Some(Ok(r)) => got.lock().unwrap().push(Got {
+                                cluster: r.cluster.to_string(),
+                                topic: r.topic.to_string(),
+                                partition: r.partition,
+                                offset: r.offset,
+                                value: r.value,
+                                at: Instant::now(),
+                            }),
+                            Some(Err(
+                                e @ (SourceError::Cluster { .. } | SourceError::Metadata(_)),
+                            )) => errors.lock().unwrap().push(e.to_string()),
+                            Some(Err(e)) => break Some(format!("fatal error: {e}")),
+                            None => break Some("the unbounded stream ended".to_string()),
+                        },
+                    }
+                };
+                (stream, end)
+            })
+        };
+        Reading {
+            got,
+            errors,
+            stop: Some(stop),
+            task,
+        }
+    }
+
+    /// Everything read so far.
+    pub fn snapshot(&self) -> Vec<Got> {
+        self.got.lock().unwrap().clone()
+    }
+
+    /// The values read so far from `cluster`.
+    pub fn values_of(&self, cluster: &str) -> BTreeSet<String> {
+        self.got
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|g| g.cluster == cluster)
+            .map(|g| g.value.clone())
+            .collect()
+    }
+
+    /// How many records `cluster` handed out so far.
+    pub fn count_of(&self, cluster: &str) -> usize {
+        self.got
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|g| g.cluster == cluster)
+            .count()
+    }
+
+    /// Waits until `cluster` has handed out at least `n` records.
+    pub async fn until(&self, cluster: &str, n: usize, within: Duration) {
+        let began = Instant::now();
+        while self.count_of(cluster) < n {
+            assert!(
+                began.elapsed() < within,
+                "{cluster}: {} records of {n} within {within:?}; errors: {:?}",
+                self.count_of(cluster),
+                self.errors.lock().unwrap()
+            );
+            assert!(!self.task.is_finished(), "the reading task ended early");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Waits until every value of `want` came out of `cluster`.
+    pub async fn until_all(&self, cluster: &str, want: &[String], within: Duration) {
+        let began = Instant::now();
+        loop {
+            let have = self.values_of(cluster);
+            let missing = want.iter().filter(|v| !have.contains(*v)).count();
+            if missing == 0 {
+                return;
+            }
+            assert!(
+                began.elapsed() < within,
+                "{cluster}: {missing} of {} records not out within {within:?}; errors: {:?}",
+                want.len(),
+                self.errors.lock().unwrap()
+            );
+            assert!(!self.task.is_finished(), "the reading task ended early");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Stops reading, closes the source and returns everything read. The task must
+    /// stop, without the source having failed, and the close end, each `within`.
+    pub async fn close(mut self, within: Duration) -> Vec<Got> {
+        let _ = self.stop.take().unwrap().send(());
+        let (stream, end) = tokio::time::timeout(within, self.task)
+            .await
+            .expect("the reading task stops promptly")
+            .expect("the reading task does not panic");
+        assert_eq!(end, None, "the source failed");
+        let t = Instant::now();
+        tokio::time::timeout(within, stream.close())
+            .await
+            .unwrap_or_else(|_| panic!("close() did not end within {within:?}"));
+        eprintln!("close() took {:?}", t.elapsed());
+        let errors = self.errors.lock().unwrap().clone();
+        eprintln!(
+            "{} reported errors, e.g. {:?}",
+            errors.len(),
+            &errors[..errors.len().min(5)]
+        );
+        self.got.lock().unwrap().clone()
+    }
+}
+
+/// Every value of `sent` came out of `cluster` exactly once and nothing else did;
+/// per partition in offset order.
+pub fn assert_read_once<'a>(
+    cluster: &str,
+    sent: impl IntoIterator<Item = &'a str>,
+    got: &'a [Got],
+) {
+    let mine: Vec<&Got> = got.iter().filter(|g| g.cluster == cluster).collect();
+    assert_in_partition_order(
+        mine.iter()
+            .map(|g| (cluster, g.topic.as_str(), g.partition, g.offset)),
+    );
+    assert_each_once(mine.iter().map(|g| g.value.as_str()), sent);
 }
