@@ -2,24 +2,14 @@
 //! `kafka-delete-records`) is never silent: by default the split fails with its
 //! position and the log's range; the policy can reset it to the log's start or end.
 
+mod support;
+
 use std::time::Duration;
 
 use mck_testkit::{TestCluster, TestRecord, shared_cluster, tools};
 use multicluster_kafka::checkpoint::Checkpoint;
 use multicluster_kafka::prelude::*;
-
-fn source(bootstrap: &str, topic: &str) -> SourceBuilder<Utf8> {
-    let meta = ClusterMetadata::builder(bootstrap)
-        .topic(topic)
-        .build()
-        .unwrap();
-    MultiClusterKafkaSource::builder()
-        .metadata_service(
-            StaticMetadataService::new([KafkaStream::new("s").with_cluster("c", meta)]).unwrap(),
-        )
-        .stream_ids(["s"])
-        .deserializer(Utf8)
-}
+use support::one_topic_source;
 
 async fn next(s: &mut KafkaSourceStream<Utf8>) -> Result<String, SourceError> {
     tokio::time::timeout(Duration::from_secs(30), s.next())
@@ -41,7 +31,7 @@ fn records_deleted_below_a_checkpoint_fail_the_split_or_reset_as_chosen() {
     let bootstrap = c.bootstrap_servers();
     mck_testkit::runtime().block_on(async {
         // Read 3 records (position 3), checkpoint, stop.
-        let mut s = source(&bootstrap, topic)
+        let mut s = one_topic_source(&bootstrap, topic)
             .build()
             .unwrap()
             .open()
@@ -57,7 +47,7 @@ fn records_deleted_below_a_checkpoint_fail_the_split_or_reset_as_chosen() {
         tools::delete_records(&bootstrap, topic, 0, 6).unwrap();
 
         // Default: the split fails, naming its position and the log's range.
-        let mut s = source(&bootstrap, topic)
+        let mut s = one_topic_source(&bootstrap, topic)
             .restore_from(cp.clone())
             .build()
             .unwrap()
@@ -88,7 +78,7 @@ fn records_deleted_below_a_checkpoint_fail_the_split_or_reset_as_chosen() {
         s.close().await;
 
         // earliest: reads from the new log start, nothing before it.
-        let mut s = source(&bootstrap, topic)
+        let mut s = one_topic_source(&bootstrap, topic)
             .restore_from(cp.clone())
             .on_offset_out_of_range(OffsetReset::Earliest)
             .build()
@@ -102,7 +92,7 @@ fn records_deleted_below_a_checkpoint_fail_the_split_or_reset_as_chosen() {
         s.close().await;
 
         // latest: only what is produced after the reset.
-        let mut s = source(&bootstrap, topic)
+        let mut s = one_topic_source(&bootstrap, topic)
             .restore_from(cp)
             .on_offset_out_of_range(OffsetReset::Latest)
             .build()

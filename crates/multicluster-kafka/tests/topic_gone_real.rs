@@ -2,23 +2,17 @@
 //! stop. By default the run gets an error naming the split; with missing topics
 //! allowed the split ends with a warning and the run ends.
 
+mod support;
+
 use std::time::Duration;
 
 use mck_testkit::{TestCluster, TestRecord, shared_cluster};
 use multicluster_kafka::offsets::PartitionOffset;
 use multicluster_kafka::prelude::*;
+use support::one_topic_source;
 
 fn bounded(bootstrap: &str, topic: &str) -> SourceBuilder<Utf8> {
-    let meta = ClusterMetadata::builder(bootstrap)
-        .topic(topic)
-        .build()
-        .unwrap();
-    MultiClusterKafkaSource::builder()
-        .metadata_service(
-            StaticMetadataService::new([KafkaStream::new("s").with_cluster("c", meta)]).unwrap(),
-        )
-        .stream_ids(["s"])
-        .deserializer(Utf8)
+    one_topic_source(bootstrap, topic)
         // Stops at offset 10 while 3 records exist: the run waits for 7 more.
         .stopping_offsets(StoppingOffsets::Specific {
             offsets: vec![PartitionOffset {

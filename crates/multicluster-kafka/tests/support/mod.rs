@@ -139,6 +139,21 @@ pub fn base64url(bytes: &[u8]) -> String {
     out
 }
 
+/// A source builder over one stream `s` with one cluster `c` (at `bootstrap`) and
+/// one topic, values as UTF-8.
+pub fn one_topic_source(bootstrap: &str, topic: &str) -> SourceBuilder<Utf8> {
+    let meta = ClusterMetadata::builder(bootstrap)
+        .topic(topic)
+        .build()
+        .unwrap();
+    MultiClusterKafkaSource::builder()
+        .metadata_service(
+            StaticMetadataService::new([KafkaStream::new("s").with_cluster("c", meta)]).unwrap(),
+        )
+        .stream_ids(["s"])
+        .deserializer(Utf8)
+}
+
 /// A record [`Reading`] got, and when.
 #[derive(Clone, Debug)]
 pub struct Got {
