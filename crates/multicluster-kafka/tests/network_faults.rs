@@ -25,7 +25,9 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use mck_testkit::proxy::{FaultProxy, Mode, ProxiedCluster};
-use mck_testkit::{ClusterOptions, KafkaCluster, TestCluster, shared_cluster};
+use mck_testkit::{
+    ClusterOptions, KafkaCluster, TestCluster, assert_flowed_during, shared_cluster,
+};
 use multicluster_kafka::prelude::*;
 use rdkafka::ClientConfig;
 use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
@@ -130,7 +132,6 @@ impl ProducerContext for Acks {
 #[derive(Clone, Debug)]
 struct Sent {
     value: String,
-    partition: i32,
     at: Instant,
 }
 
@@ -183,7 +184,6 @@ impl Feed {
                     }
                     sent.lock().unwrap_or_else(|p| p.into_inner()).push(Sent {
                         value,
-                        partition,
                         at: Instant::now(),
                     });
                     n += 1;
@@ -291,67 +291,6 @@ fn create_topics(topic: &str) {
     west().cluster().create_topic(topic, PARTITIONS).unwrap();
 }
 
-/// When each value came out.
-fn arrivals(got: &[Got], cluster: &str) -> BTreeMap<String, Instant> {
-    got.iter()
-        .filter(|g| g.cluster == cluster)
-        .map(|g| (g.value.clone(), g.at))
-        .collect()
-}
-
-/// The healthy cluster kept flowing during the fault: every record of `east`
-/// produced in `[fault_start, fault_end - MAX_HEALTHY_LAG)` came out within
-/// `MAX_HEALTHY_LAG`, before the fault ended.
-fn assert_east_flowed(sent: &[Sent], during: &[Got], fault_start: Instant, fault_end: Instant) {
-    let came = arrivals(during, "east");
-    let window: Vec<&Sent> = sent
-        .iter()
-        .filter(|r| r.at >= fault_start && r.at < fault_end - MAX_HEALTHY_LAG)
-        .collect();
-    assert!(
-        window.len() > 20,
-        "too few east records in the window: {}",
-        window.len()
-    );
-    let late: Vec<String> = window
-        .iter()
-        .filter(|r| {
-            came.get(&r.value)
-                .is_none_or(|out| *out - r.at > MAX_HEALTHY_LAG)
-        })
-        .map(|r| {
-            format!(
-                "{} (partition {}, produced {:?} into the fault, {})",
-                r.value,
-                r.partition,
-                r.at - fault_start,
-                match came.get(&r.value) {
-                    Some(out) => format!("out {:?} later", *out - r.at),
-                    None => "not out before the fault ended".to_string(),
-                }
-            )
-        })
-        .collect();
-    let worst = window
-        .iter()
-        .filter_map(|r| came.get(&r.value).map(|out| *out - r.at))
-        .max()
-        .unwrap_or_default();
-    eprintln!(
-        "east during the fault: {} records, {} late, worst lag of those out {worst:?}",
-        window.len(),
-        late.len()
-    );
-    assert!(
-        late.is_empty(),
-        "east stalled while west failed: {} of {} east records produced during the fault \
-         did not come out within {MAX_HEALTHY_LAG:?}, e.g. {:#?}",
-        late.len(),
-        window.len(),
-        &late[..late.len().min(5)]
-    );
-}
-
 /// What a fault sees of the run.
 struct Ctx {
     proxy: &'static FaultProxy,
@@ -432,7 +371,20 @@ where
 
     assert_read_once("east", east_sent.iter().map(|r| r.value.as_str()), &got);
     assert_read_once("west", west_sent.iter().map(|r| r.value.as_str()), &got);
-    assert_east_flowed(&east_sent, &during, fault_start, fault_end);
+    // The healthy cluster kept flowing during the fault.
+    let came: BTreeMap<&str, Instant> = during
+        .iter()
+        .filter(|g| g.cluster == "east")
+        .map(|g| (g.value.as_str(), g.at))
+        .collect();
+    eprintln!("{topic}: east, during the fault:");
+    assert_flowed_during(
+        east_sent.iter().map(|r| (r.value.as_str(), r.at)),
+        |v| came.get(v).copied(),
+        (fault_start, fault_end),
+        MAX_HEALTHY_LAG,
+        "east stalled while west failed",
+    );
     eprintln!("{topic}: done in {:?}", began.elapsed());
 }
 

@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
+use std::time::{Duration, Instant};
 
 /// One record as a test saw it: (cluster, topic, partition, offset, value).
 pub type Seen = (String, String, i32, i64, String);
@@ -54,4 +55,59 @@ pub fn assert_exactly_once(seen: &[Seen], want: &BTreeSet<String>) {
             .map(|(c, t, p, o, _)| (c.as_str(), t.as_str(), *p, *o)),
     );
     assert_each_once(seen.iter().map(|s| &s.4), want);
+}
+
+/// Asserts that a healthy cluster kept flowing during another one's fault from
+/// `start` to `end`: of the records `produced` (value, when it was acknowledged) in
+/// `[start, end - max_lag)`, of which there must be more than 20, each was seen
+/// (`seen_at`, when it first came out) within `max_lag`. A failure names up to five
+/// late records, then `context`.
+pub fn assert_flowed_during<'a>(
+    produced: impl IntoIterator<Item = (&'a str, Instant)>,
+    seen_at: impl Fn(&str) -> Option<Instant>,
+    (start, end): (Instant, Instant),
+    max_lag: Duration,
+    context: &str,
+) {
+    let window: Vec<(&str, Instant)> = produced
+        .into_iter()
+        .filter(|(_, at)| *at >= start && *at < end - max_lag)
+        .collect();
+    assert!(
+        window.len() > 20,
+        "too few records in the window: {}",
+        window.len()
+    );
+    let late: Vec<String> = window
+        .iter()
+        .filter(|(v, at)| seen_at(v).is_none_or(|s| s - *at > max_lag))
+        .map(|(v, at)| {
+            format!(
+                "{v} (produced {:?} into the fault, {})",
+                *at - start,
+                match seen_at(v) {
+                    Some(s) => format!("out {:?} later", s - *at),
+                    None => "not out before the fault ended".to_string(),
+                }
+            )
+        })
+        .collect();
+    let worst = window
+        .iter()
+        .filter_map(|(v, at)| seen_at(v).map(|s| s - *at))
+        .max()
+        .unwrap_or_default();
+    eprintln!(
+        "during the fault: {} records, {} late, worst lag of those out {worst:?}",
+        window.len(),
+        late.len()
+    );
+    assert!(
+        late.is_empty(),
+        "stalled during the fault: {} of {} records produced during it did not come out \
+         within {max_lag:?}, e.g. {:#?}\n{context}",
+        late.len(),
+        window.len(),
+        &late[..late.len().min(5)]
+    );
 }

@@ -28,7 +28,9 @@ pub mod tools;
 mod util;
 mod verify;
 
-pub use assertions::{Seen, assert_each_once, assert_exactly_once, assert_in_partition_order};
+pub use assertions::{
+    Seen, assert_each_once, assert_exactly_once, assert_flowed_during, assert_in_partition_order,
+};
 pub use error::TestkitError;
 pub use failover::{busiest_leader, java_produce_until_stopped, three_broker_options};
 pub use jars::{KAFKA_VERSION, kafka_libs};
