@@ -300,6 +300,18 @@ struct Ctx {
     east_partitions: Arc<AtomicI32>,
 }
 
+impl Ctx {
+    /// How many of `west`'s records came out after `t`.
+    fn west_out_since(&self, t: Instant) -> usize {
+        self.got
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|g| g.cluster == "west" && g.at > t)
+            .count()
+    }
+}
+
 /// Runs the two feeds and a source over them; `fault` runs the fault (returning when
 /// it is over, network healed) and checks what happened during it; then every record
 /// of both clusters must come out exactly once.
@@ -413,13 +425,7 @@ fn a_blackhole_longer_than_the_session_timeout_stalls_only_its_cluster() {
         let end = Instant::now();
         ctx.proxy.pass();
         // The blackhole held: no west record came out well into it.
-        let west_in_hole = ctx
-            .got
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|g| g.cluster == "west" && g.at > start + Duration::from_secs(2))
-            .count();
+        let west_in_hole = ctx.west_out_since(start + Duration::from_secs(2));
         assert_eq!(
             west_in_hole, 0,
             "west records came out during its blackhole: the proxy is not in the path"
@@ -462,13 +468,7 @@ fn half_a_second_of_latency_slows_only_its_cluster() {
         let end = Instant::now();
         ctx.proxy.pass();
         // West kept flowing, slower.
-        let west = ctx
-            .got
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|g| g.cluster == "west" && g.at > start + Duration::from_secs(2))
-            .count();
+        let west = ctx.west_out_since(start + Duration::from_secs(2));
         assert!(west > 50, "west records out during the latency: {west}");
         (start, end)
     }));
