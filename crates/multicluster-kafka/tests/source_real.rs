@@ -452,6 +452,7 @@ fn unknown_streams_unreachable_clusters_and_bad_patterns_are_clear_errors() {
             .metadata_service(svc)
             .stream_ids(["dead-stream"])
             .client_timeout(Duration::from_secs(3))
+            .startup_timeout(Some(Duration::from_secs(5)))
             .stopping_offsets(StoppingOffsets::Latest)
             .build()
             .unwrap()

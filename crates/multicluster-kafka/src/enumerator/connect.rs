@@ -27,6 +27,10 @@ pub(super) enum Connected {
     Refused(SourceError),
     /// The cluster did not answer: tried again after a backoff.
     NoAnswer(SourceError),
+    /// The cluster answered and refused the client (authentication or TLS failed):
+    /// fatal where start-up waits for every cluster, else tried again after a backoff
+    /// (the cluster's side may be fixed).
+    Rejected(SourceError),
 }
 
 /// A cluster of the metadata that is not being read yet.
@@ -90,6 +94,7 @@ impl Enumerator {
                 Err(e) => Connected::Refused(e),
                 Ok(client) => match client.kafka_cluster_id() {
                     Ok(id) => Connected::Answered(client, id),
+                    Err(e) if client.rejected() => Connected::Rejected(e),
                     Err(e) => Connected::NoAnswer(e),
                 },
             };
@@ -131,7 +136,7 @@ impl Enumerator {
         }
         if fatal(&connected) {
             return Err(match connected {
-                Connected::Refused(e) | Connected::NoAnswer(e) => e,
+                Connected::Refused(e) | Connected::NoAnswer(e) | Connected::Rejected(e) => e,
                 Connected::Answered(..) => unreachable!("an answer is never fatal"),
             });
         }
@@ -141,7 +146,7 @@ impl Enumerator {
                 self.connect_failed(&cluster, e, false);
                 return Ok(false);
             }
-            Connected::NoAnswer(e) => {
+            Connected::NoAnswer(e) | Connected::Rejected(e) => {
                 self.connect_failed(&cluster, e, true);
                 return Ok(false);
             }

@@ -198,7 +198,13 @@ impl Enumerator {
                     let Some(joined) = joined else { continue };
                     let (cluster, connected) = joined
                         .map_err(|e| SourceError::Config(format!("cluster connect task failed: {e}")))?;
-                    let read = self.connected(cluster, connected, |c| matches!(c, Connected::Refused(_)))?;
+                    // A client librdkafka refuses is a configuration error; a cluster
+                    // that refuses the client (credentials, certificates) fails a
+                    // start that waits for every cluster at once.
+                    let read = self.connected(cluster, connected, |c| {
+                        matches!(c, Connected::Refused(_))
+                            || (wait_all && matches!(c, Connected::Rejected(_)))
+                    })?;
                     if read && !wait_all && grace.is_none() {
                         grace = Some(Instant::now() + START_GRACE);
                     }

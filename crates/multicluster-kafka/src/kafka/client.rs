@@ -169,6 +169,12 @@ impl ClusterClient {
     }
 
     /// The Kafka `cluster.id` (the physical identity of the cluster).
+    /// True when the cluster answered but refused this client (authentication or TLS
+    /// failed), as opposed to not answering at all.
+    pub fn rejected(&self) -> bool {
+        self.consumer.context().last_error_rejects()
+    }
+
     pub fn kafka_cluster_id(&self) -> Result<String, SourceError> {
         // A metadata answer carries the cluster id; asking for the id alone first
         // waits in librdkafka's one-second polling steps.

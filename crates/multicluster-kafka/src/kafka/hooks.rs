@@ -198,6 +198,9 @@ pub(crate) struct SourceContext {
     /// librdkafka's last client error other than "all brokers down": the cause a
     /// lookup that timed out names (authentication failed, certificate rejected, …).
     last_error: Mutex<Option<String>>,
+    /// Whether that error means the cluster answered and refused the client
+    /// (authentication or TLS failed): trying again unchanged will not help.
+    last_error_rejects: std::sync::atomic::AtomicBool,
 }
 
 impl SourceContext {
@@ -208,6 +211,7 @@ impl SourceContext {
             hooks,
             streak: Mutex::new(None),
             last_error: Mutex::new(None),
+            last_error_rejects: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -217,6 +221,13 @@ impl SourceContext {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
+    }
+
+    /// True when librdkafka's last client error was the cluster refusing the client
+    /// (authentication or TLS failed), not a cluster that does not answer.
+    pub fn last_error_rejects(&self) -> bool {
+        self.last_error_rejects
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn wants_tokens(&self) -> bool {
@@ -300,6 +311,19 @@ impl ClientContext for SourceContext {
     }
 
     fn error(&self, error: KafkaError, reason: &str) {
+        if !reason.contains("brokers are down") {
+            use rdkafka::types::RDKafkaErrorCode as C;
+            // A broker that refuses the client's certificate ends the handshake with
+            // a TLS alert, which librdkafka may report as a transport error: its text
+            // tells it apart.
+            let rejects = matches!(
+                error.rdkafka_error_code(),
+                Some(C::Authentication | C::SSL | C::SaslAuthenticationFailed)
+            ) || reason.contains("SSL handshake failed")
+                || (reason.contains("SSL") && reason.contains(" alert "));
+            self.last_error_rejects
+                .store(rejects, std::sync::atomic::Ordering::Relaxed);
+        }
         self.report_error(reason);
         if let Some(h) = &self.hooks {
             h.error(error, reason);
