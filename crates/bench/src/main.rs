@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
-use cmd::{compare, handover, isolation, output, throughput, tls};
+use cmd::{blackhole, compare, handover, isolation, output, soak, throughput, tls};
 
 #[derive(Parser)]
 #[command(about = "multicluster-kafka end-to-end benchmarks")]
@@ -64,6 +64,12 @@ enum Cmd {
     /// The CLI's output paths: `mck consume` as JSON and as bare values beside kcat
     /// (`-J` and `-f '%s\n'`) and Kafka's console consumer, one broker, one run.
     Output(output::OutputArgs),
+    /// Memory over a long `mck consume` follow run: one live cluster with a trickle of
+    /// records, one dead cluster, librdkafka's debug logs on; VmRSS every 10 s.
+    Soak(soak::SoakArgs),
+    /// Isolation from a network blackhole: cluster A's records/s while cluster B (behind
+    /// a fault proxy) passes and while it is blackholed, and the shutdown times then.
+    Blackhole(blackhole::BlackholeArgs),
 }
 
 fn main() {
@@ -96,5 +102,7 @@ fn main() {
         Cmd::RssChild(args) => compare::rss_child(&args),
         Cmd::Tls(args) => tls::tls(&args),
         Cmd::Output(args) => output::output(&args),
+        Cmd::Soak(args) => soak::soak(&args),
+        Cmd::Blackhole(args) => blackhole::blackhole(&args),
     }
 }

@@ -1,9 +1,11 @@
 //! One module per measurement, each with the entry point its subcommand runs.
 
+pub mod blackhole;
 pub mod compare;
 pub mod handover;
 pub mod isolation;
 pub mod output;
+pub mod soak;
 pub mod throughput;
 pub mod tls;
 
