@@ -33,6 +33,18 @@ pub(super) enum Connected {
     Rejected(SourceError),
 }
 
+impl Connected {
+    /// The client and Kafka cluster.id of an answer; else the error, and whether to
+    /// try again after a backoff (not for a client librdkafka refused).
+    fn into_answer(self) -> Result<(ClusterClient, String), (SourceError, bool)> {
+        match self {
+            Connected::Answered(client, id) => Ok((client, id)),
+            Connected::Refused(e) => Err((e, false)),
+            Connected::NoAnswer(e) | Connected::Rejected(e) => Err((e, true)),
+        }
+    }
+}
+
 /// A cluster of the metadata that is not being read yet.
 pub(super) struct Pending {
     /// Its metadata, as last read.
@@ -134,20 +146,12 @@ impl Enumerator {
             close_detached(connected);
             return Ok(false);
         }
-        if fatal(&connected) {
-            return Err(match connected {
-                Connected::Refused(e) | Connected::NoAnswer(e) | Connected::Rejected(e) => e,
-                Connected::Answered(..) => unreachable!("an answer is never fatal"),
-            });
-        }
-        let (client, id) = match connected {
-            Connected::Answered(client, id) => (client, id),
-            Connected::Refused(e) => {
-                self.connect_failed(&cluster, e, false);
-                return Ok(false);
-            }
-            Connected::NoAnswer(e) | Connected::Rejected(e) => {
-                self.connect_failed(&cluster, e, true);
+        let is_fatal = fatal(&connected);
+        let (client, id) = match connected.into_answer() {
+            Ok(answer) => answer,
+            Err((e, _)) if is_fatal => return Err(e),
+            Err((e, retry)) => {
+                self.connect_failed(&cluster, e, retry);
                 return Ok(false);
             }
         };
