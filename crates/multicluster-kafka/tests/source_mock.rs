@@ -721,14 +721,17 @@ fn a_follow_run_starts_without_a_cluster_that_is_down_and_takes_it_up_when_it_re
         s.close().await;
     });
 
-    // A bounded run cannot end without the cluster: it fails, naming it.
+    // A bounded run cannot end without the cluster: it fails after its start-up
+    // timeout, naming it.
     let c = MockKafkaCluster::start("gone", 1).unwrap();
     c.create_topic("t", 1).unwrap();
     c.kill_broker(0).unwrap();
     let svc = stream_on("s", "gone", &c, "t");
     let err = mck_testkit::runtime()
         .block_on(read_all(
-            bounded(svc, "s").client_timeout(std::time::Duration::from_secs(2)),
+            bounded(svc, "s")
+                .client_timeout(std::time::Duration::from_secs(2))
+                .startup_timeout(Some(std::time::Duration::from_secs(3))),
         ))
         .unwrap_err();
     assert!(err.to_string().contains("gone"), "{err}");
