@@ -42,8 +42,8 @@ use mck_testkit::proxy::ProxiedCluster;
 use mck_testkit::{ClusterOptions, KafkaCluster, TestCluster};
 use multicluster_kafka::prelude::*;
 
+use super::mck_binary;
 use super::median;
-use super::soak::mck_binary;
 
 /// The topic on both clusters.
 const TOPIC: &str = "bench-blackhole";

@@ -1,5 +1,8 @@
 //! One module per measurement, each with the entry point its subcommand runs.
 
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
 pub mod blackhole;
 pub mod compare;
 pub mod handover;
@@ -16,4 +19,46 @@ pub const TOPIC: &str = "bench";
 pub fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
+}
+
+/// How to install kcat when it is missing.
+const KCAT_HINT: &str = "install it: apt-get update && apt-get install -y kcat (Debian/Ubuntu), \
+     or pass --kcat PATH";
+
+/// Fails loudly, before any broker starts, when kcat cannot be run.
+pub fn check_kcat(kcat: &Path) {
+    match Command::new(kcat)
+        .arg("-V")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+    {
+        Ok(out) if out.status.success() => {
+            let v = String::from_utf8_lossy(&out.stdout);
+            let version = v.lines().find(|l| l.starts_with("Version"));
+            eprintln!("kcat: {}", version.unwrap_or("?").trim());
+        }
+        Ok(out) => panic!(
+            "`{} -V` failed ({}): {}",
+            kcat.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ),
+        Err(e) => panic!("kcat (`{}`) cannot run: {e}; {KCAT_HINT}", kcat.display()),
+    }
+}
+
+/// The `mck` binary: `--mck`, or `mck` in the directory of this binary.
+pub fn mck_binary(arg: Option<&Path>) -> PathBuf {
+    let path = arg.map(Path::to_path_buf).unwrap_or_else(|| {
+        std::env::current_exe()
+            .expect("the bench binary's path")
+            .with_file_name("mck")
+    });
+    assert!(
+        path.is_file(),
+        "no mck binary at {}: build it first (`cargo build --release -p mck`) or pass --mck PATH",
+        path.display()
+    );
+    path
 }

@@ -16,7 +16,9 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+
+use super::mck_binary;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -48,21 +50,6 @@ pub struct SoakArgs {
     /// `cargo build --release -p mck`).
     #[arg(long)]
     mck: Option<PathBuf>,
-}
-
-/// The `mck` binary: `arg`, or `mck` in the directory of this binary.
-pub fn mck_binary(arg: Option<&Path>) -> PathBuf {
-    let path = arg.map(Path::to_path_buf).unwrap_or_else(|| {
-        std::env::current_exe()
-            .expect("the bench binary's path")
-            .with_file_name("mck")
-    });
-    assert!(
-        path.is_file(),
-        "no mck binary at {}: build it first (`cargo build --release -p mck`) or pass --mck PATH",
-        path.display()
-    );
-    path
 }
 
 /// A loopback address nothing listens on (bound once to find a free port, then let go).

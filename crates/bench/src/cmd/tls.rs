@@ -22,7 +22,7 @@ use std::time::Instant;
 use mck_bench::peers;
 use mck_testkit::{ClusterOptions, KafkaCluster, Listener, TestCluster};
 
-use super::median;
+use super::{check_kcat, mck_binary, median};
 use crate::cpu::{broker_pids, pids_cpu};
 
 /// The topic every side reads.
@@ -31,10 +31,6 @@ const TOPIC: &str = "bench-tls";
 /// The secured listener measured: `SSL` with client certificates (mTLS), TLS without
 /// SASL, so the difference to `PLAINTEXT` is the encryption alone.
 const LISTENER: Listener = Listener::Mtls;
-
-/// How to install kcat when it is missing.
-const KCAT_HINT: &str = "install it: apt-get update && apt-get install -y kcat (Debian/Ubuntu), \
-     or pass --kcat PATH";
 
 /// Options of `mck-bench tls`.
 #[derive(clap::Args, Clone, Debug)]
@@ -135,44 +131,6 @@ struct Run {
     broker_cpu: f64,
     /// Lines (records) the child printed.
     lines: u64,
-}
-
-/// Fails loudly, before any broker starts, when kcat cannot be run.
-fn check_kcat(kcat: &Path) {
-    match Command::new(kcat)
-        .arg("-V")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .output()
-    {
-        Ok(out) if out.status.success() => {
-            let v = String::from_utf8_lossy(&out.stdout);
-            let version = v.lines().find(|l| l.starts_with("Version"));
-            eprintln!("kcat: {}", version.unwrap_or("?").trim());
-        }
-        Ok(out) => panic!(
-            "`{} -V` failed ({}): {}",
-            kcat.display(),
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        ),
-        Err(e) => panic!("kcat (`{}`) cannot run: {e}; {KCAT_HINT}", kcat.display()),
-    }
-}
-
-/// The `mck` binary: `--mck`, or `mck` in the directory of this binary.
-fn mck_binary(arg: Option<&Path>) -> PathBuf {
-    let path = arg.map(Path::to_path_buf).unwrap_or_else(|| {
-        std::env::current_exe()
-            .expect("the bench binary's path")
-            .with_file_name("mck")
-    });
-    assert!(
-        path.is_file(),
-        "no mck binary at {}: build it first (`cargo build --release -p mck`) or pass --mck PATH",
-        path.display()
-    );
-    path
 }
 
 /// The command line of `side`. `props` are the librdkafka properties of the TLS
