@@ -6,35 +6,72 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
+use std::sync::Arc;
 
 use super::Enumerator;
 use crate::checkpoint::Checkpoint;
 use crate::error::SourceError;
-use crate::kafka::client::detached;
+use crate::kafka::client::{close_detached, detached};
 use crate::metrics as m;
 
 impl Enumerator {
     /// The commit of `cp`'s offsets, ready to run on its own: it holds the clients it
     /// needs, not the enumerator. Clusters not read (any more) are left out.
+    ///
+    /// Removed clusters whose readers confirmed their removal are committed here one
+    /// last time (the checkpoint's positions, else those the readers handed out
+    /// last), and their clients closed after.
     pub(super) fn commit(
-        &self,
+        &mut self,
         cp: &Checkpoint,
     ) -> impl Future<Output = Result<(), SourceError>> + Send + 'static {
         let no_group = self.cfg.group_id.is_none();
-        let work: Vec<_> = cp
+        let offsets_of = |saved: &crate::checkpoint::ClusterCheckpoint| -> Vec<(String, i32, i64)> {
+            saved
+                .splits
+                .iter()
+                .filter(|s| s.next_offset >= 0)
+                .map(|s| (s.topic.clone(), s.partition, s.next_offset))
+                .collect()
+        };
+        let mut work: Vec<_> = cp
             .clusters
             .iter()
             .filter_map(|(cluster, saved)| {
                 let state = self.clusters.get(cluster.as_str())?;
-                let offsets: Vec<(String, i32, i64)> = saved
-                    .splits
-                    .iter()
-                    .filter(|s| s.next_offset >= 0)
-                    .map(|s| (s.topic.clone(), s.partition, s.next_offset))
-                    .collect();
-                Some((cluster.clone(), state.client.clone(), offsets))
+                Some((cluster.clone(), state.client.clone(), offsets_of(saved)))
             })
             .collect();
+        let last: Vec<Arc<str>> = self
+            .removals
+            .leaving
+            .keys()
+            .filter(|c| self.confirmed(c))
+            .cloned()
+            .collect();
+        let mut closing = Vec::new();
+        for cluster in last {
+            let Some(l) = self.removals.leaving.remove(&cluster) else {
+                continue;
+            };
+            if self.clusters.contains_key(&cluster) {
+                // Added back meanwhile: its new client commits the checkpoint's positions.
+                closing.push(l.state);
+                continue;
+            }
+            let offsets = match cp.clusters.get(&*cluster) {
+                Some(saved) if !saved.splits.is_empty() => offsets_of(saved),
+                _ => l
+                    .positions
+                    .iter()
+                    .filter(|(_, o)| **o >= 0)
+                    .map(|((t, p), o)| (t.clone(), *p, *o))
+                    .collect(),
+            };
+            tracing::info!(cluster = %cluster, partitions = offsets.len(), "committing a removed cluster's last positions");
+            work.push((cluster.to_string(), l.state.client.clone(), offsets));
+            closing.push(l.state);
+        }
         async move {
             if no_group {
                 return Err(SourceError::Config(
@@ -64,6 +101,10 @@ impl Enumerator {
                         failures.insert(cluster, e.to_string());
                     }
                 }
+            }
+            // Closing a client blocks.
+            for state in closing {
+                close_detached(state);
             }
             if failures.is_empty() {
                 Ok(())

@@ -30,6 +30,7 @@ mod commit;
 mod connect;
 mod discovery;
 mod reconcile;
+mod removal;
 mod restore;
 mod subscription;
 
@@ -88,6 +89,9 @@ pub(crate) struct Enumerator {
     /// When to read the metadata again to apply property changes held back by the
     /// rebuild interval.
     held_back_until: Option<tokio::time::Instant>,
+    /// Removals not confirmed by their readers yet, and removed clusters waiting for
+    /// their last commit.
+    removals: removal::Removals,
 }
 
 /// How often a bounded run checks that the topics it reads still exist.
@@ -139,6 +143,7 @@ impl Enumerator {
             last_rebuild: BTreeMap::new(),
             refused_properties: BTreeMap::new(),
             held_back_until: None,
+            removals: removal::Removals::default(),
             retained,
             active,
         };
@@ -284,6 +289,7 @@ impl Enumerator {
     /// Assigns splits to live readers and sends them, grouped by reader and cluster.
     fn hand_out(&mut self, mut splits: Vec<KafkaSplit>) {
         splits.append(&mut self.unassigned);
+        self.removals.defer_unconfirmed(&mut splits);
         if splits.is_empty() {
             return;
         }
@@ -366,6 +372,7 @@ impl Enumerator {
         let mut handles_open = true;
         loop {
             let retry_at = self.next_retry();
+            let leave_at = self.removals.next_close();
             tokio::select! {
                 _ = async { meta_ticker.as_mut().expect("guarded").tick().await }, if meta_ticker.is_some() => {
                     self.refresh_metadata().await;
@@ -403,11 +410,20 @@ impl Enumerator {
                 }
                 cmd = self.commands.recv(), if handles_open => match cmd {
                     Some(Command::Commit(cp, reply)) => {
-                        let _ = self.commits.send((Box::pin(self.commit(&cp)), reply));
+                        let commit = self.commit(&cp);
+                        let _ = self.commits.send((Box::pin(commit), reply));
                     }
                     // The coordinator is gone; keep discovering for the readers.
                     None => handles_open = false,
                 },
+                confirmed = self.removals.next_confirmation(), if self.removals.waiting() => {
+                    if let Some((ids, handed_out)) = confirmed {
+                        self.removal_confirmed(ids, handed_out);
+                    }
+                }
+                _ = tokio::time::sleep_until(leave_at.unwrap_or_else(tokio::time::Instant::now)), if leave_at.is_some() => {
+                    self.close_overdue();
+                }
                 notice = self.notices.recv() => match notice {
                     Some(ReaderNotice::Closed { reader, splits }) => self.reader_closed(reader, splits),
                     None => break,

@@ -159,15 +159,13 @@ impl Enumerator {
         }
         self.owners.retain(|id, _| !which(id));
         self.unassigned.retain(|s| !which(&s.id));
+        self.removals.drop_deferred(&which);
         let retain_until_ms = (retain && !self.cfg.retention.is_zero()).then(|| {
             crate::enumerator::retention::now_ms() + self.cfg.retention.as_millis() as i64
         });
         for (reader, ids) in per_reader {
             if let Some(tx) = self.readers.get(&reader) {
-                let _ = tx.send(ReaderEvent::Remove {
-                    ids,
-                    retain_until_ms,
-                });
+                let _ = tx.send(self.removals.event(ids, retain_until_ms));
             }
         }
     }
@@ -189,8 +187,7 @@ impl Enumerator {
             self.remove_splits(|id| id.cluster == key, true);
             self.last_rebuild.remove(&key);
             if let Some(state) = self.clusters.remove(&key) {
-                // Closing a client blocks.
-                close_detached(state);
+                self.leave(key.clone(), state);
             }
             for tx in self.readers.values() {
                 let _ = tx.send(ReaderEvent::ForgetCluster {

@@ -35,9 +35,15 @@ impl<D: Deserializer> SourceReader<D> {
             ReaderEvent::Remove {
                 ids,
                 retain_until_ms,
+                confirm,
             } => {
+                let removed: Vec<KafkaSplit> = self
+                    .positions()
+                    .into_iter()
+                    .filter(|s| ids.contains(&s.id))
+                    .collect();
                 if let Some(until) = retain_until_ms {
-                    for s in self.positions().iter().filter(|s| ids.contains(&s.id)) {
+                    for s in &removed {
                         let kafka_id = self
                             .clusters
                             .get(&s.id.cluster)
@@ -45,7 +51,10 @@ impl<D: Deserializer> SourceReader<D> {
                         self.retained.keep(s, until, kafka_id);
                     }
                 }
-                self.remove(&ids)
+                self.remove(&ids);
+                if let Some(confirm) = confirm {
+                    let _ = confirm.send(removed);
+                }
             }
             ReaderEvent::Rebuild {
                 cluster,

@@ -332,6 +332,7 @@ mod tests {
         r.apply(ReaderEvent::Remove {
             ids: vec![SplitId::new("a", "t", 1)],
             retain_until_ms: None,
+            confirm: None,
         })
         .unwrap();
         r.apply(assign(&[(1, 0)])).unwrap();
@@ -414,6 +415,7 @@ mod tests {
             r.apply(ReaderEvent::Remove {
                 ids: vec![SplitId::new("a", "t", 1)],
                 retain_until_ms: None,
+                confirm: None,
             })
             .unwrap();
             assert!(lag("1").is_some_and(f64::is_nan));

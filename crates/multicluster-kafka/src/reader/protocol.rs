@@ -28,6 +28,9 @@ pub(crate) enum ReaderEvent {
         ids: Vec<SplitId>,
         /// Keep their positions until then (ms since the epoch), if set.
         retain_until_ms: Option<i64>,
+        /// Answered, once the positions are retained, with the splits at the
+        /// positions handed out.
+        confirm: Option<tokio::sync::oneshot::Sender<Vec<KafkaSplit>>>,
     },
     /// The cluster's client properties changed: rebuild its consumer with these and
     /// resume every split at its current position.

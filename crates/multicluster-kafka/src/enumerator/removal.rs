@@ -1,0 +1,209 @@
+//! Removed splits until their readers confirm, and removed clusters until their last
+//! positions are committed.
+//!
+//! A reader learns of a removal when it next looks at its events, and only then
+//! records the positions it handed out (see `retention`). Until it confirms, a split
+//! added again (a topic removed and re-added in quick succession) waits here, so it
+//! resumes at that position rather than at its starting offsets. A removed cluster's
+//! client stays open until its readers confirmed and the next commit carried its last
+//! positions, or [`LEAVE_TIMEOUT`] passed.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+use super::Enumerator;
+use super::cluster::ClusterState;
+use crate::kafka::client::close_detached;
+use crate::reader::ReaderEvent;
+use crate::split::{KafkaSplit, SplitId};
+
+/// How long a removed cluster's client waits for a commit of its last positions.
+pub(super) const LEAVE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A removed cluster whose last positions are not committed yet.
+pub(super) struct Leaving {
+    pub(super) state: ClusterState,
+    /// The positions its readers handed out last, as they confirm the removal.
+    pub(super) positions: BTreeMap<(String, i32), i64>,
+    pub(super) close_at: Instant,
+}
+
+/// What the enumerator keeps of removals in flight.
+#[derive(Default)]
+pub(super) struct Removals {
+    /// Splits whose reader has not confirmed their removal yet.
+    unconfirmed: BTreeSet<SplitId>,
+    /// The readers' confirmations: the splits removed, at the positions handed out.
+    confirmations: tokio::task::JoinSet<(Vec<SplitId>, Vec<KafkaSplit>)>,
+    /// Splits added again before their removal was confirmed.
+    deferred: Vec<KafkaSplit>,
+    /// Removed clusters waiting for the commit of their last positions.
+    pub(super) leaving: BTreeMap<Arc<str>, Leaving>,
+}
+
+impl Removals {
+    /// The event that removes `ids` from a reader, remembering them until it confirms.
+    pub(super) fn event(&mut self, ids: Vec<SplitId>, retain_until_ms: Option<i64>) -> ReaderEvent {
+        let (tx, rx) = oneshot::channel();
+        self.unconfirmed.extend(ids.iter().cloned());
+        let waited = ids.clone();
+        // A reader that is gone confirms by dropping the event: its splits come back
+        // through its closing notice.
+        self.confirmations
+            .spawn(async move { (waited, rx.await.unwrap_or_default()) });
+        ReaderEvent::Remove {
+            ids,
+            retain_until_ms,
+            confirm: Some(tx),
+        }
+    }
+
+    /// Splits whose removal is confirmed go on; the others wait.
+    pub(super) fn defer_unconfirmed(&mut self, splits: &mut Vec<KafkaSplit>) {
+        if self.unconfirmed.is_empty() {
+            return;
+        }
+        let (wait, go): (Vec<_>, Vec<_>) = std::mem::take(splits)
+            .into_iter()
+            .partition(|s| self.unconfirmed.contains(&s.id));
+        if !wait.is_empty() {
+            tracing::debug!(
+                count = wait.len(),
+                "splits added again wait for their removal to be confirmed"
+            );
+        }
+        self.deferred.extend(wait);
+        *splits = go;
+    }
+
+    /// Splits removed again while they waited are not handed out.
+    pub(super) fn drop_deferred(&mut self, which: impl Fn(&SplitId) -> bool) {
+        self.deferred.retain(|s| !which(&s.id));
+    }
+
+    pub(super) fn waiting(&self) -> bool {
+        !self.confirmations.is_empty()
+    }
+
+    /// The next confirmation (pending forever when none is awaited).
+    pub(super) async fn next_confirmation(&mut self) -> Option<(Vec<SplitId>, Vec<KafkaSplit>)> {
+        match self.confirmations.join_next().await {
+            Some(Ok(done)) => Some(done),
+            Some(Err(e)) => {
+                tracing::warn!(error = %e, "removal confirmation task failed");
+                None
+            }
+            None => std::future::pending().await,
+        }
+    }
+
+    /// The earliest time a leaving cluster gives up waiting for a commit.
+    pub(super) fn next_close(&self) -> Option<Instant> {
+        self.leaving.values().map(|l| l.close_at).min()
+    }
+}
+
+impl Enumerator {
+    /// Records a reader's confirmation, and hands out the splits that waited for it,
+    /// at the positions the reader retained for them.
+    pub(super) fn removal_confirmed(&mut self, ids: Vec<SplitId>, handed_out: Vec<KafkaSplit>) {
+        for id in &ids {
+            self.removals.unconfirmed.remove(id);
+        }
+        for s in handed_out {
+            if let Some(l) = self.removals.leaving.get_mut(&s.id.cluster) {
+                l.positions
+                    .insert((s.id.topic.to_string(), s.id.partition), s.next_offset);
+            }
+        }
+        let (ready, wait): (Vec<_>, Vec<_>) = std::mem::take(&mut self.removals.deferred)
+            .into_iter()
+            .partition(|s| !self.removals.unconfirmed.contains(&s.id));
+        self.removals.deferred = wait;
+        if ready.is_empty() {
+            return;
+        }
+        let mut resumed = Vec::with_capacity(ready.len());
+        for s in ready {
+            if self.clusters.contains_key(&s.id.cluster) {
+                resumed.push(self.resume_at_retained(s));
+            }
+        }
+        let ready = resumed;
+        self.hand_out(ready);
+    }
+
+    /// A split added again resumes at its retained position, if it has one from the
+    /// same physical cluster.
+    fn resume_at_retained(&mut self, split: KafkaSplit) -> KafkaSplit {
+        let Some((_, r)) = self.retained.take(|id| *id == split.id).pop() else {
+            return split;
+        };
+        let actual = self
+            .clusters
+            .get(&split.id.cluster)
+            .and_then(|c| c.kafka_cluster_id.as_ref());
+        if let (Some(expected), Some(actual)) = (&r.kafka_cluster_id, actual)
+            && expected != actual
+        {
+            return split;
+        }
+        tracing::debug!(split = %split.id, offset = r.next_offset, "resuming a split added again at its retained position");
+        KafkaSplit {
+            next_offset: r.next_offset,
+            stop_offset: split.stop_offset.or(r.stop_offset),
+            id: split.id,
+        }
+    }
+
+    /// A removed cluster's client waits for the commit of its last positions, when
+    /// there is a group to commit to; it is closed at once otherwise.
+    pub(super) fn leave(&mut self, cluster: Arc<str>, state: ClusterState) {
+        if self.cfg.group_id.is_none() {
+            close_detached(state);
+            return;
+        }
+        let old = self.removals.leaving.insert(
+            cluster,
+            Leaving {
+                state,
+                positions: BTreeMap::new(),
+                close_at: Instant::now() + LEAVE_TIMEOUT,
+            },
+        );
+        if let Some(old) = old {
+            close_detached(old.state);
+        }
+    }
+
+    /// Closes the leaving clusters whose wait is over, saying what was not committed.
+    pub(super) fn close_overdue(&mut self) {
+        let now = Instant::now();
+        let overdue: Vec<Arc<str>> = self
+            .removals
+            .leaving
+            .iter()
+            .filter(|(_, l)| l.close_at <= now)
+            .map(|(c, _)| c.clone())
+            .collect();
+        for cluster in overdue {
+            if let Some(l) = self.removals.leaving.remove(&cluster) {
+                tracing::warn!(cluster = %cluster, "no checkpoint was committed within {LEAVE_TIMEOUT:?} of the cluster's removal; its group offsets keep the last commit before it");
+                close_detached(l.state);
+            }
+        }
+    }
+
+    /// Whether the leaving cluster's readers all confirmed its removal.
+    pub(super) fn confirmed(&self, cluster: &str) -> bool {
+        !self
+            .removals
+            .unconfirmed
+            .iter()
+            .any(|id| &*id.cluster == cluster)
+    }
+}
