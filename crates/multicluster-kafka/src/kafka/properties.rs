@@ -174,6 +174,170 @@ impl ClientProperties {
     }
 }
 
+/// A client property librdkafka refuses: the key, when the refusal names one, and
+/// librdkafka's reason. Never holds a property value: values named in the reason are
+/// replaced by `<redacted>` (see [`ClientProperties::check`]).
+///
+/// ```
+/// use multicluster_kafka::properties::RefusedProperty;
+/// let r = RefusedProperty { key: Some("fetch.max.bytes".into()), reason: "Invalid value".into() };
+/// assert_eq!(r.to_string(), "property `fetch.max.bytes` refused by librdkafka: Invalid value");
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{} refused by librdkafka: {reason}", match key { Some(k) => format!("property `{k}`"), None => "the client properties are".to_string() })]
+pub struct RefusedProperty {
+    /// The key librdkafka refused, or the first key its reason names; `None` when the
+    /// reason names none of the properties.
+    pub key: Option<String>,
+    /// librdkafka's reason, without any property value.
+    pub reason: String,
+}
+
+/// Whether `text[at..at + len]` is a whole property key (not part of a longer one).
+fn whole_key(text: &str, at: usize, len: usize) -> bool {
+    let part = |c: char| c.is_ascii_alphanumeric() || c == '.' || c == '_';
+    let before = text[..at].chars().next_back();
+    let after = text[at + len..].chars().next();
+    // A key at the end of a sentence ("… ssl.ca.location.") is still whole.
+    let after_ok = match after {
+        None => true,
+        Some('.') => text[at + len + 1..].chars().next().is_none_or(|c| !part(c)),
+        Some(c) => !part(c),
+    };
+    before.is_none_or(|c| !part(c)) && after_ok
+}
+
+/// A client that only checks its configuration: it never connects (no bootstrap
+/// servers) and says nothing (its log lines and errors are dropped).
+struct Quiet;
+
+impl rdkafka::ClientContext for Quiet {
+    // As the source's own clients (`SourceContext`), so the same properties pass.
+    const ENABLE_REFRESH_OAUTH_TOKEN: bool = true;
+
+    fn log(&self, _: rdkafka::config::RDKafkaLogLevel, _: &str, _: &str) {}
+
+    fn error(&self, _: rdkafka::error::KafkaError, _: &str) {}
+}
+
+impl rdkafka::consumer::ConsumerContext for Quiet {}
+
+impl ClientProperties {
+    /// Asks librdkafka whether it takes these properties, without connecting: each
+    /// key and value as librdkafka sets it, then a client made from them all (which
+    /// loads certificates and keys, and checks the properties against each other) but
+    /// without `bootstrap.servers`. The source's own client defaults apply underneath,
+    /// as in its clients.
+    ///
+    /// Blocks for as long as loading the named files takes; no network call.
+    ///
+    /// ```
+    /// use multicluster_kafka::properties::ClientProperties;
+    /// let mut p = ClientProperties::new();
+    /// p.set("bootstrap.servers", "127.0.0.1:9092");
+    /// p.set("fetch.max.bytes", "banana");
+    /// let refused = p.check().unwrap_err();
+    /// assert_eq!(refused.key.as_deref(), Some("fetch.max.bytes"));
+    /// assert!(!refused.to_string().contains("banana"));
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// The first property librdkafka refuses (keys in order), or what the client
+    /// creation said, located with [`ClientProperties::refusal`].
+    pub fn check(&self) -> Result<(), RefusedProperty> {
+        use rdkafka::error::KafkaError;
+        for (k, v) in self.iter() {
+            let mut one = rdkafka::ClientConfig::new();
+            one.set(k, v);
+            match one.create_native_config() {
+                Ok(_) => {}
+                Err(KafkaError::ClientConfig(_, desc, _, _)) => {
+                    let mut r = self.refusal(&desc);
+                    r.key = Some(k.to_string());
+                    return Err(r);
+                }
+                Err(KafkaError::Nul(_)) => {
+                    return Err(RefusedProperty {
+                        key: Some(k.to_string()),
+                        reason: "the key or value contains a NUL character".into(),
+                    });
+                }
+                Err(e) => return Err(self.refusal(&e.to_string())),
+            }
+        }
+        let mut offline = self.clone();
+        offline.remove(BOOTSTRAP_SERVERS);
+        let mut config = crate::kafka::client::client_config(&offline);
+        config
+            .set("enable.auto.commit", "false")
+            .set("enable.auto.offset.store", "false");
+        // The source's own words about the token source; they hold no value.
+        crate::kafka::hooks::prepare(&mut config, &offline, None).map_err(|reason| {
+            RefusedProperty {
+                key: ["sasl.mechanism", "sasl.mechanisms"]
+                    .into_iter()
+                    .find(|k| self.get(k).is_some())
+                    .map(str::to_string),
+                reason,
+            }
+        })?;
+        match config.create_with_context::<_, rdkafka::consumer::BaseConsumer<Quiet>>(Quiet) {
+            Ok(_client) => Ok(()),
+            Err(KafkaError::ClientCreation(reason)) => Err(self.refusal(&reason)),
+            Err(KafkaError::ClientConfig(_, desc, key, _)) => {
+                let mut r = self.refusal(&desc);
+                r.key = Some(key);
+                Err(r)
+            }
+            Err(e) => Err(self.refusal(&e.to_string())),
+        }
+    }
+
+    /// A refusal of these properties, from librdkafka's `reason`: located at the key
+    /// the reason names first (keys of these properties only), and with every value of
+    /// these properties taken out of the reason (secret values wherever they appear;
+    /// others where quoted, or where they are at least four characters long).
+    ///
+    /// ```
+    /// use multicluster_kafka::properties::ClientProperties;
+    /// let p: ClientProperties = [("ssl.keystore.location", "/srv/ks.p12")].into_iter().collect();
+    /// let r = p.refusal("Failed to open ssl.keystore.location: /srv/ks.p12: no such file");
+    /// assert_eq!(r.key.as_deref(), Some("ssl.keystore.location"));
+    /// assert_eq!(r.reason, "Failed to open ssl.keystore.location: <redacted>: no such file");
+    /// ```
+    pub fn refusal(&self, reason: &str) -> RefusedProperty {
+        let mut key: Option<(usize, &str)> = None;
+        for (k, _) in self.iter() {
+            let found = reason
+                .match_indices(k)
+                .map(|(at, _)| at)
+                .find(|&at| whole_key(reason, at, k.len()));
+            if let Some(at) = found
+                && key
+                    .is_none_or(|(first, other)| at < first || at == first && k.len() > other.len())
+            {
+                key = Some((at, k));
+            }
+        }
+        let mut text = reason.trim().to_string();
+        // Longer values first, so a value that contains another goes whole.
+        let mut values: Vec<(&str, &str)> = self.iter().filter(|(_, v)| !v.is_empty()).collect();
+        values.sort_by_key(|(_, v)| std::cmp::Reverse(v.len()));
+        for (k, v) in values {
+            if self.is_secret(k) || v.chars().count() >= 4 {
+                text = text.replace(v, REDACTED);
+            } else {
+                text = text.replace(&format!("\"{v}\""), &format!("\"{REDACTED}\""));
+            }
+        }
+        RefusedProperty {
+            key: key.map(|(_, k)| k.to_string()),
+            reason: text,
+        }
+    }
+}
+
 impl fmt::Debug for ClientProperties {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_map().entries(self.redacted()).finish()
@@ -249,5 +413,67 @@ mod tests {
         let b: ClientProperties = [("sasl.password", "two")].into_iter().collect();
         assert_ne!(a, b);
         assert_eq!(format!("{a:?}"), format!("{b:?}"));
+    }
+
+    #[test]
+    fn librdkafka_refusals_name_the_key_and_never_a_value() {
+        let check = |pairs: &[(&str, &str)]| {
+            let mut p: ClientProperties = pairs.iter().copied().collect();
+            p.set("bootstrap.servers", "127.0.0.1:9");
+            p.check()
+        };
+        assert_eq!(check(&[("fetch.max.bytes", "1048576")]), Ok(()));
+        let bad = check(&[("fetch.max.bytes", "banana")]).unwrap_err();
+        assert_eq!(bad.key.as_deref(), Some("fetch.max.bytes"), "{bad}");
+        assert!(!bad.to_string().contains("banana"), "{bad}");
+        let unknown = check(&[("no.such.key", "x1")]).unwrap_err();
+        assert_eq!(unknown.key.as_deref(), Some("no.such.key"), "{unknown}");
+        assert!(
+            unknown.reason.contains("No such configuration property"),
+            "{unknown}"
+        );
+        // librdkafka quotes this value in its reason.
+        let protocol = check(&[("security.protocol", "bogus-protocol")]).unwrap_err();
+        assert!(
+            !protocol.to_string().contains("bogus-protocol"),
+            "{protocol}"
+        );
+        // Refused only when a client is made: the files are loaded then.
+        let ca = check(&[
+            ("security.protocol", "SSL"),
+            ("ssl.ca.location", "/missing/ca-file.pem"),
+        ])
+        .unwrap_err();
+        assert_eq!(ca.key.as_deref(), Some("ssl.ca.location"), "{ca}");
+        assert!(!ca.to_string().contains("ca-file"), "{ca}");
+        // Properties checked against each other.
+        let pair =
+            check(&[("fetch.max.bytes", "1000"), ("message.max.bytes", "100000")]).unwrap_err();
+        assert_eq!(pair.key.as_deref(), Some("fetch.max.bytes"), "{pair}");
+    }
+
+    #[test]
+    fn a_refusal_loses_every_value_and_finds_the_first_whole_key() {
+        let mut p = ClientProperties::new();
+        p.set("ssl.key.location", "/k");
+        p.set("ssl.key", "x");
+        p.set("ssl.keystore.location", "/srv/store.p12");
+        p.set_secret("client.id", "id-from-a-file");
+        p.set("fetch.wait.max.ms", "12");
+        let r = p.refusal(
+            "ssl.keystore.location /srv/store.p12 then ssl.key.location.x and ssl.key.location, \
+             id-from-a-file, \"12\" and 12",
+        );
+        assert_eq!(r.key.as_deref(), Some("ssl.keystore.location"));
+        assert!(!r.reason.contains("store.p12"), "{r}");
+        assert!(!r.reason.contains("id-from-a-file"), "{r}");
+        assert!(r.reason.ends_with("\"<redacted>\" and 12"), "{r}");
+        let later = p.refusal("see ssl.key.location.");
+        assert_eq!(later.key.as_deref(), Some("ssl.key.location"));
+        assert_eq!(p.refusal("nothing named").key, None);
+        assert_eq!(
+            p.refusal("nothing named").to_string(),
+            "the client properties are refused by librdkafka: nothing named"
+        );
     }
 }
