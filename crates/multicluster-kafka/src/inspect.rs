@@ -36,7 +36,7 @@ use std::time::Duration;
 use crate::error::SourceError;
 use crate::kafka::client::ClusterClient;
 use crate::kafka::offsets::PartitionFacts;
-use crate::kafka::properties::{ClientProperties, REDACTED};
+use crate::kafka::properties::{ClientProperties, REDACTED, RefusedProperty};
 
 /// What to look up, and how long each cluster call may take.
 ///
@@ -161,6 +161,47 @@ impl ClusterReport {
     }
 }
 
+/// Where a cluster stands, in the words of the source's per-cluster state machine
+/// (`docs/design.md`, "A cluster, in the enumerator") and of `mck consume`.
+///
+/// ```
+/// use multicluster_kafka::inspect::ClusterState;
+/// assert_eq!(ClusterState::Unreachable.name(), "unreachable");
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ClusterState {
+    /// The cluster answered with its Kafka `cluster.id`.
+    Connected,
+    /// No broker of the bootstrap list answered within the timeout.
+    Unreachable,
+    /// The cluster answered and refused the client: authentication or TLS failed.
+    Rejected,
+    /// librdkafka refused the client's properties; the cluster was not tried.
+    Refused(RefusedProperty),
+}
+
+impl ClusterState {
+    /// `connected`, `unreachable`, `rejected` or `refused`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ClusterState::Connected => "connected",
+            ClusterState::Unreachable => "unreachable",
+            ClusterState::Rejected => "rejected",
+            ClusterState::Refused(_) => "refused",
+        }
+    }
+}
+
+/// What asking one cluster gave: its state, and its report or why there is none (a
+/// connected cluster may still fail a later request).
+#[derive(Debug)]
+pub struct Inspection {
+    /// Where the cluster stands.
+    pub state: ClusterState,
+    /// The report, or the error: one line naming the cluster, never a secret.
+    pub result: Result<ClusterReport, SourceError>,
+}
+
 /// Asks one cluster about `topics`: its Kafka `cluster.id`, the partitions of each
 /// topic with their earliest and latest offsets, and, as `options` asks, the group's
 /// committed offsets and the offsets at a timestamp. Topics the cluster does not have
@@ -179,23 +220,72 @@ pub fn inspect_cluster(
     topics: &BTreeSet<String>,
     options: &InspectOptions,
 ) -> Result<ClusterReport, SourceError> {
-    inspect(cluster, properties, topics, options).map_err(|e| scrub(e, properties))
+    inspect_cluster_state(cluster, properties, topics, options).result
 }
 
-fn inspect(
+/// [`inspect_cluster`], and where the cluster stands: properties librdkafka refuses
+/// are found first, without a connection ([`ClientProperties::check`]); a cluster
+/// that does not answer is told apart from one that refuses the client.
+pub fn inspect_cluster_state(
     cluster: &str,
     properties: &ClientProperties,
     topics: &BTreeSet<String>,
     options: &InspectOptions,
-) -> Result<ClusterReport, SourceError> {
-    let client = ClusterClient::new(
+) -> Inspection {
+    let refused = |r: RefusedProperty| Inspection {
+        result: Err(SourceError::Cluster {
+            cluster: cluster.to_string(),
+            message: r.to_string(),
+        }),
+        state: ClusterState::Refused(r),
+    };
+    if let Err(r) = properties.check() {
+        return refused(r);
+    }
+    let client = match ClusterClient::new(
         Arc::from(cluster),
         properties,
         options.group.as_deref(),
         options.timeout,
         Default::default(),
-    )?;
-    let kafka_cluster_id = client.kafka_cluster_id()?;
+    ) {
+        Ok(client) => client,
+        Err(e) => {
+            let reason = match &e {
+                SourceError::Cluster { message, .. } => message.clone(),
+                other => other.to_string(),
+            };
+            return refused(properties.refusal(&reason));
+        }
+    };
+    let kafka_cluster_id = match client.kafka_cluster_id() {
+        Ok(id) => id,
+        Err(e) => {
+            let state = if client.rejected() {
+                ClusterState::Rejected
+            } else {
+                ClusterState::Unreachable
+            };
+            return Inspection {
+                state,
+                result: Err(scrub(e, properties)),
+            };
+        }
+    };
+    Inspection {
+        state: ClusterState::Connected,
+        result: report(cluster, &client, kafka_cluster_id, topics, options)
+            .map_err(|e| scrub(e, properties)),
+    }
+}
+
+fn report(
+    cluster: &str,
+    client: &ClusterClient,
+    kafka_cluster_id: String,
+    topics: &BTreeSet<String>,
+    options: &InspectOptions,
+) -> Result<ClusterReport, SourceError> {
     let found = client.describe(topics)?;
     let partitions: Vec<(String, i32)> = found
         .partitions
@@ -263,32 +353,41 @@ pub struct ClusterQuery {
 pub fn inspect_clusters(
     queries: Vec<ClusterQuery>,
 ) -> BTreeMap<String, Result<ClusterReport, SourceError>> {
+    inspect_cluster_states(queries)
+        .into_iter()
+        .map(|(cluster, i)| (cluster, i.result))
+        .collect()
+}
+
+/// [`inspect_clusters`], with where each cluster stands ([`inspect_cluster_state`]).
+pub fn inspect_cluster_states(queries: Vec<ClusterQuery>) -> BTreeMap<String, Inspection> {
+    let ask =
+        |q: &ClusterQuery| inspect_cluster_state(&q.cluster, &q.properties, &q.topics, &q.options);
     std::thread::scope(|scope| {
         let handles: Vec<_> = queries
             .iter()
             .map(|q| {
                 let handle = std::thread::Builder::new()
                     .name(format!("inspect-{}", q.cluster))
-                    .spawn_scoped(scope, move || {
-                        inspect_cluster(&q.cluster, &q.properties, &q.topics, &q.options)
-                    });
+                    .spawn_scoped(scope, move || ask(q));
                 (q, handle)
             })
             .collect();
         handles
             .into_iter()
             .map(|(q, handle)| {
-                let result = match handle {
-                    Ok(h) => h.join().unwrap_or_else(|_| {
-                        Err(SourceError::Cluster {
+                let inspection = match handle {
+                    Ok(h) => h.join().unwrap_or_else(|_| Inspection {
+                        state: ClusterState::Unreachable,
+                        result: Err(SourceError::Cluster {
                             cluster: q.cluster.clone(),
                             message: "the lookup thread panicked".into(),
-                        })
+                        }),
                     }),
                     // No thread to spare: ask on this one.
-                    Err(_) => inspect_cluster(&q.cluster, &q.properties, &q.topics, &q.options),
+                    Err(_) => ask(q),
                 };
-                (q.cluster.clone(), result)
+                (q.cluster.clone(), inspection)
             })
             .collect()
     })
@@ -387,5 +486,27 @@ mod tests {
             assert!(e.starts_with(&format!("cluster `{id}`:")), "{e}");
             assert!(!e.contains("s3cret"), "{e}");
         }
+    }
+
+    #[test]
+    fn states_tell_a_refused_property_from_a_cluster_that_does_not_answer() {
+        let topics = BTreeSet::from(["t".to_string()]);
+        let options = InspectOptions::new(Duration::from_millis(300));
+        let mut props: ClientProperties =
+            [("bootstrap.servers", "127.0.0.1:1")].into_iter().collect();
+        let down = inspect_cluster_state("a", &props, &topics, &options);
+        assert_eq!(down.state, ClusterState::Unreachable);
+        props.set("fetch.max.bytes", "banana");
+        let refused = inspect_cluster_state("a", &props, &topics, &options);
+        let ClusterState::Refused(r) = &refused.state else {
+            panic!("{:?}", refused.state)
+        };
+        assert_eq!(r.key.as_deref(), Some("fetch.max.bytes"));
+        let e = refused.result.unwrap_err().to_string();
+        assert!(
+            e.starts_with("cluster `a`: property `fetch.max.bytes` refused"),
+            "{e}"
+        );
+        assert!(!e.contains("banana"), "{e}");
     }
 }
