@@ -1,20 +1,26 @@
 //! `mck describe`: streams → clusters → topics → partitions, with earliest and latest
 //! offsets and, for a group, committed offsets and lag. Every cluster is asked at once
-//! (one thread each); an unreachable cluster is marked, not fatal.
+//! (one thread each) and shown with its state in the words `mck consume` and the
+//! source use: connected, unreachable (with its bootstrap list and the reason),
+//! rejected (credentials or TLS refused) or refused (a property librdkafka refuses,
+//! by key). An unreachable or rejecting cluster is marked, not fatal; a refused
+//! property is an error of the file, named on stderr, and the exit status is 1.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use multicluster_kafka::error::SourceError;
 use multicluster_kafka::inspect::{
-    ClusterQuery, ClusterReport, InspectOptions, PartitionReport, inspect_clusters,
+    ClusterQuery, ClusterReport, ClusterState, InspectOptions, Inspection, PartitionReport,
+    inspect_cluster_states,
 };
 use multicluster_kafka::metadata::KafkaStream;
 use multicluster_kafka::metadata::file::read_metadata;
 use multicluster_kafka::plan::clusters_of_streams;
-use multicluster_kafka::properties::{BOOTSTRAP_SERVERS, ClientProperties};
+use multicluster_kafka::properties::{BOOTSTRAP_SERVERS, ClientProperties, RefusedProperty};
 use serde_json::{Value, json};
 
 use crate::args::{MetadataFile, parse_duration};
@@ -40,9 +46,11 @@ pub struct DescribeArgs {
 }
 
 /// Reads the file, asks every cluster, prints the result. Exit 0 also when clusters
-/// are unreachable; 1 for a bad file or an unknown stream id.
+/// are unreachable or reject the client; 1 for a bad file, an unknown stream id or a
+/// property librdkafka refuses (each named on stderr with the file and the cluster).
 pub fn run(args: DescribeArgs) -> Result<ExitCode, String> {
-    let all = match read_metadata(args.metadata.required()) {
+    let file = args.metadata.required();
+    let all = match read_metadata(file) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("mck: invalid metadata: {e}");
@@ -63,14 +71,32 @@ pub fn run(args: DescribeArgs) -> Result<ExitCode, String> {
             options: options.clone(),
         })
         .collect();
-    let reports = inspect_clusters(queries);
+    let reports = inspect_cluster_states(queries);
     if args.json {
         let v = to_json(&streams, &reports, args.group.as_deref());
         println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
     } else {
         print!("{}", render(&streams, &reports, args.group.as_deref()));
     }
-    Ok(ExitCode::SUCCESS)
+    let refused: Vec<String> = reports
+        .iter()
+        .filter_map(|(cluster, i)| match &i.state {
+            ClusterState::Refused(r) => Some(refused_line(file, cluster, r)),
+            _ => None,
+        })
+        .collect();
+    if refused.is_empty() {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        Err(refused.join("; "))
+    }
+}
+
+/// A property librdkafka refuses, located: `FILE: cluster `ID`: property `KEY`
+/// refused by librdkafka: REASON`. Never holds the value. `mck consume` fails with the
+/// same line.
+pub fn refused_line(file: &Path, cluster: &str, refused: &RefusedProperty) -> String {
+    format!("{}: cluster `{cluster}`: {refused}", file.display())
 }
 
 /// The streams named by `ids` (all when empty); an id the file does not define is an
@@ -168,10 +194,41 @@ fn partition_rows(parts: &[PartitionReport], group: bool) -> Vec<Vec<String>> {
     rows
 }
 
+/// What the tree says after a cluster's bootstrap list: its state, and the reason
+/// when it is not read.
+fn state_text(i: &Inspection) -> String {
+    match (&i.state, &i.result) {
+        (ClusterState::Connected, Ok(r)) => {
+            format!("connected  kafka cluster.id {}", r.kafka_cluster_id)
+        }
+        (ClusterState::Connected, Err(e)) => format!("connected, but {}", failure_reason(e)),
+        (ClusterState::Unreachable, result) => {
+            format!("unreachable: {}", reason_of(result))
+        }
+        (ClusterState::Rejected, result) => {
+            format!(
+                "rejected (credentials or TLS refused): {}",
+                reason_of(result)
+            )
+        }
+        (ClusterState::Refused(r), _) => match &r.key {
+            Some(k) => format!("refused property `{k}`: {}", r.reason),
+            None => format!("refused properties: {}", r.reason),
+        },
+    }
+}
+
+fn reason_of(result: &Result<ClusterReport, SourceError>) -> String {
+    result
+        .as_ref()
+        .err()
+        .map_or_else(String::new, failure_reason)
+}
+
 /// The person-readable tree.
 pub fn render(
     streams: &BTreeMap<String, KafkaStream>,
-    reports: &BTreeMap<String, Result<ClusterReport, SourceError>>,
+    reports: &BTreeMap<String, Inspection>,
     group: Option<&str>,
 ) -> String {
     let mut out = String::new();
@@ -182,46 +239,41 @@ pub fn render(
         let _ = writeln!(out, "stream {id}");
         for (cid, meta) in &stream.clusters {
             let bootstrap = shown_bootstrap(&meta.properties);
-            match reports.get(cid) {
-                Some(Ok(r)) => {
-                    let _ = writeln!(
-                        out,
-                        "  cluster {cid}  bootstrap {bootstrap}  kafka cluster.id {}",
-                        r.kafka_cluster_id
-                    );
+            let Some(inspection) = reports.get(cid) else {
+                let _ = writeln!(out, "  cluster {cid}  bootstrap {bootstrap}  not asked");
+                continue;
+            };
+            let _ = writeln!(
+                out,
+                "  cluster {cid}  bootstrap {bootstrap}  {}",
+                state_text(inspection)
+            );
+            let r = match &inspection.result {
+                Ok(r) => r,
+                Err(_) => {
+                    let why = match inspection.state {
+                        ClusterState::Connected => "lookup failed",
+                        ref other => other.name(),
+                    };
                     for topic in &meta.topics {
-                        match r.topics.get(topic) {
-                            Some(parts) => {
-                                let mut line =
-                                    format!("    topic {topic}  {} partition(s)", parts.len());
-                                if group.is_some() {
-                                    let _ = write!(line, "  lag {}", opt(r.topic_lag(topic)));
-                                }
-                                let _ = writeln!(out, "{line}");
-                                out.push_str(&table(
-                                    &partition_rows(parts, group.is_some()),
-                                    "      ",
-                                ));
-                            }
-                            None => {
-                                let _ = writeln!(out, "    topic {topic}  missing on this cluster");
-                            }
+                        let _ = writeln!(out, "    topic {topic}  (not known: cluster {why})");
+                    }
+                    continue;
+                }
+            };
+            for topic in &meta.topics {
+                match r.topics.get(topic) {
+                    Some(parts) => {
+                        let mut line = format!("    topic {topic}  {} partition(s)", parts.len());
+                        if group.is_some() {
+                            let _ = write!(line, "  lag {}", opt(r.topic_lag(topic)));
                         }
+                        let _ = writeln!(out, "{line}");
+                        out.push_str(&table(&partition_rows(parts, group.is_some()), "      "));
                     }
-                }
-                Some(Err(e)) => {
-                    let _ = writeln!(
-                        out,
-                        "  cluster {cid}  bootstrap {bootstrap}  unreachable: {}",
-                        failure_reason(e)
-                    );
-                    for topic in &meta.topics {
-                        let _ =
-                            writeln!(out, "    topic {topic}  (not known: cluster unreachable)");
+                    None => {
+                        let _ = writeln!(out, "    topic {topic}  missing on this cluster");
                     }
-                }
-                None => {
-                    let _ = writeln!(out, "  cluster {cid}  bootstrap {bootstrap}  not asked");
                 }
             }
         }
@@ -230,11 +282,13 @@ pub fn render(
 }
 
 /// The same as JSON: `{group, streams: [{stream, clusters: [{cluster, bootstrapServers,
-/// reachable, error, kafkaClusterId, topics: [{topic, missing, lag, partitions: [{partition,
-/// earliest, latest, committed, lag}]}]}]}]}`.
+/// state, reachable, error, refusedProperty, kafkaClusterId, topics: [{topic, missing,
+/// lag, partitions: [{partition, earliest, latest, committed, lag}]}]}]}]}`. `state` is
+/// `connected`, `unreachable`, `rejected` or `refused`; `refusedProperty` the key
+/// librdkafka refused (or null); `error` why the cluster could not be described.
 pub fn to_json(
     streams: &BTreeMap<String, KafkaStream>,
-    reports: &BTreeMap<String, Result<ClusterReport, SourceError>>,
+    reports: &BTreeMap<String, Inspection>,
     group: Option<&str>,
 ) -> Value {
     let streams: Vec<Value> = streams
@@ -248,8 +302,19 @@ pub fn to_json(
                         "cluster": cid,
                         "bootstrapServers": shown_bootstrap(&meta.properties),
                     });
-                    match reports.get(cid) {
-                        Some(Ok(r)) => {
+                    let Some(inspection) = reports.get(cid) else {
+                        c["state"] = Value::Null;
+                        c["reachable"] = Value::Null;
+                        return c;
+                    };
+                    c["state"] = json!(inspection.state.name());
+                    c["reachable"] = json!(inspection.state == ClusterState::Connected);
+                    c["refusedProperty"] = match &inspection.state {
+                        ClusterState::Refused(r) => json!(r.key),
+                        _ => Value::Null,
+                    };
+                    match &inspection.result {
+                        Ok(r) => {
                             let topics: Vec<Value> = meta
                                 .topics
                                 .iter()
@@ -269,23 +334,21 @@ pub fn to_json(
                                     None => json!({ "topic": t, "missing": true, "lag": null, "partitions": [] }),
                                 })
                                 .collect();
-                            c["reachable"] = json!(true);
                             c["error"] = Value::Null;
                             c["kafkaClusterId"] = json!(r.kafka_cluster_id);
                             c["topics"] = json!(topics);
                         }
-                        Some(Err(e)) => {
-                            c["reachable"] = json!(false);
-                            c["error"] = json!(failure_reason(e));
+                        Err(e) => {
+                            c["error"] = json!(match &inspection.state {
+                                ClusterState::Refused(r) => r.to_string(),
+                                _ => failure_reason(e),
+                            });
                             c["kafkaClusterId"] = Value::Null;
                             c["topics"] = json!(meta
                                 .topics
                                 .iter()
                                 .map(|t| json!({ "topic": t }))
                                 .collect::<Vec<_>>());
-                        }
-                        None => {
-                            c["reachable"] = Value::Null;
                         }
                     }
                     c
@@ -319,7 +382,7 @@ mod tests {
         BTreeMap::from([("s".to_string(), s)])
     }
 
-    fn reports() -> BTreeMap<String, Result<ClusterReport, SourceError>> {
+    fn reports() -> BTreeMap<String, Inspection> {
         let east = ClusterReport {
             cluster: "east".into(),
             kafka_cluster_id: "K1".into(),
@@ -349,16 +412,98 @@ mod tests {
             message: "metadata request: timed out".into(),
         };
         BTreeMap::from([
-            ("east".to_string(), Ok(east)),
-            ("west".to_string(), Err(west)),
+            (
+                "east".to_string(),
+                Inspection {
+                    state: ClusterState::Connected,
+                    result: Ok(east),
+                },
+            ),
+            (
+                "west".to_string(),
+                Inspection {
+                    state: ClusterState::Unreachable,
+                    result: Err(west),
+                },
+            ),
         ])
+    }
+
+    fn cluster_error(cluster: &str, message: &str) -> SourceError {
+        SourceError::Cluster {
+            cluster: cluster.into(),
+            message: message.into(),
+        }
+    }
+
+    #[test]
+    fn rejected_and_refused_clusters_say_so_with_the_reason_and_the_key() {
+        let mut streams = streams();
+        let s = streams.get_mut("s").unwrap();
+        let west = s.clusters["west"].clone();
+        s.clusters.insert("guarded".into(), west.clone());
+        s.clusters.insert("odd".into(), west);
+        let mut reports = reports();
+        reports.insert(
+            "guarded".into(),
+            Inspection {
+                state: ClusterState::Rejected,
+                result: Err(cluster_error("guarded", "SASL authentication failed")),
+            },
+        );
+        let refused = RefusedProperty {
+            key: Some("fetch.max.bytes".into()),
+            reason: "Invalid value for configuration property \"fetch.max.bytes\"".into(),
+        };
+        reports.insert(
+            "odd".into(),
+            Inspection {
+                result: Err(cluster_error("odd", &refused.to_string())),
+                state: ClusterState::Refused(refused),
+            },
+        );
+        let text = render(&streams, &reports, None);
+        assert!(
+            text.contains(
+                "cluster guarded  bootstrap west:9092  rejected (credentials or TLS refused): SASL authentication failed"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("cluster odd  bootstrap west:9092  refused property `fetch.max.bytes`: Invalid value"),
+            "{text}"
+        );
+        assert!(
+            text.contains("topic orders  (not known: cluster refused)"),
+            "{text}"
+        );
+        let v = to_json(&streams, &reports, None);
+        let clusters = v["streams"][0]["clusters"].as_array().unwrap();
+        let by = |id: &str| clusters.iter().find(|c| c["cluster"] == id).unwrap();
+        assert_eq!(by("east")["state"], "connected");
+        assert_eq!(by("west")["state"], "unreachable");
+        assert_eq!(by("guarded")["state"], "rejected");
+        assert_eq!(by("guarded")["reachable"], false);
+        assert_eq!(by("odd")["state"], "refused");
+        assert_eq!(by("odd")["refusedProperty"], "fetch.max.bytes");
+        assert_eq!(
+            refused_line(
+                Path::new("m.yaml"),
+                "odd",
+                &RefusedProperty {
+                    key: Some("k".into()),
+                    reason: "r".into()
+                }
+            ),
+            "m.yaml: cluster `odd`: property `k` refused by librdkafka: r"
+        );
     }
 
     #[test]
     fn the_tree_shows_offsets_lag_missing_topics_and_unreachable_clusters() {
         let text = render(&streams(), &reports(), Some("g"));
         assert!(
-            text.contains("cluster east  bootstrap east:9092  kafka cluster.id K1"),
+            text.contains("cluster east  bootstrap east:9092  connected  kafka cluster.id K1"),
             "{text}"
         );
         assert!(
@@ -414,6 +559,7 @@ mod tests {
         );
         assert_eq!(clusters[0]["topics"][0]["missing"], true);
         assert_eq!(clusters[1]["reachable"], false);
+        assert_eq!(clusters[1]["state"], "unreachable");
         assert_eq!(clusters[1]["error"], "metadata request: timed out");
         assert!(!v.to_string().contains("hunter2"));
     }
