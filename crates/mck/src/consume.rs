@@ -360,6 +360,8 @@ impl Service {
                         .map(|(k, v)| (k.as_str(), v.as_str())),
                 )
                 .collect();
+            // A property librdkafka refuses is named by its key, never its value.
+            props.check().map_err(|r| format!("-b {brokers} -X: {r}"))?;
             return SingleClusterMetadataService::new(QUICK_CLUSTER, props)
                 .map(|s| Service::Quick(Arc::new(s)))
                 .map_err(|e| format!("-b {brokers}: {e}"));
@@ -403,6 +405,59 @@ fn keep_going(r: Result<(), WriteError>) -> Result<(), Result<End, String>> {
         Ok(()) => Ok(()),
         Err(WriteError::Closed) => Err(Ok(End::OutputClosed)),
         Err(WriteError::Failed(e)) => Err(Err(e)),
+    }
+}
+
+/// A source error as the run's error line. A cluster whose client could not be made
+/// is checked again here ([`ClientProperties::check`]) so the line names the metadata
+/// file, the cluster and the property librdkafka refuses (or `-X` when the property
+/// came from the command line), with librdkafka's reason and never the value.
+async fn located(e: SourceError, service: &Service, args: &ConsumeArgs) -> String {
+    let SourceError::Cluster { cluster, message } = &e else {
+        return e.to_string();
+    };
+    let (Service::File(file), Some(path)) = (service, args.metadata.path()) else {
+        return e.to_string();
+    };
+    let Ok(streams) = file.all_streams().await else {
+        return e.to_string();
+    };
+    let Some(own) = streams
+        .values()
+        .find_map(|s| s.clusters.get(cluster.as_str()))
+        .map(|m| m.properties.clone())
+    else {
+        return e.to_string();
+    };
+    let cli: ClientProperties = args
+        .properties
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    let mut props = cli.merged_with(&own);
+    if let Some(g) = &args.group {
+        props.set("group.id", g.clone());
+    }
+    // Loading certificate files blocks.
+    let checked = props.clone();
+    let refused = match tokio::task::spawn_blocking(move || checked.check()).await {
+        Ok(Err(r)) => r,
+        // librdkafka takes the properties alone: a client refused for another reason
+        // (reader settings, hooks) keeps the source's words, without any value.
+        Ok(Ok(())) if message.starts_with("create client") => props.refusal(message),
+        _ => return e.to_string(),
+    };
+    let from_cli = refused
+        .key
+        .as_deref()
+        .is_some_and(|k| own.get(k).is_none() && cli.get(k).is_some());
+    if from_cli {
+        format!(
+            "-X (for cluster `{cluster}` of {}): {refused}",
+            path.display()
+        )
+    } else {
+        crate::describe::refused_line(path, cluster, &refused)
     }
 }
 
@@ -470,7 +525,12 @@ async fn consume(args: ConsumeArgs) -> Result<ExitCode, String> {
                 builder = builder.restore_from(cp);
             }
             let source = builder.build().map_err(|e| e.to_string())?;
-            let open = async { source.open().await.map_err(|e| e.to_string()) };
+            let open = async {
+                match source.open().await {
+                    Ok(stream) => Ok(stream),
+                    Err(e) => Err(located(e, &service, &args).await),
+                }
+            };
             match or_signal(open, &mut sigint, &mut sigterm).await? {
                 Some(stream) => Input::Kafka(Box::new(stream)),
                 None => return Ok(ExitCode::SUCCESS),
@@ -494,7 +554,12 @@ async fn consume(args: ConsumeArgs) -> Result<ExitCode, String> {
                     }
                 }
             }
-            let open = async { hybrid.open().await.map_err(|e| e.to_string()) };
+            let open = async {
+                match hybrid.open().await {
+                    Ok(stream) => Ok(stream),
+                    Err(e) => Err(located(e, &service, &args).await),
+                }
+            };
             match or_signal(open, &mut sigint, &mut sigterm).await? {
                 Some(stream) => Input::Hybrid(Box::new(stream)),
                 None => return Ok(ExitCode::SUCCESS),
@@ -563,7 +628,8 @@ async fn consume(args: ConsumeArgs) -> Result<ExitCode, String> {
                     eprintln!("mck: warning: {e} (reading on)");
                     progress = Progress::new(records_elsewhere);
                 }
-                Some(Err(e)) => break Err(e.to_string()),
+                // The Kafka stage of a --backfill run starts here.
+                Some(Err(e)) => break Err(located(e, &service, &args).await),
             },
             // Taken only when no record is ready: the reader is idle, so what was
             // written goes out now.
