@@ -85,6 +85,19 @@ impl ClusterOptions {
         self
     }
 
+    /// Turns on KRaft's standard authorizer. Resources without ACLs stay open to
+    /// everyone, and the test kit's own `PLAINTEXT` principal (and the brokers') is a
+    /// super user, so only the ACLs a test adds (see [`crate::tools::add_acl`]) restrict
+    /// anything.
+    pub fn authorizer(self) -> Self {
+        self.broker_config(
+            "authorizer.class.name",
+            "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        )
+        .broker_config("allow.everyone.if.no.acl.found", "true")
+        .broker_config("super.users", "User:ANONYMOUS")
+    }
+
     /// Sets the broker count.
     pub fn brokers(mut self, n: usize) -> Self {
         self.brokers = n.max(1);

@@ -61,3 +61,30 @@ pub fn delete_records(
     }
     Ok(())
 }
+
+/// `kafka-acls --add`: adds the ACL that `spec` describes, in the tool's own words
+/// (e.g. `["--deny-principal", "User:bob", "--operation", "All", "--topic", "t"]`).
+/// The cluster needs an authorizer (see [`crate::ClusterOptions::authorizer`]).
+pub fn add_acl(bootstrap_servers: &str, spec: &[&str]) -> Result<(), TestkitError> {
+    let err = |message: String| TestkitError::Kafka {
+        cluster: bootstrap_servers.to_string(),
+        message,
+    };
+    let out = kafka_tool("org.apache.kafka.tools.AclCommand")?
+        .arg("--bootstrap-server")
+        .arg(bootstrap_servers)
+        .arg("--add")
+        .args(spec)
+        .output()
+        .map_err(|e| err(format!("kafka-acls: cannot run java: {e}")))?;
+    if !out.status.success() {
+        let text = String::from_utf8_lossy(&out.stdout).to_string()
+            + &String::from_utf8_lossy(&out.stderr);
+        return Err(err(format!(
+            "kafka-acls failed ({}): {}",
+            out.status,
+            text.trim()
+        )));
+    }
+    Ok(())
+}
