@@ -89,6 +89,17 @@ pub enum SourceError {
         /// What the broker said.
         reason: String,
     },
+    /// A bounded run's topic is no longer shown to the client's principal (topic
+    /// authorization failed) before one of its splits reached its stop.
+    #[error(
+        "{split}: the cluster refuses to describe the topic to this client's principal (topic authorization failed) before the split reached its stop at offset {stop}; grant it DESCRIBE and READ on the topic, or allow missing topics (e.g. --allow-missing-topics) to end such splits with a warning"
+    )]
+    TopicNotAuthorized {
+        /// The split, as `cluster/topic/partition`.
+        split: String,
+        /// Where the split was to stop.
+        stop: i64,
+    },
     /// A file of a file source could not be read, or one of its lines is malformed.
     #[error("{path}{}: {message}", line.map(|l| format!(":{l}")).unwrap_or_default())]
     File {

@@ -1,11 +1,14 @@
 //! Source behaviours that need no real broker: bounded edge cases, cluster identity,
 //! deserialization errors (in-process librdkafka mock clusters).
 
+mod support;
+
 use std::collections::BTreeMap;
 
 use mck_testkit::{MockKafkaCluster, TestCluster, TestRecord};
 use multicluster_kafka::checkpoint::Checkpoint;
 use multicluster_kafka::prelude::*;
+use support::Capture;
 
 fn stream_on(
     id: &str,
@@ -430,44 +433,6 @@ fn a_checkpoint_after_a_failed_record_in_a_batch_resumes_after_it() {
             5 - b_seen
         );
     });
-}
-
-/// Collects `tracing` events: (target, level, fields).
-#[derive(Clone, Default)]
-struct Capture(std::sync::Arc<std::sync::Mutex<Vec<(String, tracing::Level, String)>>>);
-
-impl Capture {
-    fn events(&self) -> Vec<(String, tracing::Level, String)> {
-        self.0.lock().unwrap().clone()
-    }
-}
-
-impl tracing::Subscriber for Capture {
-    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
-        true
-    }
-    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
-        tracing::span::Id::from_u64(1)
-    }
-    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
-    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
-    fn event(&self, event: &tracing::Event<'_>) {
-        struct Fields(String);
-        impl tracing::field::Visit for Fields {
-            fn record_debug(&mut self, f: &tracing::field::Field, v: &dyn std::fmt::Debug) {
-                self.0.push_str(&format!("{}={v:?} ", f.name()));
-            }
-        }
-        let mut fields = Fields(String::new());
-        event.record(&mut fields);
-        let m = event.metadata();
-        self.0
-            .lock()
-            .unwrap()
-            .push((m.target().to_string(), *m.level(), fields.0));
-    }
-    fn enter(&self, _: &tracing::span::Id) {}
-    fn exit(&self, _: &tracing::span::Id) {}
 }
 
 #[test]

@@ -49,7 +49,7 @@ impl ClusterState {
 /// retry.
 #[derive(Default)]
 pub(super) struct Said {
-    pub(super) missing_topics: BTreeMap<Arc<str>, BTreeSet<String>>,
+    pub(super) missing_topics: BTreeMap<Arc<str>, super::discovery::Absent>,
     pub(super) discovery_failed: BTreeMap<Arc<str>, String>,
     pub(super) unreachable_added: BTreeMap<Arc<str>, String>,
 }

@@ -24,8 +24,17 @@ struct Discovery {
     new_start: StartingOffsets,
 }
 
-/// The new splits of a cluster, and the subscribed topics it does not have (yet).
-type Discovered = (Vec<KafkaSplit>, BTreeSet<String>);
+/// Subscribed topics a cluster does not show.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(super) struct Absent {
+    /// Every topic not shown (not there, or not shown to this principal).
+    pub missing: BTreeSet<String>,
+    /// Those the cluster refused to describe (no DESCRIBE permission).
+    pub unauthorized: BTreeSet<String>,
+}
+
+/// The new splits of a cluster, and the subscribed topics it does not show (yet).
+type Discovered = (Vec<KafkaSplit>, Absent);
 
 fn discover_blocking(d: &Discovery) -> Result<Discovered, SourceError> {
     let Discovery {
@@ -41,7 +50,10 @@ fn discover_blocking(d: &Discovery) -> Result<Discovered, SourceError> {
     let cluster: &str = cluster;
     let stop = stop.as_ref();
     let found = client.describe(topics)?;
-    let missing = found.missing.clone();
+    let missing = Absent {
+        missing: found.missing.clone(),
+        unauthorized: found.unauthorized.clone(),
+    };
     let new: Vec<(String, i32)> = found
         .partitions
         .iter()
@@ -185,8 +197,9 @@ impl Enumerator {
     }
 
     /// Tells the readers of a bounded run's splits that their topics are gone.
-    fn topics_gone(&self, cluster: &Arc<str>, topics: Vec<String>) {
+    fn topics_gone(&self, cluster: &Arc<str>, topics: Vec<String>, absent: &Absent) {
         for topic in topics {
+            let unauthorized = absent.unauthorized.contains(&topic);
             let readers: BTreeSet<usize> = self
                 .owners
                 .iter()
@@ -198,6 +211,7 @@ impl Enumerator {
                     let _ = tx.send(ReaderEvent::TopicGone {
                         cluster: cluster.clone(),
                         topic: topic.clone(),
+                        unauthorized,
                     });
                 }
             }
@@ -214,18 +228,20 @@ impl Enumerator {
         strict: bool,
     ) -> Result<Vec<KafkaSplit>, SourceError> {
         match result {
-            Ok((mut splits, missing)) => {
+            Ok((mut splits, absent)) => {
                 let Some(state) = self.clusters.get_mut(&cluster) else {
                     return Ok(Vec::new());
                 };
                 if self.cfg.bounded() && !strict {
                     // A bounded run reads the partitions found at start; it looks again
                     // only to notice topics deleted under it.
-                    let gone: Vec<String> = missing
-                        .into_iter()
-                        .filter(|t| state.known.iter().any(|(k, _)| k == t))
+                    let gone: Vec<String> = absent
+                        .missing
+                        .iter()
+                        .filter(|t| state.known.iter().any(|(k, _)| k == *t))
+                        .cloned()
                         .collect();
-                    self.topics_gone(&cluster, gone);
+                    self.topics_gone(&cluster, gone, &absent);
                     return Ok(Vec::new());
                 }
                 splits.retain(|s| {
@@ -238,11 +254,20 @@ impl Enumerator {
                 let first = !std::mem::replace(&mut state.initial_discovery_done, true);
                 let kafka_cluster_id = state.kafka_cluster_id.clone();
                 self.said.discovery_failed.remove(&cluster);
-                if missing.is_empty() {
+                if absent.missing.is_empty() {
                     self.said.missing_topics.remove(&cluster);
-                } else if self.said.missing_topics.get(&cluster) != Some(&missing) {
-                    tracing::warn!(cluster = %cluster, ?missing, "topics not found on the cluster (yet); looking again at each discovery (said again only when this changes)");
-                    self.said.missing_topics.insert(cluster.clone(), missing);
+                } else if self.said.missing_topics.get(&cluster) != Some(&absent) {
+                    let unauthorized = &absent.unauthorized;
+                    let missing: BTreeSet<&String> =
+                        absent.missing.difference(unauthorized).collect();
+                    if !unauthorized.is_empty() {
+                        tracing::warn!(cluster = %cluster, ?unauthorized, "the cluster refuses to describe topics to this client's principal (topic authorization failed: it needs DESCRIBE and READ ACLs on them); looking again at each discovery (said again only when this changes)");
+                        metrics::counter!(crate::metrics::CLUSTER_ERRORS, "cluster" => cluster.to_string(), "kind" => "authorization").increment(1);
+                    }
+                    if !missing.is_empty() {
+                        tracing::warn!(cluster = %cluster, ?missing, "topics not found on the cluster (yet); looking again at each discovery (said again only when this changes)");
+                    }
+                    self.said.missing_topics.insert(cluster.clone(), absent);
                 }
                 if strict {
                     // Start-up hands the splits out and then says every cluster's

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::types::RDKafkaRespErr;
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 
 use crate::error::SourceError;
@@ -43,8 +44,12 @@ pub(crate) fn close_detached<T: Send + 'static>(client: T) {
 pub(crate) struct TopicPartitions {
     /// Topic → partition ids, for topics that exist.
     pub partitions: BTreeMap<String, Vec<i32>>,
-    /// Requested topics the cluster does not have (yet).
+    /// Requested topics the cluster does not have (yet), or does not show this
+    /// client.
     pub missing: BTreeSet<String>,
+    /// Those of `missing` the cluster refused to describe to this client's principal
+    /// (no DESCRIBE permission): they may exist.
+    pub unauthorized: BTreeSet<String>,
 }
 
 /// A consumer handle used only for lookups and commits (never polled for records).
@@ -207,6 +212,19 @@ impl ClusterClient {
         for t in topics {
             if !out.partitions.contains_key(t) {
                 out.missing.insert(t.clone());
+            }
+        }
+        // A listing of all topics leaves out those the principal may not describe:
+        // asked by name, the broker says which ones it refused.
+        for t in &out.missing {
+            if let Ok(md) = self.consumer.fetch_metadata(Some(t), self.timeout)
+                && md.topics().iter().any(|m| {
+                    m.name() == t
+                        && m.error()
+                            == Some(RDKafkaRespErr::RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED)
+                })
+            {
+                out.unauthorized.insert(t.clone());
             }
         }
         Ok(out)

@@ -64,7 +64,11 @@ impl<D: Deserializer> SourceReader<D> {
                 self.clusters.remove(&cluster);
             }
             ReaderEvent::MetadataFailed(e) => return Err(SourceError::Metadata(e)),
-            ReaderEvent::TopicGone { cluster, topic } => return self.topic_gone(&cluster, &topic),
+            ReaderEvent::TopicGone {
+                cluster,
+                topic,
+                unauthorized,
+            } => return self.topic_gone(&cluster, &topic, unauthorized),
             ReaderEvent::IdentityMismatch {
                 cluster,
                 expected,
@@ -278,7 +282,12 @@ impl<D: Deserializer> SourceReader<D> {
     /// Ends the unfinished bounded splits of a topic that is gone (they cannot reach
     /// their stops; their positions stay where reading stopped): with a warning when
     /// missing topics are allowed, else the first is returned as an error.
-    fn topic_gone(&mut self, cluster: &Arc<str>, topic: &str) -> Result<(), SourceError> {
+    fn topic_gone(
+        &mut self,
+        cluster: &Arc<str>,
+        topic: &str,
+        unauthorized: bool,
+    ) -> Result<(), SourceError> {
         let ids: Vec<SplitId> = self
             .states
             .iter()
@@ -302,7 +311,13 @@ impl<D: Deserializer> SourceReader<D> {
             let split = format!("{}/{}/{}", id.cluster, id.topic, id.partition);
             let stop = s.stop.unwrap_or_default();
             if self.policy.allow_missing_topics {
-                tracing::warn!(split = %split, stop, position = s.next_offset, "the topic is gone before the split reached its stop; ending the split as missing topics are allowed");
+                if unauthorized {
+                    tracing::warn!(split = %split, stop, position = s.next_offset, "the cluster no longer authorizes this principal to describe the topic before the split reached its stop; ending the split as missing topics are allowed");
+                } else {
+                    tracing::warn!(split = %split, stop, position = s.next_offset, "the topic is gone before the split reached its stop; ending the split as missing topics are allowed");
+                }
+            } else if unauthorized {
+                first.get_or_insert(SourceError::TopicNotAuthorized { split, stop });
             } else {
                 first.get_or_insert(SourceError::TopicGone {
                     split,

@@ -43,9 +43,14 @@ pub(crate) enum ReaderEvent {
     /// The metadata service kept failing past the threshold (reading goes on with
     /// the last good metadata).
     MetadataFailed(crate::metadata::MetadataError),
-    /// A topic is no longer on the cluster (bounded runs): its unfinished splits
-    /// cannot reach their stops.
-    TopicGone { cluster: Arc<str>, topic: String },
+    /// A topic is no longer on the cluster, or no longer shown to this principal
+    /// (`unauthorized`), in a bounded run: its unfinished splits cannot reach their
+    /// stops.
+    TopicGone {
+        cluster: Arc<str>,
+        topic: String,
+        unauthorized: bool,
+    },
     /// Retained positions of a re-added cluster belong to another physical cluster.
     IdentityMismatch {
         cluster: Arc<str>,

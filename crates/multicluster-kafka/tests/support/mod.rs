@@ -315,3 +315,42 @@ pub fn assert_read_once<'a>(
     );
     assert_each_once(mine.iter().map(|g| g.value.as_str()), sent);
 }
+
+/// Collects `tracing` events: (target, level, fields).
+#[derive(Clone, Default)]
+pub struct Capture(std::sync::Arc<std::sync::Mutex<Vec<(String, tracing::Level, String)>>>);
+
+impl Capture {
+    /// The events so far.
+    pub fn events(&self) -> Vec<(String, tracing::Level, String)> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+impl tracing::Subscriber for Capture {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        struct Fields(String);
+        impl tracing::field::Visit for Fields {
+            fn record_debug(&mut self, f: &tracing::field::Field, v: &dyn std::fmt::Debug) {
+                self.0.push_str(&format!("{}={v:?} ", f.name()));
+            }
+        }
+        let mut fields = Fields(String::new());
+        event.record(&mut fields);
+        let m = event.metadata();
+        self.0
+            .lock()
+            .unwrap()
+            .push((m.target().to_string(), *m.level(), fields.0));
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
