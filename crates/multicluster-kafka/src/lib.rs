@@ -60,7 +60,7 @@ pub use kafka::hooks::{ClientHooks, ClientHooksFactory};
 pub use reader::SourceReader;
 pub use reader::cluster_consumer::READER_DEFAULTS;
 pub use source::{
-    DEFAULT_BOUNDED_STARTUP_TIMEOUT, DEFAULT_METADATA_DISCOVERY,
+    Committer, DEFAULT_BOUNDED_STARTUP_TIMEOUT, DEFAULT_METADATA_DISCOVERY,
     DEFAULT_METADATA_FAILURE_THRESHOLD, DEFAULT_PARTITION_DISCOVERY, DEFAULT_REBUILD_INTERVAL,
     DEFAULT_RETENTION, KafkaSourceStream, MultiClusterKafkaSource, SourceBuilder,
     SourceCoordinator,

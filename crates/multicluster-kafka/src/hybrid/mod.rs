@@ -418,6 +418,16 @@ impl<D: Deserializer> HybridStream<D> {
         }
     }
 
+    /// A handle that commits the Kafka offsets of checkpoints while this stream goes
+    /// on reading, once it reads Kafka (`None` before: files have nothing to commit).
+    /// See [`Committer`](crate::Committer).
+    pub fn committer(&self) -> Option<crate::Committer> {
+        match &self.stage {
+            Stage::Kafka { stream, .. } => Some(stream.committer()),
+            _ => None,
+        }
+    }
+
     /// Stops reading.
     pub async fn close(self) {
         if let Stage::Kafka { stream, .. } = self.stage {

@@ -645,12 +645,15 @@ impl SourceCoordinator {
     /// the checkpoint is durable: Kafka then shows the group's progress, and
     /// `StartingOffsets::Committed` resumes there.
     pub async fn commit(&self, checkpoint: &Checkpoint) -> Result<(), SourceError> {
-        let (tx, rx) = oneshot::channel();
-        self.commands
-            .send(Command::Commit(checkpoint.clone(), tx))
-            .await
-            .map_err(|_| SourceError::Closed)?;
-        rx.await.map_err(|_| SourceError::Closed)?
+        self.committer().commit(checkpoint).await
+    }
+
+    /// A handle that commits for this source from anywhere (another task, say), so
+    /// a program need not wait for a commit where it reads. See [`Committer`].
+    pub fn committer(&self) -> Committer {
+        Committer {
+            commands: self.commands.clone(),
+        }
     }
 
     /// Stops the enumerator and waits for it (readers stop when dropped or closed).
@@ -659,6 +662,39 @@ impl SourceCoordinator {
             task.abort();
             let _ = task.await;
         }
+    }
+}
+
+/// Commits checkpoints' offsets for a running source, apart from the stream that
+/// reads it: a program can hand commits to a task of their own and go on reading
+/// while a cluster's coordinator is slow. Commits run in the order they are asked, so
+/// a group's offsets never go back. Cheap to clone; once the source is closed, a
+/// commit fails with [`SourceError::Closed`].
+///
+/// ```no_run
+/// # async fn run(mut stream: multicluster_kafka::KafkaSourceStream<multicluster_kafka::deserializer::Utf8>)
+/// # -> Result<(), multicluster_kafka::error::SourceError> {
+/// let committer = stream.committer();
+/// let checkpoint = stream.checkpoint()?;
+/// // … once the checkpoint is durable:
+/// tokio::spawn(async move { committer.commit(&checkpoint).await });
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct Committer {
+    commands: mpsc::Sender<Command>,
+}
+
+impl Committer {
+    /// Commits a durable checkpoint's offsets to each cluster, as
+    /// [`SourceCoordinator::commit`].
+    pub async fn commit(&self, checkpoint: &Checkpoint) -> Result<(), SourceError> {
+        let (tx, rx) = oneshot::channel();
+        self.commands
+            .send(Command::Commit(checkpoint.clone(), tx))
+            .await
+            .map_err(|_| SourceError::Closed)?;
+        rx.await.map_err(|_| SourceError::Closed)?
     }
 }
 
@@ -746,6 +782,12 @@ impl<D: Deserializer> KafkaSourceStream<D> {
     /// Commits a durable checkpoint's offsets to each cluster.
     pub async fn commit(&self, checkpoint: &Checkpoint) -> Result<(), SourceError> {
         self.coordinator.commit(checkpoint).await
+    }
+
+    /// A handle that commits for this source while the stream goes on reading (see
+    /// [`Committer`]).
+    pub fn committer(&self) -> Committer {
+        self.coordinator.committer()
     }
 
     /// Stops reading and waits until the reader's consumers are closed (consumers of
