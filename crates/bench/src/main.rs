@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
-use cmd::{blackhole, compare, handover, isolation, output, soak, throughput, tls};
+use cmd::{blackhole, compare, handover, isolation, output, scale, soak, throughput, tls};
 
 #[derive(Parser)]
 #[command(about = "multicluster-kafka end-to-end benchmarks")]
@@ -70,6 +70,9 @@ enum Cmd {
     /// Isolation from a network blackhole: cluster A's records/s while cluster B (behind
     /// a fault proxy) passes and while it is blackholed, and the shutdown times then.
     Blackhole(blackhole::BlackholeArgs),
+    /// How cost grows: against the number of clusters (mock clusters), of splits, and
+    /// the record size (against plain rdkafka); markdown tables and an SVG plot each.
+    Scale(scale::ScaleArgs),
 }
 
 fn main() {
@@ -104,5 +107,6 @@ fn main() {
         Cmd::Output(args) => output::output(&args),
         Cmd::Soak(args) => soak::soak(&args),
         Cmd::Blackhole(args) => blackhole::blackhole(&args),
+        Cmd::Scale(args) => scale::scale(&args),
     }
 }

@@ -630,13 +630,15 @@ fn checkpoint_cost(n: usize, budget: Duration) -> (f64, usize) {
     (median(times), bytes)
 }
 
-fn loadavg() -> String {
+/// The 1, 5 and 15 minute load averages.
+pub fn loadavg() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
         .unwrap_or_else(|_| "unknown".into())
 }
 
-fn machine() -> String {
+/// CPU model, cores, memory and kernel of this machine.
+pub fn machine() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|s| {

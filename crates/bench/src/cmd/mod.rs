@@ -8,6 +8,7 @@ pub mod compare;
 pub mod handover;
 pub mod isolation;
 pub mod output;
+pub mod scale;
 pub mod soak;
 pub mod throughput;
 pub mod tls;

@@ -1,0 +1,302 @@
+//! `mck-bench scale clusters`: cost against the number of clusters, on librdkafka mock
+//! clusters at the same total record rate. One fresh `scale point` process per count
+//! (see [`super::point`]); the mock clusters and their producers run in one `scale
+//! mock` process for the whole curve (see [`super::mock`]).
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+pub use super::point::{PointArgs, point};
+
+use super::plot::{self, Axis, Chart, Series};
+use super::{PlotArgs, command_line, header, verdict};
+use crate::cmd::median;
+
+/// Options of `scale clusters`.
+#[derive(clap::Args, Debug)]
+pub struct ClustersArgs {
+    /// Cluster counts, one point each.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16,32,64")]
+    counts: Vec<usize>,
+    /// Total records/s over the measured clusters, the same at every point.
+    #[arg(long, default_value_t = 10_000.0)]
+    rate: f64,
+    /// Seconds of the CPU window at each point.
+    #[arg(long, default_value_t = 5.0)]
+    secs: f64,
+    /// Seconds of reading before the window.
+    #[arg(long, default_value_t = 1.0)]
+    warmup: f64,
+    /// Readers of the source (`parallelism`).
+    #[arg(long, default_value_t = 1)]
+    readers: usize,
+    /// Partitions of the topic on each cluster.
+    #[arg(long, default_value_t = 2)]
+    partitions: i32,
+    /// Reconciliation and handover rounds at each point (the median is reported).
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    /// Value size in bytes.
+    #[arg(long, default_value_t = 100)]
+    value_size: usize,
+    /// Records/s on the topics and clusters the rounds add (the first record after a
+    /// change waits at most 1 / this).
+    #[arg(long, default_value_t = 500.0)]
+    side_rate: f64,
+    #[command(flatten)]
+    plots: PlotArgs,
+}
+
+/// The figures of one point, parsed from its `RESULT` line.
+struct Point {
+    clusters: usize,
+    f: BTreeMap<String, String>,
+}
+
+impl Point {
+    fn num(&self, key: &str) -> f64 {
+        self.f
+            .get(key)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(f64::NAN)
+    }
+
+    /// The median of a comma-separated list of ms.
+    fn med(&self, key: &str) -> f64 {
+        let v: Vec<f64> = self
+            .f
+            .get(key)
+            .map(|s| s.split(',').filter_map(|x| x.parse().ok()).collect())
+            .unwrap_or_default();
+        if v.is_empty() { f64::NAN } else { median(v) }
+    }
+
+    /// Threads the source added, per cluster and reader.
+    fn threads_per_cluster(&self, readers: usize) -> f64 {
+        (self.num("threads") - self.num("threads_base")) / (self.clusters * readers) as f64
+    }
+}
+
+/// Starts `scale mock` and returns it with the bootstrap servers it printed.
+fn start_mock(args: &ClustersArgs, max: usize) -> (std::process::Child, Vec<String>) {
+    let exe = std::env::current_exe().expect("this binary");
+    let mut child = Command::new(exe)
+        .args(["scale", "mock"])
+        .args(["--clusters", &max.to_string()])
+        .args(["--extra", &args.rounds.to_string()])
+        .args(["--partitions", &args.partitions.to_string()])
+        .args(["--side-topics", &args.rounds.to_string()])
+        .args(["--value-size", &args.value_size.to_string()])
+        .args(["--side-rate", &args.side_rate.to_string()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("scale mock starts");
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().expect("stdout"))
+        .read_line(&mut line)
+        .expect("scale mock's ready line");
+    let bootstraps: Vec<String> = line
+        .strip_prefix("ready ")
+        .unwrap_or_else(|| panic!("scale mock did not start: {line:?}"))
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(
+        bootstraps.len(),
+        max + args.rounds,
+        "one bootstrap per cluster"
+    );
+    (child, bootstraps)
+}
+
+/// Runs one `scale point` process over the first `n` clusters.
+fn run_point(args: &ClustersArgs, n: usize, max: usize, bootstraps: &[String]) -> Point {
+    let exe = std::env::current_exe().expect("this binary");
+    let mut cmd = Command::new(exe);
+    cmd.args(["scale", "point"])
+        .args(["--readers", &args.readers.to_string()])
+        .args(["--warmup", &args.warmup.to_string()])
+        .args(["--secs", &args.secs.to_string()])
+        .args(["--rounds", &args.rounds.to_string()]);
+    for b in &bootstraps[..n] {
+        cmd.args(["--cluster", b]);
+    }
+    for b in &bootstraps[max..] {
+        cmd.args(["--extra", b]);
+    }
+    let out = cmd
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("scale point runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("RESULT "))
+        .unwrap_or_else(|| panic!("scale point with {n} clusters failed ({})", out.status));
+    let f = line
+        .split_whitespace()
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    Point { clusters: n, f }
+}
+
+pub fn clusters(args: &ClustersArgs) {
+    let mut counts = args.counts.clone();
+    counts.sort_unstable();
+    counts.dedup();
+    let max = *counts.last().expect("at least one count");
+    let (mut mock, bootstraps) = start_mock(args, max);
+    let mut mock_in = mock.stdin.take().expect("stdin");
+    let mut points = Vec::new();
+    for &n in &counts {
+        writeln!(mock_in, "rate {n} {}", args.rate).expect("scale mock takes commands");
+        mock_in.flush().expect("flush");
+        // Let the new rates settle before the source starts.
+        std::thread::sleep(Duration::from_millis(500));
+        let p = run_point(args, n, max, &bootstraps);
+        eprintln!(
+            "{n} clusters: {} threads, {:.1} MiB, {} ns CPU/record, reconcile {:.0} ms, handover {:.0} ms",
+            p.num("threads"),
+            p.num("rss_mib"),
+            p.num("cpu_ns"),
+            p.med("reconcile_ms"),
+            p.med("handover_ms")
+        );
+        points.push(p);
+    }
+    let _ = writeln!(mock_in, "quit");
+    drop(mock_in);
+    let _ = mock.wait();
+    report(args, &points);
+}
+
+fn report(args: &ClustersArgs, points: &[Point]) {
+    let readers = args.readers;
+    header(&command_line());
+    println!(
+        "- workload: librdkafka mock clusters (1 broker each, in a separate process with their producers), \
+         topic of {} partitions per cluster, {} B values, {:.0} records/s in total spread evenly over the clusters, \
+         {readers} reader(s), starting offsets latest; CPU over a {} s window after {} s of reading; \
+         reconciliation = add a topic to c0 only, until its first record; handover = add a cluster, until its first record \
+         (both: median of {} rounds; the added topic and cluster get {:.0} records/s)",
+        args.partitions,
+        args.value_size,
+        args.rate,
+        args.secs,
+        args.warmup,
+        args.rounds,
+        args.side_rate
+    );
+    println!();
+    println!(
+        "| clusters | threads | threads added per cluster per reader | RSS MiB | CPU ns/record | records/s read | CPU cores | open: first record ms | open: every cluster ms | handover ms | reconciliation ms |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    for p in points {
+        println!(
+            "| {} | {} | {:.2} | {:.1} | {:.0} | {:.0} | {:.2} | {:.0} | {:.0} | {:.0} | {:.0} |",
+            p.clusters,
+            p.num("threads"),
+            p.threads_per_cluster(readers),
+            p.num("rss_mib"),
+            p.num("cpu_ns"),
+            p.num("rate"),
+            p.num("cpu_cores"),
+            p.num("open_first_ms"),
+            p.num("open_all_ms"),
+            p.med("handover_ms"),
+            p.med("reconcile_ms"),
+        );
+    }
+    println!();
+    println!(
+        "Threads by name at each point (librdkafka names its threads rdk:main, rdk:broker<N>; the library's fetchers are mck-fetch-<cluster>):"
+    );
+    println!();
+    for p in points {
+        println!(
+            "- {} cluster(s): {}",
+            p.clusters,
+            p.f.get("groups").map_or("?", String::as_str)
+        );
+    }
+    let (Some(first), Some(last)) = (points.first(), points.last()) else {
+        return;
+    };
+    if last.clusters == first.clusters {
+        return;
+    }
+    let (n1, n2) = (first.clusters, last.clusters);
+    let cpu = last.num("cpu_ns") / first.num("cpu_ns");
+    let tpc = last.threads_per_cluster(readers);
+    let rss = (last.num("rss_mib") - first.num("rss_mib")) / (n2 - n1) as f64;
+    let rec = last.med("reconcile_ms") / first.med("reconcile_ms");
+    println!();
+    println!("| target | measured | |");
+    println!("|---|---|---|");
+    println!(
+        "| CPU per record at {n2} clusters ≤ 1.2× that at {n1} (same total rate) | {cpu:.2}× | {} |",
+        verdict(cpu <= 1.2)
+    );
+    println!(
+        "| threads ≤ 4 per cluster per reader (at {n2} clusters, above the process's {} before the source) | {tpc:.2} | {} |",
+        last.num("threads_base"),
+        verdict(tpc <= 4.0)
+    );
+    println!(
+        "| RSS per added (nearly idle) cluster ≤ 8 MiB, from {n1} to {n2} clusters | {rss:.2} MiB | {} |",
+        verdict(rss <= 8.0)
+    );
+    println!(
+        "| reconciliation of one changed cluster at {n2} clusters ≤ 1.1× that at {n1} | {rec:.2}× | {} |",
+        verdict(rec <= 1.1)
+    );
+    let rel = |key: &str, med: bool| -> Series {
+        let get = |p: &Point| if med { p.med(key) } else { p.num(key) };
+        let base = get(first);
+        Series::new(
+            key,
+            points
+                .iter()
+                .map(|p| (p.clusters as f64, get(p) / base))
+                .collect(),
+        )
+    };
+    let mut series = vec![
+        rel("cpu_ns", false),
+        rel("threads", false),
+        rel("rss_mib", false),
+        rel("open_all_ms", false),
+        rel("handover_ms", true),
+        rel("reconcile_ms", true),
+    ];
+    let names = [
+        "CPU per record",
+        "threads",
+        "RSS",
+        "open (every cluster)",
+        "handover",
+        "reconciliation",
+    ];
+    for (s, name) in series.iter_mut().zip(names) {
+        s.name = name.to_string();
+    }
+    plot::write(
+        &args.plots.plots.join("scale-clusters.svg"),
+        &Chart {
+            title: &format!(
+                "Cost against clusters ({:.0} records/s in total, {readers} reader(s)), relative to {n1} cluster(s)",
+                args.rate
+            ),
+            x_label: "clusters (librdkafka mock)",
+            y_label: "× the figure at the first point",
+            x: Axis::Log,
+            y: Axis::Log,
+        },
+        &series,
+    );
+}
