@@ -1,7 +1,8 @@
 //! A cluster's bootstrap list changed to another physical cluster: refused (the old
-//! client reads on) unless the metadata marks the cluster as replaced by setting its
-//! starting offsets, which starts it fresh there (in-process mock clusters, each with
-//! its own Kafka cluster.id).
+//! client reads on) unless the metadata marks the cluster as replaced, by naming the
+//! old Kafka cluster.id in `replaces` or by setting its starting offsets, which starts
+//! it fresh there; the same at a restart from a checkpoint of the old cluster
+//! (in-process mock clusters, each with its own Kafka cluster.id).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,11 +11,40 @@ use mck_testkit::{MockKafkaCluster, TestCluster, TestRecord};
 use multicluster_kafka::prelude::*;
 
 fn east_on(c: &MockKafkaCluster, start: Option<StartingOffsets>) -> [KafkaStream; 1] {
+    east_replacing(c, start, None)
+}
+
+fn east_replacing(
+    c: &MockKafkaCluster,
+    start: Option<StartingOffsets>,
+    replaces: Option<&str>,
+) -> [KafkaStream; 1] {
     let mut b = ClusterMetadata::builder(c.bootstrap_servers()).topic("t");
     if let Some(s) = start {
         b = b.starting_offsets(s);
     }
+    if let Some(id) = replaces {
+        b = b.replaces(id);
+    }
     [KafkaStream::new("s").with_cluster("east", b.build().unwrap())]
+}
+
+fn filled(id: &str, n: usize) -> MockKafkaCluster {
+    let c = MockKafkaCluster::start(id, 1).unwrap();
+    c.create_topic("t", 1).unwrap();
+    let values: Vec<TestRecord> = (0..n)
+        .map(|i| TestRecord::value(format!("{id}-{i}")))
+        .collect();
+    c.produce("t", &values).unwrap();
+    c
+}
+
+fn source(svc: &Arc<StaticMetadataService>) -> SourceBuilder<Utf8> {
+    MultiClusterKafkaSource::builder()
+        .shared_metadata_service(svc.clone())
+        .stream_ids(["s"])
+        .deserializer(Utf8)
+        .rebuild_interval(Duration::ZERO)
 }
 
 async fn read_for(s: &mut KafkaSourceStream<Utf8>, d: Duration) -> Vec<String> {
@@ -84,6 +114,69 @@ fn a_bootstrap_list_leading_to_another_cluster_is_refused_unless_marked_replaced
         assert_ne!(
             east.kafka_cluster_id, None,
             "the checkpoint names the new cluster.id"
+        );
+        s.close().await;
+    });
+}
+
+#[test]
+fn replaces_names_the_old_cluster_id_live_and_at_a_restart() {
+    let old = filled("repl-old", 2);
+    let new = filled("repl-new", 3);
+    let svc = Arc::new(StaticMetadataService::new(east_on(&old, None)).unwrap());
+    mck_testkit::runtime().block_on(async {
+        let mut s = source(&svc).build().unwrap().open().await.unwrap();
+        assert_eq!(
+            read_for(&mut s, Duration::from_secs(2)).await,
+            ["repl-old-0", "repl-old-1"]
+        );
+        let before = s.checkpoint().unwrap();
+        let old_id = before.clusters["east"].kafka_cluster_id.clone().unwrap();
+        // `replaces` naming some other cluster.id is no permission: refused.
+        svc.replace(east_replacing(&new, None, Some("not-the-old-one")))
+            .unwrap();
+        assert_eq!(
+            read_for(&mut s, Duration::from_secs(2)).await,
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            s.checkpoint().unwrap().clusters["east"].kafka_cluster_id,
+            Some(old_id.clone())
+        );
+        // Naming the old cluster.id: read fresh from the new one.
+        svc.replace(east_replacing(&new, None, Some(&old_id)))
+            .unwrap();
+        assert_eq!(
+            read_for(&mut s, Duration::from_secs(5)).await,
+            ["repl-new-0", "repl-new-1", "repl-new-2"]
+        );
+        s.close().await;
+
+        // A restart from the old cluster's checkpoint onto the new one: refused as an
+        // identity mismatch without `replaces`, started fresh with it.
+        let svc = Arc::new(StaticMetadataService::new(east_on(&new, None)).unwrap());
+        let err = source(&svc)
+            .restore_from(before.clone())
+            .build()
+            .unwrap()
+            .open()
+            .await
+            .err()
+            .expect("another cluster behind the same id is refused");
+        assert!(matches!(err, SourceError::ClusterIdentity { .. }), "{err}");
+        let svc = Arc::new(
+            StaticMetadataService::new(east_replacing(&new, None, Some(&old_id))).unwrap(),
+        );
+        let mut s = source(&svc)
+            .restore_from(before)
+            .build()
+            .unwrap()
+            .open()
+            .await
+            .unwrap();
+        assert_eq!(
+            read_for(&mut s, Duration::from_secs(5)).await,
+            ["repl-new-0", "repl-new-1", "repl-new-2"]
         );
         s.close().await;
     });

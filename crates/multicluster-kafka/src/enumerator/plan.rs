@@ -20,6 +20,9 @@ pub struct ClusterView {
     pub starting_offsets: Option<StartingOffsets>,
     /// Per-cluster stopping offsets, if set.
     pub stopping_offsets: Option<StoppingOffsets>,
+    /// The Kafka `cluster.id` this cluster replaces, if set
+    /// ([`ClusterMetadata::replaces`](crate::metadata::ClusterMetadata::replaces)).
+    pub replaces: Option<String>,
 }
 
 /// Merges streams into one view per logical cluster: topics are united; properties
@@ -48,6 +51,7 @@ pub fn clusters_of_streams<'a>(
                 properties: meta.properties.clone(),
                 starting_offsets: meta.starting_offsets.clone(),
                 stopping_offsets: meta.stopping_offsets.clone(),
+                replaces: meta.replaces.clone(),
             });
             view.topics.extend(meta.topics.iter().cloned());
         }
@@ -126,7 +130,10 @@ pub fn plan(old: &BTreeMap<String, ClusterView>, new: &BTreeMap<String, ClusterV
                 let change = ClusterChange {
                     topics_added: view.topics.difference(&before.topics).cloned().collect(),
                     topics_removed: before.topics.difference(&view.topics).cloned().collect(),
-                    properties_changed: view.properties != before.properties,
+                    // Naming a replaced cluster asks for the client to be made again
+                    // (a bootstrap change refused before is tried again).
+                    properties_changed: view.properties != before.properties
+                        || view.replaces != before.replaces,
                     offsets_changed: view.starting_offsets != before.starting_offsets
                         || view.stopping_offsets != before.stopping_offsets,
                 };
@@ -157,6 +164,7 @@ mod tests {
             properties,
             starting_offsets: None,
             stopping_offsets: None,
+            replaces: None,
         }
     }
 

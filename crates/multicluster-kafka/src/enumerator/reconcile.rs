@@ -258,7 +258,15 @@ impl Enumerator {
                     if let Ok((c, _)) = made {
                         close_detached(c);
                     }
-                    if view.starting_offsets.is_some() {
+                    if view.replaces.as_deref() == Some(expected.as_str()) {
+                        tracing::info!(
+                            cluster,
+                            expected,
+                            actual,
+                            "the new bootstrap list leads to another Kafka cluster, which the metadata says replaces the old one: starting it fresh there"
+                        );
+                        replaced.push((key.clone(), view.clone()));
+                    } else if view.starting_offsets.is_some() {
                         tracing::info!(
                             cluster,
                             expected,
@@ -271,7 +279,8 @@ impl Enumerator {
                             cluster,
                             expected,
                             actual,
-                            "the new bootstrap list leads to another Kafka cluster; reading on with the old one (set the cluster's startingOffsets in the metadata to start fresh on the new one)"
+                            replaces = view.replaces.as_deref().unwrap_or("(not set)"),
+                            "the new bootstrap list leads to another Kafka cluster; reading on with the old one (set the cluster's `replaces` to the old cluster.id, or its startingOffsets, in the metadata to start fresh on the new one)"
                         );
                         metrics::counter!(m::CLUSTER_ERRORS, "cluster" => cluster.clone(), "kind" => "identity").increment(1);
                         self.refused_properties.insert(key.clone(), view.clone());

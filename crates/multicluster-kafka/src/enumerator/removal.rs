@@ -150,6 +150,8 @@ impl Enumerator {
         if let (Some(expected), Some(actual)) = (&r.kafka_cluster_id, actual)
             && expected != actual
         {
+            // Another physical cluster (refused or replaced by `resume_retained`'s
+            // rules): the split starts as configured.
             return split;
         }
         tracing::debug!(split = %split.id, offset = r.next_offset, "resuming a split added again at its retained position");

@@ -33,6 +33,20 @@ impl Enumerator {
                 (&saved.kafka_cluster_id, &state.kafka_cluster_id)
                 && expected != actual
             {
+                if self
+                    .views
+                    .get(cluster.as_str())
+                    .and_then(|v| v.replaces.as_deref())
+                    == Some(expected.as_str())
+                {
+                    tracing::info!(
+                        cluster,
+                        expected,
+                        actual,
+                        "the metadata says this cluster replaces the one of the checkpoint; starting it fresh"
+                    );
+                    continue;
+                }
                 if self.cfg.discard_mismatched_positions {
                     tracing::warn!(
                         cluster,
@@ -154,7 +168,15 @@ impl Enumerator {
                     (&r.kafka_cluster_id, &state.kafka_cluster_id)
                     && expected != actual
                 {
-                    if !self.cfg.discard_mismatched_positions && refused.insert(cluster.clone()) {
+                    let replaced = self
+                        .views
+                        .get(&**cluster)
+                        .and_then(|v| v.replaces.as_deref())
+                        == Some(expected.as_str());
+                    if !replaced
+                        && !self.cfg.discard_mismatched_positions
+                        && refused.insert(cluster.clone())
+                    {
                         for tx in self.readers.values() {
                             let _ = tx.send(ReaderEvent::IdentityMismatch {
                                 cluster: cluster.clone(),

@@ -59,6 +59,12 @@ pub struct ClusterMetadata {
     /// even when the source is not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopping_offsets: Option<StoppingOffsets>,
+    /// The Kafka `cluster.id` of the physical cluster this one replaces: positions
+    /// recorded on that cluster (a checkpoint, retained positions, the running
+    /// reader's) are dropped and this cluster starts at its starting offsets, instead
+    /// of the change being refused as a cluster identity mismatch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaces: Option<String>,
 }
 
 impl ClusterMetadata {
@@ -72,6 +78,7 @@ impl ClusterMetadata {
                 properties,
                 starting_offsets: None,
                 stopping_offsets: None,
+                replaces: None,
             },
         }
     }
@@ -110,6 +117,13 @@ impl ClusterMetadataBuilder {
     /// Sets this cluster's starting offsets.
     pub fn starting_offsets(mut self, offsets: StartingOffsets) -> Self {
         self.inner.starting_offsets = Some(offsets);
+        self
+    }
+
+    /// Marks this cluster as the replacement of the physical cluster whose Kafka
+    /// `cluster.id` is `kafka_cluster_id` (see [`ClusterMetadata::replaces`]).
+    pub fn replaces(mut self, kafka_cluster_id: impl Into<String>) -> Self {
+        self.inner.replaces = Some(kafka_cluster_id.into());
         self
     }
 

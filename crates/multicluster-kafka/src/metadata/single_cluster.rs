@@ -207,6 +207,7 @@ impl SingleClusterMetadataService {
             properties: self.properties.clone(),
             starting_offsets: None,
             stopping_offsets: None,
+            replaces: None,
         };
         KafkaStream::new(topic).with_cluster(self.cluster_id.clone(), metadata)
     }

@@ -37,6 +37,7 @@ struct ClusterDef {
     properties: ClientProperties,
     starting_offsets: Option<StartingOffsets>,
     stopping_offsets: Option<StoppingOffsets>,
+    replaces: Option<String>,
 }
 
 /// Builds streams from a document; `path` names the file in errors.
@@ -108,6 +109,7 @@ impl Context<'_> {
                     properties: def.properties,
                     starting_offsets: cluster.starting_offsets.map(|o| o.value),
                     stopping_offsets: cluster.stopping_offsets.map(|o| o.value),
+                    replaces: self.replaces(cluster.replaces.as_ref())?,
                 };
                 stream.clusters.insert(cluster_id, metadata);
             }
@@ -140,6 +142,7 @@ impl Context<'_> {
             )?;
             def.starting_offsets = cluster.starting_offsets.as_ref().map(|o| o.value.clone());
             def.stopping_offsets = cluster.stopping_offsets.as_ref().map(|o| o.value.clone());
+            def.replaces = self.replaces(cluster.replaces.as_ref())?;
             defs.insert(cluster_id, def);
         }
 
@@ -189,6 +192,7 @@ impl Context<'_> {
                         .stopping_offsets
                         .map(|o| o.value)
                         .or_else(|| def.stopping_offsets.clone()),
+                    replaces: def.replaces.clone(),
                 };
                 stream.clusters.insert(cluster_id, metadata);
             }
@@ -246,6 +250,7 @@ impl Context<'_> {
             properties,
             starting_offsets: None,
             stopping_offsets: None,
+            replaces: None,
         })
     }
 
@@ -304,6 +309,13 @@ impl Context<'_> {
             }
             None => Ok(text.to_string()),
         }
+    }
+
+    /// A `replaces` value: a Kafka `cluster.id`, checked like an id.
+    fn replaces(&self, value: Option<&Spanned<String>>) -> Result<Option<String>, MetadataError> {
+        value
+            .map(|v| self.id("replaced Kafka cluster.id", v))
+            .transpose()
     }
 
     fn topics(

@@ -101,6 +101,7 @@ pub(super) struct FlinkCluster {
     pub properties: Option<RawProperties>,
     pub starting_offsets: Option<Spanned<StartingOffsets>>,
     pub stopping_offsets: Option<Spanned<StoppingOffsets>>,
+    pub replaces: Option<Spanned<String>>,
 }
 
 /// The richer layout.
@@ -120,6 +121,7 @@ pub(super) struct RichCluster {
     pub properties: Option<RawProperties>,
     pub starting_offsets: Option<Spanned<StartingOffsets>>,
     pub stopping_offsets: Option<Spanned<StoppingOffsets>>,
+    pub replaces: Option<Spanned<String>>,
 }
 
 /// A stream of the richer layout.

@@ -561,3 +561,35 @@ fn debug_output_shows_the_path_but_no_secret() {
     assert!(shown.contains("streams.yaml"), "{shown}");
     assert!(!shown.contains(SECRET), "{shown}");
 }
+
+#[test]
+fn replaces_names_the_kafka_cluster_id_a_cluster_takes_over_in_both_layouts() {
+    let rich = RICH.replace(
+        "    bootstrapServers: east-1:9092\n",
+        "    bootstrapServers: east-1:9092\n    replaces: Mk3OEYBSD34fcwNTJENDM2Q\n",
+    );
+    assert_ne!(rich, RICH);
+    let streams = parse(&rich).unwrap();
+    for s in streams.values() {
+        if let Some(east) = s.clusters.get("east") {
+            assert_eq!(east.replaces.as_deref(), Some("Mk3OEYBSD34fcwNTJENDM2Q"));
+        }
+        if let Some(west) = s.clusters.get("west") {
+            assert_eq!(west.replaces, None);
+        }
+    }
+    let flink = FLINK.replacen(
+        "      bootstrapServers: west-1:9092\n",
+        "      bootstrapServers: west-1:9092\n      replaces: old-west\n",
+        1,
+    );
+    let streams = parse(&flink).unwrap();
+    assert_eq!(
+        streams["orders"].clusters["west"].replaces.as_deref(),
+        Some("old-west")
+    );
+    // An empty id is refused where it is written.
+    let (err, line) = error_line(&flink.replace("replaces: old-west", "replaces: ' '"));
+    assert!(err.to_string().contains("replaced Kafka cluster.id"), "{err}");
+    assert_eq!(line, 8);
+}
