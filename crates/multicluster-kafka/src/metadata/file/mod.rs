@@ -106,12 +106,45 @@ pub fn read_metadata(
     path: impl AsRef<Path>,
 ) -> Result<BTreeMap<String, KafkaStream>, MetadataError> {
     let path = path.as_ref();
-    let bytes = std::fs::read(path).map_err(|e| MetadataError::Io {
+    // A pipe is fine here (`mck validate <(generate-metadata)`); the size cap ends a
+    // device that never does.
+    let bytes = read_bounded(path, MAX_METADATA_FILE, true).map_err(|e| MetadataError::Io {
         path: path.to_path_buf(),
         message: e.to_string(),
     })?;
     let text = std::str::from_utf8(&bytes).map_err(|e| syntax::utf8_error(&bytes, &e, path))?;
     parse_metadata(text, path)
+}
+
+/// The largest metadata file read.
+const MAX_METADATA_FILE: u64 = 16 << 20;
+
+/// Reads a file of at most `limit` bytes: a regular file, or with `pipes` anything
+/// but a directory. Anything else (a FIFO that would block, a device such as
+/// `/dev/zero` that never ends, a directory, a huge file) is an error, not a hang.
+pub(super) fn read_bounded(path: &Path, limit: u64, pipes: bool) -> std::io::Result<Vec<u8>> {
+    use std::io::{Error, ErrorKind, Read};
+    let meta = std::fs::metadata(path)?;
+    if meta.is_dir() || (!pipes && !meta.is_file()) {
+        return Err(Error::new(ErrorKind::InvalidInput, "not a regular file"));
+    }
+    if meta.len() > limit {
+        return Err(Error::new(
+            ErrorKind::InvalidData,
+            format!("larger than {} KiB", limit >> 10),
+        ));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    std::fs::File::open(path)?
+        .take(limit + 1)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(Error::new(
+            ErrorKind::InvalidData,
+            format!("larger than {} KiB", limit >> 10),
+        ));
+    }
+    Ok(bytes)
 }
 
 /// How [`FileMetadataService::watch_with`] notices changes.

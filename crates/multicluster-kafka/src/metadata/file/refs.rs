@@ -91,7 +91,7 @@ impl<'a> Resolver<'a> {
                     return Err(fail("the file path is empty".into()));
                 }
                 let path = self.base_dir.join(file);
-                let bytes = std::fs::read(&path)
+                let bytes = super::read_bounded(&path, MAX_REFERENCED_FILE, false)
                     .map_err(|e| fail(format!("cannot read {}: {e}", path.display())))?;
                 let mut text = String::from_utf8(bytes)
                     .map_err(|_| fail(format!("{} is not UTF-8 text", path.display())))?;
@@ -109,6 +109,10 @@ impl<'a> Resolver<'a> {
         }
     }
 }
+
+/// The largest file a `${file:…}` reference reads (a password, a key, a certificate
+/// chain).
+const MAX_REFERENCED_FILE: u64 = 1 << 20;
 
 /// True for a conventional environment variable name (`[A-Za-z_][A-Za-z0-9_]*`).
 fn is_env_name(name: &str) -> bool {

@@ -590,6 +590,44 @@ fn replaces_names_the_kafka_cluster_id_a_cluster_takes_over_in_both_layouts() {
     );
     // An empty id is refused where it is written.
     let (err, line) = error_line(&flink.replace("replaces: old-west", "replaces: ' '"));
-    assert!(err.to_string().contains("replaced Kafka cluster.id"), "{err}");
+    assert!(
+        err.to_string().contains("replaced Kafka cluster.id"),
+        "{err}"
+    );
     assert_eq!(line, 8);
+}
+
+#[test]
+fn a_file_reference_to_a_device_a_fifo_or_a_directory_is_an_error_not_a_hang() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let big = dir.path().join("big");
+    std::fs::write(&big, vec![b'x'; (1 << 20) + 1]).unwrap();
+    for target in [
+        "/dev/zero".to_string(),
+        fifo.display().to_string(),
+        dir.path().display().to_string(),
+        big.display().to_string(),
+    ] {
+        let text = FLINK.replacen(
+            "      bootstrapServers: west-1:9092\n",
+            &format!(
+                "      bootstrapServers: west-1:9092\n      properties: {{sasl.password: \"${{file:{target}}}\"}}\n"
+            ),
+            1,
+        );
+        let (err, line) = error_line(&text);
+        assert_eq!(line, 8, "{err}");
+        assert!(err.to_string().contains("cannot read"), "{err}");
+    }
+    // The metadata file itself may be a pipe, but not a device without end.
+    let err = read_metadata("/dev/zero").unwrap_err();
+    assert!(err.to_string().contains("larger than"), "{err}");
+    let err = read_metadata(dir.path()).unwrap_err();
+    assert!(err.to_string().contains("not a regular file"), "{err}");
 }
