@@ -45,6 +45,12 @@ pub struct ClustersArgs {
     /// change waits at most 1 / this).
     #[arg(long, default_value_t = 500.0)]
     side_rate: f64,
+    /// `fetch.wait.max.ms` in every cluster's properties (0: librdkafka's default of
+    /// 500). A librdkafka mock broker answers a fetch that finds no data only after
+    /// this wait, even when records arrive meanwhile (a real broker answers at once),
+    /// which made first-record times jump by 500 ms at random.
+    #[arg(long, default_value_t = 10)]
+    fetch_wait_ms: u64,
     #[command(flatten)]
     plots: PlotArgs,
 }
@@ -120,7 +126,8 @@ fn run_point(args: &ClustersArgs, n: usize, max: usize, bootstraps: &[String]) -
         .args(["--readers", &args.readers.to_string()])
         .args(["--warmup", &args.warmup.to_string()])
         .args(["--secs", &args.secs.to_string()])
-        .args(["--rounds", &args.rounds.to_string()]);
+        .args(["--rounds", &args.rounds.to_string()])
+        .args(["--fetch-wait-ms", &args.fetch_wait_ms.to_string()]);
     for b in &bootstraps[..n] {
         cmd.args(["--cluster", b]);
     }
@@ -180,12 +187,13 @@ fn report(args: &ClustersArgs, points: &[Point]) {
     println!(
         "- workload: librdkafka mock clusters (1 broker each, in a separate process with their producers), \
          topic of {} partitions per cluster, {} B values, {:.0} records/s in total spread evenly over the clusters, \
-         {readers} reader(s), starting offsets latest; CPU over a {} s window after {} s of reading; \
+         {readers} reader(s), starting offsets latest, fetch.wait.max.ms {} (see --fetch-wait-ms); CPU over a {} s window after {} s of reading; \
          reconciliation = add a topic to c0 only, until its first record; handover = add a cluster, until its first record \
          (both: median of {} rounds; the added topic and cluster get {:.0} records/s)",
         args.partitions,
         args.value_size,
         args.rate,
+        args.fetch_wait_ms,
         args.secs,
         args.warmup,
         args.rounds,

@@ -36,6 +36,9 @@ pub struct PointArgs {
     /// Reconciliation rounds (topics `u0`, `u1`, … on `c0`).
     #[arg(long)]
     pub rounds: usize,
+    /// `fetch.wait.max.ms` set in every cluster's properties (0: librdkafka's default).
+    #[arg(long)]
+    pub fetch_wait_ms: u64,
 }
 
 /// A [`StaticMetadataService`] the bench keeps a handle to, so it can replace the
@@ -67,6 +70,9 @@ fn stream(args: &PointArgs, u_topic: Option<&str>, extras: usize) -> KafkaStream
     let mut s = KafkaStream::new("s");
     let meta = |bootstrap: &str, topics: &[&str]| {
         let mut b = ClusterMetadata::builder(bootstrap);
+        if args.fetch_wait_ms > 0 {
+            b = b.property("fetch.wait.max.ms", args.fetch_wait_ms.to_string());
+        }
         for t in topics {
             b = b.topic(*t);
         }
