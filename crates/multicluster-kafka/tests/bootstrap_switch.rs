@@ -155,14 +155,15 @@ fn replaces_names_the_old_cluster_id_live_and_at_a_restart() {
         // A restart from the old cluster's checkpoint onto the new one: refused as an
         // identity mismatch without `replaces`, started fresh with it.
         let svc = Arc::new(StaticMetadataService::new(east_on(&new, None)).unwrap());
-        let err = source(&svc)
+        let opened = source(&svc)
             .restore_from(before.clone())
             .build()
             .unwrap()
             .open()
-            .await
-            .err()
-            .expect("another cluster behind the same id is refused");
+            .await;
+        let Err(err) = opened else {
+            panic!("another cluster behind the same id is refused");
+        };
         assert!(matches!(err, SourceError::ClusterIdentity { .. }), "{err}");
         let svc = Arc::new(
             StaticMetadataService::new(east_replacing(&new, None, Some(&old_id))).unwrap(),
