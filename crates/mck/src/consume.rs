@@ -38,7 +38,7 @@ use multicluster_kafka::metadata::{
 use multicluster_kafka::offsets::{OffsetReset, StartingOffsets, StoppingOffsets};
 use multicluster_kafka::properties::{BOOTSTRAP_SERVERS, ClientProperties};
 use multicluster_kafka::record::Record;
-use multicluster_kafka::{Bytes, KafkaSourceStream, MultiClusterKafkaSource};
+use multicluster_kafka::{Bytes, Committer, KafkaSourceStream, MultiClusterKafkaSource};
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::args::{self, MetadataFile};
@@ -270,12 +270,17 @@ impl Input {
         }
     }
 
-    async fn commit(&self, cp: &Checkpoint) -> Result<(), SourceError> {
+    /// What commits `cp`'s offsets, and the checkpoint to give it: none while a
+    /// --backfill run still reads files (nothing to commit there).
+    fn commit_job(&self, cp: &Checkpoint) -> Result<Option<(Committer, Checkpoint)>, SourceError> {
         match self {
-            Input::Kafka(s) => s.commit(cp).await,
-            Input::Hybrid(s) => match HybridCheckpoint::from_checkpoint(cp.clone())? {
-                Some(h) => s.commit(&h).await,
-                None => Ok(()),
+            Input::Kafka(s) => Ok(Some((s.committer(), cp.clone()))),
+            Input::Hybrid(s) => match (
+                s.committer(),
+                HybridCheckpoint::from_checkpoint(cp.clone())?,
+            ) {
+                (Some(c), Some(HybridCheckpoint::Kafka { kafka, .. })) => Ok(Some((c, kafka))),
+                _ => Ok(None),
             },
         }
     }
@@ -302,11 +307,86 @@ pub fn run(args: ConsumeArgs) -> Result<ExitCode, String> {
     result
 }
 
-/// How long the run waits for a cluster at a checkpoint and at its end: a commit (the
-/// checkpoint is saved before it) and closing the clients are abandoned after this,
-/// with a line saying so, so one unreachable coordinator cannot stall the records or
-/// the exit.
+/// How long the end of a run waits for the clusters: the last offset commit (the
+/// checkpoint is saved before it) and closing the clients are each abandoned after
+/// this, with a line saying so, so one unreachable coordinator cannot stall the exit.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+
+/// Offset commits to `--group`, off the path of the records: each checkpoint, once
+/// saved, hands its commit to a task of its own and the run goes on writing. The task
+/// commits in the order asked; while one commit waits for a slow coordinator, newer
+/// checkpoints replace the older ones still waiting (offsets only go forward, so the
+/// newest says everything). A failure is said when it starts or its reason changes,
+/// and the recovery once.
+struct Commits {
+    jobs: tokio::sync::mpsc::UnboundedSender<(Committer, Checkpoint)>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Commits {
+    fn start() -> Self {
+        let (jobs, mut rx) = tokio::sync::mpsc::unbounded_channel::<(Committer, Checkpoint)>();
+        let task = tokio::spawn(async move {
+            let mut failing: Option<String> = None;
+            while let Some(mut job) = rx.recv().await {
+                while let Ok(newer) = rx.try_recv() {
+                    job = newer;
+                }
+                let (committer, cp) = job;
+                match committer.commit(&cp).await {
+                    Ok(()) => {
+                        if failing.take().is_some() {
+                            eprintln!("{}mck: offset commits succeed again", clear_line());
+                        }
+                    }
+                    Err(e) => {
+                        let reason = e.to_string();
+                        if failing.as_deref() != Some(reason.as_str()) {
+                            eprintln!(
+                                "{}mck: warning: {reason} (the checkpoint is saved; each \
+                                 checkpoint commits again; said again when this changes)",
+                                clear_line()
+                            );
+                            failing = Some(reason);
+                        }
+                    }
+                }
+            }
+        });
+        Commits { jobs, task }
+    }
+
+    /// Queues the commit of a saved checkpoint; returns at once.
+    fn submit(&self, job: (Committer, Checkpoint)) {
+        let _ = self.jobs.send(job);
+    }
+
+    /// Waits, at most [`SHUTDOWN_GRACE`], for the commits queued so far (the last
+    /// checkpoint's included); a commit still running then is abandoned, and said.
+    async fn finish(self) {
+        let Commits { jobs, mut task } = self;
+        drop(jobs);
+        if tokio::time::timeout(SHUTDOWN_GRACE, &mut task)
+            .await
+            .is_err()
+        {
+            task.abort();
+            eprintln!(
+                "mck: warning: offset commit abandoned after {SHUTDOWN_GRACE:?} at the end of \
+                 the run (the checkpoint is saved; the group's offsets stay behind it)"
+            );
+        }
+    }
+}
+
+/// What ends the progress line on a terminal before a line from elsewhere.
+fn clear_line() -> &'static str {
+    if std::io::stderr().is_terminal() {
+        "\r\x1b[K"
+    } else {
+        ""
+    }
+}
 
 /// A run stopped by a signal before it read anything.
 async fn or_signal<T>(
@@ -568,6 +648,7 @@ async fn consume(args: ConsumeArgs) -> Result<ExitCode, String> {
     };
 
     let checkpointing = store.is_some() || args.group.is_some();
+    let commits = args.group.is_some().then(Commits::start);
     let mut ticker = tokio::time::interval(args.checkpoint_interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     ticker.tick().await;
@@ -595,7 +676,7 @@ async fn consume(args: ConsumeArgs) -> Result<ExitCode, String> {
             _ = sigterm.recv() => break Ok(End::Signal("SIGTERM")),
             _ = ticker.tick(), if checkpointing => {
                 (unflushed, flushed_at) = (0, Instant::now());
-                let done = checkpoint(&mut stream, &mut output, store.as_ref(), args.group.is_some()).await;
+                let done = checkpoint(&mut stream, &mut output, store.as_ref(), commits.as_ref()).await;
                 if let Err(end) = keep_going(done) {
                     break end;
                 }
@@ -680,13 +761,7 @@ async fn consume(args: ConsumeArgs) -> Result<ExitCode, String> {
                 End::Completed => {}
             }
             let done = if checkpointing {
-                checkpoint(
-                    &mut stream,
-                    &mut output,
-                    store.as_ref(),
-                    args.group.is_some(),
-                )
-                .await
+                checkpoint(&mut stream, &mut output, store.as_ref(), commits.as_ref()).await
             } else {
                 output.sync().map(|_| ())
             };
@@ -703,6 +778,10 @@ async fn consume(args: ConsumeArgs) -> Result<ExitCode, String> {
             Err(e)
         }
     };
+    // The last checkpoint's commit, before the source that commits it closes.
+    if let Some(commits) = commits {
+        commits.finish().await;
+    }
     if tokio::time::timeout(SHUTDOWN_GRACE, stream.close())
         .await
         .is_err()
@@ -790,13 +869,14 @@ fn output_length(restored: Option<&Checkpoint>, path: &std::path::Path) -> Resul
 }
 
 /// Flushes and fsyncs the output, takes a checkpoint covering exactly the records
-/// written, stores it durably, then commits its offsets to the group. A failed commit
-/// is reported and left to the next checkpoint.
+/// written, stores it durably, then hands the commit of its offsets to `commits`
+/// (which does not wait for it). A failed commit is reported there and left to the
+/// next checkpoint.
 async fn checkpoint(
     stream: &mut Input,
     output: &mut Output,
     store: Option<&Arc<FileCheckpointStore>>,
-    commit: bool,
+    commits: Option<&Commits>,
 ) -> Result<(), WriteError> {
     // The checkpoint is taken even when stdout's reader has gone, so a `| head` run
     // still records where it stopped; a file output that cannot be made durable is not
@@ -816,16 +896,11 @@ async fn checkpoint(
         tokio::task::block_in_place(|| store.save(&cp))
             .map_err(|e| WriteError::Failed(format!("cannot save a checkpoint: {e}")))?;
     }
-    if commit {
-        match tokio::time::timeout(SHUTDOWN_GRACE, stream.commit(&cp)).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => eprintln!(
-                "mck: warning: offset commit failed (retried at the next checkpoint): {e}"
-            ),
-            Err(_) => eprintln!(
-                "mck: warning: offset commit abandoned after {SHUTDOWN_GRACE:?} \
-                 (the checkpoint is saved; retried at the next one)"
-            ),
+    if let Some(commits) = commits {
+        match stream.commit_job(&cp) {
+            Ok(Some(job)) => commits.submit(job),
+            Ok(None) => {}
+            Err(e) => eprintln!("mck: warning: offset commit skipped: {e}"),
         }
     }
     Ok(())
