@@ -232,6 +232,18 @@ fn report(args: &ClustersArgs, points: &[Point]) {
             p.f.get("groups").map_or("?", String::as_str)
         );
     }
+    println!();
+    println!(
+        "CPU ns per record by thread group over the window (from /proc/self/task/*/schedstat; the process total is getrusage's):"
+    );
+    println!();
+    for p in points {
+        println!(
+            "- {} cluster(s): {}",
+            p.clusters,
+            p.f.get("cpu_groups").map_or("?", String::as_str)
+        );
+    }
     let (Some(first), Some(last)) = (points.first(), points.last()) else {
         return;
     };

@@ -88,6 +88,34 @@ pub fn thread_groups() -> std::collections::BTreeMap<String, usize> {
     groups
 }
 
+/// CPU seconds of this process's live threads by group, from
+/// `/proc/self/task/*/schedstat` (nanoseconds on the CPU, exact, where `stat`'s
+/// utime + stime count in ticks and miss threads that run in short bursts).
+pub fn threads_cpu_exact() -> crate::cpu::ThreadsCpu {
+    let mut groups = crate::cpu::ThreadsCpu::new();
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return groups;
+    };
+    for task in tasks.flatten() {
+        let (Ok(stat), Ok(sched)) = (
+            std::fs::read_to_string(task.path().join("stat")),
+            std::fs::read_to_string(task.path().join("schedstat")),
+        ) else {
+            continue;
+        };
+        let ns = sched
+            .split_whitespace()
+            .next()
+            .and_then(|v| v.parse::<u64>().ok());
+        if let (Some((name, _)), Some(ns)) = (crate::cpu::stat_cpu(&stat), ns) {
+            *groups
+                .entry(crate::cpu::thread_group(name).to_string())
+                .or_default() += ns as f64 / 1e9;
+        }
+    }
+    groups
+}
+
 /// This process's `VmRSS` in MiB.
 pub fn rss_mib() -> f64 {
     super::soak::rss_kib(std::process::id()).unwrap_or(0) as f64 / 1024.0

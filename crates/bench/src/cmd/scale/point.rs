@@ -12,6 +12,7 @@ use multicluster_kafka::metadata::MetadataError;
 use multicluster_kafka::prelude::*;
 use tokio::sync::{mpsc, watch};
 
+use super::threads_cpu_exact as threads_cpu;
 use super::{rss_mib, thread_count, thread_groups};
 use crate::cpu::process_cpu;
 
@@ -202,6 +203,7 @@ pub fn point(args: &PointArgs) {
         put("open_all_ms", format!("{:.1}", ms_since(t0, all)));
 
         tokio::time::sleep(Duration::from_secs_f64(args.warmup)).await;
+        let groups0 = threads_cpu();
         let (r0, cpu0, w0) = (
             records.load(Ordering::Relaxed),
             process_cpu(),
@@ -213,7 +215,18 @@ pub fn point(args: &PointArgs) {
             process_cpu(),
             w0.elapsed().as_secs_f64(),
         );
+        let groups1 = threads_cpu();
         let read = (r1 - r0).max(1);
+        // CPU ns per record by thread group (threads live through the whole window).
+        let by_group: Vec<String> = groups1
+            .iter()
+            .map(|(g, secs)| {
+                let before = groups0.get(g).copied().unwrap_or(0.0);
+                let ns = (secs - before) / read as f64 * 1e9;
+                format!("{}:{ns:.0}", g.replace([' ', '=', ','], "_"))
+            })
+            .collect();
+        put("cpu_groups", by_group.join(","));
         put("records", read.to_string());
         put("rate", format!("{:.0}", read as f64 / secs));
         put(
