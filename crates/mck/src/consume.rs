@@ -414,7 +414,10 @@ enum End {
 /// Errors the run reports and reads on through: the source retries clusters and keeps
 /// the last good metadata.
 fn is_transient(e: &SourceError) -> bool {
-    matches!(e, SourceError::Metadata(_) | SourceError::Cluster { .. })
+    matches!(
+        e,
+        SourceError::Metadata(_) | SourceError::Cluster { .. } | SourceError::Kafka { .. }
+    )
 }
 
 /// How long written lines may wait in the buffer while records keep coming.
@@ -493,7 +496,9 @@ fn keep_going(r: Result<(), WriteError>) -> Result<(), Result<End, String>> {
 /// file, the cluster and the property librdkafka refuses (or `-X` when the property
 /// came from the command line), with librdkafka's reason and never the value.
 async fn located(e: SourceError, service: &Service, args: &ConsumeArgs) -> String {
-    let SourceError::Cluster { cluster, message } = &e else {
+    let (SourceError::Cluster { cluster, message } | SourceError::Kafka { cluster, message, .. }) =
+        &e
+    else {
         return e.to_string();
     };
     let (Service::File(file), Some(path)) = (service, args.metadata.path()) else {

@@ -141,7 +141,9 @@ pub fn shown_bootstrap(props: &ClientProperties) -> String {
 /// already shows.
 pub fn failure_reason(e: &SourceError) -> String {
     match e {
-        SourceError::Cluster { message, .. } => message.clone(),
+        SourceError::Cluster { message, .. } | SourceError::Kafka { message, .. } => {
+            message.clone()
+        }
         other => other.to_string(),
     }
 }

@@ -5,22 +5,66 @@ use crate::deserializer::DeserializeError;
 use crate::kafka::offsets::OffsetError;
 use crate::kafka::properties::{ClientProperties, REDACTED};
 use crate::metadata::MetadataError;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+
+/// A setting of the builder that is invalid, alone or with others.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{setting}: {message}")]
+#[non_exhaustive]
+pub struct ConfigError {
+    /// The builder setting at fault (`stream_ids`, `parallelism`, `group_id`, …).
+    pub setting: &'static str,
+    /// What is wrong with it.
+    pub message: String,
+}
+
+impl ConfigError {
+    pub(crate) fn new(setting: &'static str, message: impl Into<String>) -> Self {
+        ConfigError {
+            setting,
+            message: message.into(),
+        }
+    }
+}
 
 /// Everything that can stop or disturb a source. Each renders as one line and never
 /// contains a secret.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SourceError {
-    /// The builder was given an invalid combination.
+    /// The builder was given an invalid setting or combination.
     #[error("invalid source configuration: {0}")]
-    Config(String),
+    Config(#[from] ConfigError),
+    /// A task or thread of the source itself failed (a bug: please report it).
+    #[error("internal error: {task} failed: {message}")]
+    Internal {
+        /// Which task.
+        task: &'static str,
+        /// How it failed.
+        message: String,
+    },
     /// The metadata service failed or returned unusable metadata.
     #[error("metadata: {0}")]
     Metadata(#[from] MetadataError),
     /// A subscribed stream id is unknown to the metadata service.
     #[error("unknown stream id(s): {}", .0.join(", "))]
     UnknownStreams(Vec<String>),
-    /// A Kafka cluster failed.
+    /// A request to a Kafka cluster failed with librdkafka's error `code`.
+    #[error("cluster `{cluster}`: {message}")]
+    Kafka {
+        /// Logical cluster id.
+        cluster: String,
+        /// What failed, with librdkafka's words (never a secret value).
+        message: String,
+        /// librdkafka's error code, when it gave one.
+        code: Option<RDKafkaErrorCode>,
+        /// Whether the same request may succeed when tried again (a timeout, a broker
+        /// down, a leader moving), as opposed to a refusal that stays (credentials,
+        /// authorization, an invalid property).
+        retriable: bool,
+    },
+    /// A Kafka cluster failed (a condition the source found, not an error code of
+    /// librdkafka: no answer within a timeout, an incomplete answer).
     #[error("cluster `{cluster}`: {message}")]
     Cluster {
         /// Logical cluster id.
@@ -116,7 +160,9 @@ pub enum SourceError {
 }
 
 impl SourceError {
-    /// A cluster error whose message is scrubbed of every secret property value.
+    /// librdkafka refused to make a cluster's client (an invalid property, a
+    /// certificate that does not load): not retriable. The message is scrubbed of
+    /// every secret property value.
     pub(crate) fn cluster(
         cluster: &str,
         what: &str,
@@ -129,9 +175,153 @@ impl SourceError {
                 message = message.replace(v, REDACTED);
             }
         }
-        SourceError::Cluster {
+        SourceError::Kafka {
             cluster: cluster.to_string(),
             message,
+            code: None,
+            retriable: false,
         }
+    }
+
+    /// A librdkafka error of a cluster, described by `message`.
+    pub(crate) fn kafka(cluster: &str, message: String, e: &KafkaError) -> Self {
+        let code = e.rdkafka_error_code();
+        SourceError::Kafka {
+            cluster: cluster.to_string(),
+            message,
+            code,
+            retriable: code.is_some_and(is_retriable_code),
+        }
+    }
+
+    /// A failed internal task or thread.
+    pub(crate) fn internal(task: &'static str, e: impl std::fmt::Display) -> Self {
+        SourceError::Internal {
+            task,
+            message: e.to_string(),
+        }
+    }
+
+    /// Whether the operation that failed may succeed when tried again without any
+    /// change: a cluster that does not answer, a timeout, a broker or leader moving, a
+    /// metadata service that fails for now, a commit that did not reach a coordinator.
+    /// Not for invalid settings, refused credentials or authorization, positions
+    /// outside the log, records that cannot be deserialized, or a closed source.
+    pub fn is_retriable(&self) -> bool {
+        match self {
+            SourceError::Kafka { retriable, .. } => *retriable,
+            SourceError::Cluster { .. } | SourceError::Commit { .. } => true,
+            SourceError::Metadata(m) => m.is_retriable(),
+            SourceError::Config(_)
+            | SourceError::Internal { .. }
+            | SourceError::UnknownStreams(_)
+            | SourceError::Offset(_)
+            | SourceError::Deserialize(_)
+            | SourceError::Checkpoint(_)
+            | SourceError::ClusterIdentity { .. }
+            | SourceError::OffsetOutOfRange { .. }
+            | SourceError::TopicGone { .. }
+            | SourceError::TopicNotAuthorized { .. }
+            | SourceError::File { .. }
+            | SourceError::Closed => false,
+        }
+    }
+
+    /// The logical cluster an error is about, when it is about one.
+    pub fn cluster_id(&self) -> Option<&str> {
+        match self {
+            SourceError::Kafka { cluster, .. }
+            | SourceError::Cluster { cluster, .. }
+            | SourceError::ClusterIdentity { cluster, .. } => Some(cluster),
+            _ => None,
+        }
+    }
+}
+
+/// librdkafka errors that a later attempt may not meet: the network, timeouts,
+/// brokers and leaders moving, coordinators loading.
+fn is_retriable_code(code: RDKafkaErrorCode) -> bool {
+    use RDKafkaErrorCode as C;
+    matches!(
+        code,
+        C::BrokerTransportFailure
+            | C::AllBrokersDown
+            | C::OperationTimedOut
+            | C::RequestTimedOut
+            | C::TimedOutQueue
+            | C::Resolve
+            | C::NetworkException
+            | C::LeaderNotAvailable
+            | C::NotLeaderForPartition
+            | C::BrokerNotAvailable
+            | C::ReplicaNotAvailable
+            | C::NotEnoughReplicas
+            | C::NotEnoughReplicasAfterAppend
+            | C::CoordinatorLoadInProgress
+            | C::CoordinatorNotAvailable
+            | C::NotCoordinator
+            | C::RebalanceInProgress
+            | C::WaitingForCoordinator
+            | C::Retry
+            | C::FencedLeaderEpoch
+            | C::UnknownLeaderEpoch
+            | C::OffsetNotAvailable
+            | C::PreferredLeaderNotAvailable
+            | C::KafkaStorageError
+            | C::UnknownTopicOrPartition
+            | C::ThrottlingQuotaExceeded
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kafka(code: RDKafkaErrorCode) -> SourceError {
+        SourceError::kafka(
+            "east",
+            "metadata request".into(),
+            &KafkaError::MetadataFetch(code),
+        )
+    }
+
+    #[test]
+    fn a_kafka_error_keeps_its_code_and_says_whether_trying_again_may_help() {
+        let down = kafka(RDKafkaErrorCode::BrokerTransportFailure);
+        assert!(down.is_retriable());
+        assert!(matches!(
+            down,
+            SourceError::Kafka {
+                code: Some(RDKafkaErrorCode::BrokerTransportFailure),
+                ..
+            }
+        ));
+        assert_eq!(down.cluster_id(), Some("east"));
+        for stays in [
+            RDKafkaErrorCode::SaslAuthenticationFailed,
+            RDKafkaErrorCode::TopicAuthorizationFailed,
+            RDKafkaErrorCode::InvalidConfig,
+        ] {
+            assert!(!kafka(stays).is_retriable(), "{stays:?}");
+        }
+        let refused = SourceError::cluster(
+            "east",
+            "create client",
+            &"bad value",
+            &ClientProperties::new(),
+        );
+        assert!(!refused.is_retriable());
+        assert!(
+            SourceError::internal("a discovery task", "panicked")
+                .to_string()
+                .starts_with("internal error: a discovery task failed")
+        );
+        assert!(!SourceError::Closed.is_retriable());
+        let service = MetadataError::Service {
+            service: "http://meta".into(),
+            message: "503".into(),
+            retriable: true,
+        };
+        assert!(SourceError::Metadata(service).is_retriable());
     }
 }

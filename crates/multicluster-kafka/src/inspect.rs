@@ -252,7 +252,9 @@ pub fn inspect_cluster_state(
         Ok(client) => client,
         Err(e) => {
             let reason = match &e {
-                SourceError::Cluster { message, .. } => message.clone(),
+                SourceError::Cluster { message, .. } | SourceError::Kafka { message, .. } => {
+                    message.clone()
+                }
                 other => other.to_string(),
             };
             return refused(properties.refusal(&reason));
@@ -406,6 +408,24 @@ fn scrub(e: SourceError, properties: &ClientProperties) -> SourceError {
                 }
             }
             SourceError::Cluster { cluster, message }
+        }
+        SourceError::Kafka {
+            cluster,
+            mut message,
+            code,
+            retriable,
+        } => {
+            for (k, v) in properties.iter() {
+                if properties.is_secret(k) && !v.is_empty() {
+                    message = message.replace(v, REDACTED);
+                }
+            }
+            SourceError::Kafka {
+                cluster,
+                message,
+                code,
+                retriable,
+            }
         }
         other => other,
     }

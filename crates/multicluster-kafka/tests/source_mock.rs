@@ -141,14 +141,16 @@ fn a_record_that_fails_to_deserialize_is_reported_in_place_and_reading_goes_on()
 #[test]
 fn builder_rejects_invalid_combinations_with_clear_messages() {
     let svc = || StaticMetadataService::new([KafkaStream::new("s")]).unwrap();
-    let cases: Vec<(SourceBuilder<RawValue>, &str)> = vec![
+    let cases: Vec<(SourceBuilder<RawValue>, &str, &str)> = vec![
         (
             MultiClusterKafkaSource::builder().stream_ids(["s"]),
             "a metadata service is required",
+            "metadata_service",
         ),
         (
             MultiClusterKafkaSource::builder().metadata_service(svc()),
             "set stream ids or a stream pattern",
+            "stream_ids",
         ),
         (
             MultiClusterKafkaSource::builder()
@@ -156,6 +158,7 @@ fn builder_rejects_invalid_combinations_with_clear_messages() {
                 .stream_ids(["s"])
                 .stream_pattern("s"),
             "not both",
+            "stream_ids",
         ),
         (
             MultiClusterKafkaSource::builder()
@@ -165,6 +168,7 @@ fn builder_rejects_invalid_combinations_with_clear_messages() {
                     reset: OffsetReset::Earliest,
                 }),
             "needs a group id",
+            "group_id",
         ),
         (
             MultiClusterKafkaSource::builder()
@@ -173,6 +177,7 @@ fn builder_rejects_invalid_combinations_with_clear_messages() {
                 .stopping_offsets(StoppingOffsets::Latest)
                 .partition_discovery_interval(std::time::Duration::from_secs(1)),
             "bounded mode",
+            "partition_discovery_interval",
         ),
         (
             MultiClusterKafkaSource::builder()
@@ -180,12 +185,19 @@ fn builder_rejects_invalid_combinations_with_clear_messages() {
                 .stream_ids(["s"])
                 .parallelism(0),
             "parallelism",
+            "parallelism",
         ),
     ];
-    for (builder, expected) in cases {
-        let err = builder.build().unwrap_err().to_string();
-        assert!(err.contains(expected), "{err} should mention {expected}");
-        assert!(!err.contains('\n'));
+    for (builder, expected, setting) in cases {
+        let err = builder.build().unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains(expected), "{text} should mention {expected}");
+        assert!(!text.contains('\n'));
+        assert!(!err.is_retriable(), "{text}");
+        match err {
+            SourceError::Config(c) => assert_eq!(c.setting, setting, "{text}"),
+            other => panic!("a configuration error, not {other}"),
+        }
     }
 }
 

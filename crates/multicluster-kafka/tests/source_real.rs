@@ -471,7 +471,9 @@ fn unknown_streams_unreachable_clusters_and_bad_patterns_are_clear_errors() {
             .unwrap_err();
         let text = err.to_string();
         assert!(
-            text.starts_with("invalid source configuration: invalid stream pattern `orders-(`"),
+            text.starts_with(
+                "invalid source configuration: stream_pattern: invalid stream pattern `orders-(`"
+            ),
             "{text}"
         );
         assert!(!text.contains('\n'), "one line: {text}");

@@ -74,9 +74,10 @@ impl Enumerator {
         }
         async move {
             if no_group {
-                return Err(SourceError::Config(
-                    "committing offsets needs a group id".into(),
-                ));
+                return Err(SourceError::Config(crate::error::ConfigError::new(
+                    "group_id",
+                    "committing offsets needs a group id",
+                )));
             }
             let mut tasks = tokio::task::JoinSet::new();
             for (cluster, client, offsets) in work {

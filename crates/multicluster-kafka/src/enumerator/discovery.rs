@@ -169,7 +169,7 @@ impl Enumerator {
         let mut out = Vec::new();
         while let Some(joined) = tasks.join_next().await {
             let (cluster, result) =
-                joined.map_err(|e| SourceError::Config(format!("discovery task failed: {e}")))?;
+                joined.map_err(|e| SourceError::internal("a discovery task", e))?;
             out.extend(self.take_discovery(cluster, result, strict).await?);
         }
         Ok(out)

@@ -202,7 +202,7 @@ impl Enumerator {
                 joined = self.connecting.join_next(), if !self.connecting.is_empty() => {
                     let Some(joined) = joined else { continue };
                     let (cluster, connected) = joined
-                        .map_err(|e| SourceError::Config(format!("cluster connect task failed: {e}")))?;
+                        .map_err(|e| SourceError::internal("a cluster connect task", e))?;
                     // A client librdkafka refuses is a configuration error; a cluster
                     // that refuses the client (credentials, certificates) fails a
                     // start that waits for every cluster at once.

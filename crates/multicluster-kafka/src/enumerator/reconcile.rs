@@ -241,11 +241,7 @@ impl Enumerator {
                     Ok::<_, SourceError>((c, id))
                 }))
                 .await
-                .unwrap_or_else(|e| {
-                    Err(SourceError::Config(format!(
-                        "client rebuild task failed: {e}"
-                    )))
-                });
+                .unwrap_or_else(|e| Err(SourceError::internal("a client rebuild task", e)));
                 let expected = state.kafka_cluster_id.clone();
                 let other = match &made {
                     Ok((_, Some(id))) if expected.as_ref().is_some_and(|e| e != id) => {

@@ -117,7 +117,7 @@ impl Enumerator {
         let mut stops: BTreeMap<(Arc<str>, String, i32), i64> = BTreeMap::new();
         while let Some(joined) = tasks.join_next().await {
             let (cluster, partitions, result) =
-                joined.map_err(|e| SourceError::Config(format!("stop lookup task failed: {e}")))?;
+                joined.map_err(|e| SourceError::internal("a stop lookup task", e))?;
             for ((topic, partition), stop) in partitions.into_iter().zip(result?) {
                 stops.insert((cluster.clone(), topic, partition), stop);
             }

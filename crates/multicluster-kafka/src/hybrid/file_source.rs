@@ -27,7 +27,7 @@ use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
-use crate::error::SourceError;
+use crate::error::{ConfigError, SourceError};
 
 /// Counter of malformed lines skipped, per source directory (label `dir`).
 pub const LINES_SKIPPED: &str = "mck_file_lines_skipped_total";
@@ -138,14 +138,16 @@ impl FileSourceBuilder {
             message,
         };
         if self.timestamp_field.is_empty() {
-            return Err(SourceError::Config(
-                "a file source needs a timestamp field".into(),
-            ));
+            return Err(SourceError::Config(ConfigError::new(
+                "timestamp_field",
+                "a file source needs a timestamp field",
+            )));
         }
         if self.parallelism == 0 {
-            return Err(SourceError::Config(
-                "a file source needs at least one reading thread".into(),
-            ));
+            return Err(SourceError::Config(ConfigError::new(
+                "parallelism",
+                "a file source needs at least one reading thread",
+            )));
         }
         let mut names = Vec::new();
         let entries = std::fs::read_dir(&self.dir).map_err(|e| dir_err(e.to_string()))?;

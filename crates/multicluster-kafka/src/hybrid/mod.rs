@@ -134,7 +134,10 @@ impl HybridCheckpoint {
             return Ok(None);
         };
         let mut stage: HybridCheckpoint = serde_json::from_str(&text).map_err(|e| {
-            SourceError::Config(format!("the checkpoint's hybrid stage is unreadable: {e}"))
+            SourceError::Checkpoint(crate::checkpoint::CheckpointError::Decode {
+                origin: "<checkpoint>".into(),
+                reason: format!("the hybrid stage is unreadable: {e}"),
+            })
         })?;
         if let HybridCheckpoint::Kafka { kafka, .. } = &mut stage {
             *kafka = cp;

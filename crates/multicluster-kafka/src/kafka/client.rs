@@ -162,14 +162,15 @@ impl ClusterClient {
 
     /// A failed request, with librdkafka's last client error as its cause: a request
     /// to a cluster that refuses the credentials or the certificate only times out.
-    fn err(&self, what: &str, e: &dyn std::fmt::Display) -> SourceError {
-        let message = match self.consumer.context().last_error() {
-            Some(cause) => format!("{what}: {e}; last client error: {cause}"),
-            None => format!("{what}: {e}"),
-        };
-        SourceError::Cluster {
-            cluster: self.cluster.to_string(),
-            message,
+    fn err(&self, what: &str, e: &rdkafka::error::KafkaError) -> SourceError {
+        SourceError::kafka(&self.cluster, self.with_cause(format!("{what}: {e}")), e)
+    }
+
+    /// `message`, with librdkafka's last client error as its cause when there is one.
+    fn with_cause(&self, message: String) -> String {
+        match self.consumer.context().last_error() {
+            Some(cause) => format!("{message}; last client error: {cause}"),
+            None => message,
         }
     }
 
@@ -189,9 +190,12 @@ impl ClusterClient {
         self.consumer
             .client()
             .fetch_cluster_id(self.timeout)
-            .ok_or_else(|| {
-                let within = format!("no answer within {:?}", self.timeout);
-                self.err("metadata request", &within)
+            .ok_or_else(|| SourceError::Cluster {
+                cluster: self.cluster.to_string(),
+                message: self.with_cause(format!(
+                    "metadata request: no answer within {:?}",
+                    self.timeout
+                )),
             })
     }
 

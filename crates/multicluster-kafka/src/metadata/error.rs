@@ -139,12 +139,36 @@ pub enum MetadataError {
         /// The client's message.
         message: String,
     },
+    /// A metadata service of the program's own failed (an HTTP endpoint that does
+    /// not answer, say). Implementations of
+    /// [`KafkaMetadataService`](crate::metadata::KafkaMetadataService) return this for
+    /// their own failures; the source reads on with the last good metadata.
+    #[error("{service}: {message}")]
+    Service {
+        /// Which service (its name or address, never a credential).
+        service: String,
+        /// What failed.
+        message: String,
+        /// Whether asking again later may succeed.
+        retriable: bool,
+    },
     /// The service was closed.
     #[error("the metadata service is closed")]
     Closed,
 }
 
 impl MetadataError {
+    /// Whether reading the metadata again may succeed without a change: a file that
+    /// could not be read, a cluster or a service that failed for now. Not for a file
+    /// whose content is invalid (it must be edited) or a closed service.
+    pub fn is_retriable(&self) -> bool {
+        match self {
+            MetadataError::Io { .. } | MetadataError::Cluster { .. } => true,
+            MetadataError::Service { retriable, .. } => *retriable,
+            _ => false,
+        }
+    }
+
     /// The file location the error points at, if any.
     pub fn location(&self) -> Option<&SourceLocation> {
         match self {

@@ -252,19 +252,17 @@ impl ClusterConsumer {
                 self.bounds.insert((topic.clone(), s.id.partition), stop);
             }
             tpl.add_partition_offset(&topic, s.id.partition, Offset::Offset(s.next_offset))
-                .map_err(|e| SourceError::Cluster {
-                    cluster: self.cluster.to_string(),
-                    message: format!("invalid start offset {} for {}: {e}", s.next_offset, s.id),
+                .map_err(|e| {
+                    let message =
+                        format!("invalid start offset {} for {}: {e}", s.next_offset, s.id);
+                    SourceError::kafka(&self.cluster, message, &e)
                 })?;
             self.assigned += 1;
         }
         if tpl.count() > 0 {
             self.consumer()
                 .incremental_assign(&tpl)
-                .map_err(|e| SourceError::Cluster {
-                    cluster: self.cluster.to_string(),
-                    message: format!("assign: {e}"),
-                })?;
+                .map_err(|e| SourceError::kafka(&self.cluster, format!("assign: {e}"), &e))?;
             self.ask_leaders(&tpl);
             tracing::debug!(cluster = %self.cluster, partitions = tpl.count(), "partitions assigned");
         }
@@ -561,10 +559,8 @@ impl ClusterConsumer {
                 .and_then(|()| self.consumer().incremental_unassign(&tpl))
                 .and_then(|()| self.consumer().incremental_assign(&tpl));
             if let Err(e) = reassigned {
-                fatal.get_or_insert(SourceError::Cluster {
-                    cluster: self.cluster.to_string(),
-                    message: format!("reset of {topic}/{partition} to offset {target}: {e}"),
-                });
+                let message = format!("reset of {topic}/{partition} to offset {target}: {e}");
+                fatal.get_or_insert(SourceError::kafka(&self.cluster, message, &e));
             }
         }
         fatal

@@ -142,10 +142,7 @@ impl<V: Send + 'static> Fetcher<V> {
                     reader.notify_one();
                 }
             })
-            .map_err(|e| SourceError::Cluster {
-                cluster: cluster.to_string(),
-                message: format!("starting its fetcher thread: {e}"),
-            })?;
+            .map_err(|e| SourceError::internal("starting a fetcher thread", e))?;
         Ok(Self {
             properties,
             commands,
@@ -202,8 +199,9 @@ impl<V: Send + 'static> Fetcher<V> {
                 }
                 Reply {
                     applied: self.sent,
-                    answer: Answer::Gone(SourceError::Config(
-                        "a fetcher thread ended without an answer (it panicked)".into(),
+                    answer: Answer::Gone(SourceError::internal(
+                        "a fetcher thread",
+                        "it ended without an answer (it panicked)",
                     )),
                 }
             }

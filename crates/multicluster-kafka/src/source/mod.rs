@@ -13,7 +13,7 @@ use crate::enumerator::{Command, Enumerator};
 use crate::kafka::hooks::{ClientHooks, ClientHooksFactory};
 
 pub(crate) mod config;
-use crate::error::SourceError;
+use crate::error::{ConfigError, SourceError};
 use crate::kafka::offsets::{OffsetReset, StartingOffsets, StoppingOffsets};
 use crate::kafka::properties::ClientProperties;
 use crate::metadata::KafkaMetadataService;
@@ -114,7 +114,12 @@ impl Interval {
         bounded: bool,
         default: Duration,
     ) -> Result<Option<Duration>, SourceError> {
-        let config = |m: String| SourceError::Config(m);
+        let setting = if what == "partition" {
+            "partition_discovery_interval"
+        } else {
+            "metadata_discovery_interval"
+        };
+        let config = |m: String| SourceError::Config(ConfigError::new(setting, m));
         match (self, bounded) {
             (Interval::Every(_), true) => Err(config(format!(
                 "{what} discovery cannot be set in bounded mode: a bounded source reads the {} found at start",
@@ -470,37 +475,51 @@ impl<D: Deserializer> SourceBuilder<D> {
 
     /// Checks the configuration.
     pub fn build(self) -> Result<MultiClusterKafkaSource<D>, SourceError> {
-        let config = |m: &str| SourceError::Config(m.to_string());
+        let config =
+            |setting: &'static str, m: &str| SourceError::Config(ConfigError::new(setting, m));
         let service = self
             .service
-            .ok_or_else(|| config("a metadata service is required"))?;
+            .ok_or_else(|| config("metadata_service", "a metadata service is required"))?;
         let subscription = match (self.stream_ids.is_empty(), self.pattern) {
-            (false, Some(_)) => return Err(config("set stream ids or a stream pattern, not both")),
-            (true, None) => return Err(config("set stream ids or a stream pattern")),
+            (false, Some(_)) => {
+                return Err(config(
+                    "stream_ids",
+                    "set stream ids or a stream pattern, not both",
+                ));
+            }
+            (true, None) => {
+                return Err(config("stream_ids", "set stream ids or a stream pattern"));
+            }
             (false, None) => {
                 if let Some(bad) = self.stream_ids.iter().find(|s| s.trim().is_empty()) {
-                    return Err(config(&format!("stream id `{bad}` is empty")));
+                    return Err(config("stream_ids", &format!("stream id `{bad}` is empty")));
                 }
                 Subscription::Ids(self.stream_ids)
             }
             (true, Some(p)) => Subscription::Pattern(regex::Regex::new(&p).map_err(|e| {
-                config(&format!(
-                    "invalid stream pattern `{p}`: {}",
-                    one_line(&e.to_string())
-                ))
+                config(
+                    "stream_pattern",
+                    &format!("invalid stream pattern `{p}`: {}", one_line(&e.to_string())),
+                )
             })?),
         };
         if self.parallelism == 0 {
-            return Err(config("parallelism must be at least 1"));
+            return Err(config("parallelism", "parallelism must be at least 1"));
         }
         if self.max_batch == 0 {
-            return Err(config("the batch size must be at least 1"));
+            return Err(config(
+                "max_batch_size",
+                "the batch size must be at least 1",
+            ));
         }
         let group_id = self
             .group_id
             .or_else(|| self.properties.get("group.id").map(str::to_string));
         if group_id.is_none() && self.starting.needs_committed() {
-            return Err(config("starting from committed offsets needs a group id"));
+            return Err(config(
+                "group_id",
+                "starting from committed offsets needs a group id",
+            ));
         }
         if group_id.is_none()
             && self
@@ -508,7 +527,10 @@ impl<D: Deserializer> SourceBuilder<D> {
                 .as_ref()
                 .is_some_and(StoppingOffsets::needs_committed)
         {
-            return Err(config("stopping at committed offsets needs a group id"));
+            return Err(config(
+                "group_id",
+                "stopping at committed offsets needs a group id",
+            ));
         }
         let bounded = self.stopping.is_some();
         let partition_discovery =
@@ -519,6 +541,7 @@ impl<D: Deserializer> SourceBuilder<D> {
                 .resolve("metadata", bounded, DEFAULT_METADATA_DISCOVERY)?;
         if self.new_partition_start.needs_committed() && group_id.is_none() {
             return Err(config(
+                "group_id",
                 "new partitions starting from committed offsets needs a group id",
             ));
         }
@@ -620,9 +643,10 @@ impl<D: Deserializer> MultiClusterKafkaSource<D> {
     /// Starts the source as one stream (one reader; `parallelism` must be 1).
     pub async fn open(self) -> Result<KafkaSourceStream<D>, SourceError> {
         if self.cfg.parallelism != 1 {
-            return Err(SourceError::Config(
-                "open() reads with one reader; use open_parallel() for parallelism > 1".into(),
-            ));
+            return Err(SourceError::Config(ConfigError::new(
+                "parallelism",
+                "open() reads with one reader; use open_parallel() for parallelism > 1",
+            )));
         }
         let (coordinator, mut readers) = self.open_parallel().await?;
         let reader = readers.pop().ok_or(SourceError::Closed)?;

@@ -198,7 +198,9 @@ impl Reading {
                                 at: Instant::now(),
                             }),
                             Some(Err(
-                                e @ (SourceError::Cluster { .. } | SourceError::Metadata(_)),
+                                e @ (SourceError::Cluster { .. }
+                                | SourceError::Kafka { .. }
+                                | SourceError::Metadata(_)),
                             )) => errors.lock().unwrap().push(e.to_string()),
                             Some(Err(e)) => break Some(format!("fatal error: {e}")),
                             None => break Some("the unbounded stream ended".to_string()),
