@@ -46,6 +46,31 @@ impl DeserializeError {
 /// reader and cluster (a plain thread: no tokio runtime context, no caller's span), a
 /// batch at a time, so it must be `Send + Sync`; it should not block. A panic in it
 /// reaches the caller of the reader's `next` or `next_batch`.
+///
+/// A closure is a deserializer. This one reads the value by the record's
+/// `content-type` header:
+///
+/// ```
+/// use multicluster_kafka::deserializer::{DeserializeError, Deserializer};
+/// use multicluster_kafka::record::RawRecord;
+/// let by_type = |r: &RawRecord<'_>| -> Result<String, DeserializeError> {
+///     let kind = r.headers.iter().find(|(k, _)| k == "content-type");
+///     let bytes = r.value.unwrap_or_default();
+///     match kind.and_then(|(_, v)| v.as_deref()) {
+///         Some(b"text/plain") | None => String::from_utf8(bytes.to_vec())
+///             .map_err(|e| DeserializeError::at(r, e.to_string())),
+///         Some(other) => Err(DeserializeError::at(r, format!(
+///             "unsupported content type {}", String::from_utf8_lossy(other)))),
+///     }
+/// };
+/// let headers = [("content-type".to_string(), Some(b"text/plain".to_vec()))];
+/// let raw = RawRecord { cluster: "c", topic: "t", partition: 0, offset: 0,
+///     timestamp: None, key: None, value: Some(b"hi"), headers: &headers, shared: None };
+/// assert_eq!(by_type.deserialize(&raw).unwrap(), "hi");
+/// let headers = [("content-type".to_string(), Some(b"application/avro".to_vec()))];
+/// let raw = RawRecord { headers: &headers, ..raw };
+/// assert!(by_type.deserialize(&raw).is_err());
+/// ```
 pub trait Deserializer: Send + Sync + 'static {
     /// The value type.
     type Value: Send + 'static;
@@ -73,7 +98,7 @@ where
 /// use multicluster_kafka::deserializer::{Deserializer, RawValue};
 /// use multicluster_kafka::record::RawRecord;
 /// let raw = RawRecord { cluster: "c", topic: "t", partition: 0, offset: 0,
-///     timestamp: None, key: None, value: Some(b"hi"), shared: None };
+///     timestamp: None, key: None, value: Some(b"hi"), headers: &[], shared: None };
 /// assert_eq!(&RawValue.deserialize(&raw).unwrap()[..], b"hi");
 /// ```
 #[derive(Clone, Copy, Debug, Default)]
@@ -95,7 +120,7 @@ impl Deserializer for RawValue {
 /// use multicluster_kafka::deserializer::{Deserializer, NullableValue};
 /// use multicluster_kafka::record::RawRecord;
 /// let tombstone = RawRecord { cluster: "c", topic: "t", partition: 0, offset: 0,
-///     timestamp: None, key: Some(b"k"), value: None, shared: None };
+///     timestamp: None, key: Some(b"k"), value: None, headers: &[], shared: None };
 /// assert_eq!(NullableValue.deserialize(&tombstone).unwrap(), None);
 /// let empty = RawRecord { value: Some(b""), ..tombstone };
 /// assert_eq!(NullableValue.deserialize(&empty).unwrap().as_deref(), Some(&b""[..]));
@@ -134,7 +159,7 @@ impl Deserializer for Utf8 {
 /// #[derive(serde::Deserialize, PartialEq, Debug)]
 /// struct Order { id: u32 }
 /// let raw = RawRecord { cluster: "c", topic: "t", partition: 0, offset: 7,
-///     timestamp: None, key: None, value: Some(br#"{"id": 5}"#), shared: None };
+///     timestamp: None, key: None, value: Some(br#"{"id": 5}"#), headers: &[], shared: None };
 /// assert_eq!(Json::<Order>::new().deserialize(&raw).unwrap(), Order { id: 5 });
 /// ```
 pub struct Json<T>(PhantomData<fn() -> T>);
@@ -212,6 +237,7 @@ mod tests {
             timestamp: None,
             key: None,
             value: Some(value),
+            headers: &[],
             shared: None,
         }
     }

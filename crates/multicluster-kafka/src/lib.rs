@@ -69,7 +69,9 @@ pub use source::{
 /// The names most programs need.
 pub mod prelude {
     pub use crate::checkpoint::{Checkpoint, CheckpointStore, FileCheckpointStore};
-    pub use crate::deserializer::{Deserializer, Json, NullableValue, RawValue, Utf8, ValueOnly};
+    pub use crate::deserializer::{
+        DeserializeError, Deserializer, Json, NullableValue, RawValue, Utf8, ValueOnly,
+    };
     pub use crate::error::SourceError;
     pub use crate::kafka::hooks::ClientHooks;
     pub use crate::kafka::offsets::{OffsetReset, StartingOffsets, StoppingOffsets};
@@ -77,7 +79,7 @@ pub mod prelude {
         ClusterMetadata, FileMetadataService, KafkaMetadataService, KafkaStream,
         SingleClusterMetadataService, StaticMetadataService,
     };
-    pub use crate::record::{Record, RecordBatch};
+    pub use crate::record::{RawRecord, Record, RecordBatch};
     pub use crate::{KafkaSourceStream, MultiClusterKafkaSource, SourceBuilder, SourceReader};
     pub use bytes::Bytes;
 }

@@ -55,6 +55,10 @@ pub struct RawRecord<'a> {
     pub key: Option<&'a [u8]>,
     /// Value bytes (`None` for a tombstone).
     pub value: Option<&'a [u8]>,
+    /// Headers in order, a header value may be null (empty when the source was built
+    /// with `include_headers(false)`). A deserializer can use them to pick a schema
+    /// or a content type.
+    pub headers: &'a [(String, Option<Vec<u8>>)],
     /// The buffer `value` lives in, when it is shared (records fetched by the source):
     /// lets a deserializer keep the value without copying it (`shared.slice_ref(value)`).
     pub shared: Option<&'a Bytes>,

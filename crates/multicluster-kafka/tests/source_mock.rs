@@ -713,3 +713,54 @@ fn a_follow_run_starts_without_a_cluster_that_is_down_and_takes_it_up_when_it_re
         .unwrap_err();
     assert!(err.to_string().contains("gone"), "{err}");
 }
+
+#[test]
+fn a_deserializer_sees_the_headers_of_each_record() {
+    let c = MockKafkaCluster::start("headers", 1).unwrap();
+    c.create_topic("t", 1).unwrap();
+    c.produce(
+        "t",
+        &[
+            TestRecord::value("plain").with_header("content-type", "text/plain"),
+            TestRecord::value("shout").with_header("content-type", "text/upper"),
+            TestRecord::value("bare"),
+        ],
+    )
+    .unwrap();
+    let by_type = |r: &RawRecord<'_>| -> Result<String, DeserializeError> {
+        let text = String::from_utf8_lossy(r.value.unwrap_or_default()).into_owned();
+        let kind = r.headers.iter().find(|(k, _)| k == "content-type");
+        Ok(match kind.and_then(|(_, v)| v.as_deref()) {
+            Some(b"text/upper") => text.to_uppercase(),
+            Some(_) => text,
+            None => format!("{text} (no type)"),
+        })
+    };
+    let values = mck_testkit::runtime().block_on(async {
+        let mut s = MultiClusterKafkaSource::builder()
+            .metadata_service(stream_on("s", "c", &c, "t"))
+            .stream_ids(["s"])
+            .deserializer(by_type)
+            .stopping_offsets(StoppingOffsets::Latest)
+            .build()
+            .unwrap()
+            .open()
+            .await
+            .unwrap();
+        let mut out = Vec::new();
+        while let Some(r) = s.next().await {
+            let r = r.unwrap();
+            out.push((r.value, r.headers.len()));
+        }
+        s.close().await;
+        out
+    });
+    assert_eq!(
+        values,
+        [
+            ("plain".to_string(), 1),
+            ("SHOUT".to_string(), 1),
+            ("bare (no type)".to_string(), 0)
+        ]
+    );
+}

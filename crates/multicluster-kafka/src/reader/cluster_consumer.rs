@@ -586,6 +586,7 @@ impl ClusterConsumer {
                 timestamp: slot.timestamp,
                 key: slot.key.map(|k| span(&out.data, k)),
                 value: slot.value.map(|v| span(&out.data, v)),
+                headers: &slot.headers,
                 shared: Some(&out.data),
             };
             let bytes = slot.key.map_or(0, |k| k.1) + slot.value.map_or(0, |v| v.1);
