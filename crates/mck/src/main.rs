@@ -58,7 +58,11 @@ enum Command {
     #[command(after_help = "Examples:\n  \
         mck describe streams.yaml\n  \
         mck describe --metadata streams.yaml --stream orders --group my-group --json\n\n\
-        An unreachable cluster is marked in the output; the exit status stays 0.")]
+        Each cluster is shown with its bootstrap list and state: connected, unreachable,\n\
+        rejected (credentials or TLS refused) or refused (a property librdkafka refuses,\n\
+        by key).\n\n\
+        Exit status: 0, also when clusters are unreachable or reject the client; 1 for a\n\
+        bad file, an unknown stream id or a refused property (named on stderr).")]
     Describe(describe::DescribeArgs),
     /// Parse and check a metadata file; print its streams or the located error.
     #[command(after_help = "Examples:\n  \
