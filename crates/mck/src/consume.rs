@@ -496,8 +496,10 @@ fn keep_going(r: Result<(), WriteError>) -> Result<(), Result<End, String>> {
 /// file, the cluster and the property librdkafka refuses (or `-X` when the property
 /// came from the command line), with librdkafka's reason and never the value.
 async fn located(e: SourceError, service: &Service, args: &ConsumeArgs) -> String {
-    let (SourceError::Cluster { cluster, message } | SourceError::Kafka { cluster, message, .. }) =
-        &e
+    let (SourceError::Cluster { cluster, message }
+    | SourceError::Kafka {
+        cluster, message, ..
+    }) = &e
     else {
         return e.to_string();
     };
