@@ -79,9 +79,20 @@ impl Point {
         if v.is_empty() { f64::NAN } else { median(v) }
     }
 
-    /// Threads the source added, per cluster and reader.
-    fn threads_per_cluster(&self, readers: usize) -> f64 {
-        (self.num("threads") - self.num("threads_base")) / (self.clusters * readers) as f64
+    /// (cluster, reader) pairs: one fetcher thread each (`mck-fetch-<cluster>`), or
+    /// clusters × readers when the thread list has none.
+    fn pairs(&self, readers: usize) -> usize {
+        let fetchers = self
+            .f
+            .get("groups")
+            .and_then(|g| g.split(',').find_map(|kv| kv.strip_prefix("mck-fetch:")))
+            .and_then(|n| n.parse().ok());
+        fetchers.unwrap_or(self.clusters * readers).max(1)
+    }
+
+    /// Threads the source added, per (cluster, reader) pair that reads.
+    fn threads_per_pair(&self, readers: usize) -> f64 {
+        (self.num("threads") - self.num("threads_base")) / self.pairs(readers) as f64
     }
 }
 
@@ -201,7 +212,7 @@ fn report(args: &ClustersArgs, points: &[Point]) {
     );
     println!();
     println!(
-        "| clusters | threads | threads added per cluster per reader | RSS MiB | CPU ns/record | records/s read | CPU cores | open: first record ms | open: every cluster ms | handover ms | reconciliation ms |"
+        "| clusters | threads | threads added per (cluster, reader) pair | RSS MiB | CPU ns/record | records/s read | CPU cores | open: first record ms | open: every cluster ms | handover ms | reconciliation ms |"
     );
     println!("|---|---|---|---|---|---|---|---|---|---|---|");
     for p in points {
@@ -209,7 +220,7 @@ fn report(args: &ClustersArgs, points: &[Point]) {
             "| {} | {} | {:.2} | {:.1} | {:.0} | {:.0} | {:.2} | {:.0} | {:.0} | {:.0} | {:.0} |",
             p.clusters,
             p.num("threads"),
-            p.threads_per_cluster(readers),
+            p.threads_per_pair(readers),
             p.num("rss_mib"),
             p.num("cpu_ns"),
             p.num("rate"),
@@ -252,7 +263,7 @@ fn report(args: &ClustersArgs, points: &[Point]) {
     }
     let (n1, n2) = (first.clusters, last.clusters);
     let cpu = last.num("cpu_ns") / first.num("cpu_ns");
-    let tpc = last.threads_per_cluster(readers);
+    let tpc = last.threads_per_pair(readers);
     let rss = (last.num("rss_mib") - first.num("rss_mib")) / (n2 - n1) as f64;
     let rec = last.med("reconcile_ms") / first.med("reconcile_ms");
     println!();
@@ -263,8 +274,9 @@ fn report(args: &ClustersArgs, points: &[Point]) {
         verdict(cpu <= 1.2)
     );
     println!(
-        "| threads ≤ 4 per cluster per reader (at {n2} clusters, above the process's {} before the source) | {tpc:.2} | {} |",
+        "| threads ≤ 4 per cluster per reader (at {n2} clusters: threads above the process's {} before the source, over the {} (cluster, reader) pairs) | {tpc:.2} | {} |",
         last.num("threads_base"),
+        last.pairs(readers),
         verdict(tpc <= 4.0)
     );
     println!(
