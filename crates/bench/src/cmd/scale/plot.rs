@@ -154,7 +154,11 @@ fn short(v: f64) -> String {
 }
 
 fn trim(v: f64) -> String {
-    let s = format!("{v:.2}");
+    let s = if v.abs() >= 1.0 || v == 0.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.4}")
+    };
     s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
@@ -168,6 +172,7 @@ mod tests {
         assert_eq!(short(1500.0), "1.5k");
         assert_eq!(short(100_000.0), "100k");
         assert_eq!(short(0.25), "0.25");
+        assert_eq!(short(0.001), "0.001");
     }
 
     #[test]
