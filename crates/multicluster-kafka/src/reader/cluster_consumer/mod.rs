@@ -1,0 +1,368 @@
+//! One cluster's consumer inside a reader: an rdkafka consumer with manual assignment
+//! (no group rebalancing), owned and polled by the cluster's fetcher thread
+//! ([`super::fetcher`]).
+//!
+//! Records are taken from librdkafka a batch at a time (every message it has ready, up
+//! to the batch size, in one call), their keys and values copied into one buffer per
+//! batch, and deserialized, all on the fetcher thread. Nothing is buffered beyond
+//! librdkafka's own prefetch queue, whose limits (`queued.max.messages.kbytes`,
+//! `queued.min.messages`) bound memory, and the two batches the fetcher builds ahead:
+//! when the application stops asking for records, librdkafka stops fetching. The
+//! fetcher thread sleeps until librdkafka's queue-event callback wakes it. Creating and
+//! closing the consumer block; both happen on the fetcher thread.
+
+use std::collections::HashMap;
+use std::ffi::{CString, c_void};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use rdkafka::bindings as rd;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::{Offset, TopicPartitionList};
+
+use super::ReadPolicy;
+use crate::deserializer::{DeserializeError, Deserializer};
+use crate::error::SourceError;
+use crate::kafka::client::client_config;
+use crate::kafka::hooks::{ClientEvents, ClientHooks, ClientRole, SourceContext};
+use crate::kafka::offsets::OffsetReset;
+use crate::kafka::properties::ClientProperties;
+use crate::record::{BatchEntry, RawRecord, RecordBatch};
+use crate::split::{KafkaSplit, SplitId};
+
+use super::native::MessageBatch;
+
+mod out_of_range;
+mod poll;
+
+/// librdkafka settings the readers' consumers use (besides [`CLIENT_DEFAULTS`](crate::CLIENT_DEFAULTS))
+/// unless the cluster's properties set them.
+///
+/// `fetch.queue.backoff.ms`: when the application applies back-pressure, librdkafka's
+/// prefetch queue fills and it postpones the next fetch by this much (1000 ms by
+/// default), which stalls a partition for a second after every burst. 10 ms keeps it
+/// flowing.
+pub const READER_DEFAULTS: &[(&str, &str)] = &[("fetch.queue.backoff.ms", "10")];
+
+/// A record whose value could not be deserialized: handed out as an error after the
+/// records fetched before it.
+#[derive(Debug)]
+pub(crate) struct Failed {
+    pub topic: Arc<str>,
+    pub partition: i32,
+    pub offset: i64,
+    /// Key + value bytes, for the metrics.
+    pub bytes: u32,
+    pub error: DeserializeError,
+}
+
+/// What one non-blocking poll found.
+#[derive(Default)]
+pub(crate) struct Polled {
+    /// Records added to the batch.
+    pub records: usize,
+    /// A record after those that failed to deserialize (the batch stopped there).
+    pub failed: Option<Failed>,
+    /// Splits that reached their stop offset.
+    pub finished: Vec<SplitId>,
+    /// `(topic, partition, high watermark)` of every assigned partition, about once a
+    /// second (empty in between).
+    pub high_watermarks: Vec<(Arc<str>, i32, i64)>,
+}
+
+/// A record taken from librdkafka, its key and value copied into the batch's buffer
+/// (start and length), not yet deserialized.
+#[derive(Clone)]
+struct Slot {
+    /// Index into the batch's topics.
+    topic: u32,
+    partition: i32,
+    offset: i64,
+    timestamp: Option<i64>,
+    key: Option<(usize, u32)>,
+    value: Option<(usize, u32)>,
+    headers: Vec<(String, Option<Vec<u8>>)>,
+}
+
+fn span(data: &[u8], (start, len): (usize, u32)) -> &[u8] {
+    &data[start..start + len as usize]
+}
+
+/// Records already taken from librdkafka that come after a deserialization failure:
+/// the next poll hands them out first.
+struct Leftover {
+    topics: Vec<Arc<str>>,
+    data: Bytes,
+    slots: Vec<Slot>,
+    /// Splits finished at a record among these.
+    finished: Vec<SplitId>,
+}
+
+/// How often per-split lag is refreshed from librdkafka's cached high watermarks.
+const LAG_REPORT_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The queue-event callback: librdkafka calls it (on one of its threads) when the
+/// consumer queue gets an event while the fetcher thread may be asleep.
+unsafe extern "C" fn wake(_rk: *mut rd::rd_kafka_t, opaque: *mut c_void) {
+    // SAFETY: `opaque` is the `Thread` inside an `Arc` that the `ClusterConsumer` keeps
+    // alive until it has disabled this callback.
+    let thread = unsafe { &*(opaque as *const std::thread::Thread) };
+    thread.unpark();
+}
+
+pub(crate) struct ClusterConsumer {
+    cluster: Arc<str>,
+    /// Serves the consumer's log lines, errors, statistics and token requests on a
+    /// thread of its own; stopped before the consumer is closed.
+    events: Option<ClientEvents>,
+    consumer: Option<BaseConsumer<SourceContext>>,
+    queue: *mut rd::rd_kafka_queue_t,
+    /// The thread to wake when records arrive (librdkafka holds its address until the
+    /// callback is disabled).
+    _wake: Arc<std::thread::Thread>,
+    topics: HashMap<String, Arc<str>>,
+    bounds: HashMap<(Arc<str>, i32), i64>,
+    assigned: usize,
+    include_headers: bool,
+    /// What a split does when its position is outside the log.
+    policy: ReadPolicy,
+    /// The messages of the current poll (always empty between polls).
+    messages: MessageBatch,
+    leftover: Option<Leftover>,
+    /// Reused from poll to poll.
+    slots: Vec<Slot>,
+    /// Capacity to start the next batch's buffer with.
+    data_hint: usize,
+    /// A fatal error met after records that were handed out first.
+    failed: Option<SourceError>,
+    last_lag_report: std::time::Instant,
+}
+
+// SAFETY: the raw queue pointer is a reference-counted librdkafka handle, usable from
+// any thread; it is only touched through `&mut self` or in `Drop`.
+unsafe impl Send for ClusterConsumer {}
+
+impl ClusterConsumer {
+    /// Creates the consumer (blocking), which unparks `wake` whenever records arrive.
+    /// `hooks` are the cluster's [`ClientHooks`], if the program set any.
+    pub fn create(
+        cluster: Arc<str>,
+        props: &ClientProperties,
+        wake: std::thread::Thread,
+        include_headers: bool,
+        policy: ReadPolicy,
+        hooks: Option<Arc<dyn ClientHooks>>,
+    ) -> Result<Self, SourceError> {
+        let mut config = client_config(props);
+        for (key, value) in READER_DEFAULTS {
+            if props.get(key).is_none() {
+                config.set(*key, *value);
+            }
+        }
+        if props.get("group.id").is_none() {
+            // librdkafka wants a group id even for manual assignment; it never joins.
+            config.set("group.id", "multicluster-kafka-reader");
+        }
+        config
+            .set("enable.auto.commit", "false")
+            .set("enable.auto.offset.store", "false")
+            .set("auto.offset.reset", "error")
+            .set("enable.partition.eof", "false");
+        crate::kafka::hooks::prepare(&mut config, props, hooks.as_ref())
+            .map_err(|e| SourceError::cluster(&cluster, "create consumer", &e, props))?;
+        let context = SourceContext::new(cluster.clone(), ClientRole::Reader, hooks);
+        let consumer: BaseConsumer<SourceContext> = config
+            .create_with_context(context)
+            .map_err(|e| SourceError::cluster(&cluster, "create consumer", &e, props))?;
+        metrics::counter!(crate::metrics::CONSUMERS_CREATED, "cluster" => cluster.to_string())
+            .increment(1);
+        tracing::debug!(cluster = %cluster, "consumer created");
+        // SAFETY: the client pointer is valid while `consumer` lives; the returned queue
+        // is our own reference, destroyed in Drop after the callback is disabled.
+        let queue = unsafe { rd::rd_kafka_queue_get_consumer(consumer.client().native_ptr()) };
+        if queue.is_null() {
+            return Err(SourceError::Cluster {
+                cluster: cluster.to_string(),
+                message: "librdkafka returned no consumer queue".into(),
+            });
+        }
+        // SAFETY: the client's opaque is this context; `disable_wakeups` stops the
+        // event thread before the consumer is dropped.
+        let events = unsafe {
+            ClientEvents::start(
+                consumer.client().native_ptr(),
+                consumer.context().clone(),
+                true,
+                None,
+            )
+        };
+        let wake_thread = Arc::new(wake);
+        // SAFETY: the opaque pointer stays valid (we hold the Arc, and moving it does not
+        // move the Thread) until Drop disables the callback.
+        unsafe {
+            rd::rd_kafka_queue_cb_event_enable(
+                queue,
+                Some(self::wake),
+                Arc::as_ptr(&wake_thread) as *mut c_void,
+            );
+        }
+        Ok(Self {
+            cluster,
+            events: Some(events),
+            consumer: Some(consumer),
+            queue,
+            _wake: wake_thread,
+            topics: HashMap::new(),
+            bounds: HashMap::new(),
+            assigned: 0,
+            include_headers,
+            policy,
+            messages: MessageBatch::new(),
+            leftover: None,
+            slots: Vec::new(),
+            data_hint: 0,
+            failed: None,
+            // Report lag at the first poll, then every interval.
+            last_lag_report: std::time::Instant::now()
+                .checked_sub(LAG_REPORT_INTERVAL)
+                .unwrap_or_else(std::time::Instant::now),
+        })
+    }
+
+    fn consumer(&self) -> &BaseConsumer<SourceContext> {
+        self.consumer.as_ref().expect("present until drop")
+    }
+
+    fn topic(&mut self, name: &str) -> Arc<str> {
+        intern(&mut self.topics, name)
+    }
+
+    /// Starts reading these splits at their positions. Returns those already at their
+    /// stop (nothing to read).
+    pub fn add(&mut self, splits: Vec<KafkaSplit>) -> Result<Vec<SplitId>, SourceError> {
+        let mut tpl = TopicPartitionList::new();
+        let mut done = Vec::new();
+        for s in splits {
+            if s.is_finished() {
+                done.push(s.id);
+                continue;
+            }
+            let topic = self.topic(&s.id.topic);
+            if let Some(stop) = s.stop_offset {
+                self.bounds.insert((topic.clone(), s.id.partition), stop);
+            }
+            tpl.add_partition_offset(&topic, s.id.partition, Offset::Offset(s.next_offset))
+                .map_err(|e| {
+                    let message =
+                        format!("invalid start offset {} for {}: {e}", s.next_offset, s.id);
+                    SourceError::kafka(&self.cluster, message, &e)
+                })?;
+            self.assigned += 1;
+        }
+        if tpl.count() > 0 {
+            self.consumer()
+                .incremental_assign(&tpl)
+                .map_err(|e| SourceError::kafka(&self.cluster, format!("assign: {e}"), &e))?;
+            self.ask_leaders(&tpl);
+            tracing::debug!(cluster = %self.cluster, partitions = tpl.count(), "partitions assigned");
+        }
+        Ok(done)
+    }
+
+    /// Asks for the metadata of the topics just assigned, without waiting for the
+    /// answer. A consumer that is already connected learns the leaders of newly
+    /// assigned partitions only from its next metadata request, and librdkafka's scan
+    /// for leaderless partitions runs once a second: without this, a partition added
+    /// to an idle consumer starts about a second late (`mck-bench handover` measured
+    /// ~1.18 s instead of ~0.2 s). The answer is applied by librdkafka's own threads;
+    /// the zero timeout makes this call return at once ("timed out" is expected).
+    fn ask_leaders(&self, tpl: &TopicPartitionList) {
+        let mut topics: Vec<String> = tpl
+            .elements()
+            .iter()
+            .map(|e| e.topic().to_owned())
+            .collect();
+        topics.sort_unstable();
+        topics.dedup();
+        for topic in &topics {
+            let _ = self
+                .consumer()
+                .fetch_metadata(Some(topic), std::time::Duration::ZERO);
+        }
+    }
+
+    /// Stops reading these splits; records of them already taken from librdkafka (after
+    /// a deserialization failure) are dropped.
+    pub fn remove(&mut self, ids: &[SplitId]) {
+        let mut tpl = TopicPartitionList::new();
+        for id in ids {
+            let topic = self.topic(&id.topic);
+            self.bounds.remove(&(topic.clone(), id.partition));
+            tpl.add_partition(&topic, id.partition);
+        }
+        self.unassign(&tpl);
+        if let Some(left) = &mut self.leftover {
+            let topics = &left.topics;
+            let gone = |topic: u32, partition: i32| {
+                ids.iter()
+                    .any(|id| id.partition == partition && *id.topic == *topics[topic as usize])
+            };
+            left.slots.retain(|s| !gone(s.topic, s.partition));
+            left.finished.retain(|f| !ids.contains(f));
+            if left.slots.is_empty() && left.finished.is_empty() {
+                self.leftover = None;
+            }
+        }
+    }
+
+    fn unassign(&mut self, tpl: &TopicPartitionList) {
+        if tpl.count() == 0 {
+            return;
+        }
+        let current = self.consumer().assignment().unwrap_or_default();
+        let mut present = TopicPartitionList::new();
+        for e in tpl.elements() {
+            if current.find_partition(e.topic(), e.partition()).is_some() {
+                present.add_partition(e.topic(), e.partition());
+            }
+        }
+        if present.count() > 0 {
+            if let Err(e) = self.consumer().incremental_unassign(&present) {
+                tracing::warn!(cluster = %self.cluster, error = %e, "unassign failed");
+            }
+            self.assigned = self.assigned.saturating_sub(present.count());
+        }
+    }
+
+    fn disable_wakeups(&mut self) {
+        self.messages.clear();
+        self.leftover = None;
+        // Joins the event thread, and gives the consumer's events back to its queue,
+        // where rdkafka's close serves them.
+        self.events = None;
+        if !self.queue.is_null() {
+            // SAFETY: the queue handle is ours; after this call librdkafka no longer
+            // uses the opaque pointer.
+            unsafe {
+                rd::rd_kafka_queue_cb_event_enable(self.queue, None, std::ptr::null_mut());
+                rd::rd_kafka_queue_destroy(self.queue);
+            }
+            self.queue = std::ptr::null_mut();
+        }
+    }
+}
+
+impl Drop for ClusterConsumer {
+    fn drop(&mut self) {
+        self.disable_wakeups();
+    }
+}
+
+fn intern(topics: &mut HashMap<String, Arc<str>>, name: &str) -> Arc<str> {
+    if let Some(t) = topics.get(name) {
+        return t.clone();
+    }
+    let t: Arc<str> = Arc::from(name);
+    topics.insert(name.to_string(), t.clone());
+    t
+}

@@ -1,0 +1,295 @@
+//! Taking records from librdkafka a batch at a time: copying keys and values into
+//! the batch's buffer, deserializing them, and finishing bounded splits at their stops.
+
+use super::*;
+
+impl ClusterConsumer {
+    /// Reads what librdkafka already has (never waits), up to `max` records, into
+    /// `out` (an empty batch of this cluster). A fatal error (offset out of range) is
+    /// returned after the records before it; a record that fails to deserialize ends
+    /// the batch (the records after it come with the next poll).
+    pub fn poll<D: Deserializer>(
+        &mut self,
+        deserializer: &D,
+        max: usize,
+        out: &mut RecordBatch<D::Value>,
+    ) -> Result<Polled, SourceError> {
+        let mut polled = Polled::default();
+        if let Some(left) = self.leftover.take() {
+            out.topics = left.topics;
+            out.data = left.data;
+            let mut slots = left.slots;
+            self.deserialize(deserializer, &mut slots, out, &mut polled);
+            polled.finished = self.defer_finished(left.finished);
+            return Ok(polled);
+        }
+        if let Some(e) = self.failed.take() {
+            return Err(e);
+        }
+        let mut finished: Vec<(Arc<str>, i32)> = Vec::new();
+        let mut out_of_range: Vec<(String, i32, i64)> = Vec::new();
+        let lag_due = self.last_lag_report.elapsed() >= LAG_REPORT_INTERVAL;
+        // SAFETY: the queue belongs to the consumer, which lives as long as `self`;
+        // the messages are destroyed below, before this returns.
+        unsafe { self.messages.take_from(self.queue, max) };
+        // Pass 1: keys and values go into one buffer for the whole batch (one
+        // allocation, and a record's bytes are then slices of it).
+        let mut data: Vec<u8> = Vec::with_capacity(self.data_hint);
+        let mut slots = std::mem::take(&mut self.slots);
+        slots.clear();
+        // Records come in runs per partition: remember the last topic handle and
+        // partition bound instead of looking them up for every record.
+        let mut last_topic: Option<(*mut rd::rd_kafka_topic_t, Arc<str>, u32)> = None;
+        let mut last_bound: Option<(*const str, i32, Option<i64>)> = None;
+        for i in 0..self.messages.len() {
+            let m = self.messages.get(i);
+            if let Some(err) = m.error() {
+                match err {
+                    // With `auto.offset.reset=error` librdkafka reports a position
+                    // outside the log as an automatic-reset failure.
+                    rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE
+                    | rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET => {
+                        out_of_range.push((m.topic(), m.partition(), m.offset()));
+                    }
+                    rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR__PARTITION_EOF => {}
+                    // Transient errors (broker down, …): librdkafka retries by itself.
+                    _ => self.consumer().context().report_error(&m.error_text()),
+                }
+                continue;
+            }
+            let handle = m.topic_handle();
+            let (topic, topic_index) = match &last_topic {
+                Some((h, t, k)) if *h == handle => (t, *k),
+                _ => {
+                    let t = intern(&mut self.topics, &m.topic());
+                    let k = out.topic_index(&t);
+                    let (_, t, k) = last_topic.insert((handle, t, k));
+                    (&*t, *k)
+                }
+            };
+            let partition = m.partition();
+            let offset = m.offset();
+            if !self.bounds.is_empty() {
+                let stop = match last_bound {
+                    Some((t, p, stop)) if p == partition && std::ptr::eq(t, Arc::as_ptr(topic)) => {
+                        stop
+                    }
+                    _ => {
+                        let stop = self.bounds.get(&(topic.clone(), partition)).copied();
+                        last_bound = Some((Arc::as_ptr(topic), partition, stop));
+                        stop
+                    }
+                };
+                if let Some(stop) = stop {
+                    if offset >= stop {
+                        finished.push((topic.clone(), partition));
+                        continue;
+                    }
+                    if offset + 1 >= stop {
+                        finished.push((topic.clone(), partition));
+                    }
+                }
+            }
+            let mut copy = |bytes: &[u8]| {
+                let start = data.len();
+                data.extend_from_slice(bytes);
+                (start, bytes.len() as u32)
+            };
+            let key = m.key().map(&mut copy);
+            let value = m.payload().map(&mut copy);
+            slots.push(Slot {
+                topic: topic_index,
+                partition,
+                offset,
+                timestamp: m.timestamp(),
+                key,
+                value,
+                headers: if self.include_headers {
+                    m.headers()
+                } else {
+                    Vec::new()
+                },
+            });
+        }
+        let took = self.messages.len();
+        self.messages.clear();
+        if !slots.is_empty() {
+            // Records flow again: the current error streak is over.
+            self.consumer().context().end_error_streak();
+        }
+        self.data_hint = data.len().next_power_of_two().clamp(4096, 16 << 20);
+        out.data = Bytes::from(data);
+        // Pass 2: deserialize.
+        self.deserialize(deserializer, &mut slots, out, &mut polled);
+        self.slots = slots;
+        if lag_due {
+            // Every assigned partition, with records in this poll or not: a caught-up
+            // split's lag falls to 0, and one that gets no records still has one.
+            self.last_lag_report = std::time::Instant::now();
+            if let Ok(assigned) = self.consumer().assignment() {
+                for e in assigned.elements() {
+                    let t = self.topic(e.topic());
+                    if let Some(h) = self.cached_high_watermark(&t, e.partition()) {
+                        polled.high_watermarks.push((t, e.partition(), h));
+                    }
+                }
+            }
+        }
+        // A split whose last records before its stop are transaction markers (or
+        // compacted away) is finished by its fetch position; that only matters once
+        // records stop coming.
+        let fatal = self.out_of_range(out_of_range);
+        if fatal.is_none() && took == 0 && !self.bounds.is_empty() {
+            self.check_positions(&mut finished);
+        }
+        if !finished.is_empty() {
+            finished.sort();
+            finished.dedup();
+            let mut tpl = TopicPartitionList::new();
+            for (topic, partition) in &finished {
+                self.bounds.remove(&(topic.clone(), *partition));
+                tpl.add_partition(topic, *partition);
+            }
+            self.unassign(&tpl);
+            let ids: Vec<SplitId> = finished
+                .into_iter()
+                .map(|(topic, partition)| SplitId {
+                    cluster: self.cluster.clone(),
+                    topic,
+                    partition,
+                })
+                .collect();
+            polled.finished = self.defer_finished(ids);
+        }
+        match fatal {
+            // Splits finished by this poll are reported first too: they are unassigned
+            // already, and nothing would report them later.
+            Some(e)
+                if polled.records == 0
+                    && polled.failed.is_none()
+                    && polled.finished.is_empty()
+                    && self.leftover.is_none() =>
+            {
+                Err(e)
+            }
+            Some(e) => {
+                // Hand out what came before the error first; it is reported next time.
+                self.failed = Some(e);
+                Ok(polled)
+            }
+            None => Ok(polled),
+        }
+    }
+
+    /// Deserializes `slots` (draining them) into `out`, whose buffer holds their
+    /// bytes. A failure ends the batch: the slots after it become the leftover.
+    fn deserialize<D: Deserializer>(
+        &mut self,
+        deserializer: &D,
+        slots: &mut Vec<Slot>,
+        out: &mut RecordBatch<D::Value>,
+        polled: &mut Polled,
+    ) {
+        out.entries.reserve(slots.len());
+        let mut rest = slots.drain(..);
+        for slot in rest.by_ref() {
+            let raw = RawRecord {
+                cluster: &self.cluster,
+                topic: &out.topics[slot.topic as usize],
+                partition: slot.partition,
+                offset: slot.offset,
+                timestamp: slot.timestamp,
+                key: slot.key.map(|k| span(&out.data, k)),
+                value: slot.value.map(|v| span(&out.data, v)),
+                headers: &slot.headers,
+                shared: Some(&out.data),
+            };
+            let bytes = slot.key.map_or(0, |k| k.1) + slot.value.map_or(0, |v| v.1);
+            match deserializer.deserialize(&raw) {
+                Ok(value) => {
+                    out.entries.push(BatchEntry {
+                        topic: slot.topic,
+                        partition: slot.partition,
+                        offset: slot.offset,
+                        timestamp: slot.timestamp,
+                        key: slot.key,
+                        headers: slot.headers,
+                        bytes,
+                        value,
+                    });
+                    polled.records += 1;
+                }
+                Err(error) => {
+                    polled.failed = Some(Failed {
+                        topic: out.topics[slot.topic as usize].clone(),
+                        partition: slot.partition,
+                        offset: slot.offset,
+                        bytes,
+                        error,
+                    });
+                    break;
+                }
+            }
+        }
+        let left: Vec<Slot> = rest.collect();
+        if !left.is_empty() {
+            self.leftover = Some(Leftover {
+                topics: out.topics.clone(),
+                data: out.data.clone(),
+                slots: left,
+                finished: Vec::new(),
+            });
+        }
+    }
+
+    /// Keeps finished splits that still have records in the leftover with it (they
+    /// finish with the poll that hands those out); returns the others.
+    fn defer_finished(&mut self, ids: Vec<SplitId>) -> Vec<SplitId> {
+        let Some(left) = &mut self.leftover else {
+            return ids;
+        };
+        let (later, now): (Vec<SplitId>, Vec<SplitId>) = ids.into_iter().partition(|id| {
+            left.slots
+                .iter()
+                .any(|s| s.partition == id.partition && *left.topics[s.topic as usize] == *id.topic)
+        });
+        left.finished.extend(later);
+        now
+    }
+
+    /// Bounded splits whose fetch position passed the stop without a record at
+    /// stop - 1 (transaction markers, compaction) are finished too.
+    fn check_positions(&self, finished: &mut Vec<(Arc<str>, i32)>) {
+        let Ok(positions) = self.consumer().position() else {
+            return;
+        };
+        for e in positions.elements() {
+            if let Offset::Offset(pos) = e.offset()
+                && let Some(t) = self.topics.get(e.topic())
+                && let Some(stop) = self.bounds.get(&(t.clone(), e.partition()))
+                && pos >= *stop
+            {
+                finished.push((t.clone(), e.partition()));
+            }
+        }
+    }
+
+    /// librdkafka's cached high watermark (no network round trip).
+    fn cached_high_watermark(&self, topic: &str, partition: i32) -> Option<i64> {
+        let topic = CString::new(topic).ok()?;
+        let mut low = -1i64;
+        let mut high = -1i64;
+        // SAFETY: the client pointer is valid while the consumer lives; the
+        // out-pointers are valid locals; the call only reads librdkafka's cache.
+        let err = unsafe {
+            rd::rd_kafka_get_watermark_offsets(
+                self.consumer().client().native_ptr(),
+                topic.as_ptr(),
+                partition,
+                &mut low,
+                &mut high,
+            )
+        };
+        (err == rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR && high >= 0).then_some(high)
+    }
+}
