@@ -2,11 +2,17 @@
 
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use crate::checkpoint::Checkpoint;
 use crate::enumerator::assignment::AssignmentStrategy;
 use crate::enumerator::plan::ClusterView;
+use crate::error::{ConfigError, SourceError};
+use crate::kafka::hooks::ClientHooksFactory;
 use crate::kafka::offsets::{StartingOffsets, StoppingOffsets};
 use crate::kafka::properties::ClientProperties;
+use crate::metadata::KafkaMetadataService;
+use crate::reader::ReadPolicy;
 
 /// Which streams a source reads.
 #[derive(Clone, Debug)]
@@ -81,5 +87,130 @@ impl SourceConfig {
 
     pub fn bounded(&self) -> bool {
         self.stopping.is_some()
+    }
+}
+
+/// How long a bounded run waits, by default, for every cluster to answer at start
+/// (see [`SourceBuilder::startup_timeout`]).
+pub const DEFAULT_BOUNDED_STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How long, by default, positions of topics and clusters that left the metadata are
+/// kept (in the source and in its checkpoints), so that they resume where they were if
+/// they come back in time.
+pub const DEFAULT_RETENTION: Duration = Duration::from_secs(3600);
+
+/// Default shortest time between two rebuilds of one cluster's clients after property
+/// changes (see [`SourceBuilder::rebuild_interval`]).
+pub const DEFAULT_REBUILD_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Default interval of metadata discovery in unbounded mode. Services with change
+/// notification (the file service) are also followed immediately on each change.
+pub const DEFAULT_METADATA_DISCOVERY: Duration = Duration::from_secs(30);
+
+/// Consecutive metadata-service failures tolerated, by default, while the source
+/// keeps reading with the last good metadata. One more failure is reported to every
+/// reader as an error (reading goes on with the last good metadata).
+pub const DEFAULT_METADATA_FAILURE_THRESHOLD: u32 = 10;
+
+/// Default interval of partition discovery in unbounded mode (on by default).
+pub const DEFAULT_PARTITION_DISCOVERY: Duration = Duration::from_secs(30);
+
+/// A discovery interval as the user set it.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Interval {
+    Default,
+    Every(Duration),
+    Off,
+}
+
+impl Interval {
+    /// The interval in force: none in bounded mode (where setting one is an error),
+    /// `default` unless set.
+    pub(super) fn resolve(
+        self,
+        what: &str,
+        bounded: bool,
+        default: Duration,
+    ) -> Result<Option<Duration>, SourceError> {
+        let setting = if what == "partition" {
+            "partition_discovery_interval"
+        } else {
+            "metadata_discovery_interval"
+        };
+        let config = |m: String| SourceError::Config(ConfigError::new(setting, m));
+        match (self, bounded) {
+            (Interval::Every(_), true) => Err(config(format!(
+                "{what} discovery cannot be set in bounded mode: a bounded source reads the {} found at start",
+                if what == "partition" {
+                    "partitions"
+                } else {
+                    what
+                }
+            ))),
+            (Interval::Every(d), false) if d.is_zero() => Err(config(format!(
+                "the {what} discovery interval must be positive"
+            ))),
+            (Interval::Every(d), false) => Ok(Some(d)),
+            (Interval::Default, false) => Ok(Some(default)),
+            (Interval::Default, true) | (Interval::Off, _) => Ok(None),
+        }
+    }
+}
+
+/// Everything the builder is told but the deserializer, with the defaults. It moves as
+/// a whole when the deserializer (and so the builder's type) changes.
+pub(super) struct Settings {
+    pub(super) service: Option<Arc<dyn KafkaMetadataService>>,
+    pub(super) stream_ids: Vec<String>,
+    pub(super) pattern: Option<String>,
+    pub(super) group_id: Option<String>,
+    pub(super) starting: StartingOffsets,
+    pub(super) stopping: Option<StoppingOffsets>,
+    pub(super) properties: ClientProperties,
+    pub(super) parallelism: usize,
+    pub(super) partition_discovery: Interval,
+    pub(super) strategy: AssignmentStrategy,
+    pub(super) restore: Option<Checkpoint>,
+    pub(super) discard_mismatched_positions: bool,
+    pub(super) client_timeout: Duration,
+    pub(super) startup_timeout: Option<Option<Duration>>,
+    pub(super) max_batch: usize,
+    pub(super) include_headers: bool,
+    pub(super) policy: ReadPolicy,
+    pub(super) metadata_discovery: Interval,
+    pub(super) metadata_failure_threshold: u32,
+    pub(super) new_partition_start: StartingOffsets,
+    pub(super) retention: Duration,
+    pub(super) rebuild_interval: Duration,
+    pub(super) client_hooks: Option<ClientHooksFactory>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            service: None,
+            stream_ids: Vec::new(),
+            pattern: None,
+            group_id: None,
+            starting: StartingOffsets::Earliest,
+            stopping: None,
+            properties: ClientProperties::new(),
+            parallelism: 1,
+            partition_discovery: Interval::Default,
+            strategy: AssignmentStrategy::default(),
+            restore: None,
+            discard_mismatched_positions: false,
+            client_timeout: Duration::from_secs(30),
+            startup_timeout: None,
+            max_batch: 1024,
+            include_headers: true,
+            policy: ReadPolicy::default(),
+            metadata_discovery: Interval::Default,
+            metadata_failure_threshold: DEFAULT_METADATA_FAILURE_THRESHOLD,
+            new_partition_start: StartingOffsets::Earliest,
+            retention: DEFAULT_RETENTION,
+            rebuild_interval: DEFAULT_REBUILD_INTERVAL,
+            client_hooks: None,
+        }
     }
 }

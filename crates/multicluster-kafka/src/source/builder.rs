@@ -1,0 +1,403 @@
+//! The builder: every setting of a source, checked into a [`SourceConfig`] by
+//! [`SourceBuilder::build`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::config::{Interval, Settings, SourceConfig, Subscription};
+use super::*;
+use crate::error::ConfigError;
+
+impl MultiClusterKafkaSource<RawValue> {
+    /// Starts a builder (values as bytes until a deserializer is set).
+    pub fn builder() -> SourceBuilder<RawValue> {
+        SourceBuilder {
+            deserializer: RawValue,
+            s: Settings::default(),
+        }
+    }
+}
+
+/// Configures a [`MultiClusterKafkaSource`]; see [`MultiClusterKafkaSource::builder`].
+pub struct SourceBuilder<D> {
+    deserializer: D,
+    s: Settings,
+}
+
+impl<D> std::fmt::Debug for SourceBuilder<D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SourceBuilder")
+            .field("stream_ids", &self.s.stream_ids)
+            .field("pattern", &self.s.pattern)
+            .field("group_id", &self.s.group_id)
+            .field("properties", &self.s.properties)
+            .finish()
+    }
+}
+
+impl<D: Deserializer> SourceBuilder<D> {
+    /// The metadata service (required).
+    pub fn metadata_service(mut self, service: impl KafkaMetadataService) -> Self {
+        self.s.service = Some(Arc::new(service));
+        self
+    }
+
+    /// A shared metadata service (required, or [`SourceBuilder::metadata_service`]).
+    pub fn shared_metadata_service(mut self, service: Arc<dyn KafkaMetadataService>) -> Self {
+        self.s.service = Some(service);
+        self
+    }
+
+    /// The stream ids to read. Unknown ids fail [`MultiClusterKafkaSource::open`].
+    pub fn stream_ids<I: IntoIterator<Item = S>, S: Into<String>>(mut self, ids: I) -> Self {
+        self.s.stream_ids = ids.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Read every stream whose id matches this regular expression (unanchored, like
+    /// `Regex::is_match`), instead of a list of ids.
+    pub fn stream_pattern(mut self, pattern: impl Into<String>) -> Self {
+        self.s.pattern = Some(pattern.into());
+        self
+    }
+
+    /// The consumer group id used for committed offsets and commits (the same on every
+    /// cluster).
+    pub fn group_id(mut self, group_id: impl Into<String>) -> Self {
+        self.s.group_id = Some(group_id.into());
+        self
+    }
+
+    /// Sets the deserializer.
+    pub fn deserializer<D2: Deserializer>(self, deserializer: D2) -> SourceBuilder<D2> {
+        SourceBuilder {
+            deserializer,
+            s: self.s,
+        }
+    }
+
+    /// Where splits start (default: earliest). Clusters may override it in metadata.
+    pub fn starting_offsets(mut self, offsets: StartingOffsets) -> Self {
+        self.s.starting = offsets;
+        self
+    }
+
+    /// Makes the source bounded: every split stops here, and the input ends when all
+    /// have. Clusters may override it in metadata.
+    pub fn stopping_offsets(mut self, offsets: StoppingOffsets) -> Self {
+        self.s.stopping = Some(offsets);
+        self
+    }
+
+    /// Client properties for every cluster (librdkafka keys). Cluster properties from
+    /// the metadata take precedence.
+    pub fn properties(mut self, properties: ClientProperties) -> Self {
+        self.s.properties = self.s.properties.merged_with(&properties);
+        self
+    }
+
+    /// One client property for every cluster.
+    pub fn property(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.s.properties.set(key, value);
+        self
+    }
+
+    /// Number of parallel readers for [`MultiClusterKafkaSource::open_parallel`]
+    /// (default 1).
+    pub fn parallelism(mut self, readers: usize) -> Self {
+        self.s.parallelism = readers;
+        self
+    }
+
+    /// How often to look for new partitions in unbounded mode (default 30 s).
+    pub fn partition_discovery_interval(mut self, every: Duration) -> Self {
+        self.s.partition_discovery = Interval::Every(every);
+        self
+    }
+
+    /// Turns periodic partition discovery off.
+    pub fn without_partition_discovery(mut self) -> Self {
+        self.s.partition_discovery = Interval::Off;
+        self
+    }
+
+    /// How splits are spread over readers (default: global balance).
+    pub fn assignment_strategy(mut self, strategy: AssignmentStrategy) -> Self {
+        self.s.strategy = strategy;
+        self
+    }
+
+    /// Resume from a checkpoint.
+    pub fn restore_from(mut self, checkpoint: Checkpoint) -> Self {
+        self.s.restore = Some(checkpoint);
+        self
+    }
+
+    /// When a checkpointed cluster now reports a different Kafka `cluster.id`, start
+    /// that cluster fresh instead of failing. Off by default.
+    pub fn discard_positions_of_replaced_clusters(mut self, discard: bool) -> Self {
+        self.s.discard_mismatched_positions = discard;
+        self
+    }
+
+    /// How long start-up waits for every cluster to answer, trying each again with
+    /// backoff meanwhile; a cluster that has not answered by then fails
+    /// [`open`](MultiClusterKafkaSource::open), named with its bootstrap list and last
+    /// error. `None` waits for ever in a bounded run; in a follow run it starts with
+    /// the clusters that answered (5 s after the first did) and takes the others up in
+    /// the background when they answer. Default: [`DEFAULT_BOUNDED_STARTUP_TIMEOUT`]
+    /// in a bounded run, `None` in a follow run.
+    pub fn startup_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.s.startup_timeout = Some(timeout);
+        self
+    }
+
+    /// Timeout of metadata and offset lookups (default 30 s).
+    pub fn client_timeout(mut self, timeout: Duration) -> Self {
+        self.s.client_timeout = timeout;
+        self
+    }
+
+    /// Most records a reader takes from one cluster's consumer at a time (default
+    /// 1024). A reader buffers at most one such batch being handed out plus two ready
+    /// or being built per cluster it reads (its fetcher threads build them ahead);
+    /// librdkafka's `queued.max.messages.kbytes` and `queued.min.messages` bound what
+    /// it prefetches.
+    pub fn max_batch_size(mut self, records: usize) -> Self {
+        self.s.max_batch = records;
+        self
+    }
+
+    /// Whether records carry their headers (default true). Parsing headers costs
+    /// librdkafka an allocation per record even when a record has none; turn it off
+    /// when the application does not read them.
+    pub fn include_headers(mut self, include: bool) -> Self {
+        self.s.include_headers = include;
+        self
+    }
+
+    /// What a split does when its position is outside the log (records deleted by
+    /// retention or `kafka-delete-records`, a topic re-created): fail (the default,
+    /// [`OffsetReset::None`]: the reader returns [`SourceError::OffsetOutOfRange`]
+    /// naming the split, its position and the log's range, and reads that split no
+    /// further), or jump to the earliest or latest offset of the log, with a warning
+    /// and `mck_offset_resets_total`.
+    pub fn on_offset_out_of_range(mut self, policy: OffsetReset) -> Self {
+        self.s.policy.out_of_range = policy;
+        self
+    }
+
+    /// In a bounded run, a topic deleted while it is read cannot reach its stop. By
+    /// default its splits end with [`SourceError::TopicGone`]; allowed, they end with a
+    /// warning and the run goes on to its end (default false).
+    pub fn allow_missing_topics(mut self, allow: bool) -> Self {
+        self.s.policy.allow_missing_topics = allow;
+        self
+    }
+
+    /// How often to re-read the metadata service in unbounded mode (default 30 s).
+    /// Changes are applied while reading: clusters and topics added and removed,
+    /// properties changed. Services that notify changes (the file service) are
+    /// followed at once as well.
+    pub fn metadata_discovery_interval(mut self, every: Duration) -> Self {
+        self.s.metadata_discovery = Interval::Every(every);
+        self
+    }
+
+    /// Reads the metadata once at start and never again.
+    pub fn without_metadata_discovery(mut self) -> Self {
+        self.s.metadata_discovery = Interval::Off;
+        self
+    }
+
+    /// Consecutive metadata-service failures tolerated on the last good metadata
+    /// (default [`DEFAULT_METADATA_FAILURE_THRESHOLD`]).
+    pub fn metadata_failure_threshold(mut self, failures: u32) -> Self {
+        self.s.metadata_failure_threshold = failures;
+        self
+    }
+
+    /// The shortest time between two rebuilds of one cluster's clients (default
+    /// [`DEFAULT_REBUILD_INTERVAL`]). A property change (credentials, bootstrap list)
+    /// is applied at once when the cluster was not rebuilt within this time; changes
+    /// that follow sooner are merged and applied together when it has passed, so a
+    /// burst of edits costs one rebuild, not one per edit. Other clusters, and
+    /// topic or offset changes of this one, are never held back. Zero applies every
+    /// change at once.
+    pub fn rebuild_interval(mut self, interval: Duration) -> Self {
+        self.s.rebuild_interval = interval;
+        self
+    }
+
+    /// Where partitions found after a cluster's first discovery start: new partitions,
+    /// and every partition of a topic added to a cluster already being read (default
+    /// earliest, so nothing produced to them is missed).
+    pub fn new_partition_starting_offsets(mut self, offsets: StartingOffsets) -> Self {
+        self.s.new_partition_start = offsets;
+        self
+    }
+
+    /// How long positions of removed topics and clusters are kept (default
+    /// [`DEFAULT_RETENTION`], one hour). A topic or cluster that comes back within the
+    /// window resumes at its positions; after it, it starts as new. Zero turns it off.
+    pub fn removed_position_retention(mut self, window: Duration) -> Self {
+        self.s.retention = window;
+        self
+    }
+
+    /// Hooks into the librdkafka clients of each cluster: `hooks` is called with the
+    /// logical cluster id whenever the source makes a client for that cluster (its
+    /// lookup client at start and after a property change, and each reader's
+    /// consumer), and the [`ClientHooks`] it returns, if any, get that client's
+    /// OAUTHBEARER token requests, statistics and errors. Return the same `Arc` for a
+    /// cluster to see all its clients in one place.
+    ///
+    /// This is how a program supplies OAUTHBEARER tokens librdkafka cannot make
+    /// itself (AWS MSK IAM, a company token service): see
+    /// [`client_context`](crate::kafka::hooks) and the `oauth_token` example.
+    /// Statistics come every `statistics.interval.ms` when that property is set.
+    ///
+    /// ```no_run
+    /// # fn demo() -> Result<(), multicluster_kafka::error::SourceError> {
+    /// use std::sync::Arc;
+    /// use multicluster_kafka::prelude::*;
+    /// use multicluster_kafka::client_context::Statistics;
+    ///
+    /// struct LogStats;
+    /// impl ClientHooks for LogStats {
+    ///     fn stats(&self, s: Statistics) {
+    ///         println!("{}: {} bytes received", s.name, s.rx_bytes);
+    ///     }
+    /// }
+    /// let hooks: Arc<dyn ClientHooks> = Arc::new(LogStats);
+    /// let source = MultiClusterKafkaSource::builder()
+    ///     .metadata_service(StaticMetadataService::new([]).expect("no streams"))
+    ///     .stream_ids(["orders"])
+    ///     .property("statistics.interval.ms", "60000")
+    ///     .client_hooks(move |cluster: &str| (cluster == "east").then(|| hooks.clone()))
+    ///     .build()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn client_hooks(
+        mut self,
+        hooks: impl Fn(&str) -> Option<Arc<dyn ClientHooks>> + Send + Sync + 'static,
+    ) -> Self {
+        self.s.client_hooks = Some(ClientHooksFactory::new(hooks));
+        self
+    }
+
+    /// Checks the configuration.
+    pub fn build(self) -> Result<MultiClusterKafkaSource<D>, SourceError> {
+        let config =
+            |setting: &'static str, m: &str| SourceError::Config(ConfigError::new(setting, m));
+        let service = self
+            .s
+            .service
+            .ok_or_else(|| config("metadata_service", "a metadata service is required"))?;
+        let subscription = match (self.s.stream_ids.is_empty(), self.s.pattern) {
+            (false, Some(_)) => {
+                return Err(config(
+                    "stream_ids",
+                    "set stream ids or a stream pattern, not both",
+                ));
+            }
+            (true, None) => {
+                return Err(config("stream_ids", "set stream ids or a stream pattern"));
+            }
+            (false, None) => {
+                if let Some(bad) = self.s.stream_ids.iter().find(|s| s.trim().is_empty()) {
+                    return Err(config("stream_ids", &format!("stream id `{bad}` is empty")));
+                }
+                Subscription::Ids(self.s.stream_ids)
+            }
+            (true, Some(p)) => Subscription::Pattern(regex::Regex::new(&p).map_err(|e| {
+                config(
+                    "stream_pattern",
+                    &format!("invalid stream pattern `{p}`: {}", one_line(&e.to_string())),
+                )
+            })?),
+        };
+        if self.s.parallelism == 0 {
+            return Err(config("parallelism", "parallelism must be at least 1"));
+        }
+        if self.s.max_batch == 0 {
+            return Err(config(
+                "max_batch_size",
+                "the batch size must be at least 1",
+            ));
+        }
+        let group_id = self
+            .s
+            .group_id
+            .or_else(|| self.s.properties.get("group.id").map(str::to_string));
+        if group_id.is_none() && self.s.starting.needs_committed() {
+            return Err(config(
+                "group_id",
+                "starting from committed offsets needs a group id",
+            ));
+        }
+        if group_id.is_none()
+            && self
+                .s
+                .stopping
+                .as_ref()
+                .is_some_and(StoppingOffsets::needs_committed)
+        {
+            return Err(config(
+                "group_id",
+                "stopping at committed offsets needs a group id",
+            ));
+        }
+        let bounded = self.s.stopping.is_some();
+        let partition_discovery = self.s.partition_discovery.resolve(
+            "partition",
+            bounded,
+            DEFAULT_PARTITION_DISCOVERY,
+        )?;
+        let metadata_discovery =
+            self.s
+                .metadata_discovery
+                .resolve("metadata", bounded, DEFAULT_METADATA_DISCOVERY)?;
+        if self.s.new_partition_start.needs_committed() && group_id.is_none() {
+            return Err(config(
+                "group_id",
+                "new partitions starting from committed offsets needs a group id",
+            ));
+        }
+        Ok(MultiClusterKafkaSource {
+            cfg: SourceConfig {
+                subscription,
+                group_id,
+                starting: self.s.starting,
+                stopping: self.s.stopping,
+                properties: self.s.properties,
+                parallelism: self.s.parallelism,
+                partition_discovery,
+                strategy: self.s.strategy,
+                restore: self.s.restore,
+                discard_mismatched_positions: self.s.discard_mismatched_positions,
+                client_timeout: self.s.client_timeout,
+                startup_timeout: self
+                    .s
+                    .startup_timeout
+                    .unwrap_or(bounded.then_some(DEFAULT_BOUNDED_STARTUP_TIMEOUT)),
+                max_batch: self.s.max_batch,
+                poll_timeout: Duration::from_millis(100),
+                include_headers: self.s.include_headers,
+                policy: self.s.policy,
+                metadata_discovery,
+                metadata_failure_threshold: self.s.metadata_failure_threshold,
+                new_partition_start: self.s.new_partition_start,
+                retention: self.s.retention,
+                rebuild_interval: self.s.rebuild_interval,
+                client_hooks: self.s.client_hooks,
+            },
+            service,
+            deserializer: Arc::new(self.deserializer),
+        })
+    }
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
