@@ -103,6 +103,46 @@ const BOUNDED_TOPIC_CHECK: Duration = Duration::from_secs(5);
 const START_GRACE: Duration = Duration::from_secs(5);
 
 impl Enumerator {
+    /// An enumerator reading no cluster yet, with nothing applied.
+    fn new(
+        cfg: Arc<SourceConfig>,
+        service: Arc<dyn KafkaMetadataService>,
+        readers: BTreeMap<usize, mpsc::UnboundedSender<ReaderEvent>>,
+        notices: mpsc::UnboundedReceiver<ReaderNotice>,
+        commands: mpsc::Receiver<Command>,
+        retained: crate::enumerator::retention::Retained,
+        active: crate::enumerator::active::ActiveClusters,
+    ) -> Enumerator {
+        Enumerator {
+            cfg,
+            service,
+            clusters: BTreeMap::new(),
+            pending: BTreeMap::new(),
+            connecting: tokio::task::JoinSet::new(),
+            discovering: tokio::task::JoinSet::new(),
+            discovering_now: BTreeSet::new(),
+            owners: BTreeMap::new(),
+            unassigned: Vec::new(),
+            readers,
+            notices,
+            commands,
+            views: BTreeMap::new(),
+            streams: BTreeMap::new(),
+            latest: BTreeMap::new(),
+            said: Said::default(),
+            missing_streams: Vec::new(),
+            metadata_failures: 0,
+            generation: 0,
+            commits: commit::commit_worker(),
+            last_rebuild: BTreeMap::new(),
+            refused_properties: BTreeMap::new(),
+            held_back_until: None,
+            removals: removal::Removals::default(),
+            retained,
+            active,
+        }
+    }
+
     /// Reads metadata, connects to every cluster, restores and discovers splits, and
     /// hands out the first assignment. Fails when a stream is unknown. A cluster that
     /// does not answer fails a bounded run (it could never end); a follow run starts
@@ -119,34 +159,16 @@ impl Enumerator {
         active: crate::enumerator::active::ActiveClusters,
     ) -> Result<Enumerator, SourceError> {
         let streams = subscribed_streams(&cfg, service.as_ref(), true).await?;
-        let mut e = Enumerator {
-            cfg: cfg.clone(),
+        let mut e = Enumerator::new(
+            cfg.clone(),
             service,
-            clusters: BTreeMap::new(),
-            pending: BTreeMap::new(),
-            connecting: tokio::task::JoinSet::new(),
-            discovering: tokio::task::JoinSet::new(),
-            discovering_now: BTreeSet::new(),
-            owners: BTreeMap::new(),
-            unassigned: Vec::new(),
             readers,
             notices,
             commands,
-            views: BTreeMap::new(),
-            streams: BTreeMap::new(),
-            latest: streams.clone(),
-            said: Said::default(),
-            missing_streams: Vec::new(),
-            metadata_failures: 0,
-            generation: 0,
-            commits: commit::commit_worker(),
-            last_rebuild: BTreeMap::new(),
-            refused_properties: BTreeMap::new(),
-            held_back_until: None,
-            removals: removal::Removals::default(),
             retained,
             active,
-        };
+        );
+        e.latest = streams.clone();
         for (cluster, view) in clusters_of_streams(streams.values()) {
             e.want_cluster(Arc::from(cluster.as_str()), view);
         }
