@@ -33,6 +33,8 @@ mod reconcile;
 mod removal;
 mod restore;
 mod subscription;
+#[cfg(test)]
+mod tests;
 
 use changes::{CHANGES_TARGET, change_lines};
 use cluster::{ClusterState, Said};

@@ -1,0 +1,290 @@
+//! The enumerator's decisions, without a broker: an enumerator built with no cluster
+//! (`Enumerator::new`), clusters put in as if they had answered, a static metadata
+//! service, and readers that are plain channels the tests read. Timing runs on
+//! tokio's paused clock.
+//!
+//! Clusters share one lookup client made for an address where nothing listens: it is
+//! never asked anything here, and, being static, never destroyed either.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio::time::{Instant, advance};
+
+use super::cluster::{ClusterState, WantedCluster};
+use super::connect::{Connected, Pending};
+use super::discovery::Absent;
+use super::plan::{ClusterView, clusters_of_streams, plan};
+use super::*;
+use crate::checkpoint::{ClusterCheckpoint, SplitCheckpoint};
+use crate::enumerator::active::ActiveClusters;
+use crate::enumerator::assignment::AssignmentStrategy;
+use crate::enumerator::retention::{Retained, now_ms};
+use crate::kafka::client::ClusterClient;
+use crate::kafka::hooks::ClientSetup;
+use crate::kafka::offsets::{StartingOffsets, StoppingOffsets};
+use crate::kafka::properties::ClientProperties;
+use crate::metadata::{ClusterMetadata, StaticMetadataService};
+use crate::source::config::Subscription;
+
+const STREAM: &str = "s";
+
+fn config() -> SourceConfig {
+    SourceConfig {
+        subscription: Subscription::Ids(vec![STREAM.to_string()]),
+        group_id: None,
+        starting: StartingOffsets::Earliest,
+        stopping: None,
+        properties: ClientProperties::new(),
+        parallelism: 2,
+        partition_discovery: None,
+        strategy: AssignmentStrategy::Global,
+        restore: None,
+        discard_mismatched_positions: false,
+        client_timeout: Duration::from_millis(200),
+        startup_timeout: None,
+        max_batch: 16,
+        poll_timeout: Duration::from_millis(100),
+        include_headers: false,
+        policy: Default::default(),
+        metadata_discovery: None,
+        metadata_failure_threshold: 10,
+        new_partition_start: StartingOffsets::Earliest,
+        retention: Duration::from_secs(3600),
+        rebuild_interval: Duration::from_secs(1),
+        client_hooks: None,
+    }
+}
+
+/// The bootstrap list of a test cluster: a port where nothing listens.
+fn bootstrap(cluster: &str) -> &'static str {
+    if cluster == "east" {
+        "127.0.0.1:1"
+    } else {
+        "127.0.0.1:2"
+    }
+}
+
+fn meta(cluster: &str, topics: &[&str]) -> ClusterMetadata {
+    ClusterMetadata::builder(bootstrap(cluster))
+        .topics(topics.iter().copied())
+        .build()
+        .unwrap()
+}
+
+fn stream(clusters: Vec<(&str, ClusterMetadata)>) -> KafkaStream {
+    clusters
+        .into_iter()
+        .fold(KafkaStream::new(STREAM), |s, (c, m)| s.with_cluster(c, m))
+}
+
+/// A lookup client that is never asked anything (nothing listens at its address).
+fn idle_client(cluster: &str) -> ClusterClient {
+    let mut props = ClientProperties::new();
+    props.set("bootstrap.servers", "127.0.0.1:1");
+    ClusterClient::new(
+        Arc::from(cluster),
+        &props,
+        None,
+        Duration::from_millis(100),
+        ClientSetup::new(None, cluster),
+    )
+    .expect("librdkafka makes a client without a broker")
+}
+
+fn shared_client() -> Arc<ClusterClient> {
+    static CLIENT: OnceLock<Arc<ClusterClient>> = OnceLock::new();
+    CLIENT.get_or_init(|| Arc::new(idle_client("any"))).clone()
+}
+
+fn split(cluster: &str, topic: &str, partition: i32, next_offset: i64) -> KafkaSplit {
+    KafkaSplit {
+        id: SplitId::new(cluster, topic, partition),
+        next_offset,
+        stop_offset: None,
+    }
+}
+
+fn err(cluster: &str, message: &str) -> SourceError {
+    SourceError::Cluster {
+        cluster: cluster.to_string(),
+        message: message.to_string(),
+    }
+}
+
+fn key(cluster: &str) -> Arc<str> {
+    Arc::from(cluster)
+}
+
+/// An enumerator with no cluster read yet, the service it reads, and its readers'
+/// ends of their event channels.
+struct Harness {
+    e: Enumerator,
+    service: Arc<StaticMetadataService>,
+    readers: Vec<mpsc::UnboundedReceiver<ReaderEvent>>,
+    retained: Retained,
+    notices: Option<mpsc::UnboundedSender<ReaderNotice>>,
+    _commands: mpsc::Sender<Command>,
+}
+
+impl Harness {
+    fn new(cfg: SourceConfig, metadata: KafkaStream) -> Self {
+        let service = Arc::new(StaticMetadataService::new([metadata.clone()]).unwrap());
+        let mut senders = BTreeMap::new();
+        let mut readers = Vec::new();
+        for r in 0..cfg.parallelism {
+            let (tx, rx) = mpsc::unbounded_channel();
+            senders.insert(r, tx);
+            readers.push(rx);
+        }
+        let (notices_tx, notices) = mpsc::unbounded_channel();
+        let (commands_tx, commands) = mpsc::channel(1);
+        let retained = Retained::default();
+        let mut e = Enumerator::new(
+            Arc::new(cfg),
+            service.clone(),
+            senders,
+            notices,
+            commands,
+            retained.clone(),
+            ActiveClusters::default(),
+        );
+        e.latest = BTreeMap::from([(STREAM.to_string(), metadata)]);
+        Harness {
+            e,
+            service,
+            readers,
+            retained,
+            notices: Some(notices_tx),
+            _commands: commands_tx,
+        }
+    }
+
+    /// Reads `cluster` as if it had answered with Kafka cluster.id `kafka_id`, with
+    /// its view in the service's metadata.
+    fn read(&mut self, cluster: &str, kafka_id: &str) {
+        let view = clusters_of_streams(self.e.latest.values())[cluster].clone();
+        let wanted = WantedCluster::new(&self.e.cfg, &view);
+        self.e.clusters.insert(
+            key(cluster),
+            ClusterState {
+                reader_props: wanted.props,
+                topics: wanted.topics,
+                client: shared_client(),
+                kafka_cluster_id: Some(kafka_id.to_string()),
+                initial_discovery_done: false,
+                start: wanted.start,
+                stop: wanted.stop,
+                known: BTreeSet::new(),
+            },
+        );
+        self.e.views.insert(cluster.to_string(), view);
+        let views = &self.e.views;
+        self.e.streams = self
+            .e
+            .latest
+            .iter()
+            .map(|(id, s)| {
+                let mut s = s.clone();
+                s.clusters.retain(|c, _| views.contains_key(c));
+                (id.clone(), s)
+            })
+            .collect();
+    }
+
+    /// The events reader `r` got since last asked.
+    fn events(&mut self, r: usize) -> Vec<ReaderEvent> {
+        let mut out = Vec::new();
+        while let Ok(ev) = self.readers[r].try_recv() {
+            out.push(ev);
+        }
+        out
+    }
+
+    /// The splits assigned to reader `r` since last asked (other events dropped).
+    fn assigned(&mut self, r: usize) -> Vec<KafkaSplit> {
+        self.events(r)
+            .into_iter()
+            .flat_map(|ev| match ev {
+                ReaderEvent::Assign { splits, .. } => splits,
+                _ => Vec::new(),
+            })
+            .collect()
+    }
+
+    fn pending(&self, cluster: &str) -> &Pending {
+        &self.e.pending[cluster]
+    }
+}
+
+/// Collects the enumerator's warnings while it is the thread's default subscriber.
+#[derive(Clone, Default)]
+struct Warnings(Arc<Mutex<Vec<String>>>);
+
+impl Warnings {
+    fn capture(&self) -> tracing::subscriber::DefaultGuard {
+        tracing::subscriber::set_default(self.clone())
+    }
+
+    fn count(&self) -> usize {
+        self.0.lock().unwrap().len()
+    }
+
+    fn said(&self) -> Vec<String> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+impl tracing::Subscriber for Warnings {
+    fn register_callsite(
+        &self,
+        _: &'static tracing::Metadata<'static>,
+    ) -> tracing::subscriber::Interest {
+        tracing::subscriber::Interest::sometimes()
+    }
+
+    fn enabled(&self, m: &tracing::Metadata<'_>) -> bool {
+        *m.level() == tracing::Level::WARN
+            && m.target()
+                .starts_with(module_path!().trim_end_matches("::tests"))
+    }
+
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+
+    fn event(&self, event: &tracing::Event<'_>) {
+        struct Message(String);
+        impl tracing::field::Visit for Message {
+            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+                if field.name() == "message" {
+                    self.0 = format!("{value:?}");
+                }
+            }
+        }
+        let mut m = Message(String::new());
+        event.record(&mut m);
+        self.0.lock().unwrap().push(m.0);
+    }
+
+    fn enter(&self, _: &tracing::span::Id) {}
+
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+/// A retention deadline an hour from now.
+fn far() -> i64 {
+    now_ms() + 3_600_000
+}
+
+mod connecting;
+mod discovery_bookkeeping;
+mod hold_back;
+mod identity;
+mod removals;
