@@ -3,7 +3,7 @@
 use crate::checkpoint::CheckpointError;
 use crate::deserializer::DeserializeError;
 use crate::kafka::offsets::OffsetError;
-use crate::kafka::properties::{ClientProperties, REDACTED};
+use crate::kafka::properties::ClientProperties;
 use crate::metadata::MetadataError;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 
@@ -169,12 +169,15 @@ impl SourceError {
         e: &dyn std::fmt::Display,
         props: &ClientProperties,
     ) -> Self {
-        let mut message = format!("{what}: {e}");
-        for (k, v) in props.iter() {
-            if props.is_secret(k) && !v.is_empty() {
-                message = message.replace(v, REDACTED);
-            }
-        }
+        // librdkafka's reason may quote the value: it names the key instead.
+        let refused = props.refusal(&e.to_string());
+        let message = match &refused.key {
+            Some(key) => format!(
+                "{what}: property `{key}` refused by librdkafka: {}",
+                refused.reason
+            ),
+            None => format!("{what}: {}", refused.reason),
+        };
         SourceError::Kafka {
             cluster: cluster.to_string(),
             message,
@@ -311,6 +314,21 @@ mod tests {
             &ClientProperties::new(),
         );
         assert!(!refused.is_retriable());
+        // A refused client names the key, never the value.
+        let mut props = ClientProperties::new();
+        props.set("fetch.max.bytes", "banana");
+        let refused = SourceError::cluster(
+            "east",
+            "create client",
+            &"Invalid value \"banana\" for configuration property \"fetch.max.bytes\"",
+            &props,
+        );
+        let text = refused.to_string();
+        assert!(!text.contains("banana"), "{text}");
+        assert!(
+            text.contains("property `fetch.max.bytes` refused"),
+            "{text}"
+        );
         assert!(
             SourceError::internal("a discovery task", "panicked")
                 .to_string()
