@@ -15,6 +15,7 @@ use super::plan::ClusterView;
 use crate::error::SourceError;
 use crate::kafka::client::ClusterClient;
 use crate::kafka::client::{close_detached, detached};
+use crate::kafka::properties::ClientProperties;
 use crate::metrics as m;
 use crate::reader::ReaderEvent;
 
@@ -55,6 +56,9 @@ pub(super) struct Pending {
     pub(super) failures: u32,
     /// When to try again (`None`: not scheduled).
     pub(super) retry_at: Option<Instant>,
+    /// The client properties of the last attempt (`None`: none made yet). An answer
+    /// to properties the metadata changed meanwhile is not taken.
+    pub(super) tried: Option<ClientProperties>,
 }
 
 /// The wait before attempt `failures + 1`: 1 s, doubled per failure, at most 30 s.
@@ -73,6 +77,7 @@ impl Enumerator {
             in_flight: false,
             failures: 0,
             retry_at: Some(Instant::now()),
+            tried: None,
         });
         if p.view != view {
             p.view = view;
@@ -99,6 +104,7 @@ impl Enumerator {
         p.in_flight = true;
         p.retry_at = None;
         let wanted = WantedCluster::new(&self.cfg, &p.view);
+        p.tried = Some(wanted.props.clone());
         let make = client(&self.cfg, cluster, &wanted.props);
         let cluster = cluster.clone();
         self.connecting.spawn(detached(move || {
@@ -146,6 +152,16 @@ impl Enumerator {
             close_detached(connected);
             return Ok(false);
         }
+        if self.properties_changed_since_tried(&cluster) {
+            // The metadata changed the cluster's properties while the attempt ran: its
+            // answer (a client, or why there is none) is for the old ones.
+            close_detached(connected);
+            if let Some(p) = self.pending.get_mut(&cluster) {
+                p.in_flight = false;
+            }
+            self.start_connect(&cluster);
+            return Ok(false);
+        }
         let is_fatal = fatal(&connected);
         let (client, id) = match connected.into_answer() {
             Ok(answer) => answer,
@@ -174,6 +190,15 @@ impl Enumerator {
         metrics::gauge!(m::CLUSTER_ACTIVE, "cluster" => cluster.to_string()).set(1.0);
         metrics::gauge!(m::CLUSTERS).set(self.clusters.len() as f64);
         Ok(true)
+    }
+
+    /// Whether a pending cluster's client properties differ from its last attempt's.
+    fn properties_changed_since_tried(&self, cluster: &Arc<str>) -> bool {
+        self.pending.get(cluster).is_some_and(|p| {
+            p.tried
+                .as_ref()
+                .is_some_and(|tried| *tried != WantedCluster::new(&self.cfg, &p.view).props)
+        })
     }
 
     /// Says a failed attempt (once per distinct error) and schedules the next one.

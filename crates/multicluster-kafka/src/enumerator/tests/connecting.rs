@@ -6,6 +6,7 @@ use super::*;
 fn connecting() -> Harness {
     let mut h = Harness::new(config(), stream(vec![("east", meta("east", &["t"]))]));
     let view = clusters_of_streams(h.e.latest.values())["east"].clone();
+    let tried = Some(WantedCluster::new(&h.e.cfg, &view).props);
     h.e.pending.insert(
         key("east"),
         Pending {
@@ -13,6 +14,7 @@ fn connecting() -> Harness {
             in_flight: true,
             failures: 0,
             retry_at: None,
+            tried,
         },
     );
     h
@@ -156,4 +158,31 @@ async fn a_late_answer_of_a_cluster_that_left_the_metadata_is_dropped() {
     assert!(h.events(0).is_empty());
     assert!(!h.e.connected(key("east"), no_answer(), |_| false).unwrap());
     assert!(h.e.pending.is_empty(), "no retry for it either");
+}
+
+#[tokio::test(start_paused = true)]
+async fn properties_changed_during_an_attempt_are_tried_at_once_whatever_it_answers() {
+    let answers: [fn() -> Connected; 3] = [
+        || Connected::Refused(err("east", "bad property")),
+        || Connected::Answered(idle_client("east"), "K1".to_string()),
+        no_answer,
+    ];
+    for answer in answers {
+        let mut h = Harness::new(config(), stream(vec![("east", meta("east", &["t"]))]));
+        let view = clusters_of_streams(h.e.latest.values())["east"].clone();
+        h.e.want_cluster(key("east"), view.clone());
+        assert!(h.pending("east").in_flight);
+        // The metadata changes the cluster's properties while the attempt runs.
+        let mut fixed = view;
+        fixed.properties.set("client.id", "fixed");
+        h.e.want_cluster(key("east"), fixed.clone());
+
+        // The answer to the old properties: neither read nor waited on.
+        assert!(!h.e.connected(key("east"), answer(), |_| false).unwrap());
+        assert!(h.e.clusters.is_empty(), "read with the old properties");
+        let p = h.pending("east");
+        assert!(p.in_flight, "the new properties are tried at once");
+        assert_eq!(p.view, fixed);
+        assert_eq!(p.failures, 0);
+    }
 }
