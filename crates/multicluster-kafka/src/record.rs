@@ -4,11 +4,15 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use crate::metadata::index::{StreamIds, StreamIndex};
 use crate::split::SplitId;
 
 /// One record, with where it came from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Record<V> {
+    /// The subscribed streams the record belongs to: the ids of the streams that read
+    /// its topic on its cluster (usually one; several when streams share the topic).
+    pub streams: Arc<[Arc<str>]>,
     /// Logical cluster id.
     pub cluster: Arc<str>,
     /// Topic.
@@ -103,6 +107,10 @@ pub struct RecordBatch<V> {
     pub(crate) cluster: Arc<str>,
     /// Topics of the batch; entries name theirs by index.
     pub(crate) topics: Vec<Arc<str>>,
+    /// The streams of each topic, by the same index (set when the batch is handed
+    /// out; `no_streams` for a topic without).
+    pub(crate) streams: Vec<StreamIds>,
+    pub(crate) no_streams: StreamIds,
     /// The keys (and usually the values) of the records, one after the other.
     pub(crate) data: Bytes,
     pub(crate) entries: Vec<BatchEntry<V>>,
@@ -147,9 +155,24 @@ impl<V> RecordBatch<V> {
         Self {
             cluster,
             topics: Vec::new(),
+            streams: Vec::new(),
+            no_streams: StreamIds::from(Vec::new()),
             data: Bytes::new(),
             entries: Vec::new(),
         }
+    }
+
+    /// Names the streams of each of the batch's topics, as `index` has them now.
+    pub(crate) fn set_streams(&mut self, index: &StreamIndex) {
+        self.streams = self
+            .topics
+            .iter()
+            .map(|t| index.get(&self.cluster, t))
+            .collect();
+    }
+
+    fn streams_of(&self, topic: u32) -> &StreamIds {
+        self.streams.get(topic as usize).unwrap_or(&self.no_streams)
     }
 
     /// Drops the records of these splits (splits of other clusters are ignored).
@@ -195,6 +218,7 @@ impl<V> RecordBatch<V> {
 
     fn view<'a>(&'a self, e: &'a BatchEntry<V>) -> RecordRef<'a, V> {
         RecordRef {
+            streams: self.streams_of(e.topic),
             cluster: &self.cluster,
             topic: &self.topics[e.topic as usize],
             partition: e.partition,
@@ -207,8 +231,15 @@ impl<V> RecordBatch<V> {
         }
     }
 
-    fn owned(cluster: &Arc<str>, topics: &[Arc<str>], data: &Bytes, e: BatchEntry<V>) -> Record<V> {
+    fn owned(
+        cluster: &Arc<str>,
+        topics: &[Arc<str>],
+        streams: &StreamIds,
+        data: &Bytes,
+        e: BatchEntry<V>,
+    ) -> Record<V> {
         Record {
+            streams: streams.clone(),
             cluster: cluster.clone(),
             topic: topics[e.topic as usize].clone(),
             partition: e.partition,
@@ -239,6 +270,8 @@ fn key_range((start, len): (usize, u32)) -> std::ops::Range<usize> {
 /// A record of a [`RecordBatch`], borrowed from it.
 #[derive(Debug)]
 pub struct RecordRef<'a, V> {
+    /// The subscribed streams the record belongs to (see [`Record::streams`]).
+    pub streams: &'a Arc<[Arc<str>]>,
     /// Logical cluster id.
     pub cluster: &'a Arc<str>,
     /// Topic.
@@ -288,6 +321,7 @@ impl<V> RecordRef<'_, V> {
         V: Clone,
     {
         Record {
+            streams: self.streams.clone(),
             cluster: self.cluster.clone(),
             topic: self.topic.clone(),
             partition: self.partition,
@@ -341,6 +375,8 @@ impl<'a, V> IntoIterator for &'a RecordBatch<V> {
 pub struct IntoIter<V> {
     cluster: Arc<str>,
     topics: Vec<Arc<str>>,
+    streams: Vec<StreamIds>,
+    no_streams: StreamIds,
     data: Bytes,
     entries: std::vec::IntoIter<BatchEntry<V>>,
 }
@@ -350,9 +386,14 @@ impl<V> Iterator for IntoIter<V> {
 
     fn next(&mut self) -> Option<Record<V>> {
         let e = self.entries.next()?;
+        let streams = self
+            .streams
+            .get(e.topic as usize)
+            .unwrap_or(&self.no_streams);
         Some(RecordBatch::owned(
             &self.cluster,
             &self.topics,
+            streams,
             &self.data,
             e,
         ))
@@ -373,6 +414,8 @@ impl<V> IntoIterator for RecordBatch<V> {
         IntoIter {
             cluster: self.cluster,
             topics: self.topics,
+            streams: self.streams,
+            no_streams: self.no_streams,
             data: self.data,
             entries: self.entries.into_iter(),
         }
@@ -385,6 +428,8 @@ impl<V> IntoIter<V> {
         RecordBatch {
             cluster: self.cluster,
             topics: self.topics,
+            streams: self.streams,
+            no_streams: self.no_streams,
             data: self.data,
             entries: self.entries.collect(),
         }
@@ -394,8 +439,12 @@ impl<V> IntoIter<V> {
     pub(crate) fn next_counted(&mut self) -> Option<(Record<V>, u32)> {
         let e = self.entries.next()?;
         let bytes = e.bytes;
+        let streams = self
+            .streams
+            .get(e.topic as usize)
+            .unwrap_or(&self.no_streams);
         Some((
-            RecordBatch::owned(&self.cluster, &self.topics, &self.data, e),
+            RecordBatch::owned(&self.cluster, &self.topics, streams, &self.data, e),
             bytes,
         ))
     }

@@ -764,3 +764,45 @@ fn a_deserializer_sees_the_headers_of_each_record() {
         ]
     );
 }
+
+#[test]
+fn each_record_names_the_streams_that_read_its_topic() {
+    let c = MockKafkaCluster::start("streams-of", 1).unwrap();
+    for t in ["orders", "shared"] {
+        c.create_topic(t, 1).unwrap();
+        c.produce(t, &[TestRecord::value(t)]).unwrap();
+    }
+    let on = |topics: &[&str]| {
+        ClusterMetadata::builder(c.bootstrap_servers())
+            .topics(topics.iter().copied())
+            .build()
+            .unwrap()
+    };
+    let svc = StaticMetadataService::new([
+        KafkaStream::new("orders").with_cluster("c", on(&["orders", "shared"])),
+        KafkaStream::new("audit").with_cluster("c", on(&["shared"])),
+    ])
+    .unwrap();
+    let got = mck_testkit::runtime().block_on(async {
+        let mut s = MultiClusterKafkaSource::builder()
+            .metadata_service(svc)
+            .stream_ids(["orders", "audit"])
+            .deserializer(Utf8)
+            .stopping_offsets(StoppingOffsets::Latest)
+            .build()
+            .unwrap()
+            .open()
+            .await
+            .unwrap();
+        let mut got = BTreeMap::new();
+        while let Some(r) = s.next().await {
+            let r = r.unwrap();
+            let streams: Vec<String> = r.streams.iter().map(|s| s.to_string()).collect();
+            got.insert(r.value, streams);
+        }
+        s.close().await;
+        got
+    });
+    assert_eq!(got["orders"], ["orders"]);
+    assert_eq!(got["shared"], ["audit", "orders"]);
+}

@@ -94,6 +94,18 @@ pub(crate) struct Enumerator {
     /// Removals not confirmed by their readers yet, and removed clusters waiting for
     /// their last commit.
     removals: removal::Removals,
+    /// The streams of each cluster's topic, for the readers' records.
+    stream_index: crate::metadata::index::StreamIndex,
+}
+
+/// What the enumerator shares with the readers of its source.
+pub(crate) struct Shared {
+    /// Positions of removed splits.
+    pub retained: crate::enumerator::retention::Retained,
+    /// The clusters the metadata service calls active.
+    pub active: crate::enumerator::active::ActiveClusters,
+    /// The streams of each cluster's topic.
+    pub stream_index: crate::metadata::index::StreamIndex,
 }
 
 /// How often a bounded run checks that the topics it reads still exist.
@@ -142,6 +154,7 @@ impl Enumerator {
             removals: removal::Removals::default(),
             retained,
             active,
+            stream_index: Default::default(),
         }
     }
 
@@ -157,9 +170,13 @@ impl Enumerator {
         readers: BTreeMap<usize, mpsc::UnboundedSender<ReaderEvent>>,
         notices: mpsc::UnboundedReceiver<ReaderNotice>,
         commands: mpsc::Receiver<Command>,
-        retained: crate::enumerator::retention::Retained,
-        active: crate::enumerator::active::ActiveClusters,
+        shared: Shared,
     ) -> Result<Enumerator, SourceError> {
+        let Shared {
+            retained,
+            active,
+            stream_index,
+        } = shared;
         let streams = subscribed_streams(&cfg, service.as_ref(), true).await?;
         let mut e = Enumerator::new(
             cfg.clone(),
@@ -170,6 +187,7 @@ impl Enumerator {
             retained,
             active,
         );
+        e.stream_index = stream_index;
         e.latest = streams.clone();
         for (cluster, view) in clusters_of_streams(streams.values()) {
             e.want_cluster(Arc::from(cluster.as_str()), view);
@@ -183,6 +201,7 @@ impl Enumerator {
                 (id, s)
             })
             .collect();
+        e.stream_index.set(&e.streams);
         let views = e.views.clone();
         e.refresh_active(&views).await;
         let restored = e.restore()?;
@@ -296,6 +315,7 @@ impl Enumerator {
             tracing::info!(target: CHANGES_TARGET, "{line}");
         }
         self.streams = now_read;
+        self.stream_index.set(&self.streams);
     }
 
     fn broadcast_cluster_info(&self) {

@@ -72,6 +72,7 @@ impl Enumerator {
         let mut held = self.hold_back(&mut p, &mut new_views);
         if p.is_empty() {
             self.streams = applied_streams(&self.streams, streams, &held, |_| true);
+            self.stream_index.set(&self.streams);
             return;
         }
         let began = std::time::Instant::now();
@@ -92,6 +93,7 @@ impl Enumerator {
             tracing::info!(target: CHANGES_TARGET, "{line}");
         }
         self.streams = applied;
+        self.stream_index.set(&self.streams);
         self.generation += 1;
         metrics::gauge!(m::METADATA_GENERATION).set(self.generation as f64);
         metrics::counter!(m::RECONCILIATIONS).increment(1);

@@ -9,6 +9,7 @@
 //!   same name.
 
 mod error;
+pub(crate) mod index;
 pub mod file;
 mod model;
 mod single_cluster;

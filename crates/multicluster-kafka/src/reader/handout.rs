@@ -145,6 +145,8 @@ impl<D: Deserializer> SourceReader<D> {
             self.report_lag();
             return None;
         }
+        let mut batch = batch;
+        batch.set_streams(&self.stream_index);
         self.handout.records = Some(batch.into_iter());
         self.handout.failed = polled.failed.map(|f| (cluster.clone(), f));
         self.handout.cluster = Some(cluster);

@@ -96,6 +96,8 @@ pub struct SourceReader<D: Deserializer> {
     retained: crate::enumerator::retention::Retained,
     /// Clusters whose errors count (the others are leaving the metadata).
     active: crate::enumerator::active::ActiveClusters,
+    /// The streams of each cluster's topic, named on the records handed out.
+    stream_index: crate::metadata::index::StreamIndex,
     counters: HashMap<Arc<str>, (metrics::Counter, metrics::Counter)>,
     closed: bool,
 }
@@ -121,6 +123,7 @@ pub(crate) struct ReaderParts<D: Deserializer> {
     pub client_hooks: Option<crate::kafka::hooks::ClientHooksFactory>,
     pub retained: crate::enumerator::retention::Retained,
     pub active: crate::enumerator::active::ActiveClusters,
+    pub stream_index: crate::metadata::index::StreamIndex,
 }
 
 impl<D: Deserializer> SourceReader<D> {
@@ -149,6 +152,7 @@ impl<D: Deserializer> SourceReader<D> {
             client_hooks: parts.client_hooks,
             retained: parts.retained,
             active: parts.active,
+            stream_index: parts.stream_index,
             counters: HashMap::new(),
             closed: false,
         }
@@ -291,6 +295,7 @@ mod tests {
             client_hooks: None,
             retained: Default::default(),
             active: Default::default(),
+            stream_index: Default::default(),
         })
     }
 

@@ -84,6 +84,7 @@ impl<D: Deserializer> MultiClusterKafkaSource<D> {
         let cfg = Arc::new(self.cfg);
         let retained = crate::enumerator::retention::Retained::default();
         let active = crate::enumerator::active::ActiveClusters::default();
+        let stream_index = crate::metadata::index::StreamIndex::default();
         let (notice_tx, notice_rx) = mpsc::unbounded_channel();
         let (cmd_tx, cmd_rx) = mpsc::channel(16);
         let mut senders = BTreeMap::new();
@@ -103,6 +104,7 @@ impl<D: Deserializer> MultiClusterKafkaSource<D> {
                 client_hooks: cfg.client_hooks.clone(),
                 retained: retained.clone(),
                 active: active.clone(),
+                stream_index: stream_index.clone(),
             }));
         }
         drop(notice_tx);
@@ -112,8 +114,11 @@ impl<D: Deserializer> MultiClusterKafkaSource<D> {
             senders,
             notice_rx,
             cmd_rx,
-            retained,
-            active,
+            crate::enumerator::Shared {
+                retained,
+                active,
+                stream_index,
+            },
         )
         .await?;
         let task = tokio::spawn(enumerator.run());
