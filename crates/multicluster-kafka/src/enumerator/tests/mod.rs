@@ -7,6 +7,7 @@
 //! never asked anything here, and, being static, never destroyed either.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -26,7 +27,7 @@ use crate::kafka::client::ClusterClient;
 use crate::kafka::hooks::ClientSetup;
 use crate::kafka::offsets::{StartingOffsets, StoppingOffsets};
 use crate::kafka::properties::ClientProperties;
-use crate::metadata::{ClusterMetadata, StaticMetadataService};
+use crate::metadata::{ClusterMetadata, MetadataError, StaticMetadataService};
 use crate::source::config::Subscription;
 
 const STREAM: &str = "s";
@@ -118,11 +119,56 @@ fn key(cluster: &str) -> Arc<str> {
     Arc::from(cluster)
 }
 
+/// A static metadata service that can be made to fail.
+struct TestService {
+    streams: StaticMetadataService,
+    failing: AtomicBool,
+}
+
+impl TestService {
+    fn replace(&self, streams: impl IntoIterator<Item = KafkaStream>) -> Result<(), MetadataError> {
+        self.streams.replace(streams)
+    }
+
+    /// Makes every read fail from now on (`true`) or answer again (`false`).
+    fn fail(&self, failing: bool) {
+        self.failing.store(failing, Ordering::SeqCst);
+    }
+
+    fn check(&self) -> Result<(), MetadataError> {
+        if self.failing.load(Ordering::SeqCst) {
+            Err(MetadataError::Closed)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl KafkaMetadataService for TestService {
+    async fn describe_streams(
+        &self,
+        stream_ids: &[String],
+    ) -> Result<BTreeMap<String, KafkaStream>, MetadataError> {
+        self.check()?;
+        self.streams.describe_streams(stream_ids).await
+    }
+
+    async fn all_streams(&self) -> Result<BTreeMap<String, KafkaStream>, MetadataError> {
+        self.check()?;
+        self.streams.all_streams().await
+    }
+
+    async fn close(&self) -> Result<(), MetadataError> {
+        self.streams.close().await
+    }
+}
+
 /// An enumerator with no cluster read yet, the service it reads, and its readers'
 /// ends of their event channels.
 struct Harness {
     e: Enumerator,
-    service: Arc<StaticMetadataService>,
+    service: Arc<TestService>,
     readers: Vec<mpsc::UnboundedReceiver<ReaderEvent>>,
     retained: Retained,
     notices: Option<mpsc::UnboundedSender<ReaderNotice>>,
@@ -131,7 +177,10 @@ struct Harness {
 
 impl Harness {
     fn new(cfg: SourceConfig, metadata: KafkaStream) -> Self {
-        let service = Arc::new(StaticMetadataService::new([metadata.clone()]).unwrap());
+        let service = Arc::new(TestService {
+            streams: StaticMetadataService::new([metadata.clone()]).unwrap(),
+            failing: AtomicBool::new(false),
+        });
         let mut senders = BTreeMap::new();
         let mut readers = Vec::new();
         for r in 0..cfg.parallelism {
@@ -287,4 +336,5 @@ mod connecting;
 mod discovery_bookkeeping;
 mod hold_back;
 mod identity;
+mod metadata_reads;
 mod removals;
