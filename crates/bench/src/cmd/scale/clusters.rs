@@ -255,6 +255,16 @@ fn report(args: &ClustersArgs, points: &[Point]) {
             p.f.get("cpu_groups").map_or("?", String::as_str)
         );
     }
+    println!();
+    println!("Times each thread group was scheduled in, per second of the window (wake-ups):");
+    println!();
+    for p in points {
+        println!(
+            "- {} cluster(s): {}",
+            p.clusters,
+            p.f.get("runs_groups").map_or("?", String::as_str)
+        );
+    }
     let (Some(first), Some(last)) = (points.first(), points.last()) else {
         return;
     };

@@ -88,11 +88,11 @@ pub fn thread_groups() -> std::collections::BTreeMap<String, usize> {
     groups
 }
 
-/// CPU seconds of this process's live threads by group, from
-/// `/proc/self/task/*/schedstat` (nanoseconds on the CPU, exact, where `stat`'s
+/// CPU seconds and times run (scheduled in) of this process's live threads by group,
+/// from `/proc/self/task/*/schedstat` (nanoseconds on the CPU, exact, where `stat`'s
 /// utime + stime count in ticks and miss threads that run in short bursts).
-pub fn threads_cpu_exact() -> crate::cpu::ThreadsCpu {
-    let mut groups = crate::cpu::ThreadsCpu::new();
+pub fn threads_sched() -> std::collections::BTreeMap<String, (f64, u64)> {
+    let mut groups = std::collections::BTreeMap::<String, (f64, u64)>::new();
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
         return groups;
     };
@@ -103,14 +103,17 @@ pub fn threads_cpu_exact() -> crate::cpu::ThreadsCpu {
         ) else {
             continue;
         };
-        let ns = sched
+        // `<ns on the CPU> <ns waiting> <times run>`
+        let f: Vec<u64> = sched
             .split_whitespace()
-            .next()
-            .and_then(|v| v.parse::<u64>().ok());
-        if let (Some((name, _)), Some(ns)) = (crate::cpu::stat_cpu(&stat), ns) {
-            *groups
+            .filter_map(|v| v.parse().ok())
+            .collect();
+        if let (Some((name, _)), [ns, _, runs, ..]) = (crate::cpu::stat_cpu(&stat), &f[..]) {
+            let g = groups
                 .entry(crate::cpu::thread_group(name).to_string())
-                .or_default() += ns as f64 / 1e9;
+                .or_default();
+            g.0 += *ns as f64 / 1e9;
+            g.1 += runs;
         }
     }
     groups

@@ -12,7 +12,7 @@ use multicluster_kafka::metadata::MetadataError;
 use multicluster_kafka::prelude::*;
 use tokio::sync::{mpsc, watch};
 
-use super::threads_cpu_exact as threads_cpu;
+use super::threads_sched;
 use super::{rss_mib, thread_count, thread_groups};
 use crate::cpu::process_cpu;
 
@@ -203,7 +203,7 @@ pub fn point(args: &PointArgs) {
         put("open_all_ms", format!("{:.1}", ms_since(t0, all)));
 
         tokio::time::sleep(Duration::from_secs_f64(args.warmup)).await;
-        let groups0 = threads_cpu();
+        let groups0 = threads_sched();
         let (r0, cpu0, w0) = (
             records.load(Ordering::Relaxed),
             process_cpu(),
@@ -215,17 +215,18 @@ pub fn point(args: &PointArgs) {
             process_cpu(),
             w0.elapsed().as_secs_f64(),
         );
-        let groups1 = threads_cpu();
+        let groups1 = threads_sched();
         let read = (r1 - r0).max(1);
-        // CPU ns per record by thread group (threads live through the whole window).
-        let by_group: Vec<String> = groups1
-            .iter()
-            .map(|(g, secs)| {
-                let before = groups0.get(g).copied().unwrap_or(0.0);
-                let ns = (secs - before) / read as f64 * 1e9;
-                format!("{}:{ns:.0}", g.replace([' ', '=', ','], "_"))
-            })
-            .collect();
+        // CPU ns per record, and times scheduled in per second, by thread group
+        // (threads live through the whole window).
+        let (mut by_group, mut runs) = (Vec::new(), Vec::new());
+        for (g, (cpu, n)) in &groups1 {
+            let (cpu0, n0) = groups0.get(g).copied().unwrap_or_default();
+            let g = g.replace([' ', '=', ','], "_");
+            by_group.push(format!("{g}:{:.0}", (cpu - cpu0) / read as f64 * 1e9));
+            runs.push(format!("{g}:{:.0}", n.saturating_sub(n0) as f64 / secs));
+        }
+        put("runs_groups", runs.join(","));
         put("cpu_groups", by_group.join(","));
         put("records", read.to_string());
         put("rate", format!("{:.0}", read as f64 / secs));
