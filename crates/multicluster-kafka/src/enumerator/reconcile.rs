@@ -15,6 +15,32 @@ use crate::metrics as m;
 use crate::reader::ReaderEvent;
 use crate::split::SplitId;
 
+/// What becomes of a cluster whose new bootstrap list leads to another Kafka cluster
+/// than the one it was read on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum AnotherKafkaCluster {
+    /// The metadata names the old `cluster.id` in the cluster's `replaces`: the new
+    /// one is read afresh.
+    Replaces,
+    /// The metadata sets the cluster's starting offsets: the new one is read afresh
+    /// from them.
+    StartsFresh,
+    /// Neither: the new properties are refused and the old clients read on.
+    Refused,
+}
+
+/// The rule for a cluster with metadata `view` whose new bootstrap list leads away from
+/// Kafka cluster.id `expected`.
+pub(super) fn on_another_kafka_cluster(view: &ClusterView, expected: &str) -> AnotherKafkaCluster {
+    if view.replaces.as_deref() == Some(expected) {
+        AnotherKafkaCluster::Replaces
+    } else if view.starting_offsets.is_some() {
+        AnotherKafkaCluster::StartsFresh
+    } else {
+        AnotherKafkaCluster::Refused
+    }
+}
+
 impl Enumerator {
     /// Reads the metadata again and applies what changed.
     pub(super) async fn refresh_metadata(&mut self) {
@@ -256,7 +282,8 @@ impl Enumerator {
                     if let Ok((c, _)) = made {
                         close_detached(c);
                     }
-                    if view.replaces.as_deref() == Some(expected.as_str()) {
+                    let choice = on_another_kafka_cluster(view, &expected);
+                    if choice == AnotherKafkaCluster::Replaces {
                         tracing::info!(
                             cluster,
                             expected,
@@ -264,7 +291,7 @@ impl Enumerator {
                             "the new bootstrap list leads to another Kafka cluster, which the metadata says replaces the old one: starting it fresh there"
                         );
                         replaced.push((key.clone(), view.clone()));
-                    } else if view.starting_offsets.is_some() {
+                    } else if choice == AnotherKafkaCluster::StartsFresh {
                         tracing::info!(
                             cluster,
                             expected,

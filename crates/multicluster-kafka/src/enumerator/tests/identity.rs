@@ -175,3 +175,40 @@ async fn a_restore_onto_another_cluster_fails_unless_replaced_or_discarded() {
     cfg.discard_mismatched_positions = true;
     assert_eq!(restore(cfg, meta("east", &["t"])).unwrap(), (vec![], 0));
 }
+
+#[test]
+fn a_new_bootstrap_list_leading_to_another_cluster_is_read_afresh_only_when_the_metadata_says_so() {
+    use super::super::reconcile::{AnotherKafkaCluster as A, on_another_kafka_cluster};
+    let view = |replaces: Option<&str>, start: Option<StartingOffsets>| ClusterView {
+        topics: BTreeSet::from(["t".to_string()]),
+        properties: ClientProperties::new(),
+        starting_offsets: start,
+        stopping_offsets: None,
+        replaces: replaces.map(str::to_string),
+    };
+    let latest = Some(StartingOffsets::Latest);
+    assert_eq!(
+        on_another_kafka_cluster(&view(Some("K1"), None), "K1"),
+        A::Replaces
+    );
+    assert_eq!(
+        on_another_kafka_cluster(&view(Some("K1"), latest.clone()), "K1"),
+        A::Replaces
+    );
+    assert_eq!(
+        on_another_kafka_cluster(&view(Some("K0"), latest.clone()), "K1"),
+        A::StartsFresh
+    );
+    assert_eq!(
+        on_another_kafka_cluster(&view(None, latest), "K1"),
+        A::StartsFresh
+    );
+    assert_eq!(
+        on_another_kafka_cluster(&view(Some("K0"), None), "K1"),
+        A::Refused
+    );
+    assert_eq!(
+        on_another_kafka_cluster(&view(None, None), "K1"),
+        A::Refused
+    );
+}
