@@ -532,6 +532,7 @@ mod tests {
 
     fn record(key: Option<&[u8]>, value: &[u8]) -> Record<Option<Bytes>> {
         Record {
+            streams: Arc::from([Arc::from("orders")]),
             cluster: Arc::from("east"),
             topic: Arc::from("orders"),
             partition: 2,
