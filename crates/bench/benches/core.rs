@@ -4,9 +4,10 @@
 use std::collections::BTreeMap;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use multicluster_kafka::assignment::{AssignmentStrategy, assign};
+use multicluster_kafka::AssignmentStrategy;
 use multicluster_kafka::checkpoint::Checkpoint;
 use multicluster_kafka::split::{KafkaSplit, SplitId};
+use multicluster_kafka::unstable::assign;
 
 fn splits(n: usize) -> Vec<KafkaSplit> {
     (0..n)

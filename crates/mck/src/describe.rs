@@ -19,8 +19,8 @@ use multicluster_kafka::inspect::{
 };
 use multicluster_kafka::metadata::KafkaStream;
 use multicluster_kafka::metadata::file::read_metadata;
-use multicluster_kafka::plan::clusters_of_streams;
 use multicluster_kafka::properties::{BOOTSTRAP_SERVERS, ClientProperties, RefusedProperty};
+use multicluster_kafka::unstable::plan::clusters_of_streams;
 use serde_json::{Value, json};
 
 use crate::args::{MetadataFile, parse_duration};

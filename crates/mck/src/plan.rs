@@ -1,6 +1,6 @@
 //! `mck plan OLD NEW`: what a running source would do if the metadata changed from
 //! OLD to NEW. The change itself comes from the library's pure
-//! [`multicluster_kafka::plan::plan`]; this command adds what only the clusters know
+//! [`multicluster_kafka::unstable::plan::plan`]; this command adds what only the clusters know
 //! (the splits added and removed, and the offsets new splits would start at) and
 //! renders it for a person or as JSON.
 
@@ -14,11 +14,12 @@ use multicluster_kafka::error::SourceError;
 use multicluster_kafka::inspect::{ClusterQuery, ClusterReport, InspectOptions, inspect_clusters};
 use multicluster_kafka::metadata::KafkaStream;
 use multicluster_kafka::metadata::file::read_metadata;
+use multicluster_kafka::offsets::StartingOffsets;
 #[cfg(test)]
 use multicluster_kafka::offsets::StoppingOffsets;
-use multicluster_kafka::offsets::{StartingOffsets, resolve_start};
-use multicluster_kafka::plan::{ClusterView, clusters_of_streams, plan};
 use multicluster_kafka::properties::ClientProperties;
+use multicluster_kafka::unstable::plan::{ClusterView, clusters_of_streams, plan};
+use multicluster_kafka::unstable::resolve_start;
 use serde_json::{Value, json};
 
 use crate::args::parse_duration;

@@ -124,7 +124,7 @@ impl PartitionReport {
         (self.latest - self.earliest).max(0)
     }
 
-    /// The facts [`crate::kafka::offsets::resolve_start`] needs to decide where a split of
+    /// The facts [`crate::unstable::resolve_start`] needs to decide where a split of
     /// this partition would start.
     pub fn facts(&self) -> PartitionFacts {
         PartitionFacts {

@@ -14,7 +14,8 @@
 //!   [`SourceCoordinator`], [`SourceReader`]);
 //! - `enumerator/`: the single coordinator: subscription, connecting to clusters in
 //!   the background, partition discovery, restore from a checkpoint, live
-//!   reconciliation ([`plan`]), split assignment ([`assignment`]), commits;
+//!   reconciliation (`plan`), split assignment (`assignment`), commits; the pure parts
+//!   are in [`unstable`] for the CLI and benchmarks;
 //! - `reader/`: the parallel readers: applying assignments, one fetcher thread per
 //!   cluster, handing records out in order, positions;
 //! - `kafka/`: one cluster's clients, [`properties`] (secrets redacted), where
@@ -50,7 +51,7 @@ pub mod record;
 mod source;
 pub mod split;
 
-pub use enumerator::{assignment, plan};
+pub use enumerator::assignment::AssignmentStrategy;
 pub use hybrid::file_source;
 pub use kafka::{hooks as client_context, offsets, properties};
 
@@ -65,6 +66,20 @@ pub use source::{
     DEFAULT_RETENTION, KafkaSourceStream, MultiClusterKafkaSource, SourceBuilder,
     SourceCoordinator,
 };
+
+/// Building blocks of the source that its command-line tool and benchmarks use: the
+/// pure reconciliation [`plan`](unstable::plan) of two metadata snapshots, split
+/// [`assign`](unstable::assign)ment, and where a split starts or stops given a
+/// partition's offsets ([`resolve_start`](unstable::resolve_start),
+/// [`resolve_stop`](unstable::resolve_stop)).
+///
+/// **Unstable:** not part of the crate's supported API; anything here may change or go
+/// in any release, semver notwithstanding.
+pub mod unstable {
+    pub use crate::enumerator::assignment::{assign, per_cluster_owner};
+    pub use crate::enumerator::plan;
+    pub use crate::kafka::resolve::{resolve_start, resolve_stop};
+}
 
 /// The names most programs need.
 pub mod prelude {

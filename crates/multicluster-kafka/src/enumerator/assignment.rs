@@ -48,7 +48,7 @@ fn stable_hash(parts: &[&str]) -> u64 {
 /// The per-cluster owner of `id` among `readers` readers (`readers > 0`).
 ///
 /// ```
-/// use multicluster_kafka::assignment::per_cluster_owner;
+/// use multicluster_kafka::unstable::per_cluster_owner;
 /// use multicluster_kafka::split::SplitId;
 /// let a = per_cluster_owner(&SplitId::new("east", "orders", 0), 4);
 /// let b = per_cluster_owner(&SplitId::new("east", "orders", 1), 4);
@@ -69,7 +69,8 @@ pub fn per_cluster_owner(id: &SplitId, readers: usize) -> usize {
 ///
 /// ```
 /// use std::collections::BTreeMap;
-/// use multicluster_kafka::assignment::{assign, AssignmentStrategy};
+/// use multicluster_kafka::AssignmentStrategy;
+/// use multicluster_kafka::unstable::assign;
 /// use multicluster_kafka::split::SplitId;
 /// let new: Vec<SplitId> = (0..5).map(|p| SplitId::new("east", "t", p)).collect();
 /// let got = assign(&BTreeMap::new(), &new, &[0, 1], AssignmentStrategy::Global);

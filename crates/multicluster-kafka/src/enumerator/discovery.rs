@@ -8,7 +8,8 @@ use super::Enumerator;
 use crate::error::SourceError;
 use crate::kafka::client::ClusterClient;
 use crate::kafka::client::detached;
-use crate::kafka::offsets::{StartingOffsets, StoppingOffsets, resolve_start, resolve_stop};
+use crate::kafka::offsets::{StartingOffsets, StoppingOffsets};
+use crate::kafka::resolve::{resolve_start, resolve_stop};
 use crate::reader::ReaderEvent;
 use crate::split::{KafkaSplit, SplitId};
 

@@ -31,7 +31,7 @@ pub struct ClusterView {
 ///
 /// ```
 /// use multicluster_kafka::metadata::{ClusterMetadata, KafkaStream};
-/// use multicluster_kafka::plan::clusters_of_streams;
+/// use multicluster_kafka::unstable::plan::clusters_of_streams;
 /// let m = |t: &str| ClusterMetadata::builder("a:9092").topic(t).build().unwrap();
 /// let streams = [KafkaStream::new("s1").with_cluster("a", m("x")),
 ///                KafkaStream::new("s2").with_cluster("a", m("y"))];
@@ -110,7 +110,7 @@ impl Plan {
 /// ```
 /// use std::collections::BTreeMap;
 /// use multicluster_kafka::metadata::{ClusterMetadata, KafkaStream};
-/// use multicluster_kafka::plan::{clusters_of_streams, plan};
+/// use multicluster_kafka::unstable::plan::{clusters_of_streams, plan};
 /// let a = ClusterMetadata::builder("a:9092").topic("orders").build().unwrap();
 /// let b = ClusterMetadata::builder("b:9092").topic("orders").build().unwrap();
 /// let old = clusters_of_streams([&KafkaStream::new("s").with_cluster("a", a.clone())]);

@@ -31,44 +31,6 @@ use crate::kafka::offsets::StartingOffsets;
 use crate::record::Record;
 use crate::source::{KafkaSourceStream, SourceBuilder};
 
-/// What every source a hybrid can chain offers: records in order, positions consistent
-/// with the records handed out, and an end of input for bounded ones.
-pub trait Source: Send {
-    /// What the source hands out.
-    type Item: Send;
-    /// Its positions.
-    type Position: Clone + Send;
-    /// The next item, or `None` at the end of a bounded input. Cancel-safe.
-    fn next(&mut self) -> impl Future<Output = Option<Result<Self::Item, SourceError>>> + Send;
-    /// Positions consistent with the items handed out; restoring them resumes right
-    /// after the last one.
-    fn position(&mut self) -> Result<Self::Position, SourceError>;
-}
-
-impl Source for FileSource {
-    type Item = FileRecord;
-    type Position = FileCheckpoint;
-    fn next(&mut self) -> impl Future<Output = Option<Result<FileRecord, SourceError>>> + Send {
-        FileSource::next(self)
-    }
-    fn position(&mut self) -> Result<FileCheckpoint, SourceError> {
-        Ok(self.checkpoint())
-    }
-}
-
-impl<D: Deserializer> Source for KafkaSourceStream<D> {
-    type Item = Record<D::Value>;
-    type Position = Checkpoint;
-    fn next(
-        &mut self,
-    ) -> impl Future<Output = Option<Result<Record<D::Value>, SourceError>>> + Send {
-        KafkaSourceStream::next(self)
-    }
-    fn position(&mut self) -> Result<Checkpoint, SourceError> {
-        self.checkpoint()
-    }
-}
-
 /// Where the Kafka side starts when the files end.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum SwitchPolicy {

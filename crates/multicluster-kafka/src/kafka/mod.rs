@@ -6,3 +6,4 @@ pub(crate) mod client;
 pub mod hooks;
 pub mod offsets;
 pub mod properties;
+pub(crate) mod resolve;

@@ -9,8 +9,8 @@
 //!   same name.
 
 mod error;
-pub(crate) mod index;
 pub mod file;
+pub(crate) mod index;
 mod model;
 mod single_cluster;
 mod static_service;

@@ -5,11 +5,12 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use multicluster_kafka::assignment::{AssignmentStrategy, assign};
+use multicluster_kafka::AssignmentStrategy;
 use multicluster_kafka::checkpoint::{Checkpoint, CheckpointStore, FileCheckpointStore};
 use multicluster_kafka::metadata::{ClusterMetadata, KafkaStream};
-use multicluster_kafka::plan::{clusters_of_streams, plan};
 use multicluster_kafka::split::{KafkaSplit, SplitId};
+use multicluster_kafka::unstable::assign;
+use multicluster_kafka::unstable::plan::{clusters_of_streams, plan};
 
 use super::plot::{self, Axis, Chart, Series};
 use super::{PlotArgs, command_line, header, rss_mib, verdict};
