@@ -59,6 +59,45 @@ pub(super) struct Pending {
     /// The client properties of the last attempt (`None`: none made yet). An answer
     /// to properties the metadata changed meanwhile is not taken.
     pub(super) tried: Option<ClientProperties>,
+    /// The client of the last attempt that got no answer, tried again by the next
+    /// attempt (while the properties stay the same) rather than made anew: a cluster
+    /// down for hours costs one client, not a client and its threads per attempt.
+    pub(super) spare: Spare,
+}
+
+/// A client kept between the attempts of a pending cluster.
+#[derive(Clone, Default)]
+pub(super) struct Spare(Arc<std::sync::Mutex<Option<ClusterClient>>>);
+
+impl Spare {
+    fn take(&self) -> Option<ClusterClient> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+
+    fn put(&self, client: ClusterClient) {
+        let old = self
+            .0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .replace(client);
+        if let Some(old) = old {
+            close_detached(old);
+        }
+    }
+
+    /// Closes the kept client, if any, off the caller's thread.
+    fn discard(&self) {
+        if let Some(c) = self.take() {
+            close_detached(c);
+        }
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        // Closing a client blocks.
+        self.spare.discard();
+    }
 }
 
 /// The wait before attempt `failures + 1`: 1 s, doubled per failure, at most 30 s.
@@ -78,6 +117,7 @@ impl Enumerator {
             failures: 0,
             retry_at: Some(Instant::now()),
             tried: None,
+            spare: Spare::default(),
         });
         if p.view != view {
             p.view = view;
@@ -104,16 +144,33 @@ impl Enumerator {
         p.in_flight = true;
         p.retry_at = None;
         let wanted = WantedCluster::new(&self.cfg, &p.view);
+        if p.tried.as_ref() != Some(&wanted.props) {
+            // A client made for other properties is not the one wanted now.
+            p.spare.discard();
+        }
         p.tried = Some(wanted.props.clone());
         let make = client(&self.cfg, cluster, &wanted.props);
+        let spare = p.spare.clone();
         let cluster = cluster.clone();
         self.connecting.spawn(detached(move || {
-            let connected = match make() {
+            let made = match spare.take() {
+                Some(client) => Ok(client),
+                None => make(),
+            };
+            let connected = match made {
                 Err(e) => Connected::Refused(e),
                 Ok(client) => match client.kafka_cluster_id() {
                     Ok(id) => Connected::Answered(client, id),
-                    Err(e) if client.rejected() => Connected::Rejected(e),
-                    Err(e) => Connected::NoAnswer(e),
+                    Err(e) => {
+                        // librdkafka goes on connecting it in the background.
+                        let rejected = client.rejected();
+                        spare.put(client);
+                        if rejected {
+                            Connected::Rejected(e)
+                        } else {
+                            Connected::NoAnswer(e)
+                        }
+                    }
                 },
             };
             (cluster, connected)
@@ -171,7 +228,12 @@ impl Enumerator {
                 return Ok(false);
             }
         };
-        let view = self.pending.remove(&cluster).expect("checked above").view;
+        let view = self
+            .pending
+            .remove(&cluster)
+            .expect("checked above")
+            .view
+            .clone();
         if self.said.unreachable_added.remove(&cluster).is_some() {
             tracing::info!(cluster = %cluster, "cluster answers; reading it");
         }

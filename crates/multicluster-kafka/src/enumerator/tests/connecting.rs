@@ -15,6 +15,7 @@ fn connecting() -> Harness {
             failures: 0,
             retry_at: None,
             tried,
+            spare: Default::default(),
         },
     );
     h
