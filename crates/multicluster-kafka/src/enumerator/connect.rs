@@ -271,21 +271,61 @@ impl Enumerator {
         p.in_flight = false;
         p.failures += 1;
         p.retry_at = retry.then(|| Instant::now() + backoff(p.failures));
+        let bootstrap = p
+            .view
+            .properties
+            .get("bootstrap.servers")
+            .unwrap_or("?")
+            .to_string();
         let text = e.to_string();
-        if self.said.unreachable_added.get(cluster) != Some(&text) {
+        let said = self.said.unreachable_added.get(cluster);
+        if said.is_none_or(|said| same_error(said) != same_error(&text)) {
             if retry {
-                tracing::warn!(cluster = %cluster, error = %e, "cannot reach a cluster; reading the others and trying it again with backoff (said again only when the error changes)");
+                tracing::warn!(cluster = %cluster, bootstrap, error = %e, "cannot reach a cluster; reading the others and trying it again with backoff (said again only when the error changes)");
             } else {
-                tracing::warn!(cluster = %cluster, error = %e, "cannot make a client for a cluster; reading the others and trying it again when its metadata changes");
+                tracing::warn!(cluster = %cluster, bootstrap, error = %e, "cannot make a client for a cluster; reading the others and trying it again when its metadata changes");
             }
-            self.said.unreachable_added.insert(cluster.clone(), text);
+        }
+        // The latest text, for a start-up that gives up on the cluster.
+        self.said.unreachable_added.insert(cluster.clone(), text);
+    }
+}
+
+/// An error's text without its numbers: librdkafka counts the identical errors it
+/// suppressed and the milliseconds spent, which change at every attempt while the
+/// error stays the same.
+fn same_error(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_ascii_digit() {
+            if !out.ends_with('#') {
+                out.push('#');
+            }
+        } else {
+            out.push(c);
         }
     }
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn errors_that_differ_only_in_librdkafka_s_counts_are_the_same_error() {
+        let at = |n: u32| {
+            format!(
+                "Connect to ipv4#127.0.0.1:42743 failed: Connection refused (after {n}ms in state CONNECT, {} identical error(s) suppressed)",
+                n * 7
+            )
+        };
+        assert_eq!(same_error(&at(0)), same_error(&at(2471)));
+        assert_ne!(
+            same_error(&at(1)),
+            same_error("Connect to ipv4#127.0.0.1:42743 failed: Connection timed out")
+        );
+    }
 
     #[test]
     fn backoff_doubles_from_one_second_and_stops_at_thirty() {
