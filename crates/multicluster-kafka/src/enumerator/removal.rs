@@ -194,7 +194,7 @@ impl Enumerator {
             .collect();
         for cluster in overdue {
             if let Some(l) = self.removals.leaving.remove(&cluster) {
-                tracing::warn!(cluster = %cluster, "no checkpoint was committed within {LEAVE_TIMEOUT:?} of the cluster's removal; its group offsets keep the last commit before it");
+                tracing::info!(cluster = %cluster, "no checkpoint was committed within {LEAVE_TIMEOUT:?} of the cluster's removal; its group offsets keep the last commit before it");
                 close_detached(l.state);
             }
         }
