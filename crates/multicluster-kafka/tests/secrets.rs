@@ -12,8 +12,24 @@ use metrics_util::debugging::DebuggingRecorder;
 use multicluster_kafka::prelude::*;
 use multicluster_kafka::properties::{LIBRDKAFKA_SENSITIVE, is_secret_key};
 
+/// The host's target triple, as rustc names it.
+fn host_triple() -> String {
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    let out = std::process::Command::new(rustc)
+        .arg("-vV")
+        .output()
+        .expect("run rustc -vV");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("host: "))
+        .expect("rustc -vV names the host")
+        .trim()
+        .to_string()
+}
+
 /// librdkafka's configuration table, from the rdkafka-sys crate this build uses
-/// (found through `cargo metadata`).
+/// (found through `cargo metadata`, offline, for this platform only: a fresh
+/// machine's cache lacks the crates only other platforms need).
 fn librdkafka_conf_source() -> (PathBuf, String) {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml");
@@ -23,8 +39,10 @@ fn librdkafka_conf_source() -> (PathBuf, String) {
             "--format-version",
             "1",
             "--offline",
-            "--manifest-path",
+            "--filter-platform",
         ])
+        .arg(host_triple())
+        .arg("--manifest-path")
         .arg(manifest)
         .output()
         .expect("run cargo metadata");
