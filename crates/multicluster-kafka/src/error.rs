@@ -154,6 +154,22 @@ pub enum SourceError {
         /// What is wrong.
         message: String,
     },
+    /// A sharded source could not have, or lost, its shard's membership: another
+    /// instance of the shard runs (or one was killed and the broker has not freed its
+    /// membership yet), or the cluster holding it does not answer.
+    #[error(
+        "shard {shard}: cannot hold group.instance.id `{instance}` on cluster `{cluster}`: {message}"
+    )]
+    ShardTaken {
+        /// The shard, as `I/N`.
+        shard: String,
+        /// The static `group.instance.id` of the shard.
+        instance: String,
+        /// The logical cluster holding the membership.
+        cluster: String,
+        /// Why.
+        message: String,
+    },
     /// The source was shut down.
     #[error("the source is closed")]
     Closed,
@@ -226,6 +242,7 @@ impl SourceError {
             | SourceError::TopicGone { .. }
             | SourceError::TopicNotAuthorized { .. }
             | SourceError::File { .. }
+            | SourceError::ShardTaken { .. }
             | SourceError::Closed => false,
         }
     }

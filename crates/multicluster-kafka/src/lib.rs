@@ -63,8 +63,8 @@ pub use reader::cluster_consumer::READER_DEFAULTS;
 pub use source::{
     Committer, DEFAULT_BOUNDED_STARTUP_TIMEOUT, DEFAULT_METADATA_DISCOVERY,
     DEFAULT_METADATA_FAILURE_THRESHOLD, DEFAULT_PARTITION_DISCOVERY, DEFAULT_REBUILD_INTERVAL,
-    DEFAULT_RETENTION, KafkaSourceStream, MultiClusterKafkaSource, SourceBuilder,
-    SourceCoordinator,
+    DEFAULT_RETENTION, DEFAULT_SHARD_LOCK_WAIT, KafkaSourceStream, MultiClusterKafkaSource,
+    ScaleOut, Shard, SourceBuilder, SourceCoordinator,
 };
 
 /// Building blocks of the source that its command-line tool and benchmarks use: the

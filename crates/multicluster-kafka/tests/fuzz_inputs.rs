@@ -213,6 +213,7 @@ fn checkpoints() -> impl Strategy<Value = Checkpoint> {
             let mut cp = Checkpoint {
                 clusters,
                 user_data,
+                shard: None,
             };
             cp.normalize();
             cp

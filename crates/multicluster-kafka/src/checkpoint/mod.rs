@@ -96,6 +96,12 @@ pub struct Checkpoint {
     /// of an output file). Never put secrets here.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub user_data: BTreeMap<String, String>,
+    /// The shard a sharded source read ([`ScaleOut::Shard`](crate::ScaleOut::Shard)):
+    /// its checkpoints hold only that shard's splits. A run with another shard layout
+    /// takes each split it owns at the later of this position and the group's
+    /// committed offset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<crate::source::scale_out::Shard>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -140,6 +146,7 @@ impl Checkpoint {
         Checkpoint {
             clusters,
             user_data: BTreeMap::new(),
+            shard: None,
         }
     }
 
@@ -189,6 +196,7 @@ impl Checkpoint {
                 }
             }
             out.user_data.extend(part.user_data);
+            out.shard = out.shard.or(part.shard);
         }
         out.normalize();
         out

@@ -23,6 +23,8 @@ struct Discovery {
     stop: Option<StoppingOffsets>,
     initial_discovery_done: bool,
     new_start: StartingOffsets,
+    /// A sharded source's shard: only its partitions are looked at.
+    shard: Option<crate::source::scale_out::Shard>,
 }
 
 /// Subscribed topics a cluster does not show.
@@ -47,6 +49,7 @@ fn discover_blocking(d: &Discovery) -> Result<Discovered, SourceError> {
         stop,
         initial_discovery_done,
         new_start,
+        shard,
     } = d;
     let cluster: &str = cluster;
     let stop = stop.as_ref();
@@ -60,6 +63,7 @@ fn discover_blocking(d: &Discovery) -> Result<Discovered, SourceError> {
         .iter()
         .flat_map(|(t, ps)| ps.iter().map(move |p| (t.clone(), *p)))
         .filter(|tp| !known.contains(tp))
+        .filter(|(t, p)| shard.is_none_or(|s| s.owns(cluster, t, *p)))
         .collect();
     if new.is_empty() {
         return Ok((Vec::new(), missing));
@@ -72,8 +76,12 @@ fn discover_blocking(d: &Discovery) -> Result<Discovered, SourceError> {
     } else {
         start
     };
-    let needs_committed =
-        start.needs_committed() || stop.is_some_and(StoppingOffsets::needs_committed);
+    // A shard takes a partition it did not read before from the group's committed
+    // offset where there is one: another shard read it up to there before the
+    // layout changed.
+    let needs_committed = shard.is_some()
+        || start.needs_committed()
+        || stop.is_some_and(StoppingOffsets::needs_committed);
     let start_facts = client.facts(&new, needs_committed, start.timestamp())?;
     let stop_facts = match stop.and_then(StoppingOffsets::timestamp) {
         Some(ts) => Some(client.facts(&new, false, Some(ts))?),
@@ -82,7 +90,10 @@ fn discover_blocking(d: &Discovery) -> Result<Discovered, SourceError> {
     let mut out = Vec::with_capacity(new.len());
     for (topic, p) in new {
         let facts = &start_facts[&(topic.clone(), p)];
-        let next_offset = resolve_start(start, &topic, cluster, p, facts)?;
+        let next_offset = match facts.committed {
+            Some(committed) if shard.is_some() => committed,
+            _ => resolve_start(start, &topic, cluster, p, facts)?,
+        };
         let stop_offset = match stop {
             Some(spec) => {
                 let f = stop_facts
@@ -141,6 +152,7 @@ impl Enumerator {
             stop: state.stop.clone(),
             initial_discovery_done: state.initial_discovery_done,
             new_start: self.cfg.new_partition_start.clone(),
+            shard: self.cfg.shard,
         })
     }
 

@@ -32,6 +32,7 @@ mod discovery;
 mod reconcile;
 mod removal;
 mod restore;
+mod shard;
 mod subscription;
 #[cfg(test)]
 mod tests;
@@ -96,6 +97,11 @@ pub(crate) struct Enumerator {
     removals: removal::Removals,
     /// The streams of each cluster's topic, for the readers' records.
     stream_index: crate::metadata::index::StreamIndex,
+    /// A sharded source's membership, and word of its loss.
+    shard: Option<(
+        crate::kafka::shard_lock::ShardKeeper,
+        oneshot::Receiver<SourceError>,
+    )>,
 }
 
 /// What the enumerator shares with the readers of its source.
@@ -155,6 +161,7 @@ impl Enumerator {
             retained,
             active,
             stream_index: Default::default(),
+            shard: None,
         }
     }
 
@@ -189,6 +196,7 @@ impl Enumerator {
         );
         e.stream_index = stream_index;
         e.latest = streams.clone();
+        e.hold_shard(&streams).await?;
         for (cluster, view) in clusters_of_streams(streams.values()) {
             e.want_cluster(Arc::from(cluster.as_str()), view);
         }
@@ -205,6 +213,7 @@ impl Enumerator {
         let views = e.views.clone();
         e.refresh_active(&views).await;
         let restored = e.restore()?;
+        let restored = e.resharded(restored).await?;
         let restored = e.stops_for_this_run(restored).await?;
         e.broadcast_cluster_info();
         let discovered = e.discover_now(None, true).await?;
@@ -331,7 +340,11 @@ impl Enumerator {
     }
 
     /// Assigns splits to live readers and sends them, grouped by reader and cluster.
+    /// A sharded source keeps only its shard's splits.
     fn hand_out(&mut self, mut splits: Vec<KafkaSplit>) {
+        if let Some(shard) = self.cfg.shard {
+            splits.retain(|s| shard.owns(&s.id.cluster, &s.id.topic, s.id.partition));
+        }
         splits.append(&mut self.unassigned);
         self.removals.defer_unconfirmed(&mut splits);
         if splits.is_empty() {
@@ -475,7 +488,16 @@ impl Enumerator {
                 _ = async { ticker.as_mut().expect("guarded").tick().await }, if ticker.is_some() => {
                     self.discover_in_background();
                 }
+                lost = async { (&mut self.shard.as_mut().expect("guarded").1).await }, if self.shard.is_some() => {
+                    self.shard = None;
+                    if let Ok(e) = lost {
+                        self.shard_lost(e);
+                    }
+                }
             }
+        }
+        if let Some((keeper, _)) = self.shard.take() {
+            keeper.release_in_background();
         }
         let _ = self.service.close().await;
     }

@@ -7,3 +7,4 @@ pub mod hooks;
 pub mod offsets;
 pub mod properties;
 pub(crate) mod resolve;
+pub(crate) mod shard_lock;

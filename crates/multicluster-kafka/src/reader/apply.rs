@@ -69,6 +69,19 @@ impl<D: Deserializer> SourceReader<D> {
                 topic,
                 unauthorized,
             } => return self.topic_gone(&cluster, &topic, unauthorized),
+            ReaderEvent::ShardLost {
+                shard,
+                instance,
+                cluster,
+                message,
+            } => {
+                return Err(SourceError::ShardTaken {
+                    shard,
+                    instance,
+                    cluster,
+                    message,
+                });
+            }
             ReaderEvent::IdentityMismatch {
                 cluster,
                 expected,

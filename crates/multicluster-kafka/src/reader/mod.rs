@@ -98,6 +98,8 @@ pub struct SourceReader<D: Deserializer> {
     active: crate::enumerator::active::ActiveClusters,
     /// The streams of each cluster's topic, named on the records handed out.
     stream_index: crate::metadata::index::StreamIndex,
+    /// The shard of a sharded source, recorded in its checkpoints.
+    shard: Option<crate::source::scale_out::Shard>,
     counters: HashMap<Arc<str>, (metrics::Counter, metrics::Counter)>,
     closed: bool,
 }
@@ -124,6 +126,7 @@ pub(crate) struct ReaderParts<D: Deserializer> {
     pub retained: crate::enumerator::retention::Retained,
     pub active: crate::enumerator::active::ActiveClusters,
     pub stream_index: crate::metadata::index::StreamIndex,
+    pub shard: Option<crate::source::scale_out::Shard>,
 }
 
 impl<D: Deserializer> SourceReader<D> {
@@ -153,6 +156,7 @@ impl<D: Deserializer> SourceReader<D> {
             retained: parts.retained,
             active: parts.active,
             stream_index: parts.stream_index,
+            shard: parts.shard,
             counters: HashMap::new(),
             closed: false,
         }
@@ -296,6 +300,7 @@ mod tests {
             retained: Default::default(),
             active: Default::default(),
             stream_index: Default::default(),
+            shard: None,
         })
     }
 

@@ -38,6 +38,7 @@ impl<D: Deserializer> SourceReader<D> {
             c.kafka_cluster_id = info.kafka_cluster_id.clone();
             c.initial_discovery_done = info.initial_discovery_done;
         }
+        cp.shard = self.shard;
         Ok(cp)
     }
 

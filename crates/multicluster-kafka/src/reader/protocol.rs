@@ -51,6 +51,13 @@ pub(crate) enum ReaderEvent {
         topic: String,
         unauthorized: bool,
     },
+    /// A sharded source lost its shard's membership: reading must stop.
+    ShardLost {
+        shard: String,
+        instance: String,
+        cluster: String,
+        message: String,
+    },
     /// Retained positions of a re-added cluster belong to another physical cluster.
     IdentityMismatch {
         cluster: Arc<str>,

@@ -286,6 +286,34 @@ impl<D: Deserializer> SourceBuilder<D> {
         self
     }
 
+    /// How this source shares its stream with other processes (default
+    /// [`ScaleOut::Whole`]: it reads every split).
+    ///
+    /// With [`ScaleOut::Shard`] the source reads only the splits of its shard (see
+    /// [`Shard`] for which), so that `N` processes started with shards `0/N` to
+    /// `N-1/N` read the stream together, each exactly once with its own checkpoints.
+    /// It needs a group id: each shard commits its positions under it, and a shard
+    /// takes a split it did not read before from the group's committed offset (else
+    /// from the starting offsets), which makes a change of `N` exact once every shard
+    /// stopped gracefully. At start the source takes the shard's static membership
+    /// (`group.instance.id` `<group>-shard-<I>`, group `<group>-shards`) on the first
+    /// cluster of the stream (by id), with Kafka's consumer group protocol (KIP-848,
+    /// Kafka 4.0 or later): the broker refuses a second live instance of a shard.
+    pub fn scale_out(mut self, scale_out: ScaleOut) -> Self {
+        self.s.scale_out = scale_out;
+        self
+    }
+
+    /// How long start-up waits for the shard's membership while another instance
+    /// holds it (default [`DEFAULT_SHARD_LOCK_WAIT`](crate::DEFAULT_SHARD_LOCK_WAIT),
+    /// 60 s). A killed instance holds it until the broker's consumer session timeout
+    /// (`group.consumer.session.timeout.ms`, 45 s by default) ends; a live one holds
+    /// it for good, and the start fails after this wait.
+    pub fn shard_lock_wait(mut self, wait: Duration) -> Self {
+        self.s.shard_lock_wait = wait;
+        self
+    }
+
     /// Checks the configuration.
     pub fn build(self) -> Result<MultiClusterKafkaSource<D>, SourceError> {
         let config =
@@ -364,6 +392,18 @@ impl<D: Deserializer> SourceBuilder<D> {
                 "new partitions starting from committed offsets needs a group id",
             ));
         }
+        let shard = match self.s.scale_out {
+            ScaleOut::Whole => None,
+            ScaleOut::Shard(shard) => {
+                if group_id.is_none() {
+                    return Err(config(
+                        "scale_out",
+                        "shard mode needs a group id: each shard commits its positions under it, and a resharded run starts from them",
+                    ));
+                }
+                Some(shard)
+            }
+        };
         Ok(MultiClusterKafkaSource {
             cfg: SourceConfig {
                 subscription,
@@ -391,6 +431,8 @@ impl<D: Deserializer> SourceBuilder<D> {
                 retention: self.s.retention,
                 rebuild_interval: self.s.rebuild_interval,
                 client_hooks: self.s.client_hooks,
+                shard,
+                shard_lock_wait: self.s.shard_lock_wait,
             },
             service,
             deserializer: Arc::new(self.deserializer),

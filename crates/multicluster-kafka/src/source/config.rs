@@ -13,6 +13,7 @@ use crate::kafka::offsets::{StartingOffsets, StoppingOffsets};
 use crate::kafka::properties::ClientProperties;
 use crate::metadata::KafkaMetadataService;
 use crate::reader::ReadPolicy;
+use crate::source::scale_out::{ScaleOut, Shard};
 
 /// Which streams a source reads.
 #[derive(Clone, Debug)]
@@ -57,6 +58,11 @@ pub(crate) struct SourceConfig {
     pub rebuild_interval: Duration,
     /// The program's hooks for each cluster's librdkafka clients.
     pub client_hooks: Option<crate::kafka::hooks::ClientHooksFactory>,
+    /// The shard this source reads, when the stream is sharded.
+    pub shard: Option<Shard>,
+    /// How long start-up waits for the shard's membership (see
+    /// [`SourceBuilder::shard_lock_wait`](super::SourceBuilder::shard_lock_wait)).
+    pub shard_lock_wait: Duration,
 }
 
 impl SourceConfig {
@@ -89,6 +95,11 @@ impl SourceConfig {
         self.stopping.is_some()
     }
 }
+
+/// How long start-up waits, by default, for a shard's membership held by an instance
+/// that is gone without leaving (killed): longer than the brokers' default consumer
+/// session timeout (45 s), after which the broker frees it.
+pub const DEFAULT_SHARD_LOCK_WAIT: Duration = Duration::from_secs(60);
 
 /// How long a bounded run waits, by default, for every cluster to answer at start
 /// (see [`SourceBuilder::startup_timeout`]).
@@ -183,6 +194,8 @@ pub(super) struct Settings {
     pub(super) retention: Duration,
     pub(super) rebuild_interval: Duration,
     pub(super) client_hooks: Option<ClientHooksFactory>,
+    pub(super) scale_out: ScaleOut,
+    pub(super) shard_lock_wait: Duration,
 }
 
 impl Default for Settings {
@@ -211,6 +224,8 @@ impl Default for Settings {
             retention: DEFAULT_RETENTION,
             rebuild_interval: DEFAULT_REBUILD_INTERVAL,
             client_hooks: None,
+            scale_out: ScaleOut::Whole,
+            shard_lock_wait: DEFAULT_SHARD_LOCK_WAIT,
         }
     }
 }

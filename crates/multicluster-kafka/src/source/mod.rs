@@ -13,6 +13,7 @@ use crate::kafka::hooks::{ClientHooks, ClientHooksFactory};
 
 mod builder;
 pub(crate) mod config;
+pub(crate) mod scale_out;
 use crate::error::{ConfigError, SourceError};
 use crate::kafka::offsets::{OffsetReset, StartingOffsets, StoppingOffsets};
 use crate::kafka::properties::ClientProperties;
@@ -24,8 +25,9 @@ use config::SourceConfig;
 pub use config::{
     DEFAULT_BOUNDED_STARTUP_TIMEOUT, DEFAULT_METADATA_DISCOVERY,
     DEFAULT_METADATA_FAILURE_THRESHOLD, DEFAULT_PARTITION_DISCOVERY, DEFAULT_REBUILD_INTERVAL,
-    DEFAULT_RETENTION,
+    DEFAULT_RETENTION, DEFAULT_SHARD_LOCK_WAIT,
 };
+pub use scale_out::{ScaleOut, Shard};
 
 /// Reads one logical stream from many Kafka clusters. Built with
 /// [`MultiClusterKafkaSource::builder`], then opened as a single stream
@@ -105,6 +107,7 @@ impl<D: Deserializer> MultiClusterKafkaSource<D> {
                 retained: retained.clone(),
                 active: active.clone(),
                 stream_index: stream_index.clone(),
+                shard: cfg.shard,
             }));
         }
         drop(notice_tx);
@@ -121,11 +124,13 @@ impl<D: Deserializer> MultiClusterKafkaSource<D> {
             },
         )
         .await?;
+        let shard = enumerator.shard_keeper();
         let task = tokio::spawn(enumerator.run());
         Ok((
             SourceCoordinator {
                 commands: cmd_tx,
                 task: Some(task),
+                shard,
             },
             readers,
         ))
@@ -153,7 +158,12 @@ impl<D: Deserializer> MultiClusterKafkaSource<D> {
 pub struct SourceCoordinator {
     commands: mpsc::Sender<Command>,
     task: Option<tokio::task::JoinHandle<()>>,
+    /// A sharded source's membership.
+    shard: Option<crate::kafka::shard_lock::ShardKeeper>,
 }
+
+/// How long closing a sharded source waits for its membership to be released.
+const SHARD_RELEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl SourceCoordinator {
     /// Commits a checkpoint's offsets to each cluster under the group id. Call it once
@@ -176,6 +186,11 @@ impl SourceCoordinator {
         if let Some(task) = self.task.take() {
             task.abort();
             let _ = task.await;
+        }
+        // A sharded source leaves its shard's group, so that the next instance of the
+        // shard can start at once (waited for up to two seconds).
+        if let Some(k) = self.shard.take() {
+            k.release(SHARD_RELEASE_WAIT).await;
         }
     }
 }
@@ -217,6 +232,9 @@ impl Drop for SourceCoordinator {
     fn drop(&mut self) {
         if let Some(task) = self.task.take() {
             task.abort();
+        }
+        if let Some(k) = &self.shard {
+            k.release_in_background();
         }
     }
 }

@@ -56,6 +56,8 @@ fn config() -> SourceConfig {
         retention: Duration::from_secs(3600),
         rebuild_interval: Duration::from_secs(1),
         client_hooks: None,
+        shard: None,
+        shard_lock_wait: crate::DEFAULT_SHARD_LOCK_WAIT,
     }
 }
 
@@ -338,3 +340,4 @@ mod hold_back;
 mod identity;
 mod metadata_reads;
 mod removals;
+mod shards;
