@@ -109,6 +109,23 @@ pub fn parse_until(text: &str) -> Result<StoppingOffsets, String> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct OptionalDuration(pub Option<Duration>);
 
+/// `whole`, or `shard:I/N` (shard I, from 0, of N).
+pub fn parse_scale_out(text: &str) -> Result<multicluster_kafka::ScaleOut, String> {
+    let t = text.trim();
+    if t.eq_ignore_ascii_case("whole") {
+        return Ok(multicluster_kafka::ScaleOut::Whole);
+    }
+    match t.split_once(':') {
+        Some((mode, shard)) if mode.trim().eq_ignore_ascii_case("shard") => shard
+            .parse::<multicluster_kafka::Shard>()
+            .map(multicluster_kafka::ScaleOut::Shard)
+            .map_err(|e| e.message),
+        _ => Err(format!(
+            "`{text}` is not a scale-out mode: expected whole or shard:I/N (e.g. shard:0/3)"
+        )),
+    }
+}
+
 /// A positive duration as [`parse_duration`] reads it, or `none`.
 pub fn parse_optional_duration(text: &str) -> Result<OptionalDuration, String> {
     if text.trim().eq_ignore_ascii_case("none") {

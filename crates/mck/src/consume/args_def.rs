@@ -49,6 +49,17 @@ pub struct ConsumeArgs {
     /// `-o committed` starts from its offsets.
     #[arg(short = 'g', long = "group", value_name = "ID", env = "MCK_GROUP")]
     pub group: Option<String>,
+    /// Share the stream with other `mck consume` processes: `shard:I/N` reads only
+    /// shard I (from 0) of N, exactly once with its own --checkpoint-dir; every
+    /// instance needs the same N and --group, and a second live instance of a shard
+    /// is refused. `whole` (the default) reads every split.
+    #[arg(long, value_name = "whole|shard:I/N", default_value = "whole", env = "MCK_SCALE_OUT", value_parser = args::parse_scale_out)]
+    pub scale_out: ScaleOut,
+    /// How long start-up waits for the shard while another instance holds it (a
+    /// killed one holds it until the brokers' consumer session timeout, 45 s by
+    /// default), e.g. `90s`.
+    #[arg(long, value_name = "DURATION", default_value = "60s", env = "MCK_SHARD_LOCK_WAIT", value_parser = args::parse_duration)]
+    pub shard_lock_wait: Duration,
     /// Where splits without a checkpointed position start: beginning|earliest,
     /// end|latest, committed, an offset (42), N before the end (-10), a time in ms
     /// (@1700000000000), an RFC 3339 time (2026-11-30T10:00:00Z), or a time relative

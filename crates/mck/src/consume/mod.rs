@@ -38,7 +38,7 @@ use multicluster_kafka::metadata::{
 use multicluster_kafka::offsets::{OffsetReset, StartingOffsets, StoppingOffsets};
 use multicluster_kafka::properties::{BOOTSTRAP_SERVERS, ClientProperties};
 use multicluster_kafka::record::Record;
-use multicluster_kafka::{Bytes, Committer, KafkaSourceStream, MultiClusterKafkaSource};
+use multicluster_kafka::{Bytes, Committer, KafkaSourceStream, MultiClusterKafkaSource, ScaleOut};
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::args::{self, MetadataFile};
@@ -349,6 +349,16 @@ async fn consume(args: ConsumeArgs) -> Result<ExitCode, String> {
     };
     if let Some(g) = &args.group {
         builder = builder.group_id(g);
+    }
+    if let ScaleOut::Shard(shard) = args.scale_out {
+        if args.group.is_none() {
+            return Err(format!(
+                "--scale-out shard:{shard} needs --group: each shard commits its positions to the group, and a run with another number of shards starts from them"
+            ));
+        }
+        builder = builder
+            .scale_out(args.scale_out)
+            .shard_lock_wait(args.shard_lock_wait);
     }
     if let Some(until) = args.stop() {
         builder = builder.stopping_offsets(until);
