@@ -10,6 +10,7 @@ mod consume;
 #[cfg(feature = "demo")]
 mod demo;
 mod describe;
+mod endpoint;
 mod logging;
 mod output;
 mod plan;

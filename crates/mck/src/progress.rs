@@ -186,16 +186,21 @@ pub fn install(metrics_addr: Option<SocketAddr>) -> Result<(), String> {
     let inner = match metrics_addr {
         None => None,
         Some(addr) => {
-            let (recorder, exporter) = exporter_builder(IDLE)
-                .with_http_listener(addr)
-                .build()
-                .map_err(|e| format!("--metrics-addr {addr}: {e}"))?;
-            tokio::spawn(async move {
-                if let Err(e) = exporter.await {
-                    tracing::warn!("metrics endpoint stopped: {e:?}");
-                }
+            let recorder = Arc::new(exporter_builder(IDLE).build_recorder());
+            let g = gauges.clone();
+            let clusters: crate::endpoint::Clusters = Arc::new(move || {
+                let value = |name: &str| {
+                    lock(&g)
+                        .iter()
+                        .find(|(k, _)| k.name() == name && k.labels().next().is_none())
+                        .map(|(_, c)| c.get())
+                };
+                (
+                    value(multicluster_kafka::metrics::CLUSTERS),
+                    value(multicluster_kafka::metrics::CLUSTERS_WAITING),
+                )
             });
-            let recorder = Arc::new(recorder);
+            crate::endpoint::serve(addr, recorder.handle(), clusters)?;
             let (g, r, handle) = (gauges.clone(), recorder.clone(), recorder.handle());
             tokio::spawn(async move {
                 let mut tick = tokio::time::interval(REFRESH);

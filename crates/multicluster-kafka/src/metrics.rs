@@ -25,6 +25,10 @@ pub const BYTES: &str = "mck_bytes_total";
 pub const ACTIVE_SPLITS: &str = "mck_active_splits";
 /// Clusters the source reads.
 pub const CLUSTERS: &str = "mck_clusters";
+/// Clusters of the metadata the source does not read yet: being connected, or
+/// waiting to be tried again after they did not answer or refused the client. 0 once
+/// every cluster is read (what a readiness probe waits for).
+pub const CLUSTERS_WAITING: &str = "mck_clusters_waiting";
 /// Records of a split not handed out yet: the latest high watermark known (capped
 /// at the split's stop offset in bounded mode) minus the offset after the last record
 /// handed out; 0 once everything is handed out, and for a finished split.

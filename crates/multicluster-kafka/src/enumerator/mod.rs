@@ -202,6 +202,7 @@ impl Enumerator {
         }
         e.connect_at_start().await?;
         metrics::gauge!(m::CLUSTERS).set(e.clusters.len() as f64);
+        metrics::gauge!(m::CLUSTERS_WAITING).set(e.pending.len() as f64);
         e.streams = streams
             .into_iter()
             .map(|(id, mut s)| {
@@ -427,7 +428,9 @@ impl Enumerator {
             None
         };
         let mut handles_open = true;
+        let waiting = metrics::gauge!(m::CLUSTERS_WAITING);
         loop {
+            waiting.set(self.pending.len() as f64);
             let retry_at = self.next_retry();
             let leave_at = self.removals.next_close();
             tokio::select! {
