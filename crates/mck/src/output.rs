@@ -9,7 +9,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use bytes::Bytes;
 use multicluster_kafka::file_source::FileRecord;
-use multicluster_kafka::record::Record;
+use multicluster_kafka::record::{Record, RecordRef};
 
 /// `--format`: the ready-made layouts (`-f` gives any other).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -144,8 +144,8 @@ impl Layout {
     }
 }
 
-/// The parts of a record a template can show.
-struct Fields<'a> {
+/// The parts of a record a layout can show.
+pub struct Fields<'a> {
     cluster: &'a str,
     topic: &'a str,
     partition: i64,
@@ -291,22 +291,56 @@ fn write_json(f: &Fields<'_>, out: &mut Vec<u8>) {
     out.extend_from_slice(b"}\n");
 }
 
+/// A record the layouts can print: an owned [`Record`], or one read in place in its
+/// batch ([`RecordRef`]).
+pub trait Printable {
+    /// The parts a layout shows.
+    fn fields(&self) -> Fields<'_>;
+}
+
+impl Printable for Record<Option<Bytes>> {
+    fn fields(&self) -> Fields<'_> {
+        Fields {
+            cluster: &self.cluster,
+            topic: &self.topic,
+            partition: self.partition.into(),
+            offset: self.offset,
+            timestamp: self.timestamp,
+            key: self.key.as_deref(),
+            value: self.value.as_deref(),
+            headers: &self.headers,
+        }
+    }
+}
+
+impl Printable for RecordRef<'_, Option<Bytes>> {
+    fn fields(&self) -> Fields<'_> {
+        Fields {
+            cluster: self.cluster,
+            topic: self.topic,
+            partition: self.partition.into(),
+            offset: self.offset,
+            timestamp: self.timestamp,
+            key: self.key,
+            value: self.value.as_deref(),
+            headers: self.headers,
+        }
+    }
+}
+
 /// Renders one record in `layout` into `line` (which is cleared first).
-pub fn render(record: &Record<Option<Bytes>>, layout: &Layout, line: &mut Vec<u8>) {
+pub fn render(record: &impl Printable, layout: &Layout, line: &mut Vec<u8>) {
     line.clear();
-    let fields = Fields {
-        cluster: &record.cluster,
-        topic: &record.topic,
-        partition: record.partition.into(),
-        offset: record.offset,
-        timestamp: record.timestamp,
-        key: record.key.as_deref(),
-        value: record.value.as_deref(),
-        headers: &record.headers,
-    };
+    append(record, layout, line);
+}
+
+/// Renders one record in `layout` at the end of `out`, after what it holds: the
+/// records of a batch go out in a few large writes.
+pub fn append(record: &impl Printable, layout: &Layout, out: &mut Vec<u8>) {
+    let fields = record.fields();
     match layout {
-        Layout::Template(t) => write_template(t, &fields, line),
-        Layout::Json => write_json(&fields, line),
+        Layout::Template(t) => write_template(t, &fields, out),
+        Layout::Json => write_json(&fields, out),
     }
 }
 
@@ -669,6 +703,37 @@ mod tests {
                 "text {i}"
             );
             assert_eq!(line, json_by_map(&r), "text {i}");
+        }
+    }
+
+    #[test]
+    fn appended_lines_follow_each_other_and_a_render_starts_afresh() {
+        let mut tombstone = record(Some(b"k"), b"");
+        tombstone.value = None;
+        let records = [
+            record(Some(b"k-1"), b"one"),
+            record(None, &[0xff, 0x00]),
+            tombstone,
+        ];
+        for layout in [
+            Layout::Json,
+            Layout::new(Format::Value, None).unwrap(),
+            Layout::new(Format::Full, None).unwrap(),
+        ] {
+            let mut appended = b"before|".to_vec();
+            let mut expected = b"before|".to_vec();
+            let mut line = b"left over".to_vec();
+            for r in &records {
+                append(r, &layout, &mut appended);
+                render(r, &layout, &mut line);
+                assert_eq!(line.iter().filter(|b| **b == b'\n').count(), 1);
+                expected.extend_from_slice(&line);
+            }
+            assert_eq!(
+                String::from_utf8_lossy(&appended),
+                String::from_utf8_lossy(&expected),
+                "{layout:?}"
+            );
         }
     }
 

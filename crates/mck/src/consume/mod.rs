@@ -37,13 +37,13 @@ use multicluster_kafka::metadata::{
 };
 use multicluster_kafka::offsets::{OffsetReset, StartingOffsets, StoppingOffsets};
 use multicluster_kafka::properties::{BOOTSTRAP_SERVERS, ClientProperties};
-use multicluster_kafka::record::Record;
+use multicluster_kafka::record::{Record, RecordBatch};
 use multicluster_kafka::{Bytes, Committer, KafkaSourceStream, MultiClusterKafkaSource, ScaleOut};
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::args::{self, MetadataFile};
 use crate::output::{
-    FileStart, Format, Layout, Output, WriteError, render, render_file, sync_parent,
+    FileStart, Format, Layout, Output, WriteError, append, render, render_file, sync_parent,
 };
 use crate::progress::{self, Progress};
 
@@ -82,14 +82,25 @@ enum Item {
     File(FileRecord),
 }
 
+/// What one read gives: a batch of Kafka records, or one record.
+enum Read {
+    Batch(RecordBatch<Option<Bytes>>),
+    One(Item),
+}
+
 impl Input {
-    async fn next(&mut self) -> Option<Result<Item, SourceError>> {
+    /// The next records: a whole batch when `batch` is true and the input reads Kafka
+    /// alone, else one record (a --backfill run has no batches).
+    async fn next(&mut self, batch: bool) -> Option<Result<Read, SourceError>> {
         match self {
-            Input::Kafka(s) => s.next().await.map(|r| r.map(Item::Kafka)),
+            Input::Kafka(s) if batch => s.next_batch().await.map(|r| r.map(Read::Batch)),
+            Input::Kafka(s) => s.next().await.map(|r| r.map(|r| Read::One(Item::Kafka(r)))),
             Input::Hybrid(s) => s.next().await.map(|r| {
-                r.map(|r| match r {
-                    HybridRecord::Kafka(r) => Item::Kafka(r),
-                    HybridRecord::File(r) => Item::File(r),
+                r.map(|r| {
+                    Read::One(match r {
+                        HybridRecord::Kafka(r) => Item::Kafka(r),
+                        HybridRecord::File(r) => Item::File(r),
+                    })
                 })
             }),
         }
@@ -188,8 +199,18 @@ fn is_transient(e: &SourceError) -> bool {
 /// How long written lines may wait in the buffer while records keep coming.
 const FLUSH_EVERY: Duration = Duration::from_millis(100);
 
-/// Records between two looks at the clock while records keep coming.
+/// Records between two looks at the clock while records keep coming one at a time.
 const CLOCK_EVERY: u32 = 256;
+
+/// Most records in a batch the source hands out (its default, set explicitly because
+/// `--count` relies on it): the read loop takes whole batches while at least this many
+/// records are still to be written, then one record at a time, so the run never
+/// takes a record it will not write and the final checkpoint resumes right after the
+/// last one written.
+const MAX_BATCH: usize = 1024;
+
+/// Rendered lines collected from a batch before they are handed to the output.
+const WRITE_CHUNK: usize = 1 << 16;
 
 /// The metadata service of the run: the file (followed), or quick mode's one cluster.
 enum Service {
@@ -369,7 +390,9 @@ async fn consume(args: ConsumeArgs) -> Result<ExitCode, String> {
     if let Some(t) = args.startup_timeout {
         builder = builder.startup_timeout(t.0);
     }
-    builder = builder.allow_missing_topics(args.allow_missing_topics);
+    builder = builder
+        .allow_missing_topics(args.allow_missing_topics)
+        .max_batch_size(MAX_BATCH);
     builder = builder.on_offset_out_of_range(match args.on_missing_offset.as_str() {
         "earliest" => OffsetReset::Earliest,
         "latest" => OffsetReset::Latest,
@@ -452,6 +475,8 @@ async fn consume(args: ConsumeArgs) -> Result<ExitCode, String> {
         if args.count.is_some_and(|n| records >= n) {
             break Ok(End::Completed);
         }
+        // A batch is taken only when all of it may be written.
+        let whole = args.count.is_none_or(|n| n - records >= MAX_BATCH as u64);
         tokio::select! {
             biased;
             _ = sigint.recv() => break Ok(End::Signal("SIGINT")),
@@ -463,9 +488,27 @@ async fn consume(args: ConsumeArgs) -> Result<ExitCode, String> {
                     break end;
                 }
             }
-            next = stream.next() => match next {
+            next = stream.next(whole) => match next {
                 None => break Ok(End::Completed),
-                Some(Ok(item)) => {
+                Some(Ok(Read::Batch(batch))) => {
+                    let mut written = 0;
+                    let done = write_batch(&batch, &partitions, &layout, &mut line, &mut output, &mut written);
+                    if let Err(end) = keep_going(done) {
+                        break end;
+                    }
+                    records += u64::from(written);
+                    unflushed += written;
+                    // While batches keep coming, the buffer still goes out every
+                    // FLUSH_EVERY.
+                    if unflushed > 0 && flushed_at.elapsed() >= FLUSH_EVERY {
+                        if let Err(end) = keep_going(output.flush()) {
+                            break end;
+                        }
+                        (unflushed, flushed_at) = (0, Instant::now());
+                    }
+                    continue;
+                }
+                Some(Ok(Read::One(item))) => {
                     match &item {
                         Item::Kafka(r) if !partitions.is_empty() && !partitions.contains(&r.partition) => continue,
                         Item::Kafka(r) => render(r, &layout, &mut line),
@@ -571,6 +614,36 @@ async fn consume(args: ConsumeArgs) -> Result<ExitCode, String> {
         eprintln!("mck: warning: closing the clients took over {SHUTDOWN_GRACE:?}; left behind");
     }
     result
+}
+
+/// Writes the records of `batch` that pass the partition filter (all when it is
+/// empty) in `layout`: rendered in place into `lines`, handed to `output` in chunks
+/// of about [`WRITE_CHUNK`] bytes. `written` counts the records rendered.
+fn write_batch(
+    batch: &RecordBatch<Option<Bytes>>,
+    partitions: &BTreeSet<i32>,
+    layout: &Layout,
+    lines: &mut Vec<u8>,
+    output: &mut Output,
+    written: &mut u32,
+) -> Result<(), WriteError> {
+    lines.clear();
+    for r in batch {
+        if !partitions.is_empty() && !partitions.contains(&r.partition) {
+            continue;
+        }
+        append(&r, layout, lines);
+        *written += 1;
+        if lines.len() >= WRITE_CHUNK {
+            output.write(lines)?;
+            lines.clear();
+        }
+    }
+    if lines.is_empty() {
+        Ok(())
+    } else {
+        output.write(lines)
+    }
 }
 
 #[cfg(test)]
