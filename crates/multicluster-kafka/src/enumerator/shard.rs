@@ -38,9 +38,11 @@ impl Enumerator {
         };
         let props = self.cfg.client_properties(&view.properties);
         let wait = self.cfg.shard_lock_wait;
+        let setup = crate::kafka::hooks::ClientSetup::new(self.cfg.client_hooks.as_ref(), &cluster);
         let cluster: Arc<str> = Arc::from(cluster.as_str());
         let lock =
-            detached(move || ShardLock::acquire(cluster, &props, &group, shard, wait)).await?;
+            detached(move || ShardLock::acquire(cluster, &props, &group, shard, wait, setup))
+                .await?;
         self.shard = Some(ShardKeeper::start(lock));
         Ok(())
     }

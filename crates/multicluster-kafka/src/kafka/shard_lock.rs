@@ -8,15 +8,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use rdkafka::ClientContext;
 use rdkafka::bindings as rd;
-use rdkafka::config::RDKafkaLogLevel;
-use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
-use rdkafka::error::KafkaError;
+use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::types::RDKafkaErrorCode;
 
 use crate::error::SourceError;
 use crate::kafka::client::client_config;
+use crate::kafka::hooks::{ClientEvents, ClientRole, ClientSetup, SourceContext};
 use crate::kafka::properties::ClientProperties;
 use crate::source::scale_out::Shard;
 
@@ -43,39 +41,14 @@ pub(crate) fn instance_id(group: &str, shard: Shard) -> String {
     format!("{group}-shard-{}", shard.index())
 }
 
-struct LockContext {
-    cluster: Arc<str>,
-}
-
-impl ClientContext for LockContext {
-    fn log(&self, level: RDKafkaLogLevel, fac: &str, log_message: &str) {
-        let cluster = &*self.cluster;
-        match level {
-            RDKafkaLogLevel::Debug | RDKafkaLogLevel::Info | RDKafkaLogLevel::Notice => {
-                tracing::debug!(target: "librdkafka", %cluster, facility = %fac, "shard membership: {log_message}")
-            }
-            _ => {
-                tracing::debug!(target: "librdkafka", %cluster, facility = %fac, level = ?level, "shard membership: {log_message}")
-            }
-        }
-    }
-
-    fn error(&self, error: KafkaError, reason: &str) {
-        // The lock topic never exists: librdkafka says so, and that is the point.
-        if reason.contains(LOCK_TOPIC) {
-            return;
-        }
-        tracing::debug!(cluster = %self.cluster, error = %error, reason, "shard membership client error");
-    }
-}
-
-impl ConsumerContext for LockContext {}
-
 /// A shard's membership, held until dropped: dropping closes the consumer, which
 /// leaves the group as a static member (epoch -2) and frees the instance id at once.
 /// Dropping blocks while the leave is sent.
 pub(crate) struct ShardLock {
-    consumer: BaseConsumer<LockContext>,
+    /// Serves the client's events (log lines, errors, OAUTHBEARER tokens); declared
+    /// first, so it stops before the consumer is destroyed.
+    _events: ClientEvents,
+    consumer: BaseConsumer<SourceContext>,
     shard: Shard,
     instance: String,
     cluster: Arc<str>,
@@ -109,12 +82,20 @@ impl ShardLock {
         group: &str,
         shard: Shard,
         wait: Duration,
+        setup: ClientSetup,
     ) -> Result<ShardLock, SourceError> {
         let instance = instance_id(group, shard);
         let give_up = Instant::now() + wait;
         let mut said = false;
         loop {
-            let lock = Self::start(cluster.clone(), props, group, shard, &instance)?;
+            let lock = Self::start(
+                cluster.clone(),
+                props,
+                group,
+                shard,
+                &instance,
+                setup.clone(),
+            )?;
             let last = match lock.await_join(give_up) {
                 Ok(()) => {
                     tracing::info!(cluster = %cluster, shard = %shard, instance = %instance, "holding the shard's membership");
@@ -147,7 +128,9 @@ impl ShardLock {
         group: &str,
         shard: Shard,
         instance: &str,
+        setup: ClientSetup,
     ) -> Result<ShardLock, SourceError> {
+        let ClientSetup { hooks, dispatch } = setup;
         let mut props = props.clone();
         for key in CLASSIC_ONLY {
             props.remove(key);
@@ -159,18 +142,28 @@ impl ShardLock {
             .set("group.protocol", "consumer")
             .set("enable.auto.commit", "false")
             .set("allow.auto.create.topics", "false");
-        config.set_log_level(RDKafkaLogLevel::Debug);
-        let context = LockContext {
-            cluster: cluster.clone(),
+        let what = "create the shard membership client";
+        crate::kafka::hooks::prepare(&mut config, &props, hooks.as_ref())
+            .map_err(|e| SourceError::cluster(&cluster, what, &e, &props))?;
+        let context = SourceContext::new(cluster.clone(), ClientRole::Lookup, hooks);
+        let consumer: BaseConsumer<SourceContext> = config
+            .create_with_context(context)
+            .map_err(|e| SourceError::cluster(&cluster, what, &e, &props))?;
+        // SAFETY: the client's opaque is this context, and `_events` is dropped
+        // before `consumer` (field order).
+        let events = unsafe {
+            ClientEvents::start(
+                consumer.client().native_ptr(),
+                consumer.context().clone(),
+                true,
+                dispatch,
+            )
         };
-        let consumer: BaseConsumer<LockContext> =
-            config.create_with_context(context).map_err(|e| {
-                SourceError::cluster(&cluster, "create the shard membership client", &e, &props)
-            })?;
         consumer.subscribe(&[LOCK_TOPIC]).map_err(|e| {
             SourceError::cluster(&cluster, "join the shard membership group", &e, &props)
         })?;
         Ok(ShardLock {
+            _events: events,
             consumer,
             shard,
             instance: instance.to_string(),
@@ -189,9 +182,14 @@ impl ShardLock {
                 return Ok(());
             }
             if Instant::now() >= until {
-                return Err(Attempt::Pending(
-                    "the group coordinator did not take the member in (cluster unreachable, or brokers older than Kafka 4.0 without the consumer group protocol)".into(),
-                ));
+                let cause = self
+                    .consumer
+                    .context()
+                    .last_error()
+                    .map_or_else(String::new, |e| format!("; last client error: {e}"));
+                return Err(Attempt::Pending(format!(
+                    "the group coordinator did not take the member in (cluster unreachable, or brokers without Kafka's consumer group protocol, before 4.0){cause}"
+                )));
             }
         }
     }
