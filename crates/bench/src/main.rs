@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
-use cmd::{blackhole, compare, handover, isolation, output, scale, soak, throughput, tls};
+use cmd::{blackhole, compare, handover, isolation, output, scale, shards, soak, throughput, tls};
 
 #[derive(Parser)]
 #[command(about = "multicluster-kafka end-to-end benchmarks")]
@@ -70,6 +70,9 @@ enum Cmd {
     /// Isolation from a network blackhole: cluster A's records/s while cluster B (behind
     /// a fault proxy) passes and while it is blackholed, and the shutdown times then.
     Blackhole(blackhole::BlackholeArgs),
+    /// One stream read by 1, 2 and 3 `mck consume --scale-out shard:I/N` processes at
+    /// once on the same two brokers: wall time, records/s and CPU.
+    Shards(shards::ShardsArgs),
     /// How cost grows: against the number of clusters (mock clusters), of splits, and
     /// the record size (against plain rdkafka); markdown tables and an SVG plot each.
     Scale(scale::ScaleArgs),
@@ -108,5 +111,6 @@ fn main() {
         Cmd::Soak(args) => soak::soak(&args),
         Cmd::Blackhole(args) => blackhole::blackhole(&args),
         Cmd::Scale(args) => scale::scale(&args),
+        Cmd::Shards(args) => shards::shards(&args),
     }
 }

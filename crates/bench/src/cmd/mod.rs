@@ -9,6 +9,7 @@ pub mod handover;
 pub mod isolation;
 pub mod output;
 pub mod scale;
+pub mod shards;
 pub mod soak;
 pub mod throughput;
 pub mod tls;
