@@ -271,10 +271,7 @@ impl ClusterClient {
             for (topic, p) in partitions {
                 tpl.add_partition(topic, *p);
             }
-            let got = self
-                .consumer
-                .committed_offsets(tpl, self.timeout)
-                .map_err(|e| self.err("committed offsets", &e))?;
+            let got = self.committed_offsets(tpl)?;
             for e in got.elements() {
                 if let Offset::Offset(o) = e.offset()
                     && let Some(f) = out.get_mut(&(e.topic().to_string(), e.partition()))
@@ -302,6 +299,36 @@ impl ClusterClient {
             }
         }
         Ok(out)
+    }
+
+    /// The group's committed offsets of `tpl`, asked again while the group's
+    /// coordinator is not ready (a new cluster creates its offsets topic on the first
+    /// group request; a coordinator moves), within the client timeout.
+    fn committed_offsets(
+        &self,
+        tpl: TopicPartitionList,
+    ) -> Result<TopicPartitionList, SourceError> {
+        use rdkafka::types::RDKafkaErrorCode as C;
+        let give_up = std::time::Instant::now() + self.timeout;
+        loop {
+            let left = give_up.saturating_duration_since(std::time::Instant::now());
+            match self.consumer.committed_offsets(tpl.clone(), left) {
+                Ok(got) => return Ok(got),
+                Err(e)
+                    if matches!(
+                        e.rdkafka_error_code(),
+                        Some(
+                            C::NotCoordinator
+                                | C::CoordinatorLoadInProgress
+                                | C::CoordinatorNotAvailable
+                        )
+                    ) && std::time::Instant::now() + Duration::from_millis(200) < give_up =>
+                {
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+                Err(e) => return Err(self.err("committed offsets", &e)),
+            }
+        }
     }
 
     /// The earliest (`Offset::Beginning`) or latest (`Offset::End`) offset of every
