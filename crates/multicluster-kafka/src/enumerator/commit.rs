@@ -34,12 +34,30 @@ impl Enumerator {
                 .map(|s| (s.topic.clone(), s.partition, s.next_offset))
                 .collect()
         };
-        let mut work: Vec<_> = cp
+        let mut work: Vec<(String, Via, Offsets)> = cp
             .clusters
             .iter()
             .filter_map(|(cluster, saved)| {
                 let state = self.clusters.get(cluster.as_str())?;
-                Some((cluster.clone(), state.client.clone(), offsets_of(saved)))
+                match &self.group {
+                    // A group accepts commits from its members only, for the
+                    // partitions they hold.
+                    Some(group) => {
+                        let member = group.committer(cluster)?;
+                        let held: Vec<_> = offsets_of(saved)
+                            .into_iter()
+                            .filter(|(t, p, _)| {
+                                group.holds(&crate::split::SplitId::new(cluster, t, *p))
+                            })
+                            .collect();
+                        Some((cluster.clone(), Via::Member(member), held))
+                    }
+                    None => Some((
+                        cluster.clone(),
+                        Via::Client(state.client.clone()),
+                        offsets_of(saved),
+                    )),
+                }
             })
             .collect();
         let last: Vec<Arc<str>> = self
@@ -69,7 +87,11 @@ impl Enumerator {
                     .collect(),
             };
             tracing::info!(cluster = %cluster, partitions = offsets.len(), "committing a removed cluster's last positions");
-            work.push((cluster.to_string(), l.state.client.clone(), offsets));
+            work.push((
+                cluster.to_string(),
+                Via::Client(l.state.client.clone()),
+                offsets,
+            ));
             closing.push(l.state);
         }
         async move {
@@ -80,8 +102,14 @@ impl Enumerator {
                 )));
             }
             let mut tasks = tokio::task::JoinSet::new();
-            for (cluster, client, offsets) in work {
-                tasks.spawn(detached(move || (cluster, client.commit(&offsets))));
+            for (cluster, via, offsets) in work {
+                tasks.spawn(detached(move || {
+                    let done = match via {
+                        Via::Client(client) => client.commit(&offsets),
+                        Via::Member(member) => member.commit(&offsets),
+                    };
+                    (cluster, done)
+                }));
             }
             let mut failures = BTreeMap::new();
             while let Some(joined) = tasks.join_next().await {
@@ -114,6 +142,16 @@ impl Enumerator {
             }
         }
     }
+}
+
+/// A cluster's offsets to commit: topic, partition, next offset.
+type Offsets = Vec<(String, i32, i64)>;
+
+/// What commits a cluster's offsets: its lookup client, or in group mode its group
+/// member.
+enum Via {
+    Client(Arc<crate::kafka::client::ClusterClient>),
+    Member(crate::kafka::group_member::MemberCommitter),
 }
 
 /// A commit to run, and where its result goes.

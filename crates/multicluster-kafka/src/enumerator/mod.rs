@@ -29,6 +29,7 @@ mod cluster;
 mod commit;
 mod connect;
 mod discovery;
+mod group;
 mod reconcile;
 mod removal;
 mod restore;
@@ -45,6 +46,9 @@ pub(crate) use subscription::subscribed_streams;
 /// Requests from the source handles.
 pub(crate) enum Command {
     Commit(Checkpoint, oneshot::Sender<Result<(), SourceError>>),
+    /// Group mode: leave every cluster's group (the source closes); answered once
+    /// left.
+    LeaveGroups(oneshot::Sender<()>),
 }
 
 pub(crate) struct Enumerator {
@@ -102,6 +106,8 @@ pub(crate) struct Enumerator {
         crate::kafka::shard_lock::ShardKeeper,
         oneshot::Receiver<SourceError>,
     )>,
+    /// Group mode's members and assignments.
+    group: Option<group::GroupState>,
 }
 
 /// What the enumerator shares with the readers of its source.
@@ -112,7 +118,12 @@ pub(crate) struct Shared {
     pub active: crate::enumerator::active::ActiveClusters,
     /// The streams of each cluster's topic.
     pub stream_index: crate::metadata::index::StreamIndex,
+    /// Group mode: set while a revocation waits for the program's acknowledgement.
+    pub ack_wanted: Arc<std::sync::atomic::AtomicBool>,
 }
+
+/// How long closing a group-mode source waits for its groups to be left.
+pub(crate) const LEAVE_GROUPS_WAIT: Duration = Duration::from_secs(6);
 
 /// How often a bounded run checks that the topics it reads still exist.
 const BOUNDED_TOPIC_CHECK: Duration = Duration::from_secs(5);
@@ -162,6 +173,7 @@ impl Enumerator {
             active,
             stream_index: Default::default(),
             shard: None,
+            group: None,
         }
     }
 
@@ -183,6 +195,7 @@ impl Enumerator {
             retained,
             active,
             stream_index,
+            ack_wanted,
         } = shared;
         let streams = subscribed_streams(&cfg, service.as_ref(), true).await?;
         let mut e = Enumerator::new(
@@ -197,6 +210,9 @@ impl Enumerator {
         e.stream_index = stream_index;
         e.latest = streams.clone();
         e.hold_shard(&streams).await?;
+        if cfg.group_mode {
+            e.group = Some(group::GroupState::new(ack_wanted));
+        }
         for (cluster, view) in clusters_of_streams(streams.values()) {
             e.want_cluster(Arc::from(cluster.as_str()), view);
         }
@@ -213,13 +229,19 @@ impl Enumerator {
         e.stream_index.set(&e.streams);
         let views = e.views.clone();
         e.refresh_active(&views).await;
-        let restored = e.restore()?;
+        // In group mode positions come from the group's committed offsets.
+        let restored = if cfg.group_mode {
+            Vec::new()
+        } else {
+            e.restore()?
+        };
         let restored = e.resharded(restored).await?;
         let restored = e.stops_for_this_run(restored).await?;
         e.broadcast_cluster_info();
         let discovered = e.discover_now(None, true).await?;
         let mut splits = restored;
         splits.extend(discovered);
+        e.sync_group();
         e.hand_out(splits);
         // Now that the readers have the splits, the clusters count as discovered.
         e.broadcast_cluster_info();
@@ -346,6 +368,10 @@ impl Enumerator {
         if let Some(shard) = self.cfg.shard {
             splits.retain(|s| shard.owns(&s.id.cluster, &s.id.topic, s.id.partition));
         }
+        if let Some(group) = &self.group {
+            // Only what the clusters' group coordinators gave this instance.
+            splits.retain(|s| group.holds(&s.id));
+        }
         splits.append(&mut self.unassigned);
         self.removals.defer_unconfirmed(&mut splits);
         if splits.is_empty() {
@@ -431,6 +457,8 @@ impl Enumerator {
         let waiting = metrics::gauge!(m::CLUSTERS_WAITING);
         loop {
             waiting.set(self.pending.len() as f64);
+            self.sync_group();
+            self.revocations_due();
             let retry_at = self.next_retry();
             let leave_at = self.removals.next_close();
             tokio::select! {
@@ -470,9 +498,11 @@ impl Enumerator {
                 }
                 cmd = self.commands.recv(), if handles_open => match cmd {
                     Some(Command::Commit(cp, reply)) => {
+                        self.acknowledged(&cp);
                         let commit = self.commit(&cp);
                         let _ = self.commits.send((Box::pin(commit), reply));
                     }
+                    Some(Command::LeaveGroups(reply)) => self.leave_groups(reply),
                     // The coordinator is gone; keep discovering for the readers.
                     None => handles_open = false,
                 },
@@ -491,6 +521,12 @@ impl Enumerator {
                 _ = async { ticker.as_mut().expect("guarded").tick().await }, if ticker.is_some() => {
                     self.discover_in_background();
                 }
+                event = async { self.group.as_mut().expect("guarded").events.recv().await }, if self.group.is_some() => {
+                    if let Some(event) = event {
+                        self.member_event(event).await;
+                    }
+                }
+                _ = tokio::time::sleep(std::time::Duration::from_millis(50)), if self.group.as_ref().is_some_and(|g| g.revoking()) => {}
                 lost = async { (&mut self.shard.as_mut().expect("guarded").1).await }, if self.shard.is_some() => {
                     self.shard = None;
                     if let Ok(e) = lost {

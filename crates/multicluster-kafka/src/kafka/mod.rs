@@ -8,3 +8,4 @@ pub mod offsets;
 pub mod properties;
 pub(crate) mod resolve;
 pub(crate) mod shard_lock;
+pub(crate) mod group_member;

@@ -392,8 +392,23 @@ impl<D: Deserializer> SourceBuilder<D> {
                 "new partitions starting from committed offsets needs a group id",
             ));
         }
+        let group_mode = matches!(self.s.scale_out, ScaleOut::KafkaGroup);
+        if group_mode {
+            if group_id.is_none() {
+                return Err(config(
+                    "scale_out",
+                    "group mode needs a group id: the instances share the stream through it",
+                ));
+            }
+            if bounded {
+                return Err(config(
+                    "scale_out",
+                    "group mode reads in follow mode only (no stopping offsets); for a bounded read by several processes use shard mode",
+                ));
+            }
+        }
         let shard = match self.s.scale_out {
-            ScaleOut::Whole => None,
+            ScaleOut::Whole | ScaleOut::KafkaGroup => None,
             ScaleOut::Shard(shard) => {
                 if group_id.is_none() {
                     return Err(config(
@@ -432,6 +447,7 @@ impl<D: Deserializer> SourceBuilder<D> {
                 rebuild_interval: self.s.rebuild_interval,
                 client_hooks: self.s.client_hooks,
                 shard,
+                group_mode,
                 shard_lock_wait: self.s.shard_lock_wait,
             },
             service,

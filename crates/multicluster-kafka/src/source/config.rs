@@ -60,6 +60,8 @@ pub(crate) struct SourceConfig {
     pub client_hooks: Option<crate::kafka::hooks::ClientHooksFactory>,
     /// The shard this source reads, when the stream is sharded.
     pub shard: Option<Shard>,
+    /// Group mode: the clusters' group coordinators assign the partitions.
+    pub group_mode: bool,
     /// How long start-up waits for the shard's membership (see
     /// [`SourceBuilder::shard_lock_wait`](super::SourceBuilder::shard_lock_wait)).
     pub shard_lock_wait: Duration,

@@ -84,9 +84,11 @@ impl<D: Deserializer> MultiClusterKafkaSource<D> {
         self,
     ) -> Result<(SourceCoordinator, Vec<SourceReader<D>>), SourceError> {
         let cfg = Arc::new(self.cfg);
+        let group_mode = cfg.group_mode;
         let retained = crate::enumerator::retention::Retained::default();
         let active = crate::enumerator::active::ActiveClusters::default();
         let stream_index = crate::metadata::index::StreamIndex::default();
+        let ack_wanted = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let (notice_tx, notice_rx) = mpsc::unbounded_channel();
         let (cmd_tx, cmd_rx) = mpsc::channel(16);
         let mut senders = BTreeMap::new();
@@ -121,16 +123,20 @@ impl<D: Deserializer> MultiClusterKafkaSource<D> {
                 retained,
                 active,
                 stream_index,
+                ack_wanted: ack_wanted.clone(),
             },
         )
         .await?;
         let shard = enumerator.shard_keeper();
+        let cfg_group_mode = group_mode;
         let task = tokio::spawn(enumerator.run());
         Ok((
             SourceCoordinator {
                 commands: cmd_tx,
                 task: Some(task),
                 shard,
+                group_mode: cfg_group_mode,
+                ack_wanted,
             },
             readers,
         ))
@@ -160,6 +166,10 @@ pub struct SourceCoordinator {
     task: Option<tokio::task::JoinHandle<()>>,
     /// A sharded source's membership.
     shard: Option<crate::kafka::shard_lock::ShardKeeper>,
+    /// Group mode: the groups are left on close.
+    group_mode: bool,
+    /// Group mode: a revocation waits for the program's acknowledgement.
+    ack_wanted: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// How long closing a sharded source waits for its membership to be released.
@@ -181,8 +191,28 @@ impl SourceCoordinator {
         }
     }
 
+    /// Group mode: true while a cluster's group takes partitions back from this
+    /// instance and waits for the program to acknowledge (commit) what it was handed
+    /// out of them. A program that commits on an interval should commit now; the
+    /// partitions are released at the last acknowledged position after a while
+    /// otherwise (records after it are read again by their next owner).
+    pub fn acknowledgement_wanted(&self) -> bool {
+        self.ack_wanted.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     /// Stops the enumerator and waits for it (readers stop when dropped or closed).
     pub async fn close(mut self) {
+        if self.group_mode {
+            // Leaving revokes every partition, which the enumerator answers with the
+            // acknowledged positions: it must still run.
+            let (tx, rx) = oneshot::channel();
+            if self.commands.send(Command::LeaveGroups(tx)).await.is_ok() {
+                let wait = crate::enumerator::LEAVE_GROUPS_WAIT;
+                if tokio::time::timeout(wait, rx).await.is_err() {
+                    tracing::warn!("the groups were not left within {wait:?}");
+                }
+            }
+        }
         if let Some(task) = self.task.take() {
             task.abort();
             let _ = task.await;
@@ -321,6 +351,12 @@ impl<D: Deserializer> KafkaSourceStream<D> {
     /// [`Committer`]).
     pub fn committer(&self) -> Committer {
         self.coordinator.committer()
+    }
+
+    /// Group mode: true while partitions taken back wait for the program to
+    /// acknowledge them; see [`SourceCoordinator::acknowledgement_wanted`].
+    pub fn acknowledgement_wanted(&self) -> bool {
+        self.coordinator.acknowledgement_wanted()
     }
 
     /// Stops reading and waits until the reader's consumers are closed (consumers of

@@ -1,5 +1,6 @@
 //! How one stream is shared by several processes: shard mode, where every process
-//! runs the same deterministic split-to-shard function and reads only its own shard.
+//! runs the same deterministic split-to-shard function and reads only its own shard,
+//! and group mode, where each cluster's group coordinator divides the partitions.
 
 use std::fmt;
 use std::str::FromStr;
@@ -19,6 +20,14 @@ pub enum ScaleOut {
     /// This process reads the splits of one shard; other processes read the others.
     /// Exactly once per shard (each with its own checkpoints); see [`Shard`].
     Shard(Shard),
+    /// Every instance joins the source's group on every cluster of the stream, and
+    /// each cluster's group coordinator divides that cluster's partitions among the
+    /// instances (Kafka's consumer group protocol, KIP-848, or the classic protocol
+    /// when a cluster's properties set `group.protocol=classic`). At least once:
+    /// partitions start at the group's committed offsets, and a partition taken back
+    /// is committed at the position the program acknowledged (its last commit
+    /// through the source). Follow mode only.
+    KafkaGroup,
 }
 
 /// One shard of a stream: `index` of `count` (`I/N`, as in a Kubernetes StatefulSet

@@ -57,6 +57,7 @@ fn config() -> SourceConfig {
         rebuild_interval: Duration::from_secs(1),
         client_hooks: None,
         shard: None,
+        group_mode: false,
         shard_lock_wait: crate::DEFAULT_SHARD_LOCK_WAIT,
     }
 }

@@ -1,0 +1,417 @@
+//! Group mode: each cluster's group coordinator decides which of the cluster's
+//! partitions this instance reads. A member per cluster read ([`GroupMember`]) says
+//! what was assigned and what is taken back; assigned partitions become splits,
+//! starting at the group's committed offset (else the starting offsets); a revoked
+//! partition stops being handed out, and its position is committed once the program
+//! acknowledged every record handed out (a commit through the source), or after
+//! [`ACK_WAIT`] the last acknowledged one.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc as std_mpsc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+use super::Enumerator;
+use crate::checkpoint::Checkpoint;
+use crate::kafka::client::detached;
+use crate::kafka::group_member::{GroupMember, MemberEvent};
+use crate::kafka::resolve::resolve_start;
+use crate::reader::ReaderEvent;
+use crate::split::{KafkaSplit, SplitId};
+
+/// How long a revocation waits for the program to acknowledge the records handed
+/// out of the revoked partitions.
+pub(crate) const ACK_WAIT: Duration = Duration::from_secs(15);
+
+/// How long leaving the groups may take when the source closes.
+pub(crate) const LEAVE_WAIT: Duration = Duration::from_secs(5);
+
+/// A revocation waiting for the readers' last positions and the program's
+/// acknowledgement.
+struct Revocation {
+    ids: Vec<SplitId>,
+    confirms: Vec<oneshot::Receiver<Vec<KafkaSplit>>>,
+    /// Where each split started when it was assigned.
+    starts: BTreeMap<SplitId, i64>,
+    /// Where each split was when its reader let it go.
+    handed_out: BTreeMap<SplitId, i64>,
+    reply: std_mpsc::Sender<Vec<(String, i32, i64)>>,
+    deadline: Instant,
+}
+
+/// Group mode's state in the enumerator.
+pub(crate) struct GroupState {
+    members: BTreeMap<Arc<str>, (GroupMember, BTreeSet<String>)>,
+    events_tx: mpsc::UnboundedSender<MemberEvent>,
+    pub(super) events: mpsc::UnboundedReceiver<MemberEvent>,
+    /// Splits the coordinators gave this instance, with where they started.
+    assigned: BTreeMap<SplitId, i64>,
+    /// The positions the program acknowledged last (its last commit).
+    acked: BTreeMap<SplitId, i64>,
+    revocations: Vec<Revocation>,
+    /// Set while a revocation waits for the program's acknowledgement.
+    pub(crate) ack_wanted: Arc<AtomicBool>,
+    /// The source closes: no group is joined again.
+    leaving: bool,
+}
+
+impl GroupState {
+    pub(crate) fn new(ack_wanted: Arc<AtomicBool>) -> Self {
+        let (events_tx, events) = mpsc::unbounded_channel();
+        GroupState {
+            members: BTreeMap::new(),
+            events_tx,
+            events,
+            assigned: BTreeMap::new(),
+            acked: BTreeMap::new(),
+            revocations: Vec::new(),
+            ack_wanted,
+            leaving: false,
+        }
+    }
+
+    /// Whether a revocation waits.
+    pub(super) fn revoking(&self) -> bool {
+        !self.revocations.is_empty()
+    }
+
+    /// The members, for commits.
+    pub(super) fn committer(
+        &self,
+        cluster: &str,
+    ) -> Option<crate::kafka::group_member::MemberCommitter> {
+        self.members.get(cluster).map(|(m, _)| m.committer())
+    }
+
+    /// Whether the coordinators gave this instance `id`.
+    pub(super) fn holds(&self, id: &SplitId) -> bool {
+        self.assigned.contains_key(id)
+    }
+}
+
+impl Enumerator {
+    /// Keeps one member per cluster read, subscribed to its topics: joins clusters
+    /// that are read now, leaves those that are not (in the background), and follows
+    /// topic changes.
+    pub(super) fn sync_group(&mut self) {
+        let Some(group) = self.group.as_mut() else {
+            return;
+        };
+        if group.leaving {
+            return;
+        }
+        let Some(group_id) = self.cfg.group_id.clone() else {
+            return;
+        };
+        let gone: Vec<Arc<str>> = group
+            .members
+            .keys()
+            .filter(|c| !self.clusters.contains_key(*c))
+            .cloned()
+            .collect();
+        for cluster in gone {
+            if let Some((member, _)) = group.members.remove(&cluster) {
+                tracing::info!(cluster = %cluster, "leaving the cluster's group");
+                let _ = std::thread::Builder::new()
+                    .name("mck-group-leave".into())
+                    .spawn(move || member.leave(LEAVE_WAIT));
+            }
+            group.assigned.retain(|id, _| id.cluster != cluster);
+        }
+        for (cluster, state) in &self.clusters {
+            match group.members.get(cluster) {
+                Some((member, topics)) if *topics != state.topics => {
+                    member.subscribe(state.topics.iter().cloned().collect());
+                    let topics = state.topics.clone();
+                    if let Some(entry) = group.members.get_mut(cluster) {
+                        entry.1 = topics;
+                    }
+                }
+                Some(_) => {}
+                None => {
+                    let view = self.views.get(&**cluster).cloned().unwrap_or_else(|| {
+                        super::plan::ClusterView {
+                            topics: state.topics.clone(),
+                            properties: Default::default(),
+                            starting_offsets: None,
+                            stopping_offsets: None,
+                            replaces: None,
+                        }
+                    });
+                    let props = self.cfg.client_properties(&view.properties);
+                    match GroupMember::start(
+                        cluster.clone(),
+                        &props,
+                        &group_id,
+                        state.topics.iter().cloned().collect(),
+                        group.events_tx.clone(),
+                    ) {
+                        Ok(member) => {
+                            tracing::info!(cluster = %cluster, group = %group_id, protocol = member.protocol, "joined the cluster's group");
+                            group
+                                .members
+                                .insert(cluster.clone(), (member, state.topics.clone()));
+                        }
+                        Err(e) => {
+                            tracing::warn!(cluster = %cluster, error = %e, "cannot join the cluster's group");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Leaves every cluster's group, on threads of their own; the loop goes on
+    /// answering the revocations that leaving brings. `reply` is answered once every
+    /// member left (or gave up after [`LEAVE_WAIT`]).
+    pub(super) fn leave_groups(&mut self, reply: oneshot::Sender<()>) {
+        let Some(group) = self.group.as_mut() else {
+            let _ = reply.send(());
+            return;
+        };
+        group.leaving = true;
+        let members: Vec<GroupMember> = std::mem::take(&mut group.members)
+            .into_values()
+            .map(|(m, _)| m)
+            .collect();
+        let _ = std::thread::Builder::new()
+            .name("mck-group-leave".into())
+            .spawn(move || {
+                let leaving: Vec<_> = members
+                    .into_iter()
+                    .map(|m| std::thread::spawn(move || m.leave(LEAVE_WAIT)))
+                    .collect();
+                for l in leaving {
+                    let _ = l.join();
+                }
+                let _ = reply.send(());
+            });
+    }
+
+    /// Applies what a member said.
+    pub(super) async fn member_event(&mut self, event: MemberEvent) {
+        match event {
+            MemberEvent::Assigned {
+                cluster,
+                partitions,
+            } => self.assigned(cluster, partitions).await,
+            MemberEvent::Revoking {
+                cluster,
+                partitions,
+                reply,
+            } => self.revoking(cluster, partitions, reply),
+            MemberEvent::Failed { cluster, message } => {
+                tracing::error!(cluster = %cluster, error = %message, "the cluster's group member failed; its partitions are no longer read by this instance");
+            }
+        }
+    }
+
+    /// Partitions given to this instance start at the group's committed offset, else
+    /// at the cluster's starting offsets, and are handed out.
+    async fn assigned(&mut self, cluster: Arc<str>, partitions: Vec<(String, i32)>) {
+        let Some(state) = self.clusters.get(&cluster) else {
+            return;
+        };
+        let client = state.client.clone();
+        let start = state.start.clone();
+        let lookup = partitions.clone();
+        // Tried a few times: the partitions are read only once this succeeds.
+        let facts = detached(move || {
+            let mut tries = 0;
+            loop {
+                tries += 1;
+                match client.facts(&lookup, true, start.timestamp()) {
+                    Err(e) if tries < 5 => {
+                        tracing::debug!(error = %e, "looking up where assigned partitions start; trying again");
+                        std::thread::sleep(Duration::from_secs(1));
+                    }
+                    done => return done,
+                }
+            }
+        })
+        .await;
+        let facts = match facts {
+            Ok(f) => f,
+            Err(e) => {
+                tracing::error!(cluster = %cluster, error = %e, "cannot look up where assigned partitions start: this instance does not read them until the group assigns them again");
+                return;
+            }
+        };
+        let Some(state) = self.clusters.get_mut(&cluster) else {
+            return;
+        };
+        let mut splits = Vec::new();
+        for (topic, p) in partitions {
+            let Some(f) = facts.get(&(topic.clone(), p)) else {
+                continue;
+            };
+            let next_offset = match f.committed {
+                Some(c) => c,
+                None => match resolve_start(&state.start, &topic, &cluster, p, f) {
+                    Ok(o) => o,
+                    Err(e) => {
+                        tracing::warn!(cluster = %cluster, error = %e, "an assigned partition has no start");
+                        continue;
+                    }
+                },
+            };
+            state.known.insert((topic.clone(), p));
+            splits.push(KafkaSplit {
+                id: SplitId::new(&cluster, &topic, p),
+                next_offset,
+                stop_offset: None,
+            });
+        }
+        if let Some(group) = self.group.as_mut() {
+            for s in &splits {
+                group.assigned.insert(s.id.clone(), s.next_offset);
+            }
+        }
+        self.hand_out(splits);
+    }
+
+    /// Partitions taken back: the readers stop handing them out and say where they
+    /// are; the positions are committed once acknowledged (see [`Self::revocations_due`]).
+    fn revoking(
+        &mut self,
+        cluster: Arc<str>,
+        partitions: Vec<(String, i32)>,
+        reply: std_mpsc::Sender<Vec<(String, i32, i64)>>,
+    ) {
+        let ids: Vec<SplitId> = partitions
+            .iter()
+            .map(|(t, p)| SplitId::new(&cluster, t, *p))
+            .collect();
+        let mut per_reader: BTreeMap<usize, Vec<SplitId>> = BTreeMap::new();
+        for id in &ids {
+            if let Some(r) = self.owners.remove(id) {
+                per_reader.entry(r).or_default().push(id.clone());
+            }
+        }
+        self.unassigned.retain(|s| !ids.contains(&s.id));
+        let mut confirms = Vec::new();
+        // The readers keep the final positions as retained ones, which go into every
+        // checkpoint taken after the removal: the program's next commit carries them,
+        // and that is its acknowledgement (a commit of an older checkpoint is not).
+        let keep_until = crate::enumerator::retention::now_ms() + ACK_WAIT.as_millis() as i64 * 4;
+        for (reader, ids) in per_reader {
+            if let Some(tx) = self.readers.get(&reader) {
+                let (ctx, crx) = oneshot::channel();
+                let _ = tx.send(ReaderEvent::Remove {
+                    ids,
+                    retain_until_ms: Some(keep_until),
+                    confirm: Some(ctx),
+                });
+                confirms.push(crx);
+            }
+        }
+        let Some(group) = self.group.as_mut() else {
+            let _ = reply.send(Vec::new());
+            return;
+        };
+        let mut starts = BTreeMap::new();
+        for id in &ids {
+            if let Some(start) = group.assigned.remove(id) {
+                starts.insert(id.clone(), start);
+            }
+        }
+        if let Some(state) = self.clusters.get_mut(&cluster) {
+            state
+                .known
+                .retain(|(t, p)| !partitions.contains(&(t.clone(), *p)));
+        }
+        group.revocations.push(Revocation {
+            ids,
+            confirms,
+            handed_out: starts.clone(),
+            starts,
+            reply,
+            deadline: Instant::now() + ACK_WAIT,
+        });
+        group.ack_wanted.store(true, Ordering::SeqCst);
+    }
+
+    /// Records what the program acknowledged (the checkpoint it commits).
+    pub(super) fn acknowledged(&mut self, cp: &Checkpoint) {
+        let Some(group) = self.group.as_mut() else {
+            return;
+        };
+        for (cluster, c) in &cp.clusters {
+            for s in &c.splits {
+                let id = SplitId::new(cluster, &s.topic, s.partition);
+                let e = group.acked.entry(id).or_insert(s.next_offset);
+                *e = (*e).max(s.next_offset);
+            }
+        }
+    }
+
+    /// Answers the revocations whose readers confirmed and whose records the program
+    /// acknowledged (or whose wait is over): with the positions to commit.
+    pub(super) fn revocations_due(&mut self) {
+        let Some(group) = self.group.as_mut() else {
+            return;
+        };
+        let now = Instant::now();
+        let mut still = Vec::new();
+        for mut r in std::mem::take(&mut group.revocations) {
+            let mut waiting = Vec::new();
+            for mut c in std::mem::take(&mut r.confirms) {
+                match c.try_recv() {
+                    Ok(splits) => {
+                        for s in splits {
+                            r.handed_out.insert(s.id.clone(), s.next_offset);
+                        }
+                    }
+                    Err(oneshot::error::TryRecvError::Empty) => waiting.push(c),
+                    Err(oneshot::error::TryRecvError::Closed) => {}
+                }
+            }
+            r.confirms = waiting;
+            // A split is acknowledged when the program's last commit reached where its
+            // reader let it go, or when nothing was handed out of it.
+            let acked_all = r.confirms.is_empty()
+                && r.handed_out.iter().all(|(id, at)| {
+                    group.acked.get(id).is_some_and(|a| a >= at) || r.starts.get(id) == Some(at)
+                });
+            // Leaving (the source closes): the program acknowledged what it will; the
+            // readers are not asked again.
+            let due = now >= r.deadline || group.leaving;
+            if !(acked_all || due) {
+                still.push(r);
+                continue;
+            }
+            let offsets: Vec<(String, i32, i64)> = r
+                .ids
+                .iter()
+                .filter_map(|id| {
+                    let acked = group.acked.get(id).copied();
+                    let at = if acked_all {
+                        acked.or_else(|| r.handed_out.get(id).copied())
+                    } else {
+                        acked
+                    }?;
+                    Some((id.topic.to_string(), id.partition, at))
+                })
+                .collect();
+            if !acked_all && !group.leaving {
+                tracing::warn!(
+                    partitions = r.ids.len(),
+                    "partitions taken back before the program acknowledged every record handed out of them within {ACK_WAIT:?}: their next owner reads those records again"
+                );
+            }
+            for id in &r.ids {
+                group.acked.remove(id);
+            }
+            let _ = self.retained.take(|id| r.ids.contains(id));
+            let _ = r.reply.send(offsets);
+        }
+        group.revocations = still;
+        group
+            .ack_wanted
+            .store(!group.revocations.is_empty(), Ordering::SeqCst);
+    }
+}

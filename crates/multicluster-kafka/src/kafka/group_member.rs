@@ -1,0 +1,397 @@
+//! Group mode's member on one cluster: a consumer subscribed to the cluster's topics
+//! of the stream in the source's group, whose group coordinator divides the
+//! cluster's partitions among the instances. It fetches nothing itself: partitions
+//! are paused as soon as they are assigned, and the source's readers read them. It
+//! tells the enumerator what it was given and what is taken back, and commits for the
+//! source (a consumer group accepts commits only from its members).
+//!
+//! Kafka's consumer group protocol (KIP-848, `group.protocol=consumer`) is used where
+//! the brokers have it; a cluster that refuses it is joined with the classic protocol
+//! and cooperative-sticky assignment.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc as std_mpsc;
+use std::time::Duration;
+
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext};
+use rdkafka::error::KafkaError;
+use rdkafka::types::RDKafkaRespErr;
+use rdkafka::{ClientContext, Offset, TopicPartitionList};
+use tokio::sync::mpsc;
+
+use crate::error::SourceError;
+use crate::kafka::client::client_config;
+use crate::kafka::properties::ClientProperties;
+
+/// How long a revocation waits for the enumerator's answer (the positions to commit)
+/// before it commits nothing and lets the partitions go.
+const REVOKE_WAIT: Duration = Duration::from_secs(30);
+
+/// How long a commit through the member may take.
+const COMMIT_WAIT: Duration = Duration::from_secs(10);
+
+/// Properties of the classic protocol that librdkafka refuses with
+/// `group.protocol=consumer`.
+const CLASSIC_ONLY: &[&str] = &[
+    "session.timeout.ms",
+    "heartbeat.interval.ms",
+    "partition.assignment.strategy",
+    "group.protocol.type",
+];
+
+/// What a member tells the enumerator.
+#[derive(Debug)]
+pub(crate) enum MemberEvent {
+    /// The coordinator gave these partitions to this instance.
+    Assigned {
+        cluster: Arc<str>,
+        partitions: Vec<(String, i32)>,
+    },
+    /// The coordinator takes these partitions back: answer with the positions to
+    /// commit (the acknowledged ones); the partitions are released after the commit.
+    Revoking {
+        cluster: Arc<str>,
+        partitions: Vec<(String, i32)>,
+        reply: std_mpsc::Sender<Vec<(String, i32, i64)>>,
+    },
+    /// The member cannot go on (a fatal error of the group protocol).
+    Failed { cluster: Arc<str>, message: String },
+}
+
+enum MemberCommand {
+    Subscribe(Vec<String>),
+    Commit(
+        Vec<(String, i32, i64)>,
+        std_mpsc::Sender<Result<(), String>>,
+    ),
+}
+
+struct MemberContext {
+    cluster: Arc<str>,
+    events: mpsc::UnboundedSender<MemberEvent>,
+    /// The enumerator's commands; served by the member's loop, and by a revocation
+    /// while it waits (the program's commit may be what it waits for).
+    commands: std::sync::Mutex<std_mpsc::Receiver<MemberCommand>>,
+    /// Subscription changes that came during a revocation, applied after it.
+    deferred: std::sync::Mutex<Vec<Vec<String>>>,
+}
+
+impl MemberContext {
+    /// Runs the commits asked so far; subscription changes wait for the loop.
+    fn serve_commits(&self, consumer: &BaseConsumer<MemberContext>) {
+        let commands = self.commands.lock().unwrap_or_else(|p| p.into_inner());
+        while let Ok(cmd) = commands.try_recv() {
+            match cmd {
+                MemberCommand::Subscribe(topics) => self
+                    .deferred
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(topics),
+                MemberCommand::Commit(offsets, reply) => {
+                    let _ = reply.send(commit_offsets(consumer, &offsets));
+                }
+            }
+        }
+    }
+}
+
+impl ClientContext for MemberContext {
+    fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, log_message: &str) {
+        let cluster = &*self.cluster;
+        tracing::debug!(target: "librdkafka", %cluster, facility = %fac, level = ?level, "group member: {log_message}");
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        tracing::debug!(cluster = %self.cluster, error = %error, reason, "group member client error");
+    }
+}
+
+fn partitions_of(tpl: &TopicPartitionList) -> Vec<(String, i32)> {
+    tpl.elements()
+        .iter()
+        .map(|e| (e.topic().to_string(), e.partition()))
+        .collect()
+}
+
+impl ConsumerContext for MemberContext {
+    fn rebalance(
+        &self,
+        consumer: &BaseConsumer<Self>,
+        err: RDKafkaRespErr,
+        tpl: &mut TopicPartitionList,
+    ) {
+        match err {
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => {
+                if let Err(e) = consumer.incremental_assign(tpl) {
+                    tracing::warn!(cluster = %self.cluster, error = %e, "group member: cannot take its assignment");
+                    return;
+                }
+                // The readers fetch; the member only holds the partitions.
+                let _ = consumer.pause(tpl);
+                let partitions = partitions_of(tpl);
+                if !partitions.is_empty() {
+                    tracing::info!(cluster = %self.cluster, count = partitions.len(), "the group assigned partitions to this instance");
+                    let _ = self.events.send(MemberEvent::Assigned {
+                        cluster: self.cluster.clone(),
+                        partitions,
+                    });
+                }
+            }
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS => {
+                let partitions = partitions_of(tpl);
+                if !partitions.is_empty() {
+                    tracing::info!(cluster = %self.cluster, count = partitions.len(), "the group takes partitions back from this instance");
+                    let (reply, answer) = std_mpsc::channel();
+                    let asked = self.events.send(MemberEvent::Revoking {
+                        cluster: self.cluster.clone(),
+                        partitions,
+                        reply,
+                    });
+                    let mut offsets = Vec::new();
+                    if asked.is_ok() {
+                        let give_up = std::time::Instant::now() + REVOKE_WAIT;
+                        while std::time::Instant::now() < give_up {
+                            match answer.recv_timeout(Duration::from_millis(20)) {
+                                Ok(o) => {
+                                    offsets = o;
+                                    break;
+                                }
+                                Err(std_mpsc::RecvTimeoutError::Timeout) => {
+                                    self.serve_commits(consumer)
+                                }
+                                Err(std_mpsc::RecvTimeoutError::Disconnected) => break,
+                            }
+                        }
+                    }
+                    if !offsets.is_empty()
+                        && let Err(e) = commit_offsets(consumer, &offsets)
+                    {
+                        tracing::warn!(cluster = %self.cluster, error = %e, "group member: the commit before releasing partitions failed; their next owner reads from the group's previous offsets");
+                    }
+                }
+                let _ = consumer.incremental_unassign(tpl);
+            }
+            other => {
+                tracing::warn!(cluster = %self.cluster, error = ?other, "group member: rebalance error");
+            }
+        }
+    }
+
+    fn commit_callback(&self, _: rdkafka::error::KafkaResult<()>, _: &TopicPartitionList) {}
+}
+
+fn commit_offsets(
+    consumer: &BaseConsumer<MemberContext>,
+    offsets: &[(String, i32, i64)],
+) -> Result<(), String> {
+    let mut tpl = TopicPartitionList::new();
+    for (t, p, o) in offsets {
+        tpl.add_partition_offset(t, *p, Offset::Offset(*o))
+            .map_err(|e| e.to_string())?;
+    }
+    consumer
+        .commit(&tpl, CommitMode::Sync)
+        .map_err(|e| e.to_string())
+}
+
+/// The handle of a member running on a thread of its own; dropping it leaves the
+/// group in the background.
+pub(crate) struct GroupMember {
+    cluster: Arc<str>,
+    commands: std_mpsc::Sender<MemberCommand>,
+    stop: Arc<AtomicBool>,
+    join: Option<std::thread::JoinHandle<()>>,
+    /// `consumer` (KIP-848) or `classic`.
+    pub protocol: &'static str,
+}
+
+impl std::fmt::Debug for GroupMember {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GroupMember")
+            .field("cluster", &self.cluster)
+            .field("protocol", &self.protocol)
+            .finish()
+    }
+}
+
+impl GroupMember {
+    /// Joins `group` on `cluster` (its merged client properties `props`), subscribed
+    /// to `topics`; events go to `events`.
+    pub fn start(
+        cluster: Arc<str>,
+        props: &ClientProperties,
+        group: &str,
+        topics: Vec<String>,
+        events: mpsc::UnboundedSender<MemberEvent>,
+    ) -> Result<GroupMember, SourceError> {
+        let mut props = props.clone();
+        let classic = props
+            .get("group.protocol")
+            .is_some_and(|p| p.trim().eq_ignore_ascii_case("classic"));
+        if !classic {
+            for key in CLASSIC_ONLY {
+                props.remove(key);
+            }
+        }
+        let mut config = client_config(&props);
+        config
+            .set("group.id", group)
+            .set("enable.auto.commit", "false")
+            .set("enable.auto.offset.store", "false");
+        if classic {
+            config.set("partition.assignment.strategy", "cooperative-sticky");
+        } else {
+            config.set("group.protocol", "consumer");
+        }
+        config.set_log_level(rdkafka::config::RDKafkaLogLevel::Debug);
+        let (tx, rx) = std_mpsc::channel();
+        let context = MemberContext {
+            cluster: cluster.clone(),
+            events: events.clone(),
+            commands: std::sync::Mutex::new(rx),
+            deferred: std::sync::Mutex::new(Vec::new()),
+        };
+        let consumer: BaseConsumer<MemberContext> = config
+            .create_with_context(context)
+            .map_err(|e| SourceError::cluster(&cluster, "create the group member", &e, &props))?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let dispatch = tracing::dispatcher::get_default(|d| d.clone());
+        let name = format!("mck-group-{cluster}").replace('\0', "?");
+        let (c, s) = (cluster.clone(), stop.clone());
+        let join = std::thread::Builder::new()
+            .name(name)
+            .spawn(move || {
+                let _guard = tracing::dispatcher::set_default(&dispatch);
+                serve(&c, consumer, topics, &s, &events);
+            })
+            .map_err(|e| SourceError::internal("a group member thread", e))?;
+        Ok(GroupMember {
+            cluster,
+            commands: tx,
+            stop,
+            join: Some(join),
+            protocol: if classic { "classic" } else { "consumer" },
+        })
+    }
+
+    /// Changes the subscription (the cluster's topics of the stream changed).
+    pub fn subscribe(&self, topics: Vec<String>) {
+        let _ = self.commands.send(MemberCommand::Subscribe(topics));
+    }
+
+    /// A handle that commits through this member.
+    pub fn committer(&self) -> MemberCommitter {
+        MemberCommitter {
+            cluster: self.cluster.clone(),
+            commands: self.commands.clone(),
+        }
+    }
+
+    /// Leaves the group (its partitions are revoked first, which asks the enumerator
+    /// for their positions), waiting for it on a thread of its own for up to
+    /// `within`. Blocking.
+    pub fn leave(mut self, within: Duration) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(join) = self.join.take() {
+            let (tx, rx) = std_mpsc::channel();
+            let _ = std::thread::Builder::new()
+                .name("mck-group-leave".into())
+                .spawn(move || {
+                    let _ = join.join();
+                    let _ = tx.send(());
+                });
+            if rx.recv_timeout(within).is_err() {
+                tracing::warn!(cluster = %self.cluster, "the group member did not leave within {within:?}; the coordinator takes its partitions back after the session timeout");
+            }
+        }
+    }
+}
+
+impl Drop for GroupMember {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Commits through a member, from any thread (blocking).
+#[derive(Clone)]
+pub(crate) struct MemberCommitter {
+    cluster: Arc<str>,
+    commands: std_mpsc::Sender<MemberCommand>,
+}
+
+impl MemberCommitter {
+    /// Commits `offsets` (topic, partition, next offset) as the group's member.
+    pub fn commit(&self, offsets: &[(String, i32, i64)]) -> Result<(), SourceError> {
+        if offsets.is_empty() {
+            return Ok(());
+        }
+        let (tx, rx) = std_mpsc::channel();
+        let gone = || SourceError::Cluster {
+            cluster: self.cluster.to_string(),
+            message: "commit: the group member is gone".into(),
+        };
+        self.commands
+            .send(MemberCommand::Commit(offsets.to_vec(), tx))
+            .map_err(|_| gone())?;
+        match rx.recv_timeout(COMMIT_WAIT) {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(message)) => Err(SourceError::Cluster {
+                cluster: self.cluster.to_string(),
+                message: format!("commit as a group member: {message}"),
+            }),
+            Err(_) => Err(SourceError::Cluster {
+                cluster: self.cluster.to_string(),
+                message: format!("commit as a group member: no answer within {COMMIT_WAIT:?}"),
+            }),
+        }
+    }
+}
+
+/// The member's thread: polls the consumer (rebalances, commit callbacks; records
+/// of paused partitions are dropped), runs commands, and leaves when stopped.
+fn serve(
+    cluster: &Arc<str>,
+    consumer: BaseConsumer<MemberContext>,
+    topics: Vec<String>,
+    stop: &AtomicBool,
+    events: &mpsc::UnboundedSender<MemberEvent>,
+) {
+    let subscribe = |topics: &[String]| {
+        let refs: Vec<&str> = topics.iter().map(String::as_str).collect();
+        if let Err(e) = consumer.subscribe(&refs) {
+            tracing::warn!(cluster = %cluster, error = %e, "group member: cannot subscribe");
+        }
+    };
+    subscribe(&topics);
+    let mut said_fatal = false;
+    while !stop.load(Ordering::SeqCst) {
+        match consumer.poll(Duration::from_millis(100)) {
+            Some(Ok(_)) | None => {}
+            Some(Err(e)) => tracing::debug!(cluster = %cluster, error = %e, "group member poll"),
+        }
+        consumer.context().serve_commits(&consumer);
+        let deferred = std::mem::take(
+            &mut *consumer
+                .context()
+                .deferred
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()),
+        );
+        for topics in deferred {
+            subscribe(&topics);
+        }
+        if !said_fatal && let Some((_, text)) = consumer.client().fatal_error() {
+            said_fatal = true;
+            let _ = events.send(MemberEvent::Failed {
+                cluster: cluster.clone(),
+                message: text,
+            });
+        }
+    }
+    // Leaving: dropping closes the consumer, which revokes every partition first (the
+    // rebalance callback runs within the close, and asks the enumerator for the
+    // positions to commit), then leaves the group.
+    drop(consumer);
+}

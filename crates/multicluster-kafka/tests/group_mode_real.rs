@@ -1,0 +1,110 @@
+//! Group mode on a real broker (Kafka 4.x, consumer group protocol): two sources in
+//! one group share a topic's partitions; the second joining takes some from the
+//! first, which commits what it acknowledged before letting them go; together they
+//! read every record exactly once when each acknowledges (commits) what it read.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use mck_testkit::{TestCluster, TestRecord, shared_cluster};
+use multicluster_kafka::prelude::*;
+use multicluster_kafka::{KafkaSourceStream, ScaleOut};
+
+fn source(bootstrap: &str) -> MultiClusterKafkaSource<Utf8> {
+    let stream = KafkaStream::new("s").with_cluster(
+        "only",
+        ClusterMetadata::builder(bootstrap)
+            .topic("group-t")
+            .build()
+            .unwrap(),
+    );
+    MultiClusterKafkaSource::builder()
+        .metadata_service(StaticMetadataService::new([stream]).unwrap())
+        .stream_ids(["s"])
+        .group_id("group-mode-g")
+        .deserializer(Utf8)
+        .scale_out(ScaleOut::KafkaGroup)
+        .build()
+        .unwrap()
+}
+
+/// Reads for `within` (or until `until` holds), acknowledging after every batch and
+/// whenever the source asks; returns the values.
+async fn read(
+    s: &mut KafkaSourceStream<Utf8>,
+    seen: &mut Vec<String>,
+    within: Duration,
+    until: impl Fn(&[String]) -> bool,
+) {
+    let end = Instant::now() + within;
+    while Instant::now() < end && !until(seen) {
+        match tokio::time::timeout(Duration::from_millis(200), s.next_batch()).await {
+            Ok(Some(Ok(batch))) => {
+                for r in batch.iter() {
+                    seen.push(r.value.clone());
+                }
+                let cp = s.checkpoint().unwrap();
+                s.commit(&cp).await.unwrap();
+            }
+            Ok(Some(Err(e))) => panic!("{e}"),
+            Ok(None) => break,
+            Err(_) => {
+                let cp = s.checkpoint().unwrap();
+                let _ = s.commit(&cp).await;
+            }
+        }
+    }
+}
+
+#[test]
+fn two_instances_share_a_topic_and_read_each_record_once() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
+        .with_test_writer()
+        .try_init();
+    let cluster = shared_cluster("group-mode").expect("Kafka starts");
+    cluster.create_topic("group-t", 6).unwrap();
+    let batch = |from: usize| -> Vec<TestRecord> {
+        (from..from + 300)
+            .map(|i| TestRecord::value(format!("v{i}")).with_key(format!("k{i}")))
+            .collect()
+    };
+    cluster.produce("group-t", &batch(0)).unwrap();
+    let bootstrap = cluster.bootstrap_servers();
+    mck_testkit::runtime().block_on(async {
+        let mut a = source(&bootstrap).open().await.expect("instance a opens");
+        let mut seen_a = Vec::new();
+        read(&mut a, &mut seen_a, Duration::from_secs(60), |s| {
+            s.len() >= 300
+        })
+        .await;
+        assert_eq!(seen_a.len(), 300, "alone, a reads every partition");
+
+        let mut b = source(&bootstrap).open().await.expect("instance b opens");
+        let mut seen_b = Vec::new();
+        // b joins: the coordinator moves some partitions from a to b. Both go on
+        // reading (a must answer its revocation) while more records come.
+        let produce = tokio::task::spawn_blocking(move || {
+            std::thread::sleep(Duration::from_secs(3));
+            cluster.produce("group-t", &batch(300)).unwrap();
+        });
+        let end = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < end && seen_a.len() + seen_b.len() < 600 {
+            read(&mut a, &mut seen_a, Duration::from_millis(300), |_| false).await;
+            read(&mut b, &mut seen_b, Duration::from_millis(300), |_| false).await;
+        }
+        produce.await.unwrap();
+        assert!(
+            !seen_b.is_empty(),
+            "b got partitions and read from them ({} / {})",
+            seen_a.len(),
+            seen_b.len()
+        );
+        let all: Vec<&String> = seen_a.iter().chain(&seen_b).collect();
+        let unique: BTreeSet<&String> = all.iter().copied().collect();
+        assert_eq!(unique.len(), 600, "every record read");
+        assert_eq!(all.len(), 600, "none read twice");
+        b.close().await;
+        a.close().await;
+    });
+}
