@@ -109,11 +109,14 @@ pub fn parse_until(text: &str) -> Result<StoppingOffsets, String> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct OptionalDuration(pub Option<Duration>);
 
-/// `whole`, or `shard:I/N` (shard I, from 0, of N).
+/// `whole`, `group`, or `shard:I/N` (shard I, from 0, of N).
 pub fn parse_scale_out(text: &str) -> Result<multicluster_kafka::ScaleOut, String> {
     let t = text.trim();
     if t.eq_ignore_ascii_case("whole") {
         return Ok(multicluster_kafka::ScaleOut::Whole);
+    }
+    if t.eq_ignore_ascii_case("group") {
+        return Ok(multicluster_kafka::ScaleOut::KafkaGroup);
     }
     match t.split_once(':') {
         Some((mode, shard)) if mode.trim().eq_ignore_ascii_case("shard") => shard
@@ -121,7 +124,7 @@ pub fn parse_scale_out(text: &str) -> Result<multicluster_kafka::ScaleOut, Strin
             .map(multicluster_kafka::ScaleOut::Shard)
             .map_err(|e| e.message),
         _ => Err(format!(
-            "`{text}` is not a scale-out mode: expected whole or shard:I/N (e.g. shard:0/3)"
+            "`{text}` is not a scale-out mode: expected whole, group or shard:I/N (e.g. shard:0/3)"
         )),
     }
 }

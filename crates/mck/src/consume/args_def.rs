@@ -49,11 +49,13 @@ pub struct ConsumeArgs {
     /// `-o committed` starts from its offsets.
     #[arg(short = 'g', long = "group", value_name = "ID", env = "MCK_GROUP")]
     pub group: Option<String>,
-    /// Share the stream with other `mck consume` processes: `shard:I/N` reads only
-    /// shard I (from 0) of N, exactly once with its own --checkpoint-dir; every
-    /// instance needs the same N and --group, and a second live instance of a shard
-    /// is refused. `whole` (the default) reads every split.
-    #[arg(long, value_name = "whole|shard:I/N", default_value = "whole", env = "MCK_SCALE_OUT", value_parser = args::parse_scale_out)]
+    /// Share the stream with other `mck consume` processes: `group` lets each
+    /// cluster's group coordinator divide its partitions among the instances of
+    /// --group (at least once; follow mode); `shard:I/N` reads only shard I (from 0)
+    /// of N, exactly once with its own --checkpoint-dir (every instance needs the
+    /// same N and --group; a second live instance of a shard is refused). `whole`
+    /// (the default) reads every split.
+    #[arg(long, value_name = "whole|group|shard:I/N", default_value = "whole", env = "MCK_SCALE_OUT", value_parser = args::parse_scale_out)]
     pub scale_out: ScaleOut,
     /// How long start-up waits for the shard while another instance holds it (a
     /// killed one holds it until the brokers' consumer session timeout, 45 s by

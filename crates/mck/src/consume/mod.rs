@@ -128,6 +128,15 @@ impl Input {
         }
     }
 
+    /// Group mode: partitions taken back wait for what was written of them to be
+    /// acknowledged (checkpointed and committed).
+    fn acknowledgement_wanted(&self) -> bool {
+        match self {
+            Input::Kafka(s) => s.acknowledgement_wanted(),
+            Input::Hybrid(_) => false,
+        }
+    }
+
     async fn close(self) {
         match self {
             Input::Kafka(s) => s.close().await,
@@ -371,6 +380,17 @@ async fn consume(args: ConsumeArgs) -> Result<ExitCode, String> {
     if let Some(g) = &args.group {
         builder = builder.group_id(g);
     }
+    if matches!(args.scale_out, ScaleOut::KafkaGroup) {
+        if args.group.is_none() {
+            return Err(
+                "--scale-out group needs --group: the instances share the stream through it".into(),
+            );
+        }
+        if args.stop().is_some() {
+            return Err("--scale-out group reads in follow mode only (no --until or -e); for a bounded read by several processes use --scale-out shard:I/N".into());
+        }
+        builder = builder.scale_out(args.scale_out);
+    }
     if let ScaleOut::Shard(shard) = args.scale_out {
         if args.group.is_none() {
             return Err(format!(
@@ -470,6 +490,9 @@ async fn consume(args: ConsumeArgs) -> Result<ExitCode, String> {
     let mut unflushed: u32 = 0;
     let mut flushed_at = Instant::now();
     let partitions: BTreeSet<i32> = args.partitions.iter().copied().collect();
+    let group_mode = matches!(args.scale_out, ScaleOut::KafkaGroup);
+    let mut ack_check = tokio::time::interval(Duration::from_millis(100));
+    ack_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
 
     let end: Result<End, String> = loop {
         if args.count.is_some_and(|n| records >= n) {
@@ -486,6 +509,17 @@ async fn consume(args: ConsumeArgs) -> Result<ExitCode, String> {
                 let done = checkpoint(&mut stream, &mut output, store.as_ref(), commits.as_ref()).await;
                 if let Err(end) = keep_going(done) {
                     break end;
+                }
+            }
+            // Group mode: a cluster's group takes partitions back once what was
+            // written of them is acknowledged; checkpoint (and commit) now.
+            _ = ack_check.tick(), if group_mode && checkpointing => {
+                if stream.acknowledgement_wanted() {
+                    (unflushed, flushed_at) = (0, Instant::now());
+                    let done = checkpoint(&mut stream, &mut output, store.as_ref(), commits.as_ref()).await;
+                    if let Err(end) = keep_going(done) {
+                        break end;
+                    }
                 }
             }
             next = stream.next(whole) => match next {

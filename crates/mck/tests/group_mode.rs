@@ -1,0 +1,337 @@
+//! Group mode with real processes on real brokers: `mck consume --scale-out group`.
+//!
+//! Clusters `east` and `west` (Kafka 4.x, KRaft) hold topic `orders` with 6
+//! partitions each; Kafka's own Java producer writes to both all along. Three `mck
+//! consume --group --scale-out group --output --checkpoint-dir` processes share the
+//! stream, each into its own file: each cluster's group coordinator divides that
+//! cluster's partitions among them. One instance is stopped with SIGTERM and started
+//! again; then the metadata file is edited to add cluster `north` (with its own
+//! producer) and, once `west`'s producer stopped and its records were read, to remove
+//! `west`. When production ends, the three files together hold every record exactly
+//! once: partitions moved between instances were committed at what the instance
+//! losing them had written and checkpointed.
+//!
+//! A second test kills one instance with SIGKILL: nothing is lost, and the records
+//! read twice are exactly the ones its file holds beyond its last checkpoint (written,
+//! not yet committed), which the partitions' next owners read again.
+
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use mck_testkit::{
+    ClusterOptions, KafkaCluster, TestCluster, assert_each_once, java_produce_until_stopped,
+};
+use support::{Run, checkpointed_args, newest_checkpoint, output_values};
+
+const TOPIC: &str = "orders";
+const PARTITIONS: i32 = 6;
+/// A guard against hangs, not a timing assertion.
+const PATIENCE: Duration = Duration::from_secs(150);
+
+fn start_cluster(id: &str) -> KafkaCluster {
+    let options = ClusterOptions::new(id)
+        .broker_config("group.consumer.min.heartbeat.interval.ms", "500")
+        .broker_config("group.consumer.heartbeat.interval.ms", "1000")
+        .broker_config("group.consumer.min.session.timeout.ms", "2000")
+        .broker_config("group.consumer.session.timeout.ms", "6000");
+    let cluster =
+        KafkaCluster::start(options).unwrap_or_else(|e| panic!("cluster {id} does not start: {e}"));
+    cluster.create_topic(TOPIC, PARTITIONS).unwrap();
+    cluster
+}
+
+fn lines_in(path: &Path) -> usize {
+    std::fs::read_to_string(path)
+        .map(|t| t.lines().count())
+        .unwrap_or(0)
+}
+
+fn write_metadata(md: &Path, clusters: &[&KafkaCluster]) {
+    let mut yaml = format!("- streamId: {TOPIC}\n  clusterMetadataList:\n");
+    for c in clusters {
+        yaml += &format!(
+            "    - clusterId: {}\n      bootstrapServers: {}\n      topics: [{TOPIC}]\n",
+            c.logical_id(),
+            c.bootstrap_servers()
+        );
+    }
+    // Replaced in one step, as an editor's save would.
+    let tmp = md.with_extension("tmp");
+    std::fs::write(&tmp, yaml).unwrap();
+    std::fs::rename(&tmp, md).unwrap();
+}
+
+struct Instance {
+    out: PathBuf,
+    ck: PathBuf,
+    args: Vec<String>,
+    stderr: PathBuf,
+    runs: usize,
+}
+
+impl Instance {
+    fn new(dir: &Path, md: &Path, i: usize, group: &str) -> Instance {
+        let out = dir.join(format!("out-{i}.jsonl"));
+        let ck = dir.join(format!("ck-{i}"));
+        let mut args = checkpointed_args(md, TOPIC, &out, &ck);
+        args.extend(["--group", group, "--scale-out", "group"].map(String::from));
+        Instance {
+            out,
+            ck,
+            args,
+            stderr: dir.join(format!("stderr-{i}")),
+            runs: 0,
+        }
+    }
+
+    fn start(&mut self) -> Run {
+        self.runs += 1;
+        Run::start(
+            &self.args,
+            self.stderr.with_extension(self.runs.to_string()),
+        )
+    }
+}
+
+fn total(instances: &[Instance]) -> usize {
+    instances.iter().map(|i| lines_in(&i.out)).sum()
+}
+
+/// Waits until the files together hold at least `n` lines; every run must live.
+fn await_total(instances: &[Instance], runs: &mut [Run], n: usize, what: &str) {
+    let until = Instant::now() + PATIENCE;
+    while total(instances) < n {
+        for run in runs.iter_mut() {
+            if let Some(status) = run.child.try_wait().unwrap() {
+                panic!(
+                    "an instance exited ({status}) before {what}:\n{}",
+                    run.stderr()
+                );
+            }
+        }
+        assert!(
+            Instant::now() < until,
+            "{} of {n} lines before {what}",
+            total(instances)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn stop_all(runs: &mut [Run], sig: i32) {
+    for run in runs.iter() {
+        run.signal(sig);
+    }
+    for run in runs.iter_mut() {
+        let status = run
+            .exit_within(PATIENCE)
+            .expect("an instance exits on a signal");
+        assert!(status.success(), "ended with {status}:\n{}", run.stderr());
+    }
+}
+
+fn values(instances: &[Instance]) -> Vec<String> {
+    instances
+        .iter()
+        .flat_map(|i| output_values(&i.out).into_iter().map(|(_, v)| v))
+        .collect()
+}
+
+#[test]
+fn three_instances_share_the_stream_through_restarts_and_metadata_edits_each_record_once() {
+    let began = Instant::now();
+    let (east, west, north) = std::thread::scope(|s| {
+        let e = s.spawn(|| start_cluster("east"));
+        let w = s.spawn(|| start_cluster("west"));
+        let n = s.spawn(|| start_cluster("north"));
+        (e.join().unwrap(), w.join().unwrap(), n.join().unwrap())
+    });
+    eprintln!("clusters ready after {:?}", began.elapsed());
+    let dir = tempfile::tempdir().unwrap();
+    let md = dir.path().join("streams.yaml");
+    write_metadata(&md, &[&east, &west]);
+
+    let stop_west = Arc::new(AtomicBool::new(false));
+    let stop_rest = Arc::new(AtomicBool::new(false));
+    let feed = |c: &KafkaCluster, prefix: &'static str, stop: &Arc<AtomicBool>| {
+        java_produce_until_stopped(
+            c.java_producer(TOPIC, &[])
+                .expect("the Java producer starts"),
+            prefix,
+            stop.clone(),
+        )
+    };
+    let east_feed = feed(&east, "east", &stop_rest);
+    let west_feed = feed(&west, "west", &stop_west);
+
+    let mut instances: Vec<Instance> = (0..3)
+        .map(|i| Instance::new(dir.path(), &md, i, "group-test"))
+        .collect();
+    let mut runs: Vec<Run> = instances.iter_mut().map(Instance::start).collect();
+    await_total(&instances, &mut runs, 600, "the first records");
+    eprintln!("reading after {:?}", began.elapsed());
+
+    // One instance stops gracefully and comes back.
+    runs[1].signal(libc::SIGTERM);
+    let status = runs[1].exit_within(PATIENCE).expect("exits on SIGTERM");
+    assert!(status.success(), "{status}:\n{}", runs[1].stderr());
+    let n = total(&instances);
+    await_total(
+        &instances,
+        &mut [],
+        n + 300,
+        "the others took its partitions",
+    );
+    runs[1] = instances[1].start();
+    let n = total(&instances);
+    await_total(
+        &instances,
+        &mut runs,
+        n + 300,
+        "the restarted instance's return",
+    );
+    eprintln!("restart done after {:?}", began.elapsed());
+
+    // A third cluster joins the stream.
+    let north_feed = feed(&north, "north", &stop_rest);
+    write_metadata(&md, &[&east, &west, &north]);
+    let until = Instant::now() + PATIENCE;
+    while !values(&instances).iter().any(|v| v.starts_with("north-")) {
+        assert!(Instant::now() < until, "north is never read");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // West stops producing, is drained, and leaves the stream.
+    stop_west.store(true, Ordering::Relaxed);
+    let west_sent = west_feed.join().expect("west's feed");
+    let until = Instant::now() + PATIENCE;
+    loop {
+        let got: BTreeSet<String> = values(&instances)
+            .into_iter()
+            .filter(|v| v.starts_with("west-"))
+            .collect();
+        if west_sent.iter().all(|v| got.contains(v)) {
+            break;
+        }
+        assert!(Instant::now() < until, "west is never drained");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    write_metadata(&md, &[&east, &north]);
+    std::thread::sleep(Duration::from_secs(3));
+    eprintln!("metadata edits done after {:?}", began.elapsed());
+
+    stop_rest.store(true, Ordering::Relaxed);
+    let mut sent = west_sent;
+    sent.extend(east_feed.join().expect("east's feed"));
+    sent.extend(north_feed.join().expect("north's feed"));
+    await_total(&instances, &mut runs, sent.len(), "every record");
+    std::thread::sleep(Duration::from_secs(2));
+    stop_all(&mut runs, libc::SIGINT);
+    for (i, inst) in instances.iter().enumerate() {
+        eprintln!("instance {i}: {} records", lines_in(&inst.out));
+    }
+    assert_each_once(values(&instances), sent);
+    eprintln!("done in {:?}", began.elapsed());
+}
+
+#[test]
+fn a_killed_instance_costs_exactly_the_records_written_after_its_last_checkpoint() {
+    let began = Instant::now();
+    let east = start_cluster("k-east");
+    let dir = tempfile::tempdir().unwrap();
+    let md = dir.path().join("streams.yaml");
+    write_metadata(&md, &[&east]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let feed = java_produce_until_stopped(
+        east.java_producer(TOPIC, &[])
+            .expect("the Java producer starts"),
+        "k-east",
+        stop.clone(),
+    );
+    let mut instances: Vec<Instance> = (0..2)
+        .map(|i| Instance::new(dir.path(), &md, i, "kill-test"))
+        .collect();
+    let mut runs: Vec<Run> = instances.iter_mut().map(Instance::start).collect();
+    await_total(&instances, &mut runs, 800, "the first records");
+    // Both read: the group divided the partitions.
+    let until = Instant::now() + PATIENCE;
+    while lines_in(&instances[0].out) == 0 || lines_in(&instances[1].out) == 0 {
+        assert!(Instant::now() < until, "one instance never got partitions");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    runs[0].child.kill().unwrap();
+    runs[0].child.wait().unwrap();
+    let killed_file = output_values(&instances[0].out);
+    let (_, checkpointed_len) =
+        newest_checkpoint(&instances[0].ck).expect("the killed instance checkpointed");
+    // The lines beyond its last checkpoint: written, never committed.
+    let text = std::fs::read_to_string(&instances[0].out).unwrap();
+    let beyond: Vec<String> = text[checkpointed_len as usize..]
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            v["value"].as_str().unwrap().to_string()
+        })
+        .collect();
+    eprintln!(
+        "killed instance 0 at {} lines, {} beyond its checkpoint, after {:?}",
+        killed_file.len(),
+        beyond.len(),
+        began.elapsed()
+    );
+    // The survivor takes its partitions after the broker's session timeout.
+    let n = lines_in(&instances[1].out);
+    let until = Instant::now() + PATIENCE;
+    while lines_in(&instances[1].out) < n + 500 {
+        assert!(Instant::now() < until, "the survivor never took over");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    stop.store(true, Ordering::Relaxed);
+    let sent = feed.join().expect("the feed");
+    let until = Instant::now() + PATIENCE;
+    loop {
+        let got: BTreeSet<String> = killed_file
+            .iter()
+            .map(|(_, v)| v.clone())
+            .chain(output_values(&instances[1].out).into_iter().map(|(_, v)| v))
+            .collect();
+        if sent.iter().all(|v| got.contains(v)) {
+            break;
+        }
+        assert!(Instant::now() < until, "records missing");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    stop_all(&mut runs[1..], libc::SIGINT);
+
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    for v in killed_file
+        .iter()
+        .map(|(_, v)| v.clone())
+        .chain(output_values(&instances[1].out).into_iter().map(|(_, v)| v))
+    {
+        *counts.entry(v).or_default() += 1;
+    }
+    let twice: BTreeSet<String> = counts
+        .iter()
+        .filter(|(_, n)| **n > 1)
+        .map(|(v, _)| v.clone())
+        .collect();
+    assert!(counts.values().all(|n| *n <= 2), "a record thrice");
+    let sent: BTreeSet<String> = sent.into_iter().collect();
+    assert!(sent.iter().all(|v| counts.contains_key(v)), "a record lost");
+    let beyond: BTreeSet<String> = beyond.into_iter().collect();
+    assert_eq!(
+        twice, beyond,
+        "the records read twice are exactly those written after the killed instance's last checkpoint"
+    );
+    eprintln!(
+        "done in {:?}: {} read twice, all beyond the last checkpoint",
+        began.elapsed(),
+        twice.len()
+    );
+}
