@@ -114,3 +114,34 @@ fn two_instances_share_a_topic_and_read_each_record_once() {
         a.close().await;
     });
 }
+
+#[test]
+fn brokers_without_the_consumer_group_protocol_are_joined_with_the_classic_one() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
+        .with_test_writer()
+        .try_init();
+    // Kafka 4.x with KIP-848 turned off, as an older cluster would be.
+    let cluster = mck_testkit::KafkaCluster::start(
+        mck_testkit::ClusterOptions::new("classic-only")
+            .broker_config("group.coordinator.rebalance.protocols", "classic"),
+    )
+    .expect("Kafka starts");
+    cluster.create_topic("group-t", 4).unwrap();
+    let records: Vec<TestRecord> = (0..200)
+        .map(|i| TestRecord::value(format!("c{i}")))
+        .collect();
+    cluster.produce("group-t", &records).unwrap();
+    let bootstrap = cluster.bootstrap_servers();
+    mck_testkit::runtime().block_on(async {
+        let mut s = source(&bootstrap).open().await.expect("the instance opens");
+        let mut seen = Vec::new();
+        read(&mut s, &mut seen, Duration::from_secs(90), |s| {
+            s.len() >= 200
+        })
+        .await;
+        let unique: BTreeSet<&String> = seen.iter().collect();
+        assert_eq!((unique.len(), seen.len()), (200, 200), "every record once");
+        s.close().await;
+    });
+}

@@ -46,6 +46,9 @@ struct Revocation {
 /// Group mode's state in the enumerator.
 pub(crate) struct GroupState {
     members: BTreeMap<Arc<str>, (GroupMember, BTreeSet<String>)>,
+    /// Clusters whose brokers lack the consumer group protocol: joined with the
+    /// classic one.
+    classic: BTreeSet<Arc<str>>,
     events_tx: mpsc::UnboundedSender<MemberEvent>,
     pub(super) events: mpsc::UnboundedReceiver<MemberEvent>,
     /// Splits the coordinators gave this instance, with where they started.
@@ -64,6 +67,7 @@ impl GroupState {
         let (events_tx, events) = mpsc::unbounded_channel();
         GroupState {
             members: BTreeMap::new(),
+            classic: BTreeSet::new(),
             events_tx,
             events,
             assigned: BTreeMap::new(),
@@ -149,6 +153,7 @@ impl Enumerator {
                         &group_id,
                         state.topics.iter().cloned().collect(),
                         group.events_tx.clone(),
+                        group.classic.contains(cluster),
                     ) {
                         Ok(member) => {
                             tracing::info!(cluster = %cluster, group = %group_id, protocol = member.protocol, "joined the cluster's group");
@@ -204,7 +209,24 @@ impl Enumerator {
                 partitions,
                 reply,
             } => self.revoking(cluster, partitions, reply),
-            MemberEvent::Failed { cluster, message } => {
+            MemberEvent::Failed {
+                cluster,
+                message,
+                unsupported,
+            } => {
+                let Some(group) = self.group.as_mut() else {
+                    return;
+                };
+                if unsupported && group.classic.insert(cluster.clone()) {
+                    // Joined again, with the classic protocol, at the next sync.
+                    tracing::info!(cluster = %cluster, reason = %message, "the cluster's brokers lack Kafka's consumer group protocol (KIP-848): joining its group with the classic protocol and cooperative-sticky assignment");
+                    if let Some((member, _)) = group.members.remove(&cluster) {
+                        let _ = std::thread::Builder::new()
+                            .name("mck-group-leave".into())
+                            .spawn(move || member.leave(LEAVE_WAIT));
+                    }
+                    return;
+                }
                 tracing::error!(cluster = %cluster, error = %message, "the cluster's group member failed; its partitions are no longer read by this instance");
             }
         }

@@ -55,8 +55,13 @@ pub(crate) enum MemberEvent {
         partitions: Vec<(String, i32)>,
         reply: std_mpsc::Sender<Vec<(String, i32, i64)>>,
     },
-    /// The member cannot go on (a fatal error of the group protocol).
-    Failed { cluster: Arc<str>, message: String },
+    /// The member cannot go on (a fatal error of the group protocol);
+    /// `unsupported` when the brokers lack the consumer group protocol.
+    Failed {
+        cluster: Arc<str>,
+        message: String,
+        unsupported: bool,
+    },
 }
 
 enum MemberCommand {
@@ -218,17 +223,21 @@ impl std::fmt::Debug for GroupMember {
 impl GroupMember {
     /// Joins `group` on `cluster` (its merged client properties `props`), subscribed
     /// to `topics`; events go to `events`.
+    /// `classic` forces the classic protocol (else the properties decide, the
+    /// consumer protocol by default).
     pub fn start(
         cluster: Arc<str>,
         props: &ClientProperties,
         group: &str,
         topics: Vec<String>,
         events: mpsc::UnboundedSender<MemberEvent>,
+        classic: bool,
     ) -> Result<GroupMember, SourceError> {
         let mut props = props.clone();
-        let classic = props
-            .get("group.protocol")
-            .is_some_and(|p| p.trim().eq_ignore_ascii_case("classic"));
+        let classic = classic
+            || props
+                .get("group.protocol")
+                .is_some_and(|p| p.trim().eq_ignore_ascii_case("classic"));
         if !classic {
             for key in CLASSIC_ONLY {
                 props.remove(key);
@@ -240,7 +249,9 @@ impl GroupMember {
             .set("enable.auto.commit", "false")
             .set("enable.auto.offset.store", "false");
         if classic {
-            config.set("partition.assignment.strategy", "cooperative-sticky");
+            config
+                .set("group.protocol", "classic")
+                .set("partition.assignment.strategy", "cooperative-sticky");
         } else {
             config.set("group.protocol", "consumer");
         }
@@ -382,11 +393,18 @@ fn serve(
         for topics in deferred {
             subscribe(&topics);
         }
-        if !said_fatal && let Some((_, text)) = consumer.client().fatal_error() {
+        if !said_fatal && let Some((code, text)) = consumer.client().fatal_error() {
             said_fatal = true;
+            use rdkafka::types::RDKafkaErrorCode as C;
+            let unsupported = matches!(
+                code,
+                C::UnsupportedVersion | C::UnsupportedFeature | C::UnsupportedForMessageFormat
+            ) || text.contains("Unsupported")
+                || text.contains("not supported");
             let _ = events.send(MemberEvent::Failed {
                 cluster: cluster.clone(),
                 message: text,
+                unsupported,
             });
         }
     }
