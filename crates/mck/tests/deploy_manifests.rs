@@ -2,7 +2,8 @@
 //! container arguments are accepted by `mck consume` for every replica's shard, its
 //! shard count is its replica count, its probes and port are those of
 //! `--metrics-addr`, its metadata file is the ConfigMap's key, mounted as a directory
-//! (so updates reach the pod), and that file passes `mck validate`.
+//! (so updates reach the pod), and that file passes `mck validate`; the Deployment of
+//! group mode likewise.
 
 mod support;
 
@@ -34,51 +35,20 @@ fn expand(arg: &str, env: &[(String, String)]) -> String {
     out
 }
 
-#[test]
-fn the_statefulset_runs_shards_mck_accepts_with_the_configmaps_metadata() {
-    let set = manifest("statefulset.yaml");
-    let config = manifest("configmap.yaml");
-    let service = manifest("service.yaml");
-    assert_eq!(set["kind"], "StatefulSet");
-    assert_eq!(config["kind"], "ConfigMap");
-    assert_eq!(
-        service["spec"]["clusterIP"], "None",
-        "a headless service for the StatefulSet"
-    );
-    assert_eq!(set["spec"]["serviceName"], service["metadata"]["name"]);
-    let labels = &set["spec"]["template"]["metadata"]["labels"];
-    for (k, v) in service["spec"]["selector"].as_object().unwrap() {
-        assert_eq!(&labels[k], v, "the service selects the pods");
-    }
-
-    let replicas = set["spec"]["replicas"].as_u64().expect("replicas");
-    let pod = &set["spec"]["template"]["spec"];
+/// Checks a workload's pod: the metadata file is the ConfigMap's key on a directory
+/// mount and passes `mck validate`, the probes and port are those of
+/// `--metrics-addr`, and `mck consume` accepts the arguments (with `env` for their
+/// `$(NAME)` references). Returns the arguments as written.
+fn check_pod(pod: &Value, config: &Value, envs: &[Vec<(String, String)>]) -> Vec<String> {
     let container = &pod["containers"][0];
-    let env_list = container["env"].as_array().expect("env");
-    let shards = env_list
-        .iter()
-        .find(|e| e["name"] == "SHARDS")
-        .map(|e| str_of(&e["value"], "SHARDS"))
-        .expect("SHARDS");
-    assert_eq!(shards, replicas.to_string(), "one shard per replica");
-    let index = env_list
-        .iter()
-        .find(|e| e["name"] == "SHARD")
-        .expect("SHARD");
-    assert_eq!(
-        index["valueFrom"]["fieldRef"]["fieldPath"],
-        "metadata.labels['apps.kubernetes.io/pod-index']"
-    );
-
-    // The metadata file is the ConfigMap's key, in a directory mount.
-    let args: Vec<&str> = container["args"]
+    let args: Vec<String> = container["args"]
         .as_array()
         .expect("args")
         .iter()
-        .map(|a| str_of(a, "an argument"))
+        .map(|a| str_of(a, "an argument").to_string())
         .collect();
     assert_eq!(args[0], "consume");
-    let file = Path::new(args[1]);
+    let file = Path::new(&args[1]);
     let mount = container["volumeMounts"]
         .as_array()
         .unwrap()
@@ -98,7 +68,6 @@ fn the_statefulset_runs_shards_mck_accepts_with_the_configmaps_metadata() {
     assert_eq!(volume["configMap"]["name"], config["metadata"]["name"]);
     let key = file.file_name().unwrap().to_str().unwrap();
     let streams = str_of(&config["data"][key], "the ConfigMap's metadata file");
-
     let dir = tempfile::tempdir().unwrap();
     let md = dir.path().join(key);
     std::fs::write(&md, streams).unwrap();
@@ -108,8 +77,6 @@ fn the_statefulset_runs_shards_mck_accepts_with_the_configmaps_metadata() {
         "mck validate refuses the ConfigMap's file: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-
-    // Probes and port are those of --metrics-addr.
     let at = args
         .iter()
         .position(|a| *a == "--metrics-addr")
@@ -125,37 +92,100 @@ fn the_statefulset_runs_shards_mck_accepts_with_the_configmaps_metadata() {
         assert_eq!(container[probe]["httpGet"]["path"], path);
         assert_eq!(container[probe]["httpGet"]["port"], named["name"]);
     }
-
-    // Every replica's arguments pass mck consume's parser: run with the metadata file
-    // and the volume moved to a temporary directory and a free port, each stops at
-    // the metadata file, which is not there (exit 1), never at the arguments (exit 2).
+    // The arguments pass mck consume's parser: run with the metadata file and any
+    // volume moved to a temporary directory and a free port, each run stops at the
+    // metadata file, which is not there (exit 1), never at the arguments (exit 2).
     let data = dir.path().join("data");
     let free = mck_testkit::free_ports(1).unwrap()[0];
-    for shard in 0..replicas {
-        let env = [
-            ("SHARD".to_string(), shard.to_string()),
-            ("SHARDS".to_string(), shards.to_string()),
-        ];
+    for env in envs {
         let run_args: Vec<String> = args
             .iter()
-            .map(|a| expand(a, &env))
+            .map(|a| expand(a, env))
             .map(|a| {
-                a.replace(args[1], dir.path().join("missing.yaml").to_str().unwrap())
+                a.replace(&args[1], dir.path().join("missing.yaml").to_str().unwrap())
                     .replace("/data", data.to_str().unwrap())
                     .replace(&format!(":{port}"), &format!(":{free}"))
             })
             .collect();
-        assert!(
-            run_args.contains(&format!("shard:{shard}/{shards}")),
-            "{run_args:?}"
-        );
         let out = mck().args(&run_args).output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(
-            out.status.code(),
-            Some(1),
-            "shard {shard}: {run_args:?}\n{stderr}"
-        );
+        assert_eq!(out.status.code(), Some(1), "{run_args:?}\n{stderr}");
         assert!(stderr.contains("missing.yaml"), "{stderr}");
     }
+    args
+}
+
+#[test]
+fn the_deployment_runs_group_mode_mck_accepts_with_the_configmaps_metadata() {
+    let deployment = manifest("deployment.yaml");
+    let config = manifest("configmap.yaml");
+    assert_eq!(deployment["kind"], "Deployment");
+    let args = check_pod(
+        &deployment["spec"]["template"]["spec"],
+        &config,
+        &[Vec::new()],
+    );
+    let at = args
+        .iter()
+        .position(|a| a == "--scale-out")
+        .expect("--scale-out");
+    assert_eq!(args[at + 1], "group");
+    assert!(
+        args.iter().any(|a| a == "--group"),
+        "group mode needs --group"
+    );
+    assert_eq!(
+        deployment["spec"]["selector"]["matchLabels"],
+        deployment["spec"]["template"]["metadata"]["labels"]
+    );
+}
+
+#[test]
+fn the_statefulset_runs_shards_mck_accepts_with_the_configmaps_metadata() {
+    let set = manifest("statefulset.yaml");
+    let config = manifest("configmap.yaml");
+    let service = manifest("service.yaml");
+    assert_eq!(set["kind"], "StatefulSet");
+    assert_eq!(config["kind"], "ConfigMap");
+    assert_eq!(
+        service["spec"]["clusterIP"], "None",
+        "a headless service for the StatefulSet"
+    );
+    assert_eq!(set["spec"]["serviceName"], service["metadata"]["name"]);
+    let labels = &set["spec"]["template"]["metadata"]["labels"];
+    for (k, v) in service["spec"]["selector"].as_object().unwrap() {
+        assert_eq!(&labels[k], v, "the service selects the pods");
+    }
+
+    let replicas = set["spec"]["replicas"].as_u64().expect("replicas");
+    let pod = &set["spec"]["template"]["spec"];
+    let env_list = pod["containers"][0]["env"].as_array().expect("env");
+    let shards = env_list
+        .iter()
+        .find(|e| e["name"] == "SHARDS")
+        .map(|e| str_of(&e["value"], "SHARDS"))
+        .expect("SHARDS");
+    assert_eq!(shards, replicas.to_string(), "one shard per replica");
+    let index = env_list
+        .iter()
+        .find(|e| e["name"] == "SHARD")
+        .expect("SHARD");
+    assert_eq!(
+        index["valueFrom"]["fieldRef"]["fieldPath"],
+        "metadata.labels['apps.kubernetes.io/pod-index']"
+    );
+    // Every replica's shard.
+    let envs: Vec<Vec<(String, String)>> = (0..replicas)
+        .map(|i| {
+            vec![
+                ("SHARD".to_string(), i.to_string()),
+                ("SHARDS".to_string(), shards.to_string()),
+            ]
+        })
+        .collect();
+    let args = check_pod(pod, &config, &envs);
+    assert!(
+        args.iter().any(|a| a == "shard:$(SHARD)/$(SHARDS)"),
+        "{args:?}"
+    );
 }
