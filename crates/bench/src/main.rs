@@ -20,7 +20,9 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
-use cmd::{blackhole, compare, handover, isolation, output, scale, shards, soak, throughput, tls};
+use cmd::{
+    blackhole, compare, group, handover, isolation, output, scale, shards, soak, throughput, tls,
+};
 
 #[derive(Parser)]
 #[command(about = "multicluster-kafka end-to-end benchmarks")]
@@ -70,6 +72,9 @@ enum Cmd {
     /// Isolation from a network blackhole: cluster A's records/s while cluster B (behind
     /// a fault proxy) passes and while it is blackholed, and the shutdown times then.
     Blackhole(blackhole::BlackholeArgs),
+    /// Group mode with whole `mck` processes: handover after SIGTERM and SIGKILL for
+    /// both group protocols, and records/s of 1, 2 and 3 instances.
+    Group(group::GroupArgs),
     /// One stream read by 1, 2 and 3 `mck consume --scale-out shard:I/N` processes at
     /// once on the same two brokers: wall time, records/s and CPU.
     Shards(shards::ShardsArgs),
@@ -112,5 +117,6 @@ fn main() {
         Cmd::Blackhole(args) => blackhole::blackhole(&args),
         Cmd::Scale(args) => scale::scale(&args),
         Cmd::Shards(args) => shards::shards(&args),
+        Cmd::Group(args) => group::group(&args),
     }
 }
