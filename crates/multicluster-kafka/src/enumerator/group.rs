@@ -43,9 +43,16 @@ struct Revocation {
     deadline: Instant,
 }
 
+/// A cluster's member, with the topics and client properties it was given.
+struct Joined {
+    member: GroupMember,
+    topics: BTreeSet<String>,
+    props: crate::kafka::properties::ClientProperties,
+}
+
 /// Group mode's state in the enumerator.
 pub(crate) struct GroupState {
-    members: BTreeMap<Arc<str>, (GroupMember, BTreeSet<String>)>,
+    members: BTreeMap<Arc<str>, Joined>,
     /// Clusters whose brokers lack the consumer group protocol: joined with the
     /// classic one.
     classic: BTreeSet<Arc<str>>,
@@ -88,7 +95,7 @@ impl GroupState {
         &self,
         cluster: &str,
     ) -> Option<crate::kafka::group_member::MemberCommitter> {
-        self.members.get(cluster).map(|(m, _)| m.committer())
+        self.members.get(cluster).map(|j| j.member.committer())
     }
 
     /// Whether the coordinators gave this instance `id`.
@@ -111,42 +118,44 @@ impl Enumerator {
         let Some(group_id) = self.cfg.group_id.clone() else {
             return;
         };
+        let props_of = |cluster: &str| {
+            self.views
+                .get(cluster)
+                .map(|v| self.cfg.client_properties(&v.properties))
+        };
+        // Clusters no longer read, and clusters whose client properties changed
+        // (credentials, bootstrap list): left; the latter joined again below.
         let gone: Vec<Arc<str>> = group
             .members
-            .keys()
-            .filter(|c| !self.clusters.contains_key(*c))
-            .cloned()
+            .iter()
+            .filter(|(c, j)| {
+                !self.clusters.contains_key(*c) || props_of(c).is_some_and(|p| p != j.props)
+            })
+            .map(|(c, _)| c.clone())
             .collect();
         for cluster in gone {
-            if let Some((member, _)) = group.members.remove(&cluster) {
+            if let Some(j) = group.members.remove(&cluster) {
                 tracing::info!(cluster = %cluster, "leaving the cluster's group");
+                let member = j.member;
                 let _ = std::thread::Builder::new()
                     .name("mck-group-leave".into())
                     .spawn(move || member.leave(LEAVE_WAIT));
             }
-            group.assigned.retain(|id, _| id.cluster != cluster);
+            if !self.clusters.contains_key(&cluster) {
+                group.assigned.retain(|id, _| id.cluster != cluster);
+            }
         }
         for (cluster, state) in &self.clusters {
-            match group.members.get(cluster) {
-                Some((member, topics)) if *topics != state.topics => {
-                    member.subscribe(state.topics.iter().cloned().collect());
-                    let topics = state.topics.clone();
-                    if let Some(entry) = group.members.get_mut(cluster) {
-                        entry.1 = topics;
-                    }
+            match group.members.get_mut(cluster) {
+                Some(j) if j.topics != state.topics => {
+                    j.member.subscribe(state.topics.iter().cloned().collect());
+                    j.topics = state.topics.clone();
                 }
                 Some(_) => {}
                 None => {
-                    let view = self.views.get(&**cluster).cloned().unwrap_or_else(|| {
-                        super::plan::ClusterView {
-                            topics: state.topics.clone(),
-                            properties: Default::default(),
-                            starting_offsets: None,
-                            stopping_offsets: None,
-                            replaces: None,
-                        }
-                    });
-                    let props = self.cfg.client_properties(&view.properties);
+                    let Some(props) = props_of(cluster) else {
+                        continue;
+                    };
                     match GroupMember::start(
                         cluster.clone(),
                         &props,
@@ -157,9 +166,15 @@ impl Enumerator {
                     ) {
                         Ok(member) => {
                             tracing::info!(cluster = %cluster, group = %group_id, protocol = member.protocol, "joined the cluster's group");
-                            group
-                                .members
-                                .insert(cluster.clone(), (member, state.topics.clone()));
+                            let topics = state.topics.clone();
+                            group.members.insert(
+                                cluster.clone(),
+                                Joined {
+                                    member,
+                                    topics,
+                                    props,
+                                },
+                            );
                         }
                         Err(e) => {
                             tracing::warn!(cluster = %cluster, error = %e, "cannot join the cluster's group");
@@ -181,7 +196,7 @@ impl Enumerator {
         group.leaving = true;
         let members: Vec<GroupMember> = std::mem::take(&mut group.members)
             .into_values()
-            .map(|(m, _)| m)
+            .map(|j| j.member)
             .collect();
         let _ = std::thread::Builder::new()
             .name("mck-group-leave".into())
@@ -220,7 +235,7 @@ impl Enumerator {
                 if unsupported && group.classic.insert(cluster.clone()) {
                     // Joined again, with the classic protocol, at the next sync.
                     tracing::info!(cluster = %cluster, reason = %message, "the cluster's brokers lack Kafka's consumer group protocol (KIP-848): joining its group with the classic protocol and cooperative-sticky assignment");
-                    if let Some((member, _)) = group.members.remove(&cluster) {
+                    if let Some(Joined { member, .. }) = group.members.remove(&cluster) {
                         let _ = std::thread::Builder::new()
                             .name("mck-group-leave".into())
                             .spawn(move || member.leave(LEAVE_WAIT));
