@@ -536,3 +536,38 @@ fn a_malformed_history_line_fails_with_its_place_or_is_skipped_when_asked() {
     assert_eq!(lines.len(), 2, "{lines:?}");
     assert!(lines[0].contains("\"x\"") || lines[1].contains("\"x\""));
 }
+
+/// `-c` beyond a batch: runs of `-c 2500`, `-c 2500` and `-c 7` on one checkpoint
+/// directory, then `-e`, write each record once and exactly as many as asked each
+/// time (whole batches are read while the count allows, single records after).
+#[test]
+fn counts_larger_than_a_batch_are_exact_across_runs_on_one_checkpoint() {
+    let topic = "counted";
+    a().create_topic(topic, 3).unwrap();
+    let produced = fill(a(), topic, 3, 2000, "n");
+    let dir = tempfile::tempdir().unwrap();
+    let md = dir.path().join("streams.yaml");
+    write_metadata(&md, "counted", &[(a(), &[topic])]);
+    let cps = dir.path().join("ck");
+    let mut got = Vec::new();
+    for count in [Some("2500"), Some("2500"), Some("7"), None] {
+        let mut args = s(&["consume"]);
+        args.push(path_arg(&md));
+        args.extend(s(&["--stream", "counted", "--checkpoint-dir"]));
+        args.push(path_arg(&cps));
+        match count {
+            Some(n) => args.extend(s(&["-c", n])),
+            None => args.push("-e".into()),
+        }
+        let out = mck().args(&args).output().unwrap();
+        let lines = stdout_lines(out);
+        if let Some(n) = count {
+            assert_eq!(lines.len(), n.parse::<usize>().unwrap(), "-c {n}");
+        }
+        for line in lines {
+            let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+            got.push(v["value"].as_str().unwrap().to_string());
+        }
+    }
+    assert_each_once(got, produced.into_iter().map(|r| r.3));
+}
