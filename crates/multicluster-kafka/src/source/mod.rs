@@ -191,6 +191,22 @@ impl SourceCoordinator {
         }
     }
 
+    /// Group mode: leaves every cluster's group (once), so that the other instances
+    /// take the partitions at once. Leaving revokes every partition, which the
+    /// enumerator answers with the acknowledged positions: it must still run.
+    async fn leave_groups(&mut self) {
+        if !std::mem::take(&mut self.group_mode) {
+            return;
+        }
+        let (tx, rx) = oneshot::channel();
+        if self.commands.send(Command::LeaveGroups(tx)).await.is_ok() {
+            let wait = crate::enumerator::LEAVE_GROUPS_WAIT;
+            if tokio::time::timeout(wait, rx).await.is_err() {
+                tracing::warn!("the groups were not left within {wait:?}");
+            }
+        }
+    }
+
     /// Group mode: true while a cluster's group takes partitions back from this
     /// instance and waits for the program to acknowledge (commit) what it was handed
     /// out of them. A program that commits on an interval should commit now; the
@@ -202,17 +218,7 @@ impl SourceCoordinator {
 
     /// Stops the enumerator and waits for it (readers stop when dropped or closed).
     pub async fn close(mut self) {
-        if self.group_mode {
-            // Leaving revokes every partition, which the enumerator answers with the
-            // acknowledged positions: it must still run.
-            let (tx, rx) = oneshot::channel();
-            if self.commands.send(Command::LeaveGroups(tx)).await.is_ok() {
-                let wait = crate::enumerator::LEAVE_GROUPS_WAIT;
-                if tokio::time::timeout(wait, rx).await.is_err() {
-                    tracing::warn!("the groups were not left within {wait:?}");
-                }
-            }
-        }
+        self.leave_groups().await;
         if let Some(task) = self.task.take() {
             task.abort();
             let _ = task.await;
@@ -361,7 +367,10 @@ impl<D: Deserializer> KafkaSourceStream<D> {
 
     /// Stops reading and waits until the reader's consumers are closed (consumers of
     /// clusters it stopped reading earlier close on their own threads).
-    pub async fn close(self) {
+    pub async fn close(mut self) {
+        // Group mode: the groups first, so that the other instances take over while
+        // the reader's consumers close.
+        self.coordinator.leave_groups().await;
         self.reader.close().await;
         self.coordinator.close().await;
     }
