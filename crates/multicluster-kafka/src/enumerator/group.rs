@@ -39,6 +39,9 @@ struct Revocation {
     starts: BTreeMap<SplitId, i64>,
     /// Where each split was when its reader let it go.
     handed_out: BTreeMap<SplitId, i64>,
+    /// Splits a metadata change removed before the group took them back: their
+    /// reader's confirmation of that removal gives where they were.
+    await_release: BTreeSet<SplitId>,
     reply: std_mpsc::Sender<Vec<(String, i32, i64)>>,
     deadline: Instant,
 }
@@ -62,6 +65,8 @@ pub(crate) struct GroupState {
     assigned: BTreeMap<SplitId, i64>,
     /// The positions the program acknowledged last (its last commit).
     acked: BTreeMap<SplitId, i64>,
+    /// Where readers let splits go that a metadata change removed.
+    released: BTreeMap<SplitId, i64>,
     revocations: Vec<Revocation>,
     /// Set while a revocation waits for the program's acknowledgement.
     pub(crate) ack_wanted: Arc<AtomicBool>,
@@ -79,6 +84,7 @@ impl GroupState {
             events,
             assigned: BTreeMap::new(),
             acked: BTreeMap::new(),
+            released: BTreeMap::new(),
             revocations: Vec::new(),
             ack_wanted,
             leaving: false,
@@ -140,9 +146,6 @@ impl Enumerator {
                 let _ = std::thread::Builder::new()
                     .name("mck-group-leave".into())
                     .spawn(move || member.leave(LEAVE_WAIT));
-            }
-            if !self.clusters.contains_key(&cluster) {
-                group.assigned.retain(|id, _| id.cluster != cluster);
             }
         }
         for (cluster, state) in &self.clusters {
@@ -356,6 +359,17 @@ impl Enumerator {
                 starts.insert(id.clone(), start);
             }
         }
+        // Splits a metadata change already took from the readers (their cluster or
+        // topic left the stream): where they were comes with the readers'
+        // confirmation of that removal.
+        let await_release: BTreeSet<SplitId> = ids
+            .iter()
+            .filter(|id| {
+                starts.contains_key(*id)
+                    && (self.removals.unconfirmed(id) || group.released.contains_key(*id))
+            })
+            .cloned()
+            .collect();
         if let Some(state) = self.clusters.get_mut(&cluster) {
             state
                 .known
@@ -366,10 +380,24 @@ impl Enumerator {
             confirms,
             handed_out: starts.clone(),
             starts,
+            await_release,
             reply,
             deadline: Instant::now() + ACK_WAIT,
         });
         group.ack_wanted.store(true, Ordering::SeqCst);
+    }
+
+    /// Records where readers let go splits that a metadata change removed, for the
+    /// group's revocation of them.
+    pub(super) fn released(&mut self, handed_out: &[KafkaSplit]) {
+        if let Some(group) = self.group.as_mut() {
+            // Every split handed out in group mode was assigned: its revocation
+            // follows (its cluster's member leaves, or its topic leaves the
+            // subscription), and takes the position from here.
+            for s in handed_out {
+                group.released.insert(s.id.clone(), s.next_offset);
+            }
+        }
     }
 
     /// Records what the program acknowledged (the checkpoint it commits).
@@ -408,9 +436,18 @@ impl Enumerator {
                 }
             }
             r.confirms = waiting;
+            r.await_release
+                .retain(|id| match group.released.remove(id) {
+                    Some(at) => {
+                        r.handed_out.insert(id.clone(), at);
+                        false
+                    }
+                    None => true,
+                });
             // A split is acknowledged when the program's last commit reached where its
             // reader let it go, or when nothing was handed out of it.
             let acked_all = r.confirms.is_empty()
+                && r.await_release.is_empty()
                 && r.handed_out.iter().all(|(id, at)| {
                     group.acked.get(id).is_some_and(|a| a >= at) || r.starts.get(id) == Some(at)
                 });

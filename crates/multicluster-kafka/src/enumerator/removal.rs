@@ -107,6 +107,13 @@ impl Removals {
     }
 }
 
+impl Removals {
+    /// Whether a reader has yet to confirm the removal of `id`.
+    pub(super) fn unconfirmed(&self, id: &SplitId) -> bool {
+        self.unconfirmed.contains(id)
+    }
+}
+
 impl Enumerator {
     /// Records a reader's confirmation, and hands out the splits that waited for it,
     /// at the positions the reader retained for them.
@@ -114,6 +121,7 @@ impl Enumerator {
         for id in &ids {
             self.removals.unconfirmed.remove(id);
         }
+        self.released(&handed_out);
         for s in handed_out {
             if let Some(l) = self.removals.leaving.get_mut(&s.id.cluster) {
                 l.positions
