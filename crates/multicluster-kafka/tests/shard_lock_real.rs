@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use mck_testkit::{KafkaCluster, TestCluster, TestRecord, shared_cluster};
+use mck_testkit::{KafkaCluster, TestCluster, shared_cluster};
 use multicluster_kafka::error::SourceError;
 use multicluster_kafka::prelude::*;
 use multicluster_kafka::{ScaleOut, Shard};
@@ -36,14 +36,8 @@ fn a_second_live_instance_of_a_shard_is_refused_and_a_stopped_one_frees_it() {
         .try_init();
     let cluster = shared_cluster("lock").expect("Kafka starts");
     cluster.create_topic("lock-t", 4).unwrap();
-    cluster
-        .produce(
-            "lock-t",
-            &(0..8)
-                .map(|i| TestRecord::value(format!("v{i}")))
-                .collect::<Vec<_>>(),
-        )
-        .unwrap();
+    // Two records in each partition: shard 0 of 2 owns two of them.
+    mck_testkit::fill_partitions(cluster, "lock-t", 4, 2, "v").expect("produce");
     mck_testkit::runtime().block_on(async {
         let mut first = source(cluster, "0/2", Duration::from_secs(30))
             .open()
@@ -52,9 +46,14 @@ fn a_second_live_instance_of_a_shard_is_refused_and_a_stopped_one_frees_it() {
         // It reads only its shard's partitions.
         let mut partitions = std::collections::BTreeSet::new();
         for _ in 0..4 {
-            let r = first.next().await.unwrap().unwrap();
+            let r = tokio::time::timeout(Duration::from_secs(60), first.next())
+                .await
+                .expect("shard 0 reads its partitions' records")
+                .unwrap()
+                .unwrap();
             partitions.insert(r.partition);
         }
+        assert_eq!(partitions.len(), 2, "shard 0 reads two of the four partitions");
         for p in &partitions {
             assert_eq!(
                 Shard::owner_of(&multicluster_kafka::split::SplitId::new("only", "lock-t", *p), 2),
