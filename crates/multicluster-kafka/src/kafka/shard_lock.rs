@@ -87,6 +87,7 @@ impl ShardLock {
         let instance = instance_id(group, shard);
         let give_up = Instant::now() + wait;
         let mut said = false;
+        let mut held: Option<String> = None;
         loop {
             let lock = Self::start(
                 cluster.clone(),
@@ -101,15 +102,20 @@ impl ShardLock {
                     tracing::info!(cluster = %cluster, shard = %shard, instance = %instance, "holding the shard's membership");
                     return Ok(lock);
                 }
-                Err(Attempt::Held(why)) | Err(Attempt::Pending(why)) => why,
+                Err(Attempt::Held(why)) => {
+                    held = Some(why.clone());
+                    why
+                }
+                Err(Attempt::Pending(why)) => why,
             };
             crate::kafka::client::close_detached(lock);
             if Instant::now() >= give_up {
+                // A refusal says more than a last attempt cut short by the deadline.
                 return Err(SourceError::ShardTaken {
                     shard: shard.to_string(),
                     instance,
                     cluster: cluster.to_string(),
-                    message: last,
+                    message: held.unwrap_or(last),
                 });
             }
             if !said {
