@@ -3,9 +3,9 @@
 //! each librdkafka client.
 
 pub(crate) mod client;
+pub(crate) mod group_member;
 pub mod hooks;
 pub mod offsets;
 pub mod properties;
 pub(crate) mod resolve;
 pub(crate) mod shard_lock;
-pub(crate) mod group_member;
