@@ -422,14 +422,8 @@ fn print_tables(
     mck_pass: &[f64],
     mck_hole: &[f64],
 ) {
-    let date = Command::new("date")
-        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_default();
-    let load = std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_default();
+    let date = super::utc_minute();
+    let load = super::load_average();
     let cores = std::thread::available_parallelism().map_or(0, |c| c.get());
     println!(
         "blackhole, {date}, {cores} cores, load average at the end {load}; A: {} records of {} B \

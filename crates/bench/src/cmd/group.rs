@@ -226,11 +226,7 @@ pub fn group(args: &GroupArgs) {
     let stop_feed = Arc::new(AtomicBool::new(false));
     let feed = mck_testkit::produce_until_stopped(cluster, LIVE, "g", true, stop_feed.clone());
 
-    let date = Command::new("date")
-        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_default();
+    let date = super::utc_minute();
     let mut rows = Vec::new();
     for (proto, classic) in [
         ("consumer (KIP-848)", false),
@@ -279,9 +275,7 @@ pub fn group(args: &GroupArgs) {
         eprintln!("{n} instance(s): {s:.2} s");
         tput.push((n, s));
     }
-    let load = std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_default();
+    let load = super::load_average();
     println!(
         "Group mode, {date}, load average at the end {load}; one broker, {} partitions, session timeout 10 s; {} rounds, medians; mck: {}",
         args.partitions,

@@ -24,6 +24,22 @@ pub fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// The time now, to the minute, in UTC (`2026-12-01 03:23 UTC`), for a run's header.
+pub fn utc_minute() -> String {
+    Command::new("date")
+        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default()
+}
+
+/// The machine's load averages over 1, 5 and 15 minutes, for a run's header.
+pub fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
 /// How to install kcat when it is missing.
 const KCAT_HINT: &str = "install it: apt-get update && apt-get install -y kcat (Debian/Ubuntu), \
      or pass --kcat PATH";

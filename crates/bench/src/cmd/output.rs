@@ -349,14 +349,8 @@ pub fn output(args: &OutputArgs) {
 fn print_table(args: &OutputArgs, sides: &[Side], runs: &[Vec<Run>], mck: &Path) {
     let n = args.records as f64;
     let med = |i: usize, f: fn(&Run) -> f64| median(runs[i].iter().map(f).collect());
-    let date = Command::new("date")
-        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_default();
-    let load = std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_default();
+    let date = super::utc_minute();
+    let load = super::load_average();
     let cores = std::thread::available_parallelism().map_or(0, |c| c.get());
     println!(
         "CLI output paths, {date}, {cores} cores, load average at the end {load}; \

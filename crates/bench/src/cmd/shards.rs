@@ -227,14 +227,8 @@ pub fn shards(args: &ShardsArgs) {
 }
 
 fn print_table(args: &ShardsArgs, runs: &[Vec<Run>], total: u64, mck: &Path) {
-    let date = Command::new("date")
-        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_default();
-    let load = std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_default();
+    let date = super::utc_minute();
+    let load = super::load_average();
     let cores = std::thread::available_parallelism().map_or(0, |c| c.get());
     println!(
         "Shards, {date}, {cores} cores, load average at the end {load}; 2 clusters × {} partitions × {} records of {} B; \

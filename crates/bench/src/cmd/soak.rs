@@ -256,14 +256,8 @@ pub fn soak(args: &SoakArgs) {
         .collect();
     let after_first: Vec<(f64, f64)> = points.iter().copied().skip(per_minute).collect();
 
-    let date = Command::new("date")
-        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_default();
-    let load = std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_default();
+    let date = super::utc_minute();
+    let load = super::load_average();
     let cores = std::thread::available_parallelism().map_or(0, |c| c.get());
     println!(
         "soak, {date}, {cores} cores, load average at the end {load}; mck consume (follow, \

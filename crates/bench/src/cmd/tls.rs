@@ -355,14 +355,8 @@ fn print_table(args: &TlsArgs, runs: &[Vec<Run>], mck: &Path, props: &[(String, 
     let bytes = (args.value_size + 8) as f64 * n;
     let med = |i: usize, f: fn(&Run) -> f64| median(runs[i].iter().map(f).collect());
     let rate = |i: usize| median(runs[i].iter().map(|r| n / r.secs).collect());
-    let date = Command::new("date")
-        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_default();
-    let load = std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_default();
+    let date = super::utc_minute();
+    let load = super::load_average();
     let cores = std::thread::available_parallelism().map_or(0, |c| c.get());
     println!(
         "TLS read throughput, {date}, {cores} cores, load average at the end {load}; \
