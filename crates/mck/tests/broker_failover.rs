@@ -11,7 +11,6 @@
 
 mod support;
 
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -20,7 +19,7 @@ use mck_testkit::{
     KafkaCluster, TestCluster, assert_each_once, busiest_leader, java_produce_until_stopped,
     three_broker_options,
 };
-use support::{Run, checkpointed_args, newest_checkpoint, output_values};
+use support::{Run, checkpointed_args, lines_in, newest_checkpoint, output_values};
 
 const TOPIC: &str = "failover";
 const PARTITIONS: i32 = 6;
@@ -36,12 +35,6 @@ const PATIENCE: Duration = Duration::from_secs(90);
 fn start_three() -> KafkaCluster {
     KafkaCluster::start(three_broker_options("bf-three", BROKER_SESSION))
         .expect("the 3-broker cluster starts")
-}
-
-fn lines_in(path: &Path) -> usize {
-    std::fs::read_to_string(path)
-        .map(|t| t.lines().count())
-        .unwrap_or(0)
 }
 
 #[test]

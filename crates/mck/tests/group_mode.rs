@@ -24,10 +24,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use mck_testkit::{
-    ClusterOptions, KafkaCluster, TestCluster, assert_each_once, java_produce_until_stopped,
-};
-use support::{Run, checkpointed_args, newest_checkpoint, output_values};
+use mck_testkit::{KafkaCluster, TestCluster, assert_each_once, java_produce_until_stopped};
+use support::{Run, checkpointed_args, lines_in, newest_checkpoint, output_values};
 
 const TOPIC: &str = "orders";
 const PARTITIONS: i32 = 6;
@@ -35,21 +33,7 @@ const PARTITIONS: i32 = 6;
 const PATIENCE: Duration = Duration::from_secs(150);
 
 fn start_cluster(id: &str) -> KafkaCluster {
-    let options = ClusterOptions::new(id)
-        .broker_config("group.consumer.min.heartbeat.interval.ms", "500")
-        .broker_config("group.consumer.heartbeat.interval.ms", "1000")
-        .broker_config("group.consumer.min.session.timeout.ms", "2000")
-        .broker_config("group.consumer.session.timeout.ms", "6000");
-    let cluster =
-        KafkaCluster::start(options).unwrap_or_else(|e| panic!("cluster {id} does not start: {e}"));
-    cluster.create_topic(TOPIC, PARTITIONS).unwrap();
-    cluster
-}
-
-fn lines_in(path: &Path) -> usize {
-    std::fs::read_to_string(path)
-        .map(|t| t.lines().count())
-        .unwrap_or(0)
+    support::group_cluster(id, TOPIC, PARTITIONS)
 }
 
 /// The group's committed offset of each partition of the topic on `cluster`.

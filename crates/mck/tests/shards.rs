@@ -20,10 +20,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use mck_testkit::{
-    ClusterOptions, KafkaCluster, TestCluster, assert_each_once, java_produce_until_stopped,
-};
-use support::{Run, checkpointed_args, newest_checkpoint, output_values};
+use mck_testkit::{KafkaCluster, TestCluster, assert_each_once, java_produce_until_stopped};
+use support::{Run, checkpointed_args, lines_in, newest_checkpoint, output_values};
 
 const TOPIC: &str = "orders";
 const PARTITIONS: i32 = 6;
@@ -32,21 +30,7 @@ const GROUP: &str = "shards-test";
 const PATIENCE: Duration = Duration::from_secs(120);
 
 fn start_cluster(id: &str) -> KafkaCluster {
-    let options = ClusterOptions::new(id)
-        .broker_config("group.consumer.min.heartbeat.interval.ms", "500")
-        .broker_config("group.consumer.heartbeat.interval.ms", "1000")
-        .broker_config("group.consumer.min.session.timeout.ms", "2000")
-        .broker_config("group.consumer.session.timeout.ms", "6000");
-    let cluster =
-        KafkaCluster::start(options).unwrap_or_else(|e| panic!("cluster {id} does not start: {e}"));
-    cluster.create_topic(TOPIC, PARTITIONS).unwrap();
-    cluster
-}
-
-fn lines_in(path: &Path) -> usize {
-    std::fs::read_to_string(path)
-        .map(|t| t.lines().count())
-        .unwrap_or(0)
+    support::group_cluster(id, TOPIC, PARTITIONS)
 }
 
 /// One shard's place on disk: its output file and checkpoint directory.

@@ -259,3 +259,26 @@ pub fn output_values(path: &Path) -> Vec<(String, String)> {
     }
     out
 }
+
+/// How many lines the file at `path` holds (0 while it does not exist).
+pub fn lines_in(path: &Path) -> usize {
+    std::fs::read_to_string(path)
+        .map(|t| t.lines().count())
+        .unwrap_or(0)
+}
+
+/// A single-broker cluster whose consumer groups (KIP-848) notice a member that is
+/// gone within seconds (session timeout 6 s, heartbeats every second; Kafka's
+/// defaults are 45 s and 5 s), with `topic` of `partitions` partitions.
+pub fn group_cluster(id: &str, topic: &str, partitions: i32) -> mck_testkit::KafkaCluster {
+    use mck_testkit::TestCluster;
+    let options = mck_testkit::ClusterOptions::new(id)
+        .broker_config("group.consumer.min.heartbeat.interval.ms", "500")
+        .broker_config("group.consumer.heartbeat.interval.ms", "1000")
+        .broker_config("group.consumer.min.session.timeout.ms", "2000")
+        .broker_config("group.consumer.session.timeout.ms", "6000");
+    let cluster = mck_testkit::KafkaCluster::start(options)
+        .unwrap_or_else(|e| panic!("cluster {id} does not start: {e}"));
+    cluster.create_topic(topic, partitions).unwrap();
+    cluster
+}
