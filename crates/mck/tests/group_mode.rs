@@ -365,3 +365,108 @@ fn a_killed_instance_costs_exactly_the_records_handed_out_after_its_last_commit(
         twice.len()
     );
 }
+
+/// Waits for `run` to exit successfully within [`PATIENCE`].
+fn ends_well(run: &mut Run, what: &str) {
+    let status = run
+        .exit_within(PATIENCE)
+        .unwrap_or_else(|| panic!("{what} did not end:\n{}", run.stderr()));
+    assert!(
+        status.success(),
+        "{what} ended with {status}:\n{}",
+        run.stderr()
+    );
+}
+
+#[test]
+fn bounded_runs_end_once_the_group_is_at_every_stop() {
+    let began = Instant::now();
+    let east = start_cluster("east");
+    let west = start_cluster("west");
+    let dir = tempfile::tempdir().unwrap();
+    let md = dir.path().join("streams.yaml");
+    write_metadata(&md, &[&east, &west]);
+    let fill = |prefix: &str| {
+        let mut v = mck_testkit::fill_values(&east, TOPIC, PARTITIONS, 200, &format!("e{prefix}"));
+        v.extend(mck_testkit::fill_values(
+            &west,
+            TOPIC,
+            PARTITIONS,
+            200,
+            &format!("w{prefix}"),
+        ));
+        v
+    };
+    let at = |n: i64| {
+        (0..PARTITIONS)
+            .map(|p| (p, n))
+            .collect::<BTreeMap<i32, i64>>()
+    };
+    let mut sent = fill("1");
+    let mut instances: Vec<Instance> = (0..3)
+        .map(|i| Instance::new(dir.path(), &md, i, "bounded"))
+        .collect();
+    for i in &mut instances[..2] {
+        i.args.extend(["--until", "latest"].map(String::from));
+    }
+
+    // Two bounded instances started together share the stream, and both end.
+    let mut runs: Vec<Run> = instances[..2].iter_mut().map(Instance::start).collect();
+    for run in &mut runs {
+        ends_well(run, "a bounded group run");
+    }
+    assert_each_once(values(&instances), sent.clone());
+    for c in [&east, &west] {
+        assert_eq!(
+            committed_offsets(c, "bounded"),
+            at(200),
+            "{}",
+            c.logical_id()
+        );
+    }
+
+    // Run again after more records: what is new since, once.
+    sent.extend(fill("2"));
+    let mut runs: Vec<Run> = instances[..2].iter_mut().map(Instance::start).collect();
+    for run in &mut runs {
+        ends_well(run, "a second bounded group run");
+    }
+    assert_each_once(values(&instances), sent.clone());
+
+    // A follow-mode instance of the group holds every partition; frozen (SIGSTOP) with
+    // records still to read, it cannot hand partitions over, and a bounded instance
+    // started meanwhile keeps running: its own part is done only when the group is.
+    let mut follow = instances[2].start();
+    sent.extend(fill("3"));
+    await_total(
+        &instances,
+        std::slice::from_mut(&mut follow),
+        sent.len(),
+        "the follower read",
+    );
+    follow.signal(libc::SIGSTOP);
+    sent.extend(fill("4"));
+    let mut bounded = instances[0].start();
+    std::thread::sleep(Duration::from_secs(3));
+    let early = bounded.child.try_wait().unwrap();
+    follow.signal(libc::SIGCONT);
+    assert!(
+        early.is_none(),
+        "the bounded run ended ({early:?}) while the group's other member held unread records:\n{}",
+        bounded.stderr()
+    );
+    ends_well(&mut bounded, "the bounded run beside a follower");
+    // It ended once the group's positions reached its stops.
+    for c in [&east, &west] {
+        let committed = committed_offsets(c, "bounded");
+        assert!(
+            committed.values().all(|o| *o >= 800) && committed.len() == PARTITIONS as usize,
+            "{}: {committed:?}",
+            c.logical_id()
+        );
+    }
+    follow.signal(libc::SIGTERM);
+    ends_well(&mut follow, "the follower");
+    assert_each_once(values(&instances), sent);
+    eprintln!("done in {:?}", began.elapsed());
+}

@@ -51,7 +51,8 @@ pub struct ConsumeArgs {
     pub group: Option<String>,
     /// Share the stream with other `mck consume` processes: `group` lets each
     /// cluster's group coordinator divide its partitions among the instances of
-    /// --group (at least once; follow mode); `shard:I/N` reads only shard I (from 0)
+    /// --group (at least once; a bounded run ends when the group is at every stop);
+    /// `shard:I/N` reads only shard I (from 0)
     /// of N, exactly once with its own --checkpoint-dir (every instance needs the
     /// same N and --group; a second live instance of a shard is refused). `whole`
     /// (the default) reads every split.

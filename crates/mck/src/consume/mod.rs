@@ -386,9 +386,6 @@ async fn consume(args: ConsumeArgs) -> Result<ExitCode, String> {
                 "--scale-out group needs --group: the instances share the stream through it".into(),
             );
         }
-        if args.stop().is_some() {
-            return Err("--scale-out group reads in follow mode only (no --until or -e); for a bounded read by several processes use --scale-out shard:I/N".into());
-        }
         builder = builder.scale_out(args.scale_out);
     }
     if let ScaleOut::Shard(shard) = args.scale_out {

@@ -254,6 +254,9 @@ impl Enumerator {
                         .filter(|t| state.known.iter().any(|(k, _)| k == *t))
                         .cloned()
                         .collect();
+                    if let Some(stops) = self.group.as_mut().and_then(|g| g.stops.as_mut()) {
+                        stops.forget_topics(&cluster, &gone);
+                    }
                     self.topics_gone(&cluster, gone, &absent);
                     return Ok(Vec::new());
                 }

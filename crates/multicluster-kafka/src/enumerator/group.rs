@@ -16,6 +16,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 use super::Enumerator;
+use super::group_stop::GroupStops;
 use crate::checkpoint::Checkpoint;
 use crate::kafka::client::detached;
 use crate::kafka::group_member::{GroupMember, MemberEvent};
@@ -53,6 +54,12 @@ struct Joined {
     props: crate::kafka::properties::ClientProperties,
 }
 
+/// What woke group mode's part of the loop.
+pub(super) enum Woke {
+    Member(MemberEvent),
+    StopsChecked(super::group_stop::Checked),
+}
+
 /// Group mode's state in the enumerator.
 pub(crate) struct GroupState {
     members: BTreeMap<Arc<str>, Joined>,
@@ -60,7 +67,7 @@ pub(crate) struct GroupState {
     /// classic one.
     classic: BTreeSet<Arc<str>>,
     events_tx: mpsc::UnboundedSender<MemberEvent>,
-    pub(super) events: mpsc::UnboundedReceiver<MemberEvent>,
+    events: mpsc::UnboundedReceiver<MemberEvent>,
     /// Splits the coordinators gave this instance, with where they started.
     assigned: BTreeMap<SplitId, i64>,
     /// The positions the program acknowledged last (its last commit).
@@ -72,6 +79,8 @@ pub(crate) struct GroupState {
     pub(crate) ack_wanted: Arc<AtomicBool>,
     /// The source closes: no group is joined again.
     leaving: bool,
+    /// A bounded run's stops, and whether the group reached them.
+    pub(super) stops: Option<GroupStops>,
 }
 
 impl GroupState {
@@ -88,6 +97,18 @@ impl GroupState {
             revocations: Vec::new(),
             ack_wanted,
             leaving: false,
+            stops: None,
+        }
+    }
+
+    /// The next word of a member, or the next look at the group's stops.
+    pub(super) async fn next(&mut self) -> Option<Woke> {
+        let checking = self.stops.as_ref().is_some_and(GroupStops::checking);
+        tokio::select! {
+            event = self.events.recv() => event.map(Woke::Member),
+            checked = async { self.stops.as_mut().expect("guarded").next_checked().await }, if checking => {
+                checked.map(Woke::StopsChecked)
+            }
         }
     }
 
@@ -284,10 +305,20 @@ impl Enumerator {
         let Some(state) = self.clusters.get_mut(&cluster) else {
             return;
         };
+        let stops = self.group.as_ref().and_then(|g| g.stops.as_ref());
         let mut splits = Vec::new();
         for (topic, p) in partitions {
             let Some(f) = facts.get(&(topic.clone(), p)) else {
                 continue;
+            };
+            let id = SplitId::new(&cluster, &topic, p);
+            // A bounded run reads the partitions found at start, to their stops.
+            let stop_offset = match stops {
+                Some(stops) => match stops.stop_of(&id) {
+                    Some(stop) => Some(stop),
+                    None => continue,
+                },
+                None => None,
             };
             let next_offset = match f.committed {
                 Some(c) => c,
@@ -301,9 +332,9 @@ impl Enumerator {
             };
             state.known.insert((topic.clone(), p));
             splits.push(KafkaSplit {
-                id: SplitId::new(&cluster, &topic, p),
+                id,
                 next_offset,
-                stop_offset: None,
+                stop_offset,
             });
         }
         if let Some(group) = self.group.as_mut() {
@@ -405,6 +436,9 @@ impl Enumerator {
         let Some(group) = self.group.as_mut() else {
             return;
         };
+        if let Some(stops) = group.stops.as_mut() {
+            stops.finished_unacked = false;
+        }
         for (cluster, c) in &cp.clusters {
             for s in &c.splits {
                 let id = SplitId::new(cluster, &s.topic, s.partition);
@@ -484,8 +518,9 @@ impl Enumerator {
             let _ = r.reply.send(offsets);
         }
         group.revocations = still;
+        let finished = group.stops.as_ref().is_some_and(|s| s.finished_unacked);
         group
             .ack_wanted
-            .store(!group.revocations.is_empty(), Ordering::SeqCst);
+            .store(!group.revocations.is_empty() || finished, Ordering::SeqCst);
     }
 }

@@ -30,6 +30,7 @@ mod commit;
 mod connect;
 mod discovery;
 mod group;
+mod group_stop;
 mod reconcile;
 mod removal;
 mod restore;
@@ -239,13 +240,19 @@ impl Enumerator {
         let restored = e.stops_for_this_run(restored).await?;
         e.broadcast_cluster_info();
         let discovered = e.discover_now(None, true).await?;
+        if cfg.bounded()
+            && let Some(group) = e.group.as_mut()
+        {
+            group.stops = Some(group_stop::GroupStops::of(&discovered));
+        }
         let mut splits = restored;
         splits.extend(discovered);
         e.sync_group();
         e.hand_out(splits);
         // Now that the readers have the splits, the clusters count as discovered.
         e.broadcast_cluster_info();
-        if cfg.bounded() {
+        // In group mode, splits keep coming until the group is at its stops.
+        if cfg.bounded() && !cfg.group_mode {
             for tx in e.readers.values() {
                 let _ = tx.send(ReaderEvent::NoMoreSplits);
             }
@@ -461,6 +468,8 @@ impl Enumerator {
             self.revocations_due();
             let retry_at = self.next_retry();
             let leave_at = self.removals.next_close();
+            let stops = self.group.as_ref().and_then(|g| g.stops.as_ref());
+            let stop_check_at = stops.and_then(|s| s.due());
             tokio::select! {
                 _ = async { meta_ticker.as_mut().expect("guarded").tick().await }, if meta_ticker.is_some() => {
                     self.refresh_metadata().await;
@@ -516,17 +525,22 @@ impl Enumerator {
                 }
                 notice = self.notices.recv() => match notice {
                     Some(ReaderNotice::Closed { reader, splits }) => self.reader_closed(reader, splits),
+                    Some(ReaderNotice::Finished) => self.split_finished(),
                     None => break,
                 },
                 _ = async { ticker.as_mut().expect("guarded").tick().await }, if ticker.is_some() => {
                     self.discover_in_background();
                 }
-                event = async { self.group.as_mut().expect("guarded").events.recv().await }, if self.group.is_some() => {
-                    if let Some(event) = event {
-                        self.member_event(event).await;
-                    }
-                }
+                woke = async { self.group.as_mut().expect("guarded").next().await }, if self.group.is_some() => match woke {
+                    Some(group::Woke::Member(event)) => self.member_event(event).await,
+                    Some(group::Woke::StopsChecked(checked)) => self.group_stops_checked(checked),
+                    None => {}
+                },
                 _ = tokio::time::sleep(std::time::Duration::from_millis(50)), if self.group.as_ref().is_some_and(|g| g.revoking()) => {}
+                _ = tokio::time::sleep_until(stop_check_at.unwrap_or_else(tokio::time::Instant::now)), if stop_check_at.is_some() => {
+                    self.check_group_stops();
+                }
+
                 lost = async { (&mut self.shard.as_mut().expect("guarded").1).await }, if self.shard.is_some() => {
                     self.shard = None;
                     if let Ok(e) = lost {

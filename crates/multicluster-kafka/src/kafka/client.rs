@@ -301,6 +301,27 @@ impl ClusterClient {
         Ok(out)
     }
 
+    /// The group's committed offsets of `partitions` (those without one are left
+    /// out).
+    pub(crate) fn committed(
+        &self,
+        partitions: &[(String, i32)],
+    ) -> Result<BTreeMap<(String, i32), i64>, SourceError> {
+        let mut tpl = TopicPartitionList::new();
+        for (topic, p) in partitions {
+            tpl.add_partition(topic, *p);
+        }
+        let got = self.committed_offsets(tpl)?;
+        Ok(got
+            .elements()
+            .iter()
+            .filter_map(|e| match e.offset() {
+                Offset::Offset(o) => Some(((e.topic().to_string(), e.partition()), o)),
+                _ => None,
+            })
+            .collect())
+    }
+
     /// The group's committed offsets of `tpl`, asked again while the group's
     /// coordinator is not ready (a new cluster creates its offsets topic on the first
     /// group request; a coordinator moves), within the client timeout.

@@ -289,7 +289,7 @@ impl<D: Deserializer> SourceReader<D> {
             }
             self.touched.push(i);
         }
-        self.report_active();
+        self.split_finished();
     }
 
     /// Ends the unfinished bounded splits of a topic that is gone (they cannot reach

@@ -4,9 +4,9 @@
 
 use std::sync::Arc;
 
-use super::SourceReader;
 use super::cluster_consumer::Polled;
 use super::fetcher::Answer;
+use super::{ReaderNotice, SourceReader};
 use crate::deserializer::Deserializer;
 use crate::error::SourceError;
 use crate::metrics as m;
@@ -17,6 +17,12 @@ impl<D: Deserializer> SourceReader<D> {
     pub(super) fn report_active(&self) {
         let active = self.states.iter().filter(|s| !s.finished).count();
         metrics::gauge!(m::ACTIVE_SPLITS, "reader" => self.id.to_string()).set(active as f64);
+    }
+
+    /// A split reached its stop: counted, and said to the enumerator.
+    pub(super) fn split_finished(&self) {
+        self.report_active();
+        let _ = self.notices.send(ReaderNotice::Finished);
     }
 
     /// Adds the current batch's counts to the per-cluster metrics.
@@ -186,13 +192,13 @@ impl<D: Deserializer> SourceReader<D> {
             && offset >= stop
         {
             state.finished = true;
-            self.report_active();
+            self.split_finished();
             return false;
         }
         state.next_offset = offset + 1;
         if state.stop.is_some_and(|stop| state.next_offset >= stop) {
             state.finished = true;
-            self.report_active();
+            self.split_finished();
         }
         true
     }

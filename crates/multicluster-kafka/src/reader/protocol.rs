@@ -74,4 +74,6 @@ pub(crate) enum ReaderNotice {
         reader: usize,
         splits: Vec<KafkaSplit>,
     },
+    /// A split reached its stop.
+    Finished,
 }

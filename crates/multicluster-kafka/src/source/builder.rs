@@ -393,19 +393,11 @@ impl<D: Deserializer> SourceBuilder<D> {
             ));
         }
         let group_mode = matches!(self.s.scale_out, ScaleOut::KafkaGroup);
-        if group_mode {
-            if group_id.is_none() {
-                return Err(config(
-                    "scale_out",
-                    "group mode needs a group id: the instances share the stream through it",
-                ));
-            }
-            if bounded {
-                return Err(config(
-                    "scale_out",
-                    "group mode reads in follow mode only (no stopping offsets); for a bounded read by several processes use shard mode",
-                ));
-            }
+        if group_mode && group_id.is_none() {
+            return Err(config(
+                "scale_out",
+                "group mode needs a group id: the instances share the stream through it",
+            ));
         }
         let shard = match self.s.scale_out {
             ScaleOut::Whole | ScaleOut::KafkaGroup => None,
