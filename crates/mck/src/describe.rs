@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use multicluster_kafka::error::SourceError;
 use multicluster_kafka::inspect::{
-    ClusterQuery, ClusterReport, ClusterState, InspectOptions, Inspection, PartitionReport,
-    inspect_cluster_states,
+    ClusterQuery, ClusterReport, ClusterState, GroupProtocol, GroupReport, InspectOptions,
+    Inspection, PartitionReport, inspect_cluster_states,
 };
 use multicluster_kafka::metadata::KafkaStream;
 use multicluster_kafka::metadata::file::read_metadata;
@@ -227,6 +227,24 @@ fn reason_of(result: &Result<ClusterReport, SourceError>) -> String {
         .map_or_else(String::new, failure_reason)
 }
 
+/// What a cluster's coordinator says of the group, in one line.
+fn group_text(group: &str, described: &Result<GroupReport, String>) -> String {
+    match described {
+        Ok(d) => {
+            let protocol = match d.protocol {
+                GroupProtocol::Consumer => "consumer group protocol (KIP-848)",
+                GroupProtocol::Classic => "classic group protocol",
+                GroupProtocol::Unknown => "protocol not known",
+            };
+            format!(
+                "group {group}  {protocol}  state {}  {} member(s)",
+                d.state, d.members
+            )
+        }
+        Err(e) => format!("group {group}  not described: {e}"),
+    }
+}
+
 /// The person-readable tree.
 pub fn render(
     streams: &BTreeMap<String, KafkaStream>,
@@ -251,7 +269,12 @@ pub fn render(
                 state_text(inspection)
             );
             let r = match &inspection.result {
-                Ok(r) => r,
+                Ok(r) => {
+                    if let (Some(g), Some(described)) = (group, &r.group) {
+                        let _ = writeln!(out, "    {}", group_text(g, described));
+                    }
+                    r
+                }
                 Err(_) => {
                     let why = match inspection.state {
                         ClusterState::Connected => "lookup failed",
@@ -285,7 +308,8 @@ pub fn render(
 
 /// The same as JSON: `{group, streams: [{stream, clusters: [{cluster, bootstrapServers,
 /// state, reachable, error, refusedProperty, kafkaClusterId, topics: [{topic, missing,
-/// lag, partitions: [{partition, earliest, latest, committed, lag}]}]}]}]}`. `state` is
+/// lag, partitions: [{partition, earliest, latest, committed, lag}]}], group: {protocol,
+/// state, members} or {error}}]}]}`. `state` is
 /// `connected`, `unreachable`, `rejected` or `refused`; `refusedProperty` the key
 /// librdkafka refused (or null); `error` why the cluster could not be described.
 pub fn to_json(
@@ -338,6 +362,15 @@ pub fn to_json(
                                 .collect();
                             c["error"] = Value::Null;
                             c["kafkaClusterId"] = json!(r.kafka_cluster_id);
+                            c["group"] = match &r.group {
+                                Some(Ok(d)) => json!({
+                                    "protocol": d.protocol.name(),
+                                    "state": d.state,
+                                    "members": d.members,
+                                }),
+                                Some(Err(e)) => json!({ "error": e }),
+                                None => Value::Null,
+                            };
                             c["topics"] = json!(topics);
                         }
                         Err(e) => {
@@ -408,6 +441,11 @@ mod tests {
                 ],
             )]),
             missing_topics: BTreeSet::from(["gone".to_string()]),
+            group: Some(Ok(GroupReport {
+                protocol: GroupProtocol::Consumer,
+                state: "Stable".into(),
+                members: 3,
+            })),
         };
         let west = SourceError::Cluster {
             cluster: "west".into(),
@@ -509,6 +547,12 @@ mod tests {
             "{text}"
         );
         assert!(
+            text.contains(
+                "    group g  consumer group protocol (KIP-848)  state Stable  3 member(s)"
+            ),
+            "{text}"
+        );
+        assert!(
             text.contains("topic orders  2 partition(s)  lag 34"),
             "{text}"
         );
@@ -552,6 +596,8 @@ mod tests {
         let v = to_json(&streams(), &reports(), Some("g"));
         let clusters = &v["streams"][0]["clusters"];
         assert_eq!(clusters[0]["kafkaClusterId"], "K1");
+        assert_eq!(clusters[0]["group"]["protocol"], "consumer");
+        assert_eq!(clusters[0]["group"]["members"], 3);
         assert_eq!(clusters[0]["topics"][1]["topic"], "orders");
         assert_eq!(clusters[0]["topics"][1]["lag"], 34);
         assert_eq!(clusters[0]["topics"][1]["partitions"][0]["committed"], 1200);

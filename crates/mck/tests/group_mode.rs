@@ -444,6 +444,19 @@ fn bounded_runs_end_once_the_group_is_at_every_stop() {
         sent.len(),
         "the follower read",
     );
+    // `mck describe --group` says which group protocol the members use.
+    let described = support::mck()
+        .args(["describe", support::arg(&md), "--group", "bounded"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&described.stdout);
+    assert!(
+        text.matches("group bounded  consumer group protocol (KIP-848)  state Stable  1 member(s)")
+            .count()
+            == 2,
+        "{text}{}",
+        String::from_utf8_lossy(&described.stderr)
+    );
     follow.signal(libc::SIGSTOP);
     sent.extend(fill("4"));
     let mut bounded = instances[0].start();

@@ -35,6 +35,7 @@ use std::time::Duration;
 
 use crate::error::SourceError;
 use crate::kafka::client::ClusterClient;
+pub use crate::kafka::group_describe::{GroupProtocol, GroupReport};
 use crate::kafka::offsets::PartitionFacts;
 use crate::kafka::properties::{ClientProperties, REDACTED, RefusedProperty};
 
@@ -147,6 +148,9 @@ pub struct ClusterReport {
     pub topics: BTreeMap<String, Vec<PartitionReport>>,
     /// Asked topics the cluster does not have.
     pub missing_topics: BTreeSet<String>,
+    /// When a group was asked: what its coordinator says of it (the protocol its
+    /// members use, its state, its members), or why it could not say.
+    pub group: Option<Result<GroupReport, String>>,
 }
 
 impl ClusterReport {
@@ -300,6 +304,7 @@ fn report(
         kafka_cluster_id,
         topics: BTreeMap::new(),
         missing_topics: found.missing,
+        group: options.group.as_deref().map(|g| client.describe_group(g)),
     };
     for ((topic, partition), f) in facts {
         report
@@ -462,6 +467,7 @@ mod tests {
             kafka_cluster_id: "k".into(),
             topics: BTreeMap::from([("t".to_string(), vec![partition(Some(10)), second])]),
             missing_topics: BTreeSet::new(),
+            group: None,
         };
         assert_eq!(report.topic_lag("t"), Some(10));
         assert_eq!(report.topic_lag("absent"), None);

@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use mck_testkit::{TestCluster, TestRecord, shared_cluster};
+use multicluster_kafka::inspect::GroupProtocol;
 use multicluster_kafka::prelude::*;
 use multicluster_kafka::{KafkaSourceStream, ScaleOut};
 
@@ -26,6 +27,26 @@ fn source(bootstrap: &str) -> MultiClusterKafkaSource<Utf8> {
         .scale_out(ScaleOut::KafkaGroup)
         .build()
         .unwrap()
+}
+
+/// What the cluster's coordinator says of the group, as `mck describe --group` shows
+/// it.
+fn described(bootstrap: &str) -> multicluster_kafka::inspect::GroupReport {
+    use multicluster_kafka::inspect::{InspectOptions, inspect_cluster};
+    let mut props = multicluster_kafka::properties::ClientProperties::new();
+    props.set("bootstrap.servers", bootstrap);
+    let options = InspectOptions::new(Duration::from_secs(10)).group("group-mode-g");
+    let report = inspect_cluster(
+        "only",
+        &props,
+        &BTreeSet::from(["group-t".to_string()]),
+        &options,
+    )
+    .expect("the cluster is described");
+    report
+        .group
+        .expect("a group was asked")
+        .expect("the group is described")
 }
 
 /// Reads for `within` (or until `until` holds), acknowledging after every batch and
@@ -110,6 +131,11 @@ fn two_instances_share_a_topic_and_read_each_record_once() {
         let unique: BTreeSet<&String> = all.iter().copied().collect();
         assert_eq!(unique.len(), produced, "every record read");
         assert_eq!(all.len(), produced, "none read twice");
+        let group = tokio::task::spawn_blocking(move || described(&bootstrap))
+            .await
+            .unwrap();
+        assert_eq!(group.protocol, GroupProtocol::Consumer, "{group:?}");
+        assert_eq!(group.members, 2, "{group:?}");
         b.close().await;
         a.close().await;
     });
@@ -133,6 +159,9 @@ fn brokers_without_the_consumer_group_protocol_are_joined_with_the_classic_one()
         .collect();
     cluster.produce("group-t", &records).unwrap();
     let bootstrap = cluster.bootstrap_servers();
+    let before = described(&bootstrap);
+    assert_eq!(before.protocol, GroupProtocol::Unknown, "{before:?}");
+    assert_eq!(before.members, 0, "{before:?}");
     mck_testkit::runtime().block_on(async {
         let mut s = source(&bootstrap).open().await.expect("the instance opens");
         let mut seen = Vec::new();
@@ -142,6 +171,16 @@ fn brokers_without_the_consumer_group_protocol_are_joined_with_the_classic_one()
         .await;
         let unique: BTreeSet<&String> = seen.iter().collect();
         assert_eq!((unique.len(), seen.len()), (200, 200), "every record once");
+        let b = bootstrap.clone();
+        let group = tokio::task::spawn_blocking(move || described(&b))
+            .await
+            .unwrap();
+        assert_eq!(group.protocol, GroupProtocol::Classic, "{group:?}");
+        assert_eq!(
+            (group.state.as_str(), group.members),
+            ("Stable", 1),
+            "{group:?}"
+        );
         s.close().await;
     });
 }

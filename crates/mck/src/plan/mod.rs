@@ -700,6 +700,7 @@ mod tests {
                 ("t2".to_string(), vec![part(0, 4, 9), part(1, 0, 0)]),
             ]),
             missing_topics: BTreeSet::new(),
+            group: None,
         };
         let s = splits(&ch.clusters[0], &Ok(report));
         assert_eq!(

@@ -301,6 +301,21 @@ impl ClusterClient {
         Ok(out)
     }
 
+    /// What the group's coordinator says of `group`: its protocol, state and members.
+    pub(crate) fn describe_group(
+        &self,
+        group: &str,
+    ) -> Result<crate::kafka::group_describe::GroupReport, String> {
+        // SAFETY: the handle lives as long as `self.consumer`, which outlives the call.
+        unsafe {
+            crate::kafka::group_describe::describe_group(
+                self.consumer.client().native_ptr(),
+                group,
+                self.timeout,
+            )
+        }
+    }
+
     /// The group's committed offsets of `partitions` (those without one are left
     /// out).
     pub(crate) fn committed(
