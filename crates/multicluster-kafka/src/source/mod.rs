@@ -211,7 +211,9 @@ impl SourceCoordinator {
     /// instance and waits for the program to acknowledge (commit) what it was handed
     /// out of them. A program that commits on an interval should commit now; the
     /// partitions are released at the last acknowledged position after a while
-    /// otherwise (records after it are read again by their next owner).
+    /// otherwise (records after it are read again by their next owner). In a bounded
+    /// run it is also true after a split reached its stop, until the next commit: the
+    /// run ends only once the group's committed offsets are at every stop.
     pub fn acknowledgement_wanted(&self) -> bool {
         self.ack_wanted.load(std::sync::atomic::Ordering::SeqCst)
     }
