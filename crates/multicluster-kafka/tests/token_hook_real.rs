@@ -43,7 +43,12 @@ impl ClientHooks for Tokens {
 
 /// The OAUTHBEARER listener's properties without librdkafka's own token maker.
 fn stream_through_oauth(c: &KafkaCluster, topic: &str) -> StaticMetadataService {
-    let mut props = support::oauth_without_token_maker(c);
+    service_through(topic, support::oauth_without_token_maker(c))
+}
+
+/// Stream `s` of `topic` on cluster `tok`, reached with `props` (the bootstrap list
+/// first).
+fn service_through(topic: &str, mut props: Vec<(String, String)>) -> StaticMetadataService {
     let bootstrap = props.remove(0).1;
     let mut cluster = ClusterMetadata::builder(bootstrap).topic(topic);
     for (k, v) in props {
@@ -125,4 +130,110 @@ fn a_failing_token_provider_is_an_error_naming_the_cluster() {
     assert!(err.contains("the token service is down"), "{err}");
     assert!(tokens.made.load(Ordering::Relaxed) >= 1);
     assert!(started.elapsed() < Duration::from_secs(60), "{err}");
+}
+
+/// Reads a bounded group-mode source to its end, acknowledging (committing) after
+/// every batch and whenever the source asks.
+async fn read_acknowledging(s: &mut multicluster_kafka::KafkaSourceStream<Utf8>) -> Vec<String> {
+    let mut values = Vec::new();
+    loop {
+        match tokio::time::timeout(Duration::from_millis(200), s.next_batch()).await {
+            Ok(Some(Ok(batch))) => {
+                values.extend(batch.iter().map(|r| r.value.clone()));
+                let cp = s.checkpoint().unwrap();
+                s.commit(&cp).await.unwrap();
+            }
+            Ok(Some(Err(e))) => panic!("{e}"),
+            Ok(None) => return values,
+            Err(_) if s.acknowledgement_wanted() => {
+                let cp = s.checkpoint().unwrap();
+                let _ = s.commit(&cp).await;
+            }
+            Err(_) => {}
+        }
+    }
+}
+
+/// A bounded group-mode source of `topic` through the OAUTHBEARER listener.
+fn group_source(
+    topic: &str,
+    props: Vec<(String, String)>,
+) -> multicluster_kafka::SourceBuilder<Utf8> {
+    MultiClusterKafkaSource::builder()
+        .metadata_service(service_through(topic, props))
+        .stream_ids(["s"])
+        .deserializer(Utf8)
+        .group_id(topic)
+        .scale_out(multicluster_kafka::ScaleOut::KafkaGroup)
+        .stopping_offsets(StoppingOffsets::Latest)
+}
+
+#[test]
+fn group_mode_members_use_librdkafkas_own_unsecured_tokens() {
+    let c = cluster();
+    c.create_topic("jwt-group", 2).unwrap();
+    let records: Vec<TestRecord> = (0..40)
+        .map(|i| TestRecord::value(format!("j{i}")).to_partition(i % 2))
+        .collect();
+    c.produce("jwt-group", &records).unwrap();
+    // The listener's own properties: librdkafka makes unsecured JWTs itself.
+    let props = c.listener_properties(mck_testkit::Listener::OauthSsl);
+    assert!(
+        props
+            .iter()
+            .any(|(k, v)| k == "enable.sasl.oauthbearer.unsecure.jwt" && v == "true"),
+        "{props:?}"
+    );
+    let values = mck_testkit::runtime().block_on(async {
+        let mut s = group_source("jwt-group", props)
+            .build()
+            .unwrap()
+            .open()
+            .await
+            .unwrap();
+        let values = tokio::time::timeout(Duration::from_secs(90), read_acknowledging(&mut s))
+            .await
+            .expect("the bounded group run ends");
+        s.close().await;
+        values
+    });
+    let distinct: BTreeSet<&String> = values.iter().collect();
+    assert_eq!((values.len(), distinct.len()), (40, 40), "{values:?}");
+}
+
+#[test]
+fn group_mode_members_authenticate_with_the_hooks_tokens() {
+    let c = cluster();
+    c.create_topic("hooked-group", 2).unwrap();
+    let records: Vec<TestRecord> = (0..40)
+        .map(|i| TestRecord::value(format!("g{i}")).to_partition(i % 2))
+        .collect();
+    c.produce("hooked-group", &records).unwrap();
+    let tokens = Arc::new(Tokens {
+        principal: c.security().unwrap().oauth_principal.clone(),
+        fail: false,
+        made: AtomicU64::new(0),
+    });
+    let hooks = tokens.clone();
+    let values = mck_testkit::runtime().block_on(async {
+        let props = support::oauth_without_token_maker(c);
+        let mut s = group_source("hooked-group", props)
+            .client_hooks(move |_: &str| Some(hooks.clone() as Arc<dyn ClientHooks>))
+            .build()
+            .unwrap()
+            .open()
+            .await
+            .unwrap();
+        // The group member joins only with a token from the hooks; without one the
+        // group never assigns anything and the bounded run never ends.
+        let values = tokio::time::timeout(Duration::from_secs(90), read_acknowledging(&mut s))
+            .await
+            .expect("the bounded group run ends");
+        s.close().await;
+        values
+    });
+    let distinct: BTreeSet<&String> = values.iter().collect();
+    assert_eq!((values.len(), distinct.len()), (40, 40), "{values:?}");
+    // The lookup client, the group member and the reader's consumer each asked.
+    assert!(tokens.made.load(Ordering::Relaxed) >= 3);
 }

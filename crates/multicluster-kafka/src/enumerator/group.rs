@@ -187,6 +187,10 @@ impl Enumerator {
                         state.topics.iter().cloned().collect(),
                         group.events_tx.clone(),
                         group.classic.contains(cluster),
+                        self.cfg
+                            .client_hooks
+                            .as_ref()
+                            .and_then(|f| f.for_cluster(cluster)),
                     ) {
                         Ok(member) => {
                             tracing::info!(cluster = %cluster, group = %group_id, protocol = member.protocol, "joined the cluster's group");

@@ -22,6 +22,7 @@ use tokio::sync::mpsc;
 
 use crate::error::SourceError;
 use crate::kafka::client::client_config;
+use crate::kafka::hooks::{ClientHooks, OAuthToken};
 use crate::kafka::properties::ClientProperties;
 
 /// How long a revocation waits for the enumerator's answer (the positions to commit)
@@ -80,6 +81,8 @@ struct MemberContext {
     commands: std::sync::Mutex<std_mpsc::Receiver<MemberCommand>>,
     /// Subscription changes that came during a revocation, applied after it.
     deferred: std::sync::Mutex<Vec<Vec<String>>>,
+    /// The program's hooks for this cluster: tokens, statistics, errors.
+    hooks: Option<Arc<dyn ClientHooks>>,
 }
 
 impl MemberContext {
@@ -102,6 +105,10 @@ impl MemberContext {
 }
 
 impl ClientContext for MemberContext {
+    /// Token requests reach the member's poll only when a hook provides the tokens
+    /// (see [`GroupMember::start`]).
+    const ENABLE_REFRESH_OAUTH_TOKEN: bool = true;
+
     fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, log_message: &str) {
         let cluster = &*self.cluster;
         tracing::debug!(target: "librdkafka", %cluster, facility = %fac, level = ?level, "group member: {log_message}");
@@ -109,6 +116,25 @@ impl ClientContext for MemberContext {
 
     fn error(&self, error: KafkaError, reason: &str) {
         tracing::debug!(cluster = %self.cluster, error = %error, reason, "group member client error");
+        if let Some(h) = &self.hooks {
+            h.error(error, reason);
+        }
+    }
+
+    fn stats_raw(&self, statistics: &[u8]) {
+        if let Some(h) = &self.hooks {
+            h.stats_raw(statistics);
+        }
+    }
+
+    fn generate_oauth_token(
+        &self,
+        oauthbearer_config: Option<&str>,
+    ) -> Result<OAuthToken, Box<dyn std::error::Error>> {
+        match &self.hooks {
+            Some(h) if h.enable_token_refresh() => h.generate_oauth_token(oauthbearer_config),
+            _ => Err("no OAUTHBEARER token provider is set for this cluster".into()),
+        }
     }
 }
 
@@ -224,7 +250,9 @@ impl GroupMember {
     /// Joins `group` on `cluster` (its merged client properties `props`), subscribed
     /// to `topics`; events go to `events`.
     /// `classic` forces the classic protocol (else the properties decide, the
-    /// consumer protocol by default).
+    /// consumer protocol by default). `hooks` are the program's for this cluster:
+    /// OAUTHBEARER tokens from a hook are made on the member's thread; otherwise
+    /// librdkafka's background thread serves OIDC and unsecured JWTs.
     pub fn start(
         cluster: Arc<str>,
         props: &ClientProperties,
@@ -232,6 +260,7 @@ impl GroupMember {
         topics: Vec<String>,
         events: mpsc::UnboundedSender<MemberEvent>,
         classic: bool,
+        hooks: Option<Arc<dyn ClientHooks>>,
     ) -> Result<GroupMember, SourceError> {
         let mut props = props.clone();
         let classic = classic
@@ -255,17 +284,31 @@ impl GroupMember {
         } else {
             config.set("group.protocol", "consumer");
         }
-        config.set_log_level(rdkafka::config::RDKafkaLogLevel::Debug);
+        crate::kafka::hooks::prepare(&mut config, &props, hooks.as_ref())
+            .map_err(|e| SourceError::cluster(&cluster, "create the group member", &e, &props))?;
+        let provider = hooks.as_ref().is_some_and(|h| h.enable_token_refresh());
         let (tx, rx) = std_mpsc::channel();
         let context = MemberContext {
             cluster: cluster.clone(),
             events: events.clone(),
             commands: std::sync::Mutex::new(rx),
             deferred: std::sync::Mutex::new(Vec::new()),
+            hooks,
         };
         let consumer: BaseConsumer<MemberContext> = config
             .create_with_context(context)
             .map_err(|e| SourceError::cluster(&cluster, "create the group member", &e, &props))?;
+        // SAFETY: the consumer is live; the queue handle is released once. Token
+        // requests for a hook go to the consumer queue, which the member's thread polls
+        // (rdkafka's poll hands them to `generate_oauth_token`).
+        unsafe {
+            let client = consumer.client().native_ptr();
+            let queue = rdkafka::bindings::rd_kafka_queue_get_consumer(client);
+            if !queue.is_null() {
+                crate::kafka::hooks::route_token_requests(client, queue, provider, &cluster);
+                rdkafka::bindings::rd_kafka_queue_destroy(queue);
+            }
+        }
         let stop = Arc::new(AtomicBool::new(false));
         let dispatch = tracing::dispatcher::get_default(|d| d.clone());
         let name = format!("mck-group-{cluster}").replace('\0', "?");

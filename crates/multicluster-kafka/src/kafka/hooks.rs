@@ -388,6 +388,41 @@ pub(crate) fn prepare(
     Ok(())
 }
 
+/// Routes a client's OAUTHBEARER token requests (its SASL queue, which [`prepare`]
+/// turned on): to `queue` when a hook provides the tokens, else to librdkafka's
+/// background thread, which serves OIDC and unsecured JWTs itself.
+///
+/// # Safety
+/// `client` and `queue` are live.
+pub(crate) unsafe fn route_token_requests(
+    client: *mut rd::rd_kafka_t,
+    queue: *mut rd::rd_kafka_queue_t,
+    provider: bool,
+    cluster: &str,
+) {
+    // SAFETY: live handles (the caller's guarantee); the SASL queue handle is
+    // released once; the error is read before it is destroyed.
+    unsafe {
+        let sasl = rd::rd_kafka_queue_get_sasl(client);
+        if sasl.is_null() {
+            return;
+        }
+        if provider {
+            rd::rd_kafka_queue_forward(sasl, queue);
+        } else {
+            let err = rd::rd_kafka_sasl_background_callbacks_enable(client);
+            if !err.is_null() {
+                let text = CStr::from_ptr(rd::rd_kafka_error_string(err))
+                    .to_string_lossy()
+                    .into_owned();
+                tracing::warn!(cluster = %cluster, error = %text, "cannot serve OAUTHBEARER token refreshes in the background");
+                rd::rd_kafka_error_destroy(err);
+            }
+        }
+        rd::rd_kafka_queue_destroy(sasl);
+    }
+}
+
 /// A raw librdkafka handle moved into the event thread.
 struct Raw<T>(*mut T);
 // SAFETY: librdkafka handles are thread safe; the owner keeps them alive (see
@@ -436,22 +471,7 @@ impl ClientEvents {
                 rd::rd_kafka_queue_forward(main, queue);
                 rd::rd_kafka_queue_destroy(main);
             }
-            let sasl = rd::rd_kafka_queue_get_sasl(client);
-            if !sasl.is_null() {
-                if context.wants_tokens() {
-                    rd::rd_kafka_queue_forward(sasl, queue);
-                } else {
-                    let err = rd::rd_kafka_sasl_background_callbacks_enable(client);
-                    if !err.is_null() {
-                        let text = CStr::from_ptr(rd::rd_kafka_error_string(err))
-                            .to_string_lossy()
-                            .into_owned();
-                        tracing::warn!(cluster = %context.cluster, error = %text, "cannot serve OAUTHBEARER token refreshes in the background");
-                        rd::rd_kafka_error_destroy(err);
-                    }
-                }
-                rd::rd_kafka_queue_destroy(sasl);
-            }
+            route_token_requests(client, queue, context.wants_tokens(), &context.cluster);
         }
         let dispatch = dispatch.unwrap_or_else(|| tracing::dispatcher::get_default(|d| d.clone()));
         if consumer {
