@@ -5,6 +5,7 @@ use std::process::{Command, Stdio};
 
 pub mod blackhole;
 pub mod compare;
+pub mod decode;
 pub mod group;
 pub mod handover;
 pub mod isolation;
