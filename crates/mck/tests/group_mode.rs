@@ -483,3 +483,45 @@ fn bounded_runs_end_once_the_group_is_at_every_stop() {
     assert_each_once(values(&instances), sent);
     eprintln!("done in {:?}", began.elapsed());
 }
+
+#[test]
+fn a_member_fenced_after_a_stall_reads_on_without_reading_twice() {
+    let east = start_cluster("east");
+    let dir = tempfile::tempdir().unwrap();
+    let md = dir.path().join("streams.yaml");
+    write_metadata(&md, &[&east]);
+    let mut instances = vec![Instance::new(dir.path(), &md, 0, "stall")];
+    // Commits far apart: what is read before the stall is not committed yet.
+    let at = instances[0]
+        .args
+        .iter()
+        .position(|a| a == "--checkpoint-interval")
+        .unwrap();
+    instances[0].args[at + 1] = "60s".into();
+    let mut run = instances[0].start();
+    let mut sent = mck_testkit::fill_values(&east, TOPIC, PARTITIONS, 100, "before");
+    await_total(
+        &instances,
+        std::slice::from_mut(&mut run),
+        sent.len(),
+        "the first records",
+    );
+    // A stall longer than the session timeout (6 s): the coordinator fences the
+    // member and takes its partitions; they come back to it when it joins again.
+    run.signal(libc::SIGSTOP);
+    std::thread::sleep(Duration::from_secs(9));
+    run.signal(libc::SIGCONT);
+    sent.extend(mck_testkit::fill_values(
+        &east, TOPIC, PARTITIONS, 100, "after",
+    ));
+    await_total(
+        &instances,
+        std::slice::from_mut(&mut run),
+        sent.len(),
+        "the records after the stall",
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    run.signal(libc::SIGTERM);
+    ends_well(&mut run, "the stalled member");
+    assert_each_once(values(&instances), sent);
+}

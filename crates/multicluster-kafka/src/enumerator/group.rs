@@ -28,6 +28,10 @@ use crate::split::{KafkaSplit, SplitId};
 /// out of the revoked partitions.
 pub(crate) const ACK_WAIT: Duration = Duration::from_secs(15);
 
+/// How long the position where this instance let a partition go is kept for the
+/// partition's return (see [`GroupState::handed_back`]).
+const HANDED_BACK_KEEP: Duration = Duration::from_secs(300);
+
 /// How long leaving the groups may take when the source closes.
 pub(crate) const LEAVE_WAIT: Duration = Duration::from_secs(5);
 
@@ -74,6 +78,12 @@ pub(crate) struct GroupState {
     acked: BTreeMap<SplitId, i64>,
     /// Where readers let splits go that a metadata change removed.
     released: BTreeMap<SplitId, i64>,
+    /// Where this instance had handed out partitions the group took back, and until
+    /// when that is kept. A partition that comes back (a member that lost its
+    /// membership, fenced after a stall longer than the session timeout, joins again
+    /// and is given its partitions anew) starts there when its committed offset is
+    /// behind: those records were handed out here already.
+    handed_back: BTreeMap<SplitId, (i64, Instant)>,
     revocations: Vec<Revocation>,
     /// Set while a revocation waits for the program's acknowledgement.
     pub(crate) ack_wanted: Arc<AtomicBool>,
@@ -94,6 +104,7 @@ impl GroupState {
             assigned: BTreeMap::new(),
             acked: BTreeMap::new(),
             released: BTreeMap::new(),
+            handed_back: BTreeMap::new(),
             revocations: Vec::new(),
             ack_wanted,
             leaving: false,
@@ -309,6 +320,20 @@ impl Enumerator {
         let Some(state) = self.clusters.get_mut(&cluster) else {
             return;
         };
+        let now = Instant::now();
+        let handed_back: BTreeMap<SplitId, i64> = match self.group.as_mut() {
+            Some(g) => {
+                g.handed_back.retain(|_, (_, until)| *until > now);
+                partitions
+                    .iter()
+                    .filter_map(|(t, p)| {
+                        let id = SplitId::new(&cluster, t, *p);
+                        g.handed_back.remove(&id).map(|(at, _)| (id, at))
+                    })
+                    .collect()
+            }
+            None => BTreeMap::new(),
+        };
         let stops = self.group.as_ref().and_then(|g| g.stops.as_ref());
         let mut splits = Vec::new();
         for (topic, p) in partitions {
@@ -333,6 +358,14 @@ impl Enumerator {
                         continue;
                     }
                 },
+            };
+            // Handed out here before the group took it back: not again.
+            let next_offset = match handed_back.get(&id) {
+                Some(at) if *at > next_offset => {
+                    tracing::info!(cluster = %cluster, topic = %topic, partition = p, committed = next_offset, from = *at, "a partition came back to this instance: reading on from where it was handed out here");
+                    *at
+                }
+                _ => next_offset,
             };
             state.known.insert((topic.clone(), p));
             splits.push(KafkaSplit {
@@ -517,6 +550,11 @@ impl Enumerator {
             }
             for id in &r.ids {
                 group.acked.remove(id);
+                if let Some(at) = r.handed_out.get(id) {
+                    group
+                        .handed_back
+                        .insert(id.clone(), (*at, now + HANDED_BACK_KEEP));
+                }
             }
             let _ = self.retained.take(|id| r.ids.contains(id));
             let _ = r.reply.send(offsets);
