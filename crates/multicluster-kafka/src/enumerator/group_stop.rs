@@ -22,6 +22,9 @@ use crate::split::{KafkaSplit, SplitId};
 /// How often a bounded run in group mode looks at the group's committed offsets.
 pub(crate) const STOP_CHECK: Duration = Duration::from_secs(1);
 
+/// How long a bounded run waits for other members before it says so.
+const WAIT_SAID_AFTER: Duration = Duration::from_secs(30);
+
 /// The group's committed offsets, per partition of the stream, or why a cluster
 /// could not say.
 pub(super) type Checked = Result<BTreeMap<SplitId, i64>, SourceError>;
@@ -37,6 +40,9 @@ pub(crate) struct GroupStops {
     pub(super) reached: bool,
     /// A reader finished a split since the program's last acknowledgement.
     pub(super) finished_unacked: bool,
+    /// Since when the group is behind the stops on partitions other members hold;
+    /// `None` once that was said.
+    waiting_since: Option<Instant>,
 }
 
 /// Whether the group is at every stop: a partition's position is its committed
@@ -64,6 +70,7 @@ impl GroupStops {
             next_check: Instant::now() + STOP_CHECK,
             reached: false,
             finished_unacked: false,
+            waiting_since: Some(Instant::now()),
         }
     }
 
@@ -130,23 +137,51 @@ impl Enumerator {
     }
 
     /// Ends the run when the group is at every stop: the readers end once their
-    /// splits are finished.
+    /// splits are finished. Says once when other members hold it up for long.
     pub(super) fn group_stops_checked(&mut self, checked: Checked) {
-        let Some(stops) = self.group.as_mut().and_then(|g| g.stops.as_mut()) else {
+        let Some(group) = self.group.as_mut() else {
+            return;
+        };
+        let Some(stops) = group.stops.as_ref() else {
             return;
         };
         match checked {
             Ok(committed) if at_every_stop(&stops.at, &committed) => {
-                stops.reached = true;
                 tracing::info!(
                     partitions = stops.at.len(),
                     "the group's committed offsets reached every stop of this run"
                 );
+                if let Some(stops) = group.stops.as_mut() {
+                    stops.reached = true;
+                }
                 for tx in self.readers.values() {
                     let _ = tx.send(ReaderEvent::NoMoreSplits);
                 }
             }
-            Ok(_) => {}
+            Ok(committed) => {
+                let said_due = stops
+                    .waiting_since
+                    .is_some_and(|since| since.elapsed() >= WAIT_SAID_AFTER);
+                if !said_due {
+                    return;
+                }
+                let others = stops
+                    .at
+                    .iter()
+                    .filter(|(id, (start, stop))| {
+                        !group.holds(id) && committed.get(*id).copied().unwrap_or(*start) < *stop
+                    })
+                    .count();
+                if others > 0 {
+                    tracing::warn!(
+                        partitions = others,
+                        "the bounded run waits for the group: partitions other members hold are not committed up to this run's stops yet (it ends when they are)"
+                    );
+                    if let Some(stops) = group.stops.as_mut() {
+                        stops.waiting_since = None;
+                    }
+                }
+            }
             Err(e) => {
                 tracing::debug!(error = %e, "looking up the group's committed offsets; trying again");
             }
