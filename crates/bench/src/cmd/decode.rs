@@ -39,7 +39,7 @@ use mck_testkit::{ClusterOptions, KafkaCluster, TestCluster};
 
 use super::median;
 use super::scale::{command_line, header};
-use super::throughput::{Peer, plain};
+use super::throughput::{Peer, plain, touch};
 use crate::cpu::process_cpu;
 
 /// Options of `mck-bench decode`.
@@ -79,17 +79,6 @@ const FETCH_MAX_BYTES: i32 = 52_428_800;
 
 /// The client id of the hand-written requests.
 const CLIENT_ID: &str = "mck-bench-decode";
-
-/// The bench's per-record work, the same as `throughput`'s (private there): reads the
-/// timestamp and copies key and value into one reused buffer. Returns key + value size.
-#[inline]
-fn touch(scratch: &mut Vec<u8>, key: Option<&[u8]>, value: &[u8], timestamp: Option<i64>) -> u64 {
-    scratch.clear();
-    scratch.extend_from_slice(key.unwrap_or_default());
-    scratch.extend_from_slice(value);
-    std::hint::black_box(timestamp);
-    std::hint::black_box(&*scratch).len() as u64
-}
 
 // ---------------------------------------------------------------------------------
 // Decoding

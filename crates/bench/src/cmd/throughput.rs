@@ -79,7 +79,12 @@ pub enum Peer {
 /// reads its timestamp and copies its key and value into one reused buffer (so
 /// without an allocation per record). Returns the key + value size.
 #[inline]
-fn touch(scratch: &mut Vec<u8>, key: Option<&[u8]>, value: &[u8], timestamp: Option<i64>) -> u64 {
+pub(crate) fn touch(
+    scratch: &mut Vec<u8>,
+    key: Option<&[u8]>,
+    value: &[u8],
+    timestamp: Option<i64>,
+) -> u64 {
     scratch.clear();
     scratch.extend_from_slice(key.unwrap_or_default());
     scratch.extend_from_slice(value);
