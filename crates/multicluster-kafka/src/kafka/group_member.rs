@@ -97,7 +97,23 @@ impl MemberContext {
                     .unwrap_or_else(|p| p.into_inner())
                     .push(topics),
                 MemberCommand::Commit(offsets, reply) => {
-                    let _ = reply.send(commit_offsets(consumer, &offsets));
+                    // Only partitions the member holds now: a commit asked before a
+                    // revocation must not move a released partition's offset back
+                    // under its next owner.
+                    let held: std::collections::BTreeSet<(String, i32)> = consumer
+                        .assignment()
+                        .map(|tpl| partitions_of(&tpl).into_iter().collect())
+                        .unwrap_or_default();
+                    let offsets: Vec<(String, i32, i64)> = offsets
+                        .into_iter()
+                        .filter(|(t, p, _)| held.contains(&(t.clone(), *p)))
+                        .collect();
+                    let done = if offsets.is_empty() {
+                        Ok(())
+                    } else {
+                        commit_offsets(consumer, &offsets)
+                    };
+                    let _ = reply.send(done);
                 }
             }
         }
