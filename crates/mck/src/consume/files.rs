@@ -114,7 +114,12 @@ pub(super) async fn checkpoint(
     }
     if let Some(commits) = commits {
         match stream.commit_job(&cp) {
-            Ok(Some(job)) => commits.submit(job),
+            Ok(Some(job)) => {
+                // Group mode: partitions taken back wait for this acknowledgement,
+                // which must not queue behind a slow commit.
+                job.0.acknowledge(&job.1).await;
+                commits.submit(job)
+            }
             Ok(None) => {}
             Err(e) => eprintln!("mck: warning: offset commit skipped: {e}"),
         }

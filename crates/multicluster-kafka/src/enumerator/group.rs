@@ -18,8 +18,10 @@ use tokio::time::Instant;
 use super::Enumerator;
 use super::group_stop::GroupStops;
 use crate::checkpoint::Checkpoint;
+use crate::error::SourceError;
 use crate::kafka::client::detached;
 use crate::kafka::group_member::{GroupMember, MemberEvent};
+use crate::kafka::offsets::PartitionFacts;
 use crate::kafka::resolve::resolve_start;
 use crate::reader::ReaderEvent;
 use crate::split::{KafkaSplit, SplitId};
@@ -62,7 +64,16 @@ struct Joined {
 pub(super) enum Woke {
     Member(MemberEvent),
     StopsChecked(super::group_stop::Checked),
+    /// Where partitions just assigned start: looked up.
+    Looked(Looked),
 }
+
+/// A cluster's assigned partitions and what their lookup found.
+pub(super) type Looked = (
+    Arc<str>,
+    Vec<(String, i32)>,
+    Result<BTreeMap<(String, i32), PartitionFacts>, SourceError>,
+);
 
 /// Group mode's state in the enumerator.
 pub(crate) struct GroupState {
@@ -74,6 +85,10 @@ pub(crate) struct GroupState {
     events: mpsc::UnboundedReceiver<MemberEvent>,
     /// Splits the coordinators gave this instance, with where they started.
     assigned: BTreeMap<SplitId, i64>,
+    /// Partitions given to this instance whose start is being looked up (in
+    /// `assigning`); one taken back meanwhile is dropped from here.
+    pending: BTreeSet<SplitId>,
+    assigning: tokio::task::JoinSet<Looked>,
     /// The positions the program acknowledged last (its last commit).
     acked: BTreeMap<SplitId, i64>,
     /// Where readers let splits go that a metadata change removed.
@@ -102,6 +117,8 @@ impl GroupState {
             events_tx,
             events,
             assigned: BTreeMap::new(),
+            pending: BTreeSet::new(),
+            assigning: tokio::task::JoinSet::new(),
             acked: BTreeMap::new(),
             released: BTreeMap::new(),
             handed_back: BTreeMap::new(),
@@ -115,8 +132,16 @@ impl GroupState {
     /// The next word of a member, or the next look at the group's stops.
     pub(super) async fn next(&mut self) -> Option<Woke> {
         let checking = self.stops.as_ref().is_some_and(GroupStops::checking);
+        let assigning = !self.assigning.is_empty();
         tokio::select! {
             event = self.events.recv() => event.map(Woke::Member),
+            looked = self.assigning.join_next(), if assigning => match looked? {
+                Ok(looked) => Some(Woke::Looked(looked)),
+                Err(e) => {
+                    tracing::warn!(error = %e, "a lookup of assigned partitions failed");
+                    None
+                }
+            },
             checked = async { self.stops.as_mut().expect("guarded").next_checked().await }, if checking => {
                 checked.map(Woke::StopsChecked)
             }
@@ -257,7 +282,7 @@ impl Enumerator {
             MemberEvent::Assigned {
                 cluster,
                 partitions,
-            } => self.assigned(cluster, partitions).await,
+            } => self.look_up_assigned(cluster, partitions),
             MemberEvent::Revoking {
                 cluster,
                 partitions,
@@ -286,30 +311,52 @@ impl Enumerator {
         }
     }
 
-    /// Partitions given to this instance start at the group's committed offset, else
-    /// at the cluster's starting offsets, and are handed out.
-    async fn assigned(&mut self, cluster: Arc<str>, partitions: Vec<(String, i32)>) {
+    /// Looks up, in the background, where partitions given to this instance start:
+    /// the loop goes on meanwhile (revocations on other clusters wait for nothing).
+    fn look_up_assigned(&mut self, cluster: Arc<str>, partitions: Vec<(String, i32)>) {
         let Some(state) = self.clusters.get(&cluster) else {
             return;
         };
+        let Some(group) = self.group.as_mut() else {
+            return;
+        };
+        for (t, p) in &partitions {
+            group.pending.insert(SplitId::new(&cluster, t, *p));
+        }
         let client = state.client.clone();
         let start = state.start.clone();
-        let lookup = partitions.clone();
-        // Tried a few times: the partitions are read only once this succeeds.
-        let facts = detached(move || {
-            let mut tries = 0;
-            loop {
-                tries += 1;
-                match client.facts(&lookup, true, start.timestamp()) {
-                    Err(e) if tries < 5 => {
-                        tracing::debug!(error = %e, "looking up where assigned partitions start; trying again");
-                        std::thread::sleep(Duration::from_secs(1));
+        group.assigning.spawn(async move {
+            let lookup = partitions.clone();
+            // Tried a few times: the partitions are read only once this succeeds.
+            let facts = detached(move || {
+                let mut tries = 0;
+                loop {
+                    tries += 1;
+                    match client.facts(&lookup, true, start.timestamp()) {
+                        Err(e) if tries < 5 => {
+                            tracing::debug!(error = %e, "looking up where assigned partitions start; trying again");
+                            std::thread::sleep(Duration::from_secs(1));
+                        }
+                        done => return done,
                     }
-                    done => return done,
                 }
-            }
-        })
-        .await;
+            })
+            .await;
+            (cluster, partitions, facts)
+        });
+    }
+
+    /// Partitions given to this instance start at the group's committed offset, else
+    /// at the cluster's starting offsets, and are handed out; those taken back while
+    /// they were looked up are not.
+    pub(super) fn assigned(&mut self, (cluster, partitions, facts): Looked) {
+        let Some(group) = self.group.as_mut() else {
+            return;
+        };
+        let partitions: Vec<(String, i32)> = partitions
+            .into_iter()
+            .filter(|(t, p)| group.pending.remove(&SplitId::new(&cluster, t, *p)))
+            .collect();
         let facts = match facts {
             Ok(f) => f,
             Err(e) => {
@@ -421,6 +468,9 @@ impl Enumerator {
             let _ = reply.send(Vec::new());
             return;
         };
+        for id in &ids {
+            group.pending.remove(id);
+        }
         let mut starts = BTreeMap::new();
         for id in &ids {
             if let Some(start) = group.assigned.remove(id) {
@@ -543,8 +593,16 @@ impl Enumerator {
                 })
                 .collect();
             if !acked_all && !group.leaving {
+                let waited_for = if !r.confirms.is_empty() {
+                    "the readers' last positions"
+                } else if !r.await_release.is_empty() {
+                    "the release of splits a metadata change removed"
+                } else {
+                    "the program's acknowledgement"
+                };
                 tracing::warn!(
                     partitions = r.ids.len(),
+                    waited_for,
                     "partitions taken back before the program acknowledged every record handed out of them within {ACK_WAIT:?}: their next owner reads those records again"
                 );
             }

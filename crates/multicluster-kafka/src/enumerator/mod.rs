@@ -47,6 +47,9 @@ pub(crate) use subscription::subscribed_streams;
 /// Requests from the source handles.
 pub(crate) enum Command {
     Commit(Checkpoint, oneshot::Sender<Result<(), SourceError>>),
+    /// Group mode: the program durably processed what the checkpoint covers (no
+    /// commit asked).
+    Acknowledge(Checkpoint),
     /// Group mode: leave every cluster's group (the source closes); answered once
     /// left.
     LeaveGroups(oneshot::Sender<()>),
@@ -511,6 +514,7 @@ impl Enumerator {
                         let commit = self.commit(&cp);
                         let _ = self.commits.send((Box::pin(commit), reply));
                     }
+                    Some(Command::Acknowledge(cp)) => self.acknowledged(&cp),
                     Some(Command::LeaveGroups(reply)) => self.leave_groups(reply),
                     // The coordinator is gone; keep discovering for the readers.
                     None => handles_open = false,
@@ -534,6 +538,7 @@ impl Enumerator {
                 woke = async { self.group.as_mut().expect("guarded").next().await }, if self.group.is_some() => match woke {
                     Some(group::Woke::Member(event)) => self.member_event(event).await,
                     Some(group::Woke::StopsChecked(checked)) => self.group_stops_checked(checked),
+                    Some(group::Woke::Looked(looked)) => self.assigned(looked),
                     None => {}
                 },
                 _ = tokio::time::sleep(std::time::Duration::from_millis(50)), if self.group.as_ref().is_some_and(|g| g.revoking()) => {}

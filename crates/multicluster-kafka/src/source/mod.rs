@@ -264,6 +264,19 @@ impl Committer {
             .map_err(|_| SourceError::Closed)?;
         rx.await.map_err(|_| SourceError::Closed)?
     }
+
+    /// Group mode: says that the program durably processed what `checkpoint` covers,
+    /// without waiting for a commit. A partition the group takes back waits for this
+    /// (see [`SourceCoordinator::acknowledgement_wanted`]); [`commit`](Self::commit)
+    /// says it too, but only once the commits before it are done, which a slow
+    /// coordinator can delay. The released partitions' positions are committed by the
+    /// source itself. Returns at once; nothing happens outside group mode.
+    pub async fn acknowledge(&self, checkpoint: &Checkpoint) {
+        let _ = self
+            .commands
+            .send(Command::Acknowledge(checkpoint.clone()))
+            .await;
+    }
 }
 
 impl Drop for SourceCoordinator {
