@@ -381,8 +381,17 @@ fn ends_well(run: &mut Run, what: &str) {
 #[test]
 fn bounded_runs_end_once_the_group_is_at_every_stop() {
     let began = Instant::now();
-    let east = start_cluster("east");
-    let west = start_cluster("west");
+    // Kafka's own session timeout (45 s): the follower frozen below must keep its
+    // membership (a fenced member reads on until it learns of the fence, which is
+    // at least once, not what this test is about).
+    let cluster = |id: &str| {
+        let c = KafkaCluster::start(mck_testkit::ClusterOptions::new(id))
+            .unwrap_or_else(|e| panic!("cluster {id} does not start: {e}"));
+        c.create_topic(TOPIC, PARTITIONS).unwrap();
+        c
+    };
+    let east = cluster("east");
+    let west = cluster("west");
     let dir = tempfile::tempdir().unwrap();
     let md = dir.path().join("streams.yaml");
     write_metadata(&md, &[&east, &west]);
