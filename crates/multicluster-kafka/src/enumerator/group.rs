@@ -68,8 +68,9 @@ pub(super) enum Woke {
     Looked(Looked),
 }
 
-/// A cluster's assigned partitions and what their lookup found.
+/// A lookup's number, a cluster's assigned partitions and what the lookup found.
 pub(super) type Looked = (
+    u64,
     Arc<str>,
     Vec<(String, i32)>,
     Result<BTreeMap<(String, i32), PartitionFacts>, SourceError>,
@@ -86,8 +87,10 @@ pub(crate) struct GroupState {
     /// Splits the coordinators gave this instance, with where they started.
     assigned: BTreeMap<SplitId, i64>,
     /// Partitions given to this instance whose start is being looked up (in
-    /// `assigning`); one taken back meanwhile is dropped from here.
-    pending: BTreeSet<SplitId>,
+    /// `assigning`), with the number of their lookup; one taken back meanwhile is
+    /// dropped from here, and one given again waits for its newer lookup.
+    pending: BTreeMap<SplitId, u64>,
+    lookups: u64,
     assigning: tokio::task::JoinSet<Looked>,
     /// The positions the program acknowledged last (its last commit).
     acked: BTreeMap<SplitId, i64>,
@@ -117,7 +120,8 @@ impl GroupState {
             events_tx,
             events,
             assigned: BTreeMap::new(),
-            pending: BTreeSet::new(),
+            pending: BTreeMap::new(),
+            lookups: 0,
             assigning: tokio::task::JoinSet::new(),
             acked: BTreeMap::new(),
             released: BTreeMap::new(),
@@ -320,8 +324,10 @@ impl Enumerator {
         let Some(group) = self.group.as_mut() else {
             return;
         };
+        group.lookups += 1;
+        let lookup_no = group.lookups;
         for (t, p) in &partitions {
-            group.pending.insert(SplitId::new(&cluster, t, *p));
+            group.pending.insert(SplitId::new(&cluster, t, *p), lookup_no);
         }
         let client = state.client.clone();
         let start = state.start.clone();
@@ -342,20 +348,27 @@ impl Enumerator {
                 }
             })
             .await;
-            (cluster, partitions, facts)
+            (lookup_no, cluster, partitions, facts)
         });
     }
 
     /// Partitions given to this instance start at the group's committed offset, else
     /// at the cluster's starting offsets, and are handed out; those taken back while
     /// they were looked up are not.
-    pub(super) fn assigned(&mut self, (cluster, partitions, facts): Looked) {
+    pub(super) fn assigned(&mut self, (lookup_no, cluster, partitions, facts): Looked) {
         let Some(group) = self.group.as_mut() else {
             return;
         };
         let partitions: Vec<(String, i32)> = partitions
             .into_iter()
-            .filter(|(t, p)| group.pending.remove(&SplitId::new(&cluster, t, *p)))
+            .filter(|(t, p)| {
+                let id = SplitId::new(&cluster, t, *p);
+                let current = group.pending.get(&id) == Some(&lookup_no);
+                if current {
+                    group.pending.remove(&id);
+                }
+                current
+            })
             .collect();
         let facts = match facts {
             Ok(f) => f,
