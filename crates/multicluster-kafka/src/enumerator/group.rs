@@ -327,7 +327,9 @@ impl Enumerator {
         group.lookups += 1;
         let lookup_no = group.lookups;
         for (t, p) in &partitions {
-            group.pending.insert(SplitId::new(&cluster, t, *p), lookup_no);
+            group
+                .pending
+                .insert(SplitId::new(&cluster, t, *p), lookup_no);
         }
         let client = state.client.clone();
         let start = state.start.clone();
