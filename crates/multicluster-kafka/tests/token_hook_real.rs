@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use mck_testkit::{ClusterOptions, KafkaCluster, TestCluster, TestRecord};
+use mck_testkit::{ClusterOptions, KafkaCluster, TestCluster};
 use multicluster_kafka::client_context::{ClientHooks, OAuthToken};
 use multicluster_kafka::prelude::*;
 
@@ -60,19 +60,26 @@ fn service_through(topic: &str, mut props: Vec<(String, String)>) -> StaticMetad
     .unwrap()
 }
 
-#[test]
-fn records_are_read_with_the_hooks_tokens_exactly_once() {
-    let c = cluster();
-    c.create_topic("hooked", 2).unwrap();
-    let records: Vec<TestRecord> = (0..40)
-        .map(|i| TestRecord::value(format!("v{i}")).to_partition(i % 2))
-        .collect();
-    c.produce("hooked", &records).unwrap();
-    let tokens = Arc::new(Tokens {
+/// Creates `topic` with 2 partitions of 20 records each.
+fn forty_records(c: &KafkaCluster, topic: &str) {
+    c.create_topic(topic, 2).unwrap();
+    mck_testkit::fill_values(c, topic, 2, 20, topic);
+}
+
+/// A provider of good tokens for the listener's principal.
+fn good_tokens(c: &KafkaCluster) -> Arc<Tokens> {
+    Arc::new(Tokens {
         principal: c.security().unwrap().oauth_principal.clone(),
         fail: false,
         made: AtomicU64::new(0),
-    });
+    })
+}
+
+#[test]
+fn records_are_read_with_the_hooks_tokens_exactly_once() {
+    let c = cluster();
+    forty_records(c, "hooked");
+    let tokens = good_tokens(c);
     let hooks = tokens.clone();
     let values = mck_testkit::runtime().block_on(async {
         let mut s = MultiClusterKafkaSource::builder()
@@ -171,11 +178,7 @@ fn group_source(
 #[test]
 fn group_mode_members_use_librdkafkas_own_unsecured_tokens() {
     let c = cluster();
-    c.create_topic("jwt-group", 2).unwrap();
-    let records: Vec<TestRecord> = (0..40)
-        .map(|i| TestRecord::value(format!("j{i}")).to_partition(i % 2))
-        .collect();
-    c.produce("jwt-group", &records).unwrap();
+    forty_records(c, "jwt-group");
     // The listener's own properties: librdkafka makes unsecured JWTs itself.
     let props = c.listener_properties(mck_testkit::Listener::OauthSsl);
     assert!(
@@ -204,16 +207,8 @@ fn group_mode_members_use_librdkafkas_own_unsecured_tokens() {
 #[test]
 fn group_mode_members_authenticate_with_the_hooks_tokens() {
     let c = cluster();
-    c.create_topic("hooked-group", 2).unwrap();
-    let records: Vec<TestRecord> = (0..40)
-        .map(|i| TestRecord::value(format!("g{i}")).to_partition(i % 2))
-        .collect();
-    c.produce("hooked-group", &records).unwrap();
-    let tokens = Arc::new(Tokens {
-        principal: c.security().unwrap().oauth_principal.clone(),
-        fail: false,
-        made: AtomicU64::new(0),
-    });
+    forty_records(c, "hooked-group");
+    let tokens = good_tokens(c);
     let hooks = tokens.clone();
     let values = mck_testkit::runtime().block_on(async {
         let props = support::oauth_without_token_maker(c);
