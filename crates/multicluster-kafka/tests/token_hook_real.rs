@@ -175,6 +175,21 @@ fn group_source(
         .stopping_offsets(StoppingOffsets::Latest)
 }
 
+/// Opens a bounded group-mode source, reads it to its end (within 90 s) and checks
+/// that it gave 40 distinct records.
+fn read_forty_once(builder: multicluster_kafka::SourceBuilder<Utf8>) {
+    let values = mck_testkit::runtime().block_on(async {
+        let mut s = builder.build().unwrap().open().await.unwrap();
+        let values = tokio::time::timeout(Duration::from_secs(90), read_acknowledging(&mut s))
+            .await
+            .expect("the bounded group run ends");
+        s.close().await;
+        values
+    });
+    let distinct: BTreeSet<&String> = values.iter().collect();
+    assert_eq!((values.len(), distinct.len()), (40, 40), "{values:?}");
+}
+
 #[test]
 fn group_mode_members_use_librdkafkas_own_unsecured_tokens() {
     let c = cluster();
@@ -187,21 +202,7 @@ fn group_mode_members_use_librdkafkas_own_unsecured_tokens() {
             .any(|(k, v)| k == "enable.sasl.oauthbearer.unsecure.jwt" && v == "true"),
         "{props:?}"
     );
-    let values = mck_testkit::runtime().block_on(async {
-        let mut s = group_source("jwt-group", props)
-            .build()
-            .unwrap()
-            .open()
-            .await
-            .unwrap();
-        let values = tokio::time::timeout(Duration::from_secs(90), read_acknowledging(&mut s))
-            .await
-            .expect("the bounded group run ends");
-        s.close().await;
-        values
-    });
-    let distinct: BTreeSet<&String> = values.iter().collect();
-    assert_eq!((values.len(), distinct.len()), (40, 40), "{values:?}");
+    read_forty_once(group_source("jwt-group", props));
 }
 
 #[test]
@@ -210,25 +211,13 @@ fn group_mode_members_authenticate_with_the_hooks_tokens() {
     forty_records(c, "hooked-group");
     let tokens = good_tokens(c);
     let hooks = tokens.clone();
-    let values = mck_testkit::runtime().block_on(async {
-        let props = support::oauth_without_token_maker(c);
-        let mut s = group_source("hooked-group", props)
-            .client_hooks(move |_: &str| Some(hooks.clone() as Arc<dyn ClientHooks>))
-            .build()
-            .unwrap()
-            .open()
-            .await
-            .unwrap();
-        // The group member joins only with a token from the hooks; without one the
-        // group never assigns anything and the bounded run never ends.
-        let values = tokio::time::timeout(Duration::from_secs(90), read_acknowledging(&mut s))
-            .await
-            .expect("the bounded group run ends");
-        s.close().await;
-        values
-    });
-    let distinct: BTreeSet<&String> = values.iter().collect();
-    assert_eq!((values.len(), distinct.len()), (40, 40), "{values:?}");
+    // The group member joins only with a token from the hooks; without one the group
+    // never assigns anything and the bounded run never ends.
+    let props = support::oauth_without_token_maker(c);
+    read_forty_once(
+        group_source("hooked-group", props)
+            .client_hooks(move |_: &str| Some(hooks.clone() as Arc<dyn ClientHooks>)),
+    );
     // The lookup client, the group member and the reader's consumer each asked.
     assert!(tokens.made.load(Ordering::Relaxed) >= 3);
 }
