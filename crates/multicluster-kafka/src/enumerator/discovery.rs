@@ -34,6 +34,9 @@ pub(super) struct Absent {
     pub missing: BTreeSet<String>,
     /// Those the cluster refused to describe (no DESCRIBE permission).
     pub unauthorized: BTreeSet<String>,
+    /// The topics the discovery looked for: an answer to a discovery started before
+    /// the cluster's topics changed says nothing of the topics it reads now.
+    pub asked: BTreeSet<String>,
 }
 
 /// The new splits of a cluster, and the subscribed topics it does not show (yet).
@@ -57,6 +60,7 @@ fn discover_blocking(d: &Discovery) -> Result<Discovered, SourceError> {
     let missing = Absent {
         missing: found.missing.clone(),
         unauthorized: found.unauthorized.clone(),
+        asked: topics.clone(),
     };
     let new: Vec<(String, i32)> = found
         .partitions
@@ -270,7 +274,9 @@ impl Enumerator {
                 let first = !std::mem::replace(&mut state.initial_discovery_done, true);
                 let kafka_cluster_id = state.kafka_cluster_id.clone();
                 self.said.discovery_failed.remove(&cluster);
-                if absent.missing.is_empty() {
+                if absent.asked != state.topics {
+                    // Started before the topics changed: the next discovery tells.
+                } else if absent.missing.is_empty() {
                     self.said.missing_topics.remove(&cluster);
                 } else if self.said.missing_topics.get(&cluster) != Some(&absent) {
                     let unauthorized = &absent.unauthorized;
