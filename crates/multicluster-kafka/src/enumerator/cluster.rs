@@ -77,7 +77,8 @@ impl WantedCluster {
     }
 }
 
-/// Makes the lookup client of `cluster`, on the caller's (blocking) thread. A client
+/// Makes the lookup client of `cluster` (the one of the source's clients a reader of
+/// the cluster will fetch with), on the caller's (blocking) thread. A client
 /// librdkafka refuses is a configuration error.
 pub(super) fn client(
     cfg: &SourceConfig,
@@ -91,5 +92,6 @@ pub(super) fn client(
         cfg.client_timeout,
     );
     let setup = ClientSetup::new(cfg.client_hooks.as_ref(), &cluster);
-    move || ClusterClient::new(cluster, &props, group.as_deref(), timeout, setup)
+    let share = cfg.clients.clone();
+    move || ClusterClient::in_share(&share, cluster, &props, group.as_deref(), timeout, setup)
 }

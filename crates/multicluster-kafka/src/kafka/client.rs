@@ -11,9 +11,10 @@ use rdkafka::types::RDKafkaRespErr;
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 
 use crate::error::SourceError;
-use crate::kafka::hooks::{ClientEvents, ClientRole, ClientSetup, SourceContext};
+use crate::kafka::hooks::{ClientSetup, SourceContext};
 use crate::kafka::offsets::PartitionFacts;
 use crate::kafka::properties::ClientProperties;
+use crate::kafka::shared::{ClientShare, SharedClient};
 
 /// Runs a blocking librdkafka call (a lookup, a commit, closing a client) on a thread
 /// of its own, and waits for it. Unlike tokio's blocking pool, the thread is not
@@ -52,13 +53,11 @@ pub(crate) struct TopicPartitions {
     pub unauthorized: BTreeSet<String>,
 }
 
-/// A consumer handle used only for lookups and commits (never polled for records).
+/// Lookups and commits on one cluster, through a client that a reader may fetch
+/// with as well ([`crate::kafka::shared`]).
 pub(crate) struct ClusterClient {
     cluster: Arc<str>,
-    /// Serves the consumer's events; declared first, so it stops before the consumer
-    /// is destroyed.
-    _events: ClientEvents,
-    consumer: BaseConsumer<SourceContext>,
+    client: Arc<SharedClient>,
     timeout: Duration,
 }
 
@@ -120,9 +119,10 @@ fn ca_probe(props: &ClientProperties) -> Vec<(&'static str, &'static str)> {
 }
 
 impl ClusterClient {
-    /// Creates the client. `props` are the merged client properties of the cluster;
-    /// `group_id` is used for committed-offset lookups and commits; `setup` has the
-    /// cluster's hooks, if the program set any, and where its log lines go.
+    /// Creates a client of its own. `props` are the merged client properties of the
+    /// cluster; `group_id` (else the properties' group id) is used for
+    /// committed-offset lookups and commits; `setup` has the cluster's hooks, if the
+    /// program set any, and where its log lines go.
     pub fn new(
         cluster: Arc<str>,
         props: &ClientProperties,
@@ -130,34 +130,34 @@ impl ClusterClient {
         timeout: Duration,
         setup: ClientSetup,
     ) -> Result<Self, SourceError> {
-        let ClientSetup { hooks, dispatch } = setup;
-        let mut config = client_config(props);
-        config
-            .set("group.id", group_id.unwrap_or("multicluster-kafka-lookups"))
-            .set("enable.auto.commit", "false")
-            .set("enable.auto.offset.store", "false");
-        crate::kafka::hooks::prepare(&mut config, props, hooks.as_ref())
-            .map_err(|e| SourceError::cluster(&cluster, "create client", &e, props))?;
-        let context = SourceContext::new(cluster.clone(), ClientRole::Lookup, hooks);
-        let consumer: BaseConsumer<SourceContext> = config
-            .create_with_context(context)
-            .map_err(|e| SourceError::cluster(&cluster, "create client", &e, props))?;
-        // SAFETY: the client's opaque is this context, and `_events` is dropped
-        // before `consumer` (field order).
-        let events = unsafe {
-            ClientEvents::start(
-                consumer.client().native_ptr(),
-                consumer.context().clone(),
-                true,
-                dispatch,
-            )
-        };
+        let client = crate::kafka::shared::standalone(&cluster, props, group_id, setup)?;
         Ok(Self {
             cluster,
-            _events: events,
-            consumer,
+            client,
             timeout,
         })
+    }
+
+    /// Like [`ClusterClient::new`], but the client is the source's one for these
+    /// settings, which the first reader of the cluster fetches with.
+    pub fn in_share(
+        share: &ClientShare,
+        cluster: Arc<str>,
+        props: &ClientProperties,
+        group_id: Option<&str>,
+        timeout: Duration,
+        setup: ClientSetup,
+    ) -> Result<Self, SourceError> {
+        let client = share.lookup_client(&cluster, props, group_id, setup)?;
+        Ok(Self {
+            cluster,
+            client,
+            timeout,
+        })
+    }
+
+    fn consumer(&self) -> &BaseConsumer<SourceContext> {
+        self.client.consumer()
     }
 
     /// A failed request, with librdkafka's last client error as its cause: a request
@@ -168,7 +168,7 @@ impl ClusterClient {
 
     /// `message`, with librdkafka's last client error as its cause when there is one.
     fn with_cause(&self, message: String) -> String {
-        match self.consumer.context().last_error() {
+        match self.consumer().context().last_error() {
             Some(cause) => format!("{message}; last client error: {cause}"),
             None => message,
         }
@@ -178,16 +178,16 @@ impl ClusterClient {
     /// True when the cluster answered but refused this client (authentication or TLS
     /// failed), as opposed to not answering at all.
     pub fn rejected(&self) -> bool {
-        self.consumer.context().last_error_rejects()
+        self.consumer().context().last_error_rejects()
     }
 
     pub fn kafka_cluster_id(&self) -> Result<String, SourceError> {
         // A metadata answer carries the cluster id; asking for the id alone first
         // waits in librdkafka's one-second polling steps.
-        self.consumer
+        self.consumer()
             .fetch_metadata(None, self.timeout)
             .map_err(|e| self.err("metadata request", &e))?;
-        self.consumer
+        self.consumer()
             .client()
             .fetch_cluster_id(self.timeout)
             .ok_or_else(|| SourceError::Cluster {
@@ -202,7 +202,7 @@ impl ClusterClient {
     /// Partitions of each topic (one metadata request for all topics).
     pub fn describe(&self, topics: &BTreeSet<String>) -> Result<TopicPartitions, SourceError> {
         let md = self
-            .consumer
+            .consumer()
             .fetch_metadata(None, self.timeout)
             .map_err(|e| self.err("metadata request", &e))?;
         let mut out = TopicPartitions::default();
@@ -221,7 +221,7 @@ impl ClusterClient {
         // A listing of all topics leaves out those the principal may not describe:
         // asked by name, the broker says which ones it refused.
         for t in &out.missing {
-            if let Ok(md) = self.consumer.fetch_metadata(Some(t), self.timeout)
+            if let Ok(md) = self.consumer().fetch_metadata(Some(t), self.timeout)
                 && md.topics().iter().any(|m| {
                     m.name() == t
                         && m.error()
@@ -287,7 +287,7 @@ impl ClusterClient {
                     .map_err(|e| self.err("timestamp lookup", &e))?;
             }
             let got = self
-                .consumer
+                .consumer()
                 .offsets_for_times(tpl, self.timeout)
                 .map_err(|e| self.err("timestamp lookup", &e))?;
             for e in got.elements() {
@@ -309,7 +309,7 @@ impl ClusterClient {
         // SAFETY: the handle lives as long as `self.consumer`, which outlives the call.
         unsafe {
             crate::kafka::group_describe::describe_group(
-                self.consumer.client().native_ptr(),
+                self.consumer().client().native_ptr(),
                 group,
                 self.timeout,
             )
@@ -348,7 +348,7 @@ impl ClusterClient {
         let give_up = std::time::Instant::now() + self.timeout;
         loop {
             let left = give_up.saturating_duration_since(std::time::Instant::now());
-            match self.consumer.committed_offsets(tpl.clone(), left) {
+            match self.consumer().committed_offsets(tpl.clone(), left) {
                 Ok(got) => return Ok(got),
                 Err(e)
                     if matches!(
@@ -385,7 +385,7 @@ impl ClusterClient {
                 .map_err(|e| self.err(what, &e))?;
         }
         let got = self
-            .consumer
+            .consumer()
             .offsets_for_times(tpl, self.timeout)
             .map_err(|e| self.err(what, &e))?;
         let mut out = BTreeMap::new();
@@ -422,7 +422,7 @@ impl ClusterClient {
             tpl.add_partition_offset(topic, *p, Offset::Offset(*o))
                 .map_err(|e| self.err("commit", &e))?;
         }
-        self.consumer
+        self.consumer()
             .commit(&tpl, CommitMode::Sync)
             .map_err(|e| self.err("commit", &e))
     }

@@ -201,6 +201,9 @@ pub(crate) struct SourceContext {
     /// Whether that error means the cluster answered and refused the client
     /// (authentication or TLS failed): trying again unchanged will not help.
     last_error_rejects: std::sync::atomic::AtomicBool,
+    /// A reader fetches with this client (one made for lookups may be taken by a
+    /// reader): its errors are then warned about as a reader's.
+    reading: std::sync::atomic::AtomicBool,
 }
 
 impl SourceContext {
@@ -212,7 +215,14 @@ impl SourceContext {
             streak: Mutex::new(None),
             last_error: Mutex::new(None),
             last_error_rejects: std::sync::atomic::AtomicBool::new(false),
+            reading: std::sync::atomic::AtomicBool::new(role == ClientRole::Reader),
         }
+    }
+
+    /// Whether a reader fetches with this client now.
+    pub(crate) fn set_reading(&self, reading: bool) {
+        self.reading
+            .store(reading, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// librdkafka's last client error other than "all brokers down", if any.
@@ -242,7 +252,7 @@ impl SourceContext {
         if !text.contains("brokers are down") {
             *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(text.to_string());
         }
-        if self.role != ClientRole::Reader {
+        if !self.reading.load(std::sync::atomic::Ordering::Relaxed) {
             tracing::debug!(cluster = %self.cluster, error = %text, role = ?self.role, "client error");
             return;
         }

@@ -10,3 +10,4 @@ pub mod offsets;
 pub mod properties;
 pub(crate) mod resolve;
 pub(crate) mod shard_lock;
+pub(crate) mod shared;

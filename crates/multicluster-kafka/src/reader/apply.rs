@@ -257,6 +257,7 @@ impl<D: Deserializer> SourceReader<D> {
                         .client_hooks
                         .as_ref()
                         .and_then(|f| f.for_cluster(&cluster)),
+                    clients: self.clients.clone(),
                 };
                 match Fetcher::spawn(
                     cluster.clone(),

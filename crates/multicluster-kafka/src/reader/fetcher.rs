@@ -76,6 +76,8 @@ pub(crate) struct FetcherSettings {
     pub reader: Arc<Notify>,
     /// The program's hooks for the cluster's clients.
     pub hooks: Option<Arc<dyn crate::kafka::hooks::ClientHooks>>,
+    /// The source's clients, one of which the consumer may be.
+    pub clients: Arc<crate::kafka::shared::ClientShare>,
 }
 
 /// The reader's handle on a fetcher thread. Dropping it stops the thread, which then
@@ -291,6 +293,7 @@ fn run<D: Deserializer>(
         settings.include_headers,
         settings.policy,
         settings.hooks.clone(),
+        &settings.clients,
     ) {
         Ok(c) => c,
         Err(e) => {

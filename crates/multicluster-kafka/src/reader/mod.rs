@@ -93,6 +93,8 @@ pub struct SourceReader<D: Deserializer> {
     policy: ReadPolicy,
     /// The program's hooks for each cluster's librdkafka clients.
     client_hooks: Option<crate::kafka::hooks::ClientHooksFactory>,
+    /// The source's librdkafka clients, shared with the enumerator.
+    clients: Arc<crate::kafka::shared::ClientShare>,
     retained: crate::enumerator::retention::Retained,
     /// Clusters whose errors count (the others are leaving the metadata).
     active: crate::enumerator::active::ActiveClusters,
@@ -123,6 +125,7 @@ pub(crate) struct ReaderParts<D: Deserializer> {
     pub include_headers: bool,
     pub policy: ReadPolicy,
     pub client_hooks: Option<crate::kafka::hooks::ClientHooksFactory>,
+    pub clients: Arc<crate::kafka::shared::ClientShare>,
     pub retained: crate::enumerator::retention::Retained,
     pub active: crate::enumerator::active::ActiveClusters,
     pub stream_index: crate::metadata::index::StreamIndex,
@@ -153,6 +156,7 @@ impl<D: Deserializer> SourceReader<D> {
             include_headers: parts.include_headers,
             policy: parts.policy,
             client_hooks: parts.client_hooks,
+            clients: parts.clients,
             retained: parts.retained,
             active: parts.active,
             stream_index: parts.stream_index,
@@ -297,6 +301,7 @@ mod tests {
             include_headers: false,
             policy: ReadPolicy::default(),
             client_hooks: None,
+            clients: Default::default(),
             retained: Default::default(),
             active: Default::default(),
             stream_index: Default::default(),

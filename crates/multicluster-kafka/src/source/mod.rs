@@ -106,6 +106,7 @@ impl<D: Deserializer> MultiClusterKafkaSource<D> {
                 include_headers: cfg.include_headers,
                 policy: cfg.policy,
                 client_hooks: cfg.client_hooks.clone(),
+                clients: cfg.clients.clone(),
                 retained: retained.clone(),
                 active: active.clone(),
                 stream_index: stream_index.clone(),

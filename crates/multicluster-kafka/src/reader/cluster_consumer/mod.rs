@@ -23,10 +23,10 @@ use rdkafka::{Offset, TopicPartitionList};
 use super::ReadPolicy;
 use crate::deserializer::{DeserializeError, Deserializer};
 use crate::error::SourceError;
-use crate::kafka::client::client_config;
-use crate::kafka::hooks::{ClientEvents, ClientHooks, ClientRole, SourceContext};
+use crate::kafka::hooks::{ClientHooks, ClientSetup, SourceContext};
 use crate::kafka::offsets::OffsetReset;
 use crate::kafka::properties::ClientProperties;
+use crate::kafka::shared::{ClientShare, SharedClient};
 use crate::record::{BatchEntry, RawRecord, RecordBatch};
 use crate::split::{KafkaSplit, SplitId};
 
@@ -35,14 +35,7 @@ use super::native::MessageBatch;
 mod out_of_range;
 mod poll;
 
-/// librdkafka settings the readers' consumers use (besides [`CLIENT_DEFAULTS`](crate::CLIENT_DEFAULTS))
-/// unless the cluster's properties set them.
-///
-/// `fetch.queue.backoff.ms`: when the application applies back-pressure, librdkafka's
-/// prefetch queue fills and it postpones the next fetch by this much (1000 ms by
-/// default), which stalls a partition for a second after every burst. 10 ms keeps it
-/// flowing.
-pub const READER_DEFAULTS: &[(&str, &str)] = &[("fetch.queue.backoff.ms", "10")];
+pub use crate::kafka::shared::READER_DEFAULTS;
 
 /// A record whose value could not be deserialized: handed out as an error after the
 /// records fetched before it.
@@ -112,10 +105,10 @@ unsafe extern "C" fn wake(_rk: *mut rd::rd_kafka_t, opaque: *mut c_void) {
 
 pub(crate) struct ClusterConsumer {
     cluster: Arc<str>,
-    /// Serves the consumer's log lines, errors, statistics and token requests on a
-    /// thread of its own; stopped before the consumer is closed.
-    events: Option<ClientEvents>,
-    consumer: Option<BaseConsumer<SourceContext>>,
+    /// The client this reader fetches with, often the enumerator's lookup client of
+    /// the cluster ([`crate::kafka::shared`]); released (everything unassigned) when
+    /// the reader is done with it.
+    client: Option<Arc<SharedClient>>,
     queue: *mut rd::rd_kafka_queue_t,
     /// The thread to wake when records arrive (librdkafka holds its address until the
     /// callback is disabled).
@@ -152,50 +145,27 @@ impl ClusterConsumer {
         include_headers: bool,
         policy: ReadPolicy,
         hooks: Option<Arc<dyn ClientHooks>>,
+        share: &ClientShare,
     ) -> Result<Self, SourceError> {
-        let mut config = client_config(props);
-        for (key, value) in READER_DEFAULTS {
-            if props.get(key).is_none() {
-                config.set(*key, *value);
-            }
-        }
-        if props.get("group.id").is_none() {
-            // librdkafka wants a group id even for manual assignment; it never joins.
-            config.set("group.id", "multicluster-kafka-reader");
-        }
-        config
-            .set("enable.auto.commit", "false")
-            .set("enable.auto.offset.store", "false")
-            .set("auto.offset.reset", "error")
-            .set("enable.partition.eof", "false");
-        crate::kafka::hooks::prepare(&mut config, props, hooks.as_ref())
-            .map_err(|e| SourceError::cluster(&cluster, "create consumer", &e, props))?;
-        let context = SourceContext::new(cluster.clone(), ClientRole::Reader, hooks);
-        let consumer: BaseConsumer<SourceContext> = config
-            .create_with_context(context)
-            .map_err(|e| SourceError::cluster(&cluster, "create consumer", &e, props))?;
+        let setup = ClientSetup {
+            hooks,
+            dispatch: None,
+        };
+        let client = share.reader_client(&cluster, props, setup)?;
         metrics::counter!(crate::metrics::CONSUMERS_CREATED, "cluster" => cluster.to_string())
             .increment(1);
         tracing::debug!(cluster = %cluster, "consumer created");
+        let consumer = client.consumer();
         // SAFETY: the client pointer is valid while `consumer` lives; the returned queue
         // is our own reference, destroyed in Drop after the callback is disabled.
         let queue = unsafe { rd::rd_kafka_queue_get_consumer(consumer.client().native_ptr()) };
         if queue.is_null() {
+            client.release_reading();
             return Err(SourceError::Cluster {
                 cluster: cluster.to_string(),
                 message: "librdkafka returned no consumer queue".into(),
             });
         }
-        // SAFETY: the client's opaque is this context; `disable_wakeups` stops the
-        // event thread before the consumer is dropped.
-        let events = unsafe {
-            ClientEvents::start(
-                consumer.client().native_ptr(),
-                consumer.context().clone(),
-                true,
-                None,
-            )
-        };
         let wake_thread = Arc::new(wake);
         // SAFETY: the opaque pointer stays valid (we hold the Arc, and moving it does not
         // move the Thread) until Drop disables the callback.
@@ -208,8 +178,7 @@ impl ClusterConsumer {
         }
         Ok(Self {
             cluster,
-            events: Some(events),
-            consumer: Some(consumer),
+            client: Some(client),
             queue,
             _wake: wake_thread,
             topics: HashMap::new(),
@@ -230,7 +199,7 @@ impl ClusterConsumer {
     }
 
     fn consumer(&self) -> &BaseConsumer<SourceContext> {
-        self.consumer.as_ref().expect("present until drop")
+        self.client.as_ref().expect("present until drop").consumer()
     }
 
     fn topic(&mut self, name: &str) -> Arc<str> {
@@ -334,27 +303,48 @@ impl ClusterConsumer {
         }
     }
 
-    fn disable_wakeups(&mut self) {
+    /// Stops reading with the client: the wake-up callback goes, everything is
+    /// unassigned and what the consumer queue still holds is dropped, so whoever
+    /// fetches with the client next (or nobody: it may be the enumerator's) starts
+    /// clean. The client is closed when its last holder lets it go.
+    fn release(&mut self) {
         self.messages.clear();
         self.leftover = None;
-        // Joins the event thread, and gives the consumer's events back to its queue,
-        // where rdkafka's close serves them.
-        self.events = None;
+        let Some(client) = self.client.take() else {
+            return;
+        };
         if !self.queue.is_null() {
-            // SAFETY: the queue handle is ours; after this call librdkafka no longer
-            // uses the opaque pointer.
+            // SAFETY: the queue handle is ours; after the first call librdkafka no
+            // longer uses the opaque pointer; messages taken are destroyed at once.
             unsafe {
                 rd::rd_kafka_queue_cb_event_enable(self.queue, None, std::ptr::null_mut());
+            }
+            if let Ok(assigned) = client.consumer().assignment()
+                && assigned.count() > 0
+                && let Err(e) = client.consumer().incremental_unassign(&assigned)
+            {
+                tracing::warn!(cluster = %self.cluster, error = %e, "unassign failed");
+            }
+            // SAFETY: as above.
+            unsafe {
+                loop {
+                    let m = rd::rd_kafka_consume_queue(self.queue, 0);
+                    if m.is_null() {
+                        break;
+                    }
+                    rd::rd_kafka_message_destroy(m);
+                }
                 rd::rd_kafka_queue_destroy(self.queue);
             }
             self.queue = std::ptr::null_mut();
         }
+        client.release_reading();
     }
 }
 
 impl Drop for ClusterConsumer {
     fn drop(&mut self) {
-        self.disable_wakeups();
+        self.release();
     }
 }
 

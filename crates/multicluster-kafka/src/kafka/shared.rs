@@ -1,0 +1,267 @@
+//! One librdkafka client per cluster for both sides of a source: the enumerator's
+//! lookups and commits, and the fetching of one reader.
+//!
+//! Every librdkafka client costs its own threads (its main thread, an internal broker
+//! thread, one per bootstrap entry and one per broker) plus the thread that serves its
+//! events. The enumerator's lookup client is idle most of the time, and a reader's
+//! consumer can answer metadata, offset and commit requests as well as fetch: so the
+//! first reader that reads a cluster takes the enumerator's client of that cluster as
+//! its consumer instead of making one, when both were made from the same settings.
+//! A second reader of the same cluster (only when splits of one cluster are spread
+//! over readers) makes a client of its own.
+//!
+//! librdkafka's client calls are thread safe: a lookup that waits for a slow broker
+//! does not hold the reader's fetches, which librdkafka's broker threads do on their
+//! own. A client is closed when its last holder lets it go.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+
+use rdkafka::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+
+use crate::error::SourceError;
+use crate::kafka::client::client_config;
+use crate::kafka::hooks::{ClientEvents, ClientRole, ClientSetup, SourceContext};
+use crate::kafka::properties::ClientProperties;
+
+/// librdkafka settings the readers' consumers use (besides [`CLIENT_DEFAULTS`](crate::CLIENT_DEFAULTS))
+/// unless the cluster's properties set them.
+///
+/// `fetch.queue.backoff.ms`: when the application applies back-pressure, librdkafka's
+/// prefetch queue fills and it postpones the next fetch by this much (1000 ms by
+/// default), which stalls a partition for a second after every burst. 10 ms keeps it
+/// flowing.
+pub const READER_DEFAULTS: &[(&str, &str)] = &[("fetch.queue.backoff.ms", "10")];
+
+/// The group id of a source that has none: librdkafka wants one for manual assignment
+/// and committed-offset lookups, and never joins it.
+const FALLBACK_GROUP: &str = "multicluster-kafka";
+
+/// The settings of every client of a cluster that reads and looks up: the cluster's
+/// properties over the defaults, and the settings of a consumer with manual
+/// assignment that never commits by itself. `group` overrides the properties' group
+/// id. Two clients made from equal properties get equal settings, which is what lets
+/// them be one.
+pub(crate) fn consumer_config(props: &ClientProperties, group: Option<&str>) -> ClientConfig {
+    let mut config = client_config(props);
+    for (key, value) in READER_DEFAULTS {
+        if props.get(key).is_none() {
+            config.set(*key, *value);
+        }
+    }
+    let group = group
+        .or_else(|| props.get("group.id"))
+        .unwrap_or(FALLBACK_GROUP);
+    config
+        .set("group.id", group)
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set("auto.offset.reset", "error")
+        .set("enable.partition.eof", "false");
+    config
+}
+
+/// A client of one cluster, held by the enumerator, a reader, or both.
+pub(crate) struct SharedClient {
+    cluster: Arc<str>,
+    /// Serves the client's events; declared first, so it stops before the consumer
+    /// is destroyed.
+    _events: ClientEvents,
+    consumer: BaseConsumer<SourceContext>,
+    /// A reader fetches with this client.
+    reading: AtomicBool,
+}
+
+impl std::fmt::Debug for SharedClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedClient")
+            .field("cluster", &self.cluster)
+            .field("reading", &self.reading.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+impl SharedClient {
+    /// Makes a client (blocking) with its event thread.
+    fn create(
+        cluster: &Arc<str>,
+        made: Made,
+        role: ClientRole,
+        setup: ClientSetup,
+        props: &ClientProperties,
+    ) -> Result<Self, SourceError> {
+        let ClientSetup { hooks, dispatch } = setup;
+        let context = SourceContext::new(cluster.clone(), role, hooks);
+        let consumer: BaseConsumer<SourceContext> = made
+            .config
+            .create_with_context(context)
+            .map_err(|e| SourceError::cluster(cluster, made.what, &e, props))?;
+        // SAFETY: the client's opaque is this context, and `_events` is dropped
+        // before `consumer` (field order).
+        let events = unsafe {
+            ClientEvents::start(
+                consumer.client().native_ptr(),
+                consumer.context().clone(),
+                true,
+                dispatch,
+            )
+        };
+        Ok(Self {
+            cluster: cluster.clone(),
+            _events: events,
+            consumer,
+            reading: AtomicBool::new(false),
+        })
+    }
+
+    pub(crate) fn consumer(&self) -> &BaseConsumer<SourceContext> {
+        &self.consumer
+    }
+
+    /// Takes the reader's place; false when a reader holds it already.
+    fn take_reading(&self) -> bool {
+        let taken = self
+            .reading
+            .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok();
+        if taken {
+            self.consumer.context().set_reading(true);
+        }
+        taken
+    }
+
+    /// Gives the reader's place back (the reader has unassigned everything).
+    pub(crate) fn release_reading(&self) {
+        self.consumer.context().set_reading(false);
+        self.reading.store(false, Ordering::SeqCst);
+    }
+}
+
+type Key = (Arc<str>, Vec<(String, String)>);
+
+/// The clients of one source by cluster and settings; each lives as long as one of
+/// its holders does.
+#[derive(Default)]
+pub(crate) struct ClientShare {
+    clients: Mutex<HashMap<Key, Weak<SharedClient>>>,
+}
+
+impl std::fmt::Debug for ClientShare {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n = self.clients.lock().map(|c| c.len()).unwrap_or(0);
+        f.debug_struct("ClientShare").field("clients", &n).finish()
+    }
+}
+
+/// A client's finished settings, and what making it is called in an error.
+struct Made {
+    config: ClientConfig,
+    what: &'static str,
+}
+
+impl Made {
+    fn new(
+        props: &ClientProperties,
+        group: Option<&str>,
+        setup: &ClientSetup,
+        what: &'static str,
+        cluster: &str,
+    ) -> Result<Self, SourceError> {
+        let mut config = consumer_config(props, group);
+        crate::kafka::hooks::prepare(&mut config, props, setup.hooks.as_ref())
+            .map_err(|e| SourceError::cluster(cluster, what, &e, props))?;
+        Ok(Self { config, what })
+    }
+
+    fn key(&self, cluster: &Arc<str>) -> Key {
+        let mut pairs: Vec<(String, String)> = self
+            .config
+            .config_map()
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        pairs.sort_unstable();
+        (cluster.clone(), pairs)
+    }
+}
+
+impl ClientShare {
+    fn live(&self, key: &Key) -> Option<Arc<SharedClient>> {
+        let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
+        clients.retain(|_, c| c.strong_count() > 0);
+        clients.get(key).and_then(Weak::upgrade)
+    }
+
+    fn register(&self, key: Key, client: &Arc<SharedClient>) {
+        let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
+        if clients.get(&key).is_none_or(|c| c.strong_count() == 0) {
+            clients.insert(key, Arc::downgrade(client));
+        }
+    }
+
+    /// A client for lookups and commits: the live one made from the same settings,
+    /// else a new one (blocking). `group` overrides the properties' group id.
+    pub(crate) fn lookup_client(
+        &self,
+        cluster: &Arc<str>,
+        props: &ClientProperties,
+        group: Option<&str>,
+        setup: ClientSetup,
+    ) -> Result<Arc<SharedClient>, SourceError> {
+        let made = Made::new(props, group, &setup, "create client", cluster)?;
+        let key = made.key(cluster);
+        if let Some(c) = self.live(&key) {
+            return Ok(c);
+        }
+        let client = Arc::new(SharedClient::create(
+            cluster,
+            made,
+            ClientRole::Lookup,
+            setup,
+            props,
+        )?);
+        self.register(key, &client);
+        Ok(client)
+    }
+
+    /// A client for a reader to fetch with: the live one made from the same settings
+    /// when no reader fetches with it, else a new one (blocking). The reader gives its
+    /// place back with [`SharedClient::release_reading`].
+    pub(crate) fn reader_client(
+        &self,
+        cluster: &Arc<str>,
+        props: &ClientProperties,
+        setup: ClientSetup,
+    ) -> Result<Arc<SharedClient>, SourceError> {
+        let made = Made::new(props, None, &setup, "create consumer", cluster)?;
+        let key = made.key(cluster);
+        if let Some(c) = self.live(&key)
+            && c.take_reading()
+        {
+            return Ok(c);
+        }
+        let client = Arc::new(SharedClient::create(
+            cluster,
+            made,
+            ClientRole::Reader,
+            setup,
+            props,
+        )?);
+        client.take_reading();
+        self.register(key, &client);
+        Ok(client)
+    }
+}
+
+/// A lookup client made outside any share (a one-off lookup).
+pub(crate) fn standalone(
+    cluster: &Arc<str>,
+    props: &ClientProperties,
+    group: Option<&str>,
+    setup: ClientSetup,
+) -> Result<Arc<SharedClient>, SourceError> {
+    let made = Made::new(props, group, &setup, "create client", cluster)?;
+    SharedClient::create(cluster, made, ClientRole::Lookup, setup, props).map(Arc::new)
+}
