@@ -14,9 +14,11 @@
 //! - hands statistics, errors and OAUTHBEARER token requests to the [`ClientHooks`]
 //!   a program set for the cluster ([`SourceBuilder::client_hooks`]).
 //!
-//! Each client gets a small thread (`mck-events-<cluster>`) that serves those events
-//! as they come: a token is renewed, and statistics arrive, whether or not the
-//! program is reading records at that moment.
+//! Those events are served as they come, whether or not the program is reading
+//! records at that moment: by one thread of the process (`mck-events`) for every
+//! client without hooks, and by a thread of its own (`mck-events-<cluster>`) for a
+//! client with hooks, whose code (a token provider asking an identity provider) may
+//! take its time without holding other clusters' events.
 //!
 //! ## OAUTHBEARER tokens
 //!
@@ -446,6 +448,9 @@ pub(crate) struct ClientEvents {
     client: *mut rd::rd_kafka_t,
     queue: *mut rd::rd_kafka_queue_t,
     consumer: bool,
+    /// Served by the process's event thread ([`super::event_hub`]) …
+    registration: Option<super::event_hub::Registration>,
+    /// … or by a thread of its own.
     stop: Arc<AtomicBool>,
     join: Option<JoinHandle<()>>,
 }
@@ -497,6 +502,25 @@ impl ClientEvents {
             });
         }
         let stop = Arc::new(AtomicBool::new(false));
+        // A client with hooks runs the program's code on this thread: one of its own.
+        let context = if context.hooks.is_none() {
+            // SAFETY: `client` and `queue` live until Drop, which unregisters first.
+            match unsafe { super::event_hub::register(client, queue, context, dispatch.clone()) } {
+                Ok(registration) => {
+                    return Self {
+                        client,
+                        queue,
+                        consumer,
+                        registration: Some(registration),
+                        stop,
+                        join: None,
+                    };
+                }
+                Err(context) => context,
+            }
+        } else {
+            context
+        };
         let name = format!("mck-events-{}", context.cluster).replace('\0', "?");
         let (raw_client, raw_queue) = (Raw(client), Raw(queue));
         let join = std::thread::Builder::new()
@@ -515,6 +539,7 @@ impl ClientEvents {
             client,
             queue,
             consumer,
+            registration: None,
             stop,
             join,
         }
@@ -523,6 +548,7 @@ impl ClientEvents {
 
 impl Drop for ClientEvents {
     fn drop(&mut self) {
+        self.registration = None;
         self.stop.store(true, Ordering::SeqCst);
         // SAFETY: our queue handle is live until destroyed below.
         unsafe { rd::rd_kafka_queue_yield(self.queue) };
@@ -606,7 +632,7 @@ unsafe fn drain(
 ///
 /// # Safety
 /// `event` is a live event of the live `client`; it is destroyed here.
-unsafe fn handle(
+pub(super) unsafe fn handle(
     client: *mut rd::rd_kafka_t,
     event: *mut rd::rd_kafka_event_t,
     context: &SourceContext,

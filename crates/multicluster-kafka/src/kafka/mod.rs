@@ -3,6 +3,7 @@
 //! each librdkafka client.
 
 pub(crate) mod client;
+mod event_hub;
 pub(crate) mod group_describe;
 pub(crate) mod group_member;
 pub mod hooks;
