@@ -42,8 +42,8 @@ impl DeserializeError {
     }
 }
 
-/// Turns a raw record into a value. Called for each record on the fetcher thread of its
-/// reader and cluster (a plain thread: no tokio runtime context, no caller's span), a
+/// Turns a raw record into a value. Called for each record on a fetch thread of its
+/// reader (a plain thread: no tokio runtime context, no caller's span), a
 /// batch at a time, so it must be `Send + Sync`; it should not block. A panic in it
 /// reaches the caller of the reader's `next` or `next_batch`.
 ///

@@ -16,8 +16,8 @@
 //!   the background, partition discovery, restore from a checkpoint, live
 //!   reconciliation (`plan`), split assignment (`assignment`), commits; the pure parts
 //!   are in [`unstable`] for the CLI and benchmarks;
-//! - `reader/`: the parallel readers: applying assignments, one fetcher thread per
-//!   cluster, handing records out in order, positions;
+//! - `reader/`: the parallel readers: applying assignments, a fetcher per cluster on
+//!   at most one thread per core, handing records out in order, positions;
 //! - `kafka/`: one cluster's clients, [`properties`] (secrets redacted), where
 //!   reading starts and stops ([`offsets`]), and hooks into each librdkafka client
 //!   ([`client_context`]: OAUTHBEARER tokens, statistics, errors);

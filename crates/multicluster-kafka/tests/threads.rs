@@ -1,10 +1,12 @@
 //! What a source costs in threads (in-process librdkafka mock clusters): one
 //! librdkafka client per cluster it reads, shared by the enumerator's lookups and the
-//! reader, and one thread serving the events of every client. One test in this
-//! binary, so no other test's clients are counted.
+//! reader, one thread serving the events of every client, and a reader's fetch
+//! threads (at most one per core). The tests of this binary take turns, so no other
+//! test's clients are counted.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use mck_testkit::{MockKafkaCluster, TestCluster, TestRecord};
 use multicluster_kafka::prelude::*;
@@ -28,8 +30,29 @@ fn named(t: &BTreeMap<String, usize>, prefix: &str) -> usize {
         .sum()
 }
 
+/// Held by each test while it counts.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get())
+}
+
+/// Waits (a guard against hangs, not a timing assertion) until `done`.
+async fn until(what: &str, mut done: impl FnMut() -> bool) {
+    let patience = Instant::now();
+    while !done() {
+        assert!(
+            patience.elapsed() < Duration::from_secs(60),
+            "timed out waiting for {what}: {:?}",
+            threads()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 #[test]
 fn each_cluster_read_costs_one_client_and_the_events_share_a_thread() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let clusters: Vec<MockKafkaCluster> = (0..3)
         .map(|i| MockKafkaCluster::start(&format!("c{i}"), 1).unwrap())
         .collect();
@@ -86,7 +109,79 @@ fn each_cluster_read_costs_one_client_and_the_events_share_a_thread() {
     );
     assert_eq!(
         added("mck-fetch"),
-        clusters.len(),
-        "a fetcher per cluster: {during:?}"
+        clusters.len().min(cores()),
+        "a fetch thread per cluster, up to one per core: {during:?}"
     );
+}
+
+#[test]
+fn a_cluster_that_leaves_is_let_go_and_closing_ends_the_fetch_threads() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let (a, b) = (
+        MockKafkaCluster::start("fta", 1).unwrap(),
+        MockKafkaCluster::start("ftb", 1).unwrap(),
+    );
+    for c in [&a, &b] {
+        c.create_topic("t", 1).unwrap();
+        c.produce("t", &[TestRecord::value(c.logical_id())])
+            .unwrap();
+    }
+    let meta = |c: &MockKafkaCluster| {
+        ClusterMetadata::builder(c.bootstrap_servers())
+            .topic("t")
+            .build()
+            .unwrap()
+    };
+    let both = KafkaStream::new("s")
+        .with_cluster("fta", meta(&a))
+        .with_cluster("ftb", meta(&b));
+    let svc = std::sync::Arc::new(StaticMetadataService::new([both]).unwrap());
+    let rt = mck_testkit::runtime();
+    let before = threads();
+    let clients = move || named(&threads(), "rdk:main") - named(&before, "rdk:main");
+    rt.block_on(async {
+        let mut s = MultiClusterKafkaSource::builder()
+            .shared_metadata_service(svc.clone())
+            .stream_ids(["s"])
+            .deserializer(Utf8)
+            .parallelism(1)
+            .build()
+            .unwrap()
+            .open()
+            .await
+            .unwrap();
+        let mut seen = vec![
+            s.next().await.unwrap().unwrap().value,
+            s.next().await.unwrap().unwrap().value,
+        ];
+        seen.sort();
+        assert_eq!(seen, ["fta", "ftb"]);
+        assert_eq!(clients(), 2, "{:?}", threads());
+        assert_eq!(named(&threads(), "mck-fetch"), 2.min(cores()));
+
+        // B leaves the metadata: the reader lets its consumer go and the enumerator
+        // its lookups, so B's one client is closed; A is still read.
+        svc.replace([KafkaStream::new("s").with_cluster("fta", meta(&a))])
+            .unwrap();
+        let patience = Instant::now();
+        while clients() != 1 {
+            assert!(
+                patience.elapsed() < Duration::from_secs(60),
+                "B's client is still open: {:?}",
+                threads()
+            );
+            let _ = tokio::time::timeout(Duration::from_millis(50), s.next()).await;
+        }
+        a.produce("t", &[TestRecord::value("after")]).unwrap();
+        let r = tokio::time::timeout(Duration::from_secs(60), s.next())
+            .await
+            .expect("A is still read")
+            .unwrap()
+            .unwrap();
+        assert_eq!(r.value, "after");
+        // Closing waits for the fetch threads.
+        s.close().await;
+        assert_eq!(named(&threads(), "mck-fetch"), 0, "{:?}", threads());
+        until("every client of the source closed", || clients() == 0).await;
+    });
 }

@@ -10,7 +10,7 @@
 //!   by at most one across readers as long as assignment only adds splits (removals can
 //!   leave holes; new splits fill them first). Within that, splits stay with readers
 //!   that already read their cluster, and readers are filled in split order: every
-//!   cluster a reader has splits on costs it a consumer and a fetcher thread, so with
+//!   cluster a reader has splits on costs it a librdkafka client (four threads), so with
 //!   2 readers and 2 clusters of 8 partitions each reader reads one cluster (2
 //!   consumers, not 4), and a fresh assignment gives at most
 //!   `readers + clusters - 1` (reader, cluster) pairs.

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::SourceReader;
-use super::fetcher::{self, Answer, Fetcher, FetcherSettings};
+use super::fetcher::{self, Answer, FetcherSettings};
 use super::protocol::ReaderEvent;
 use super::split_state::{ClusterInfo, SplitState};
 use crate::deserializer::Deserializer;
@@ -259,7 +259,7 @@ impl<D: Deserializer> SourceReader<D> {
                         .and_then(|f| f.for_cluster(&cluster)),
                     clients: self.clients.clone(),
                 };
-                match Fetcher::spawn(
+                match self.pool.start(
                     cluster.clone(),
                     props.clone(),
                     self.deserializer.clone(),

@@ -1,17 +1,23 @@
-//! A reader's fetcher: one thread per cluster the reader has splits on, which owns that
-//! cluster's consumer, and takes, copies and deserializes its records a batch at a
+//! A reader's fetchers: each cluster the reader has splits on has one, which owns that
+//! cluster's consumer and takes, copies and deserializes its records a batch at a
 //! time, up to two batches ahead of the reader.
 //!
-//! Like the split fetchers of Flink's connector base, this gives a reader with splits
-//! on several clusters one core's worth of work per cluster, while the reader's own
-//! task only hands batches out and tracks positions. The reader and a fetcher talk in
-//! turns: the reader keeps [`DEPTH`] requests for a batch open, the fetcher answers
-//! each with one (waiting for records if librdkafka has none), and the reader asks
-//! again when it starts handing a batch out. So while the reader hands one batch out,
-//! the fetcher can have the next ready and be building the one after: it does not wait
-//! for the reader's task to wake up between batches. A cluster has at most [`DEPTH`]
-//! batches waiting or being built, plus the one being handed out: memory stays bounded
-//! by librdkafka's queue limits plus three batches.
+//! The fetchers of a reader run on a few threads of its own ([`FetchPool`]): as many
+//! as the machine has cores, each serving the consumers of some of the reader's
+//! clusters in turn, one batch at a time. Like the split fetchers of Flink's connector
+//! base, this lets a reader with splits on several clusters use more than one core,
+//! while the reader's own task only hands batches out and tracks positions; unlike a
+//! thread per cluster, a reader of 64 clusters does not keep 64 threads that mostly
+//! sleep. A thread sleeps until librdkafka's queue-event callback of one of its
+//! consumers, or a command, wakes it.
+//!
+//! The reader and a fetcher talk in turns: the reader keeps [`DEPTH`] requests for a
+//! batch open, the fetcher answers each with one (waiting for records if librdkafka
+//! has none), and the reader asks again when it starts handing a batch out. So while
+//! the reader hands one batch out, the fetcher can have the next ready and be building
+//! the one after: it does not wait for the reader's task to wake up between batches.
+//! A cluster has at most [`DEPTH`] batches waiting or being built, plus the one being
+//! handed out: memory stays bounded by librdkafka's queue limits plus three batches.
 //!
 //! Commands (add, remove splits) and requests travel on one channel, in order, and
 //! are numbered. An answer says which command the fetcher had applied before it
@@ -20,7 +26,7 @@
 
 use std::sync::Arc;
 use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
-use std::thread::{JoinHandle, Thread};
+use std::thread::Thread;
 use std::time::Duration;
 
 use tokio::sync::Notify;
@@ -87,8 +93,10 @@ pub(crate) struct Fetcher<V> {
     pub properties: ClientProperties,
     commands: Sender<Command>,
     replies: Receiver<Reply<V>>,
+    /// The thread serving this fetcher.
     thread: Thread,
-    join: Option<JoinHandle<()>>,
+    /// Disconnects once the fetcher is done and its consumer let go.
+    closed: Option<Receiver<()>>,
     /// Number of the last command sent.
     sent: u64,
     /// Batches asked for and not answered yet (at most [`DEPTH`]).
@@ -99,65 +107,7 @@ pub(crate) struct Fetcher<V> {
     gone: bool,
 }
 
-impl<V: Send + 'static> Fetcher<V> {
-    /// Starts the thread, which makes the consumer; an error in that is the first
-    /// answer ([`Answer::Gone`]).
-    pub fn spawn<D: Deserializer<Value = V>>(
-        cluster: Arc<str>,
-        properties: ClientProperties,
-        deserializer: Arc<D>,
-        settings: FetcherSettings,
-    ) -> Result<Self, SourceError> {
-        let (commands, inbox) = mpsc::channel();
-        let (outbox, replies) = mpsc::channel();
-        let props = properties.clone();
-        // Events of the thread go where the reader's go (a subscriber set for a scope).
-        let dispatch = tracing::dispatcher::get_default(|d| d.clone());
-        // Linux keeps the first 15 bytes of a thread's name; a NUL would make the name
-        // invalid.
-        let name = format!("mck-fetch-{cluster}").replace('\0', "?");
-        let join = std::thread::Builder::new()
-            .name(name)
-            .spawn({
-                let cluster = cluster.clone();
-                move || {
-                    let _guard = tracing::dispatcher::set_default(&dispatch);
-                    let reader = settings.reader.clone();
-                    let panics = outbox.clone();
-                    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        run(
-                            cluster,
-                            &props,
-                            deserializer.as_ref(),
-                            settings,
-                            inbox,
-                            outbox,
-                        )
-                    }));
-                    if let Err(payload) = ran {
-                        let _ = panics.send(Reply {
-                            applied: 0,
-                            answer: Answer::Panicked(payload),
-                        });
-                    }
-                    // Whatever ended the thread, the reader looks at its answers.
-                    reader.notify_one();
-                }
-            })
-            .map_err(|e| SourceError::internal("starting a fetcher thread", e))?;
-        Ok(Self {
-            properties,
-            commands,
-            replies,
-            thread: join.thread().clone(),
-            join: Some(join),
-            sent: 0,
-            asked: 0,
-            removed: Vec::new(),
-            gone: false,
-        })
-    }
-
+impl<V> Fetcher<V> {
     fn send(&mut self, command: Command) {
         // A thread that is gone says so in its answer (the channel then disconnects).
         let _ = self.commands.send(command);
@@ -229,10 +179,10 @@ impl<V: Send + 'static> Fetcher<V> {
         self.gone
     }
 
-    /// Stops the thread; the handle joins it once the consumer is closed.
-    pub fn stop(mut self) -> Option<JoinHandle<()>> {
+    /// Stops the fetcher; the handle waits until its consumer is let go.
+    pub fn stop(mut self) -> Option<Closed> {
         self.send(Command::Stop);
-        self.join.take()
+        self.closed.take().map(Closed)
     }
 }
 
@@ -271,98 +221,365 @@ pub(crate) fn drop_splits<V>(batch: &mut RecordBatch<V>, polled: &mut Polled, id
     polled.finished.retain(|id| !ids.contains(id));
 }
 
-/// The fetcher thread: makes the consumer, then applies commands and answers requests
-/// until stopped; the consumer is closed (blocking) when this returns.
-fn run<D: Deserializer>(
+/// Waits until a stopped fetcher has let its consumer go.
+pub(crate) struct Closed(Receiver<()>);
+
+impl Closed {
+    /// Blocks until then.
+    pub fn wait(self) {
+        let _ = self.0.recv();
+    }
+}
+
+/// A fetcher handed to a thread: its cluster, channels and what it needs to make its
+/// consumer.
+struct NewFetcher<D: Deserializer> {
     cluster: Arc<str>,
-    props: &ClientProperties,
-    deserializer: &D,
+    props: ClientProperties,
+    deserializer: Arc<D>,
     settings: FetcherSettings,
     inbox: Receiver<Command>,
     outbox: Sender<Reply<D::Value>>,
-) {
-    let reply = |applied: u64, answer: Answer<D::Value>| {
-        let sent = outbox.send(Reply { applied, answer }).is_ok();
-        settings.reader.notify_one();
-        sent
-    };
-    let mut consumer = match ClusterConsumer::create(
-        cluster.clone(),
-        props,
-        std::thread::current(),
-        settings.include_headers,
-        settings.policy,
-        settings.hooks.clone(),
-        &settings.clients,
-    ) {
-        Ok(c) => c,
-        Err(e) => {
-            reply(0, Answer::Gone(e));
-            return;
+    closed: Sender<()>,
+}
+
+/// One of a pool's threads, as the pool sees it.
+struct Worker<D: Deserializer> {
+    thread: Thread,
+    join: Option<std::thread::JoinHandle<()>>,
+    intake: Sender<NewFetcher<D>>,
+    /// Fetchers it serves now.
+    load: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// The fetch threads of one reader: at most one per core, started as clusters come.
+/// Dropping the pool lets each thread end once its fetchers are stopped.
+pub(crate) struct FetchPool<D: Deserializer> {
+    workers: Vec<Worker<D>>,
+    max: usize,
+}
+
+impl<D: Deserializer> FetchPool<D> {
+    pub fn new() -> Self {
+        let max = std::thread::available_parallelism().map_or(2, |n| n.get());
+        Self {
+            workers: Vec::new(),
+            max,
         }
-    };
-    let mut applied = 0u64;
-    // Batches asked for and not answered yet.
-    let mut asked = 0u32;
-    // Splits added already at their stop, reported with the next answer.
-    let mut done: Vec<SplitId> = Vec::new();
-    loop {
+    }
+
+    /// Starts a fetcher of `cluster` on the least busy thread (a new one while there
+    /// are fewer than the cores); the thread makes the consumer, and an error in that
+    /// is the fetcher's first answer ([`Answer::Gone`]).
+    pub fn start(
+        &mut self,
+        cluster: Arc<str>,
+        properties: ClientProperties,
+        deserializer: Arc<D>,
+        settings: FetcherSettings,
+    ) -> Result<Fetcher<D::Value>, SourceError> {
+        use std::sync::atomic::Ordering;
+        let least = self
+            .workers
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, w)| w.load.load(Ordering::Relaxed))
+            .map(|(i, w)| (i, w.load.load(Ordering::Relaxed)));
+        let index = match least {
+            Some((i, load)) if load == 0 || self.workers.len() >= self.max => i,
+            _ => {
+                self.workers.push(Worker::spawn(self.workers.len())?);
+                self.workers.len() - 1
+            }
+        };
+        let worker = &self.workers[index];
+        let (commands, inbox) = mpsc::channel();
+        let (outbox, replies) = mpsc::channel();
+        let (closed_tx, closed) = mpsc::channel();
+        worker.load.fetch_add(1, Ordering::Relaxed);
+        let handed = worker.intake.send(NewFetcher {
+            cluster,
+            props: properties.clone(),
+            deserializer,
+            settings,
+            inbox,
+            outbox,
+            closed: closed_tx,
+        });
+        if handed.is_err() {
+            return Err(SourceError::internal(
+                "a fetcher thread",
+                "it ended without being stopped",
+            ));
+        }
+        worker.thread.unpark();
+        Ok(Fetcher {
+            properties,
+            commands,
+            replies,
+            thread: worker.thread.clone(),
+            closed: Some(closed),
+            sent: 0,
+            asked: 0,
+            removed: Vec::new(),
+            gone: false,
+        })
+    }
+}
+
+impl<D: Deserializer> FetchPool<D> {
+    /// Lets the threads end once their fetchers are stopped; returns them, to be
+    /// joined.
+    pub fn stop(&mut self) -> Vec<std::thread::JoinHandle<()>> {
+        std::mem::take(&mut self.workers)
+            .into_iter()
+            .filter_map(|mut w| {
+                let thread = w.thread.clone();
+                let join = w.join.take();
+                drop(w);
+                thread.unpark();
+                join
+            })
+            .collect()
+    }
+}
+
+impl<D: Deserializer> Drop for FetchPool<D> {
+    fn drop(&mut self) {
+        drop(self.stop());
+    }
+}
+
+impl<D: Deserializer> Worker<D> {
+    fn spawn(index: usize) -> Result<Self, SourceError> {
+        let (intake, arrivals) = mpsc::channel();
+        let load = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        // Events of the thread go where the reader's go (a subscriber set for a scope).
+        let dispatch = tracing::dispatcher::get_default(|d| d.clone());
+        let join = std::thread::Builder::new()
+            .name(format!("mck-fetch-{index}"))
+            .spawn({
+                let load = load.clone();
+                move || {
+                    let _guard = tracing::dispatcher::set_default(&dispatch);
+                    serve::<D>(arrivals, &load);
+                }
+            })
+            .map_err(|e| SourceError::internal("starting a fetcher thread", e))?;
+        Ok(Self {
+            thread: join.thread().clone(),
+            join: Some(join),
+            intake,
+            load,
+        })
+    }
+}
+
+/// A fetcher on its thread.
+struct Running<D: Deserializer> {
+    cluster: Arc<str>,
+    consumer: ClusterConsumer,
+    deserializer: Arc<D>,
+    settings: FetcherSettings,
+    inbox: Receiver<Command>,
+    outbox: Sender<Reply<D::Value>>,
+    /// Number of the last command applied.
+    applied: u64,
+    /// Batches asked for and not answered yet.
+    asked: u32,
+    /// Splits added already at their stop, reported with the next answer.
+    done: Vec<SplitId>,
+    closed: Sender<()>,
+}
+
+/// What one turn of a fetcher did.
+enum Turn {
+    /// Answered a request, or applied commands: give it another turn.
+    Busy,
+    /// Waiting for records.
+    Waiting,
+    /// Nothing asked of it.
+    Idle,
+    /// Stopped, or its reader is gone.
+    Ended,
+}
+
+impl<D: Deserializer> Running<D> {
+    fn reply(&self, applied: u64, answer: Answer<D::Value>) -> bool {
+        let sent = self.outbox.send(Reply { applied, answer }).is_ok();
+        self.settings.reader.notify_one();
+        sent
+    }
+
+    /// Applies the commands that came, then answers one request if it can.
+    fn turn(&mut self) -> Turn {
+        let mut busy = false;
         loop {
-            match inbox.try_recv() {
+            match self.inbox.try_recv() {
                 Ok(Command::Add(n, splits)) => {
-                    applied = n;
-                    match consumer.add(splits) {
-                        Ok(ids) => done.extend(ids),
+                    self.applied = n;
+                    busy = true;
+                    match self.consumer.add(splits) {
+                        Ok(ids) => self.done.extend(ids),
                         Err(e) => {
                             // The reader starts a new fetcher for all of the cluster's
                             // splits, at their positions: none is left unassigned.
-                            reply(n, Answer::Gone(e));
-                            return;
+                            self.reply(n, Answer::Gone(e));
+                            return Turn::Ended;
                         }
                     }
                 }
                 Ok(Command::Remove(n, ids)) => {
-                    applied = n;
-                    done.retain(|id| !ids.contains(id));
-                    consumer.remove(&ids);
+                    self.applied = n;
+                    self.done.retain(|id| !ids.contains(id));
+                    self.consumer.remove(&ids);
                 }
-                Ok(Command::Poll) => asked += 1,
-                Ok(Command::Stop) | Err(TryRecvError::Disconnected) => return,
+                Ok(Command::Poll) => {
+                    self.asked += 1;
+                    busy = true;
+                }
+                Ok(Command::Stop) | Err(TryRecvError::Disconnected) => return Turn::Ended,
                 Err(TryRecvError::Empty) => break,
             }
         }
-        if asked > 0 {
-            let mut batch = RecordBatch::new(cluster.clone());
-            match consumer.poll(deserializer, settings.max_batch, &mut batch) {
-                Ok(mut polled) => {
-                    polled.finished.append(&mut done);
-                    if polled.records > 0
-                        || polled.failed.is_some()
-                        || !polled.finished.is_empty()
-                        || !polled.high_watermarks.is_empty()
-                    {
-                        asked -= 1;
-                        if !reply(applied, Answer::Batch(batch, polled)) {
-                            return;
+        if self.asked == 0 {
+            return if busy { Turn::Busy } else { Turn::Idle };
+        }
+        let mut batch = RecordBatch::new(self.cluster.clone());
+        let answer = match self.consumer.poll(
+            self.deserializer.as_ref(),
+            self.settings.max_batch,
+            &mut batch,
+        ) {
+            Ok(mut polled) => {
+                polled.finished.append(&mut self.done);
+                if polled.records > 0
+                    || polled.failed.is_some()
+                    || !polled.finished.is_empty()
+                    || !polled.high_watermarks.is_empty()
+                {
+                    Answer::Batch(batch, polled)
+                } else {
+                    return Turn::Waiting;
+                }
+            }
+            Err(e) => Answer::Failed(e),
+        };
+        self.asked -= 1;
+        if self.reply(self.applied, answer) {
+            Turn::Busy
+        } else {
+            Turn::Ended
+        }
+    }
+
+    /// Lets the consumer go: what the reader read with it is unassigned at once; the
+    /// client, when this was its last holder, is closed on a thread of its own so a
+    /// cluster that does not answer holds no other fetcher. `closed` disconnects
+    /// after that.
+    fn end(self) {
+        let client = self.consumer.release_client();
+        crate::kafka::client::close_detached((client, self.closed));
+    }
+}
+
+/// A fetch thread: makes the consumers of the fetchers it is handed, and gives each
+/// a turn until it is stopped; ends when the pool is gone and its fetchers with it.
+fn serve<D: Deserializer>(
+    arrivals: Receiver<NewFetcher<D>>,
+    load: &std::sync::atomic::AtomicUsize,
+) {
+    use std::sync::atomic::Ordering;
+    let mut running: Vec<Running<D>> = Vec::new();
+    let mut idle = Duration::from_millis(100);
+    let mut pool_gone = false;
+    loop {
+        loop {
+            match arrivals.try_recv() {
+                Ok(new) => {
+                    idle = new.settings.idle;
+                    match ClusterConsumer::create(
+                        new.cluster.clone(),
+                        &new.props,
+                        std::thread::current(),
+                        new.settings.include_headers,
+                        new.settings.policy,
+                        new.settings.hooks.clone(),
+                        &new.settings.clients,
+                    ) {
+                        Ok(consumer) => running.push(Running {
+                            cluster: new.cluster,
+                            consumer,
+                            deserializer: new.deserializer,
+                            settings: new.settings,
+                            inbox: new.inbox,
+                            outbox: new.outbox,
+                            applied: 0,
+                            asked: 0,
+                            done: Vec::new(),
+                            closed: new.closed,
+                        }),
+                        Err(e) => {
+                            let _ = new.outbox.send(Reply {
+                                applied: 0,
+                                answer: Answer::Gone(e),
+                            });
+                            new.settings.reader.notify_one();
+                            load.fetch_sub(1, Ordering::Relaxed);
                         }
-                        continue;
                     }
                 }
-                Err(e) => {
-                    asked -= 1;
-                    if !reply(applied, Answer::Failed(e)) {
-                        return;
-                    }
-                    continue;
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => {
+                    pool_gone = true;
+                    break;
                 }
             }
         }
-        if asked > 0 {
+        if pool_gone && running.is_empty() {
+            return;
+        }
+        let (mut busy, mut waiting) = (false, false);
+        let mut i = 0;
+        while i < running.len() {
+            let f = &mut running[i];
+            // A panic (in the deserializer, most likely) ends only its fetcher: the
+            // reader passes it on to its caller, as if the record had been
+            // deserialized on its task.
+            let turn = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f.turn()))
+                .unwrap_or_else(|payload| {
+                    let _ = f.outbox.send(Reply {
+                        applied: 0,
+                        answer: Answer::Panicked(payload),
+                    });
+                    Turn::Ended
+                });
+            match turn {
+                Turn::Busy => busy = true,
+                Turn::Waiting => waiting = true,
+                Turn::Idle => {}
+                Turn::Ended => {
+                    let f = running.swap_remove(i);
+                    // Whatever ended it, the reader looks at its answers.
+                    f.settings.reader.notify_one();
+                    f.end();
+                    load.fetch_sub(1, Ordering::Relaxed);
+                    // Look again (the pool may be gone and this the last fetcher).
+                    busy = true;
+                    continue;
+                }
+            }
+            i += 1;
+        }
+        if busy {
+            continue;
+        }
+        if waiting {
             // librdkafka wakes the thread when records come; the timeout also finds
             // bounded splits that end without a record at their stop.
-            std::thread::park_timeout(settings.idle);
+            std::thread::park_timeout(idle);
         } else {
-            // Every command wakes the thread.
+            // Every command and every new fetcher wakes the thread.
             std::thread::park();
         }
     }
@@ -445,7 +662,7 @@ mod tests {
             commands,
             replies,
             thread: std::thread::current(),
-            join: None,
+            closed: None,
             sent: 0,
             asked: 0,
             removed: Vec::new(),

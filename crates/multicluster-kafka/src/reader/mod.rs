@@ -64,6 +64,8 @@ pub struct SourceReader<D: Deserializer> {
     /// One fetcher (a thread with the cluster's consumer) per cluster this reader has
     /// splits on.
     consumers: BTreeMap<Arc<str>, Fetcher<D::Value>>,
+    /// The threads the fetchers run on.
+    pool: fetcher::FetchPool<D>,
     /// Splits assigned but not yet handed to their cluster's fetcher, with the
     /// consumer properties of the cluster.
     to_start: BTreeMap<Arc<str>, (ClientProperties, Vec<KafkaSplit>)>,
@@ -140,6 +142,7 @@ impl<D: Deserializer> SourceReader<D> {
             events: parts.events,
             notices: parts.notices,
             consumers: BTreeMap::new(),
+            pool: fetcher::FetchPool::new(),
             to_start: BTreeMap::new(),
             ready: VecDeque::new(),
             notify: Arc::new(Notify::new()),
@@ -233,11 +236,15 @@ impl<D: Deserializer> SourceReader<D> {
         }
     }
 
-    /// Stops reading and closes every consumer (waiting for their fetcher threads,
-    /// on the blocking pool), returning unfinished splits to the enumerator.
+    /// Stops reading and closes every consumer (waiting for them and the fetch
+    /// threads, on the blocking pool), returning unfinished splits to the enumerator.
     pub async fn close(mut self) {
-        let threads = self.shutdown();
+        let fetchers = self.shutdown();
+        let threads = self.pool.stop();
         let _ = tokio::task::spawn_blocking(move || {
+            for fetcher in fetchers {
+                fetcher.wait();
+            }
             for thread in threads {
                 let _ = thread.join();
             }
@@ -247,7 +254,7 @@ impl<D: Deserializer> SourceReader<D> {
 
     /// Returns unfinished splits to the enumerator and stops the fetchers (each closes
     /// its consumer on its own thread).
-    fn shutdown(&mut self) -> Vec<std::thread::JoinHandle<()>> {
+    fn shutdown(&mut self) -> Vec<fetcher::Closed> {
         if !self.closed {
             self.closed = true;
             let _ = self.drain_events();
@@ -276,7 +283,8 @@ impl<D: Deserializer> SourceReader<D> {
 
 impl<D: Deserializer> Drop for SourceReader<D> {
     fn drop(&mut self) {
-        // The fetcher threads close their consumers and end by themselves.
+        // The fetchers let their consumers go, and the fetch threads end, by
+        // themselves.
         drop(self.shutdown());
     }
 }

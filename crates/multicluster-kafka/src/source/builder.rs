@@ -160,7 +160,7 @@ impl<D: Deserializer> SourceBuilder<D> {
 
     /// Most records a reader takes from one cluster's consumer at a time (default
     /// 1024). A reader buffers at most one such batch being handed out plus two ready
-    /// or being built per cluster it reads (its fetcher threads build them ahead);
+    /// or being built per cluster it reads (its fetchers build them ahead);
     /// librdkafka's `queued.max.messages.kbytes` and `queued.min.messages` bound what
     /// it prefetches.
     pub fn max_batch_size(mut self, records: usize) -> Self {

@@ -1,15 +1,18 @@
 //! One cluster's consumer inside a reader: an rdkafka consumer with manual assignment
-//! (no group rebalancing), owned and polled by the cluster's fetcher thread
-//! ([`super::fetcher`]).
+//! (no group rebalancing), polled by the cluster's fetcher on one of the reader's
+//! fetch threads ([`super::fetcher`]). The client is often the enumerator's lookup
+//! client of the cluster ([`crate::kafka::shared`]), taken for as long as the reader
+//! reads the cluster.
 //!
 //! Records are taken from librdkafka a batch at a time (every message it has ready, up
 //! to the batch size, in one call), their keys and values copied into one buffer per
-//! batch, and deserialized, all on the fetcher thread. Nothing is buffered beyond
+//! batch, and deserialized, all on the fetch thread. Nothing is buffered beyond
 //! librdkafka's own prefetch queue, whose limits (`queued.max.messages.kbytes`,
 //! `queued.min.messages`) bound memory, and the two batches the fetcher builds ahead:
 //! when the application stops asking for records, librdkafka stops fetching. The
-//! fetcher thread sleeps until librdkafka's queue-event callback wakes it. Creating and
-//! closing the consumer block; both happen on the fetcher thread.
+//! fetch thread sleeps until librdkafka's queue-event callback wakes it. Making the
+//! consumer happens on the fetch thread; closing a client blocks, and happens on a
+//! thread of its own.
 
 use std::collections::HashMap;
 use std::ffi::{CString, c_void};
@@ -303,16 +306,19 @@ impl ClusterConsumer {
         }
     }
 
+    /// Stops reading, and gives the client up to the caller (see [`Self::release`]).
+    pub fn release_client(mut self) -> Option<Arc<SharedClient>> {
+        self.release()
+    }
+
     /// Stops reading with the client: the wake-up callback goes, everything is
     /// unassigned and what the consumer queue still holds is dropped, so whoever
     /// fetches with the client next (or nobody: it may be the enumerator's) starts
     /// clean. The client is closed when its last holder lets it go.
-    fn release(&mut self) {
+    fn release(&mut self) -> Option<Arc<SharedClient>> {
         self.messages.clear();
         self.leftover = None;
-        let Some(client) = self.client.take() else {
-            return;
-        };
+        let client = self.client.take()?;
         if !self.queue.is_null() {
             // SAFETY: the queue handle is ours; after the first call librdkafka no
             // longer uses the opaque pointer; messages taken are destroyed at once.
@@ -339,12 +345,13 @@ impl ClusterConsumer {
             self.queue = std::ptr::null_mut();
         }
         client.release_reading();
+        Some(client)
     }
 }
 
 impl Drop for ClusterConsumer {
     fn drop(&mut self) {
-        self.release();
+        drop(self.release());
     }
 }
 
