@@ -37,7 +37,7 @@ use crate::kafka::properties::ClientProperties;
 use crate::record::RecordBatch;
 use crate::split::{KafkaSplit, SplitId};
 
-use super::cluster_consumer::{ClusterConsumer, Polled};
+use super::cluster_consumer::{ClusterConsumer, Polled, Wake};
 
 /// How many requests for a batch the reader keeps open with each fetcher.
 const DEPTH: u32 = 2;
@@ -93,8 +93,8 @@ pub(crate) struct Fetcher<V> {
     pub properties: ClientProperties,
     commands: Sender<Command>,
     replies: Receiver<Reply<V>>,
-    /// The thread serving this fetcher.
-    thread: Thread,
+    /// Wakes the thread serving this fetcher, for this fetcher.
+    wake: Arc<Wake>,
     /// Disconnects once the fetcher is done and its consumer let go.
     closed: Option<Receiver<()>>,
     /// Number of the last command sent.
@@ -111,7 +111,7 @@ impl<V> Fetcher<V> {
     fn send(&mut self, command: Command) {
         // A thread that is gone says so in its answer (the channel then disconnects).
         let _ = self.commands.send(command);
-        self.thread.unpark();
+        self.wake.wake();
     }
 
     /// Starts reading these splits at their positions.
@@ -189,7 +189,7 @@ impl<V> Fetcher<V> {
 impl<V> Drop for Fetcher<V> {
     fn drop(&mut self) {
         let _ = self.commands.send(Command::Stop);
-        self.thread.unpark();
+        self.wake.wake();
     }
 }
 
@@ -235,6 +235,7 @@ impl Closed {
 /// consumer.
 struct NewFetcher<D: Deserializer> {
     cluster: Arc<str>,
+    wake: Arc<Wake>,
     props: ClientProperties,
     deserializer: Arc<D>,
     settings: FetcherSettings,
@@ -296,9 +297,11 @@ impl<D: Deserializer> FetchPool<D> {
         let (commands, inbox) = mpsc::channel();
         let (outbox, replies) = mpsc::channel();
         let (closed_tx, closed) = mpsc::channel();
+        let wake = Arc::new(Wake::new(worker.thread.clone()));
         worker.load.fetch_add(1, Ordering::Relaxed);
         let handed = worker.intake.send(NewFetcher {
             cluster,
+            wake: wake.clone(),
             props: properties.clone(),
             deserializer,
             settings,
@@ -317,7 +320,7 @@ impl<D: Deserializer> FetchPool<D> {
             properties,
             commands,
             replies,
-            thread: worker.thread.clone(),
+            wake,
             closed: Some(closed),
             sent: 0,
             asked: 0,
@@ -378,6 +381,7 @@ impl<D: Deserializer> Worker<D> {
 /// A fetcher on its thread.
 struct Running<D: Deserializer> {
     cluster: Arc<str>,
+    wake: Arc<Wake>,
     consumer: ClusterConsumer,
     deserializer: Arc<D>,
     settings: FetcherSettings,
@@ -493,6 +497,9 @@ fn serve<D: Deserializer>(
     let mut running: Vec<Running<D>> = Vec::new();
     let mut idle = Duration::from_millis(100);
     let mut pool_gone = false;
+    // Every fetcher gets a turn at least this often, woken or not: bounded splits
+    // that end without a record at their stop are found so.
+    let mut last_sweep = std::time::Instant::now();
     loop {
         loop {
             match arrivals.try_recv() {
@@ -501,7 +508,7 @@ fn serve<D: Deserializer>(
                     match ClusterConsumer::create(
                         new.cluster.clone(),
                         &new.props,
-                        std::thread::current(),
+                        new.wake.clone(),
                         new.settings.include_headers,
                         new.settings.policy,
                         new.settings.hooks.clone(),
@@ -509,6 +516,7 @@ fn serve<D: Deserializer>(
                     ) {
                         Ok(consumer) => running.push(Running {
                             cluster: new.cluster,
+                            wake: new.wake,
                             consumer,
                             deserializer: new.deserializer,
                             settings: new.settings,
@@ -540,9 +548,22 @@ fn serve<D: Deserializer>(
             return;
         }
         let (mut busy, mut waiting) = (false, false);
+        let sweep = last_sweep.elapsed() >= idle;
+        if sweep {
+            last_sweep = std::time::Instant::now();
+        }
         let mut i = 0;
         while i < running.len() {
             let f = &mut running[i];
+            // Only the fetchers woken (by records, a command or a turn that left
+            // work), so a wake-up costs the same at 2 clusters as at 64.
+            if !f.wake.take() && !sweep {
+                if f.asked > 0 {
+                    waiting = true;
+                }
+                i += 1;
+                continue;
+            }
             // A panic (in the deserializer, most likely) ends only its fetcher: the
             // reader passes it on to its caller, as if the record had been
             // deserialized on its task.
@@ -555,7 +576,11 @@ fn serve<D: Deserializer>(
                     Turn::Ended
                 });
             match turn {
-                Turn::Busy => busy = true,
+                Turn::Busy => {
+                    busy = true;
+                    // It may have more: another turn.
+                    running[i].wake.again();
+                }
                 Turn::Waiting => waiting = true,
                 Turn::Idle => {}
                 Turn::Ended => {
@@ -661,7 +686,7 @@ mod tests {
             properties: ClientProperties::default(),
             commands,
             replies,
-            thread: std::thread::current(),
+            wake: Arc::new(Wake::new(std::thread::current())),
             closed: None,
             sent: 0,
             asked: 0,

@@ -97,13 +97,45 @@ struct Leftover {
 /// How often per-split lag is refreshed from librdkafka's cached high watermarks.
 const LAG_REPORT_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// What wakes a fetcher: its thread, and a flag that says this fetcher (not another
+/// of the thread's) has something to do.
+pub(crate) struct Wake {
+    thread: std::thread::Thread,
+    ready: std::sync::atomic::AtomicBool,
+}
+
+impl Wake {
+    pub fn new(thread: std::thread::Thread) -> Self {
+        Self {
+            thread,
+            ready: std::sync::atomic::AtomicBool::new(true),
+        }
+    }
+
+    /// Marks the fetcher ready and wakes its thread.
+    pub fn wake(&self) {
+        self.ready.store(true, std::sync::atomic::Ordering::Release);
+        self.thread.unpark();
+    }
+
+    /// Marks the fetcher ready without waking the thread (which is awake).
+    pub fn again(&self) {
+        self.ready.store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Whether the fetcher was woken since the last call.
+    pub fn take(&self) -> bool {
+        self.ready.swap(false, std::sync::atomic::Ordering::AcqRel)
+    }
+}
+
 /// The queue-event callback: librdkafka calls it (on one of its threads) when the
-/// consumer queue gets an event while the fetcher thread may be asleep.
+/// consumer queue gets an event while the fetch thread may be asleep.
 unsafe extern "C" fn wake(_rk: *mut rd::rd_kafka_t, opaque: *mut c_void) {
-    // SAFETY: `opaque` is the `Thread` inside an `Arc` that the `ClusterConsumer` keeps
+    // SAFETY: `opaque` is the `Wake` inside an `Arc` that the `ClusterConsumer` keeps
     // alive until it has disabled this callback.
-    let thread = unsafe { &*(opaque as *const std::thread::Thread) };
-    thread.unpark();
+    let wake = unsafe { &*(opaque as *const Wake) };
+    wake.wake();
 }
 
 pub(crate) struct ClusterConsumer {
@@ -113,9 +145,9 @@ pub(crate) struct ClusterConsumer {
     /// the reader is done with it.
     client: Option<Arc<SharedClient>>,
     queue: *mut rd::rd_kafka_queue_t,
-    /// The thread to wake when records arrive (librdkafka holds its address until the
+    /// What to wake when records arrive (librdkafka holds its address until the
     /// callback is disabled).
-    _wake: Arc<std::thread::Thread>,
+    _wake: Arc<Wake>,
     topics: HashMap<String, Arc<str>>,
     bounds: HashMap<(Arc<str>, i32), i64>,
     assigned: usize,
@@ -139,12 +171,12 @@ pub(crate) struct ClusterConsumer {
 unsafe impl Send for ClusterConsumer {}
 
 impl ClusterConsumer {
-    /// Creates the consumer (blocking), which unparks `wake` whenever records arrive.
+    /// Creates the consumer, which wakes `wake` whenever records arrive.
     /// `hooks` are the cluster's [`ClientHooks`], if the program set any.
     pub fn create(
         cluster: Arc<str>,
         props: &ClientProperties,
-        wake: std::thread::Thread,
+        wake: Arc<Wake>,
         include_headers: bool,
         policy: ReadPolicy,
         hooks: Option<Arc<dyn ClientHooks>>,
@@ -169,7 +201,7 @@ impl ClusterConsumer {
                 message: "librdkafka returned no consumer queue".into(),
             });
         }
-        let wake_thread = Arc::new(wake);
+        let wake_thread = wake;
         // SAFETY: the opaque pointer stays valid (we hold the Arc, and moving it does not
         // move the Thread) until Drop disables the callback.
         unsafe {
