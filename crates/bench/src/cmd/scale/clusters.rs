@@ -79,21 +79,28 @@ impl Point {
         if v.is_empty() { f64::NAN } else { median(v) }
     }
 
-    /// (cluster, reader) pairs: one fetcher thread each (`mck-fetch-<cluster>`), or
+    /// (cluster, reader) pairs: one librdkafka client each (the enumerator's lookups
+    /// share the first reader's client of a cluster), so one `rdk:main` thread each;
     /// clusters × readers when the thread list has none.
     fn pairs(&self, readers: usize) -> usize {
-        let fetchers = self
+        let clients = self
             .f
             .get("groups")
-            .and_then(|g| g.split(',').find_map(|kv| kv.strip_prefix("mck-fetch:")))
+            .and_then(|g| g.split(',').find_map(|kv| kv.strip_prefix("rdk:main:")))
             .and_then(|n| n.parse().ok());
-        fetchers.unwrap_or(self.clusters * readers).max(1)
+        clients.unwrap_or(self.clusters * readers).max(1)
     }
 
     /// Threads the source added, per (cluster, reader) pair that reads.
     fn threads_per_pair(&self, readers: usize) -> f64 {
         (self.num("threads") - self.num("threads_base")) / self.pairs(readers) as f64
     }
+}
+
+/// Threads added from `prev` to `p`, over the (cluster, reader) pairs added.
+fn marginal_threads(prev: &Point, p: &Point, readers: usize) -> f64 {
+    let pairs = p.pairs(readers) as f64 - prev.pairs(readers) as f64;
+    (p.num("threads") - prev.num("threads")) / pairs.max(1.0)
 }
 
 /// Starts `scale mock` and returns it with the bootstrap servers it printed.
@@ -212,12 +219,16 @@ fn report(args: &ClustersArgs, points: &[Point]) {
     );
     println!();
     println!(
-        "| clusters | threads | threads added per (cluster, reader) pair | RSS MiB | CPU ns/record | records/s read | CPU cores | open: first record ms | open: every cluster ms | handover ms | reconciliation ms |"
+        "| clusters | threads | threads added per (cluster, reader) pair | threads per pair added since the previous point | RSS MiB | CPU ns/record | records/s read | CPU cores | open: first record ms | open: every cluster ms | handover ms | reconciliation ms |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
-    for p in points {
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    for (i, p) in points.iter().enumerate() {
+        let marginal = match i.checked_sub(1).map(|j| &points[j]) {
+            Some(prev) => format!("{:.2}", marginal_threads(prev, p, readers)),
+            None => "–".to_string(),
+        };
         println!(
-            "| {} | {} | {:.2} | {:.1} | {:.0} | {:.0} | {:.2} | {:.0} | {:.0} | {:.0} | {:.0} |",
+            "| {} | {} | {:.2} | {marginal} | {:.1} | {:.0} | {:.0} | {:.2} | {:.0} | {:.0} | {:.0} | {:.0} |",
             p.clusters,
             p.num("threads"),
             p.threads_per_pair(readers),
@@ -233,7 +244,7 @@ fn report(args: &ClustersArgs, points: &[Point]) {
     }
     println!();
     println!(
-        "Threads by name at each point (librdkafka names its threads rdk:main, rdk:broker<N>; the library's fetchers are mck-fetch-<cluster>):"
+        "Threads by name at each point (librdkafka names its threads rdk:main, rdk:broker<N>; the library's fetch threads are mck-fetch-<n>, at most one per core and reader, and its event thread mck-events):"
     );
     println!();
     for p in points {
@@ -289,6 +300,15 @@ fn report(args: &ClustersArgs, points: &[Point]) {
         last.pairs(readers),
         verdict(tpc <= 4.0)
     );
+    if points.len() >= 2 {
+        let prev = &points[points.len() - 2];
+        let m = marginal_threads(prev, last, readers);
+        println!(
+            "| threads ≤ 4 per cluster per reader, as added: from {} to {n2} clusters, threads added over (cluster, reader) pairs added (the source's fixed threads left out) | {m:.2} | {} |",
+            prev.clusters,
+            verdict(m <= 4.0)
+        );
+    }
     println!(
         "| RSS per added (nearly idle) cluster ≤ 8 MiB, from {n1} to {n2} clusters | {rss:.2} MiB | {} |",
         verdict(rss <= 8.0)
