@@ -142,6 +142,15 @@ impl Layout {
             None => Ok(format.template().map_or(Layout::Json, Layout::Template)),
         }
     }
+
+    /// Whether the lines show record headers: when not, the source need not take
+    /// them from librdkafka (parsing each record's headers costs per record).
+    pub fn shows_headers(&self) -> bool {
+        match self {
+            Layout::Json => true,
+            Layout::Template(t) => t.0.contains(&Piece::Headers),
+        }
+    }
 }
 
 /// The parts of a record a layout can show.
@@ -870,5 +879,23 @@ mod tests {
             .err()
             .unwrap();
         assert!(err.contains("no/such.jsonl"), "{err}");
+    }
+
+    #[test]
+    fn only_layouts_that_show_headers_ask_for_them() {
+        assert!(Layout::new(Format::Json, None).unwrap().shows_headers());
+        assert!(Layout::new(Format::Full, None).unwrap().shows_headers());
+        assert!(!Layout::new(Format::Value, None).unwrap().shows_headers());
+        assert!(!Layout::new(Format::Kv, None).unwrap().shows_headers());
+        assert!(
+            Layout::new(Format::Value, Some("%h %s\\n"))
+                .unwrap()
+                .shows_headers()
+        );
+        assert!(
+            !Layout::new(Format::Json, Some("%k %s\\n"))
+                .unwrap()
+                .shows_headers()
+        );
     }
 }

@@ -409,7 +409,8 @@ async fn consume(args: ConsumeArgs) -> Result<ExitCode, String> {
     }
     builder = builder
         .allow_missing_topics(args.allow_missing_topics)
-        .max_batch_size(MAX_BATCH);
+        .max_batch_size(MAX_BATCH)
+        .include_headers(layout.shows_headers());
     builder = builder.on_offset_out_of_range(match args.on_missing_offset.as_str() {
         "earliest" => OffsetReset::Earliest,
         "latest" => OffsetReset::Latest,
