@@ -326,12 +326,14 @@ impl ClientContext for SourceContext {
         if !reason.contains("brokers are down") {
             use rdkafka::types::RDKafkaErrorCode as C;
             // A broker that refuses the client's certificate ends the handshake with
-            // a TLS alert, which librdkafka may report as a transport error: its text
-            // tells it apart.
+            // a TLS alert, and a broker certificate this client refuses may fail in
+            // the middle of a read; librdkafka may report either as a transport error
+            // ("…:SSL routines::certificate verify failed"): its text tells it apart.
             let rejects = matches!(
                 error.rdkafka_error_code(),
                 Some(C::Authentication | C::SSL | C::SaslAuthenticationFailed)
             ) || reason.contains("SSL handshake failed")
+                || reason.contains("certificate verify failed")
                 || (reason.contains("SSL") && reason.contains(" alert "));
             self.last_error_rejects
                 .store(rejects, std::sync::atomic::Ordering::Relaxed);
@@ -792,5 +794,26 @@ mod tests {
         assert_eq!(ctx.streak.lock().unwrap().as_deref(), Some("down"));
         ctx.end_error_streak();
         assert!(ctx.streak.lock().unwrap().is_none());
+    }
+
+    #[test]
+    fn tls_failures_reported_as_transport_errors_count_as_rejections() {
+        let ctx = SourceContext::new("c".into(), ClientRole::Lookup, None);
+        let transport = || KafkaError::Global(RDKafkaErrorCode::BrokerTransportFailure);
+        ctx.error(
+            transport(),
+            "ssl://127.0.0.1:1/bootstrap: ssl/statem/statem_clnt.c:2125:tls_post_process_server_certificate error:0A000086:SSL routines::certificate verify failed (after 1ms in state SSL_HANDSHAKE)",
+        );
+        assert!(ctx.last_error_rejects());
+        ctx.error(
+            transport(),
+            "127.0.0.1:1/bootstrap: Connect to ipv4#127.0.0.1:1 failed: Connection refused",
+        );
+        assert!(!ctx.last_error_rejects());
+        ctx.error(
+            transport(),
+            "ssl://127.0.0.1:1/bootstrap: SSL handshake failed: certificate expired",
+        );
+        assert!(ctx.last_error_rejects());
     }
 }
