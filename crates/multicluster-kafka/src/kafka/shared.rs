@@ -211,19 +211,7 @@ impl ClientShare {
         setup: ClientSetup,
     ) -> Result<Arc<SharedClient>, SourceError> {
         let made = Made::new(props, group, &setup, "create client", cluster)?;
-        let key = made.key(cluster);
-        if let Some(c) = self.live(&key) {
-            return Ok(c);
-        }
-        let client = Arc::new(SharedClient::create(
-            cluster,
-            made,
-            ClientRole::Lookup,
-            setup,
-            props,
-        )?);
-        self.register(key, &client);
-        Ok(client)
+        self.live_or_new(cluster, made, ClientRole::Lookup, setup, props, |_| true)
     }
 
     /// A client for a reader to fetch with: the live one made from the same settings
@@ -236,20 +224,35 @@ impl ClientShare {
         setup: ClientSetup,
     ) -> Result<Arc<SharedClient>, SourceError> {
         let made = Made::new(props, None, &setup, "create consumer", cluster)?;
-        let key = made.key(cluster);
-        if let Some(c) = self.live(&key)
-            && c.take_reading()
-        {
-            return Ok(c);
-        }
-        let client = Arc::new(SharedClient::create(
+        self.live_or_new(
             cluster,
             made,
             ClientRole::Reader,
             setup,
             props,
-        )?);
-        client.take_reading();
+            SharedClient::take_reading,
+        )
+    }
+
+    /// The live client made from `made`'s settings if `take` accepts it, else a new
+    /// one (which `take` is also applied to), registered when no other live one is.
+    fn live_or_new(
+        &self,
+        cluster: &Arc<str>,
+        made: Made,
+        role: ClientRole,
+        setup: ClientSetup,
+        props: &ClientProperties,
+        take: fn(&SharedClient) -> bool,
+    ) -> Result<Arc<SharedClient>, SourceError> {
+        let key = made.key(cluster);
+        if let Some(c) = self.live(&key)
+            && take(&c)
+        {
+            return Ok(c);
+        }
+        let client = Arc::new(SharedClient::create(cluster, made, role, setup, props)?);
+        take(&client);
         self.register(key, &client);
         Ok(client)
     }
