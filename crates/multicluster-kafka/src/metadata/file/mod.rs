@@ -193,8 +193,10 @@ impl FileWatchOptions {
         self
     }
 
-    /// How long events must stay quiet before the file is read (default 100 ms), so a
-    /// truncate-then-write is read once, complete.
+    /// How long events must stay quiet before the file is read (default 100 ms, at
+    /// most 1 s), so a truncate-then-write is read once, complete. After an event that
+    /// ends a write (the file closed after writing, or a complete file renamed onto its
+    /// name, or a symlinked file's link swapped) the wait is 10 ms, or this if shorter.
     pub fn debounce(mut self, debounce: Duration) -> Self {
         self.debounce = debounce;
         self

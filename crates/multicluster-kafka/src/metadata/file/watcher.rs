@@ -12,11 +12,15 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use notify::event::{AccessKind, AccessMode};
+use notify::event::{AccessKind, AccessMode, ModifyKind, RenameMode};
 use notify::{Event, EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 
 /// The longest a burst of events may postpone a re-read.
 const MAX_SETTLE: Duration = Duration::from_secs(1);
+
+/// The quiet wanted after a write ended (the writer closed the file, or a rename put a
+/// complete file in place): only long enough to merge a script's next write.
+const AFTER_WRITE_ENDED: Duration = Duration::from_millis(10);
 
 /// How the file is watched; see [`FileWatchOptions`](super::FileWatchOptions).
 #[derive(Clone, Copy, Debug)]
@@ -149,7 +153,7 @@ impl Loop {
                     if !is_relevant(&event) {
                         continue;
                     }
-                    if !self.settle(&rx) {
+                    if !self.settle(&rx, self.quiet_after(&event)) {
                         return;
                     }
                     on_change();
@@ -164,33 +168,72 @@ impl Loop {
         }
     }
 
-    /// Waits until no relevant event arrived for `debounce` (at most [`MAX_SETTLE`]),
-    /// so a truncate-then-write is read once, complete. False when told to stop.
-    fn settle(&self, rx: &mpsc::Receiver<Message>) -> bool {
+    /// Waits until no relevant event arrived for the quiet time the last one asks for
+    /// (see [`Loop::quiet_after`]; at most [`MAX_SETTLE`] in all), so a
+    /// truncate-then-write is read once, complete. False when told to stop.
+    fn settle(&self, rx: &mpsc::Receiver<Message>, first: Duration) -> bool {
         let give_up = Instant::now() + MAX_SETTLE;
+        let mut quiet = first;
         loop {
-            let wait = self
-                .timing
-                .debounce
-                .min(give_up.saturating_duration_since(Instant::now()));
+            let wait = quiet.min(give_up.saturating_duration_since(Instant::now()));
             if wait.is_zero() {
                 return true;
             }
             match rx.recv_timeout(wait) {
                 Ok(Message::Stop) | Err(RecvTimeoutError::Disconnected) => return false,
-                Ok(Message::Fs(_)) => {}
+                Ok(Message::Fs(event)) => {
+                    if is_relevant(&event) {
+                        quiet = self.quiet_after(&event);
+                    }
+                }
                 Err(RecvTimeoutError::Timeout) => return true,
             }
         }
     }
 
+    /// How long to wait for more events after `event`: [`AFTER_WRITE_ENDED`] when it
+    /// ends a write of the file (closed after writing, or a complete file renamed onto
+    /// its name, or, for a symlinked file, any rename in the directory: a ConfigMap's
+    /// `..data` swap), the full debounce after anything else (a write may be under
+    /// way). Never longer than the debounce.
+    fn quiet_after(&self, event: &notify::Result<Event>) -> Duration {
+        let debounce = self.timing.debounce;
+        let Ok(event) = event else {
+            return debounce;
+        };
+        let ended = match event.kind {
+            EventKind::Access(AccessKind::Close(AccessMode::Write)) => {
+                event.paths.iter().any(|p| self.is_the_file(p))
+            }
+            EventKind::Modify(ModifyKind::Name(RenameMode::To | RenameMode::Both)) => {
+                event.paths.last().is_some_and(|p| self.is_the_file(p)) || self.is_symlink()
+            }
+            _ => false,
+        };
+        if ended {
+            debounce.min(AFTER_WRITE_ENDED)
+        } else {
+            debounce
+        }
+    }
+
+    /// Whether `path` is the watched file or, when that is a symlink, its target.
+    fn is_the_file(&self, path: &Path) -> bool {
+        path == self.path
+            || (self.is_symlink()
+                && std::fs::canonicalize(&self.path).is_ok_and(|target| target == path))
+    }
+
+    fn is_symlink(&self) -> bool {
+        std::fs::symlink_metadata(&self.path).is_ok_and(|m| m.file_type().is_symlink())
+    }
+
     /// Watches the directory of the symlink target too, following it when it moves.
     fn follow_symlink(&mut self) {
+        let is_link = self.is_symlink();
         let Some(watcher) = self.watcher.as_mut() else {
             return;
         };
-        let is_link =
-            std::fs::symlink_metadata(&self.path).is_ok_and(|m| m.file_type().is_symlink());
         let wanted = if is_link {
             std::fs::canonicalize(&self.path)
                 .ok()
@@ -288,6 +331,122 @@ mod tests {
         assert!(!is_relevant(&open));
         assert!(is_relevant(&closed_after_write));
         assert!(is_relevant(&created));
+    }
+
+    fn watch_loop(path: &Path, debounce: Duration) -> Loop {
+        Loop {
+            path: path.to_path_buf(),
+            dir: parent_dir(path),
+            target_dir: None,
+            watcher: None,
+            timing: Timing {
+                poll_interval: Duration::from_secs(3600),
+                debounce,
+                file_events: true,
+            },
+        }
+    }
+
+    fn event(kind: EventKind, paths: &[&Path]) -> notify::Result<Event> {
+        let mut event = Event::new(kind);
+        for p in paths {
+            event = event.add_path(p.to_path_buf());
+        }
+        Ok(event)
+    }
+
+    #[test]
+    fn only_an_ended_write_of_the_file_shortens_the_wait() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("streams.yaml");
+        let other = dir.path().join(".streams.yaml.swp");
+        std::fs::write(&path, "a").unwrap();
+        let debounce = Duration::from_millis(500);
+        let watch = watch_loop(&path, debounce);
+        let closed = EventKind::Access(AccessKind::Close(AccessMode::Write));
+        let renamed_to = EventKind::Modify(ModifyKind::Name(RenameMode::To));
+        let renamed_from = EventKind::Modify(ModifyKind::Name(RenameMode::From));
+        let written = EventKind::Modify(ModifyKind::Data(notify::event::DataChange::Any));
+        assert_eq!(
+            watch.quiet_after(&event(closed, &[&path])),
+            AFTER_WRITE_ENDED
+        );
+        assert_eq!(
+            watch.quiet_after(&event(renamed_to, &[&path])),
+            AFTER_WRITE_ENDED
+        );
+        let both = EventKind::Modify(ModifyKind::Name(RenameMode::Both));
+        assert_eq!(
+            watch.quiet_after(&event(both, &[&other, &path])),
+            AFTER_WRITE_ENDED
+        );
+        // Mid-write, another file, the file renamed away, a lost queue: full debounce.
+        assert_eq!(watch.quiet_after(&event(written, &[&path])), debounce);
+        assert_eq!(watch.quiet_after(&event(closed, &[&other])), debounce);
+        assert_eq!(watch.quiet_after(&event(renamed_from, &[&path])), debounce);
+        assert_eq!(watch.quiet_after(&event(both, &[&path, &other])), debounce);
+        assert_eq!(
+            watch.quiet_after(&Err(notify::Error::generic("queue overflow"))),
+            debounce
+        );
+        // Never longer than the debounce asked for.
+        let eager = watch_loop(&path, Duration::ZERO);
+        assert_eq!(eager.quiet_after(&event(closed, &[&path])), Duration::ZERO);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_symlinked_file_ends_its_write_by_a_rename_in_the_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("..2026_12_01");
+        std::fs::create_dir(&data).unwrap();
+        std::fs::write(data.join("streams.yaml"), "a").unwrap();
+        std::os::unix::fs::symlink(&data, dir.path().join("..data")).unwrap();
+        let path = dir.path().join("streams.yaml");
+        std::os::unix::fs::symlink("..data/streams.yaml", &path).unwrap();
+        let watch = watch_loop(&path, Duration::from_millis(500));
+        let swapped = EventKind::Modify(ModifyKind::Name(RenameMode::To));
+        let link = dir.path().join("..data");
+        assert_eq!(
+            watch.quiet_after(&event(swapped, &[&link])),
+            AFTER_WRITE_ENDED
+        );
+        let target = std::fs::canonicalize(&path).unwrap();
+        let closed = EventKind::Access(AccessKind::Close(AccessMode::Write));
+        assert_eq!(
+            watch.quiet_after(&event(closed, &[&target])),
+            AFTER_WRITE_ENDED
+        );
+    }
+
+    #[test]
+    fn a_finished_write_is_read_without_waiting_out_the_debounce() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("streams.yaml");
+        std::fs::write(&path, "a").unwrap();
+        let (tx, rx) = std_mpsc::channel();
+        let debounce = Duration::from_millis(900);
+        let thread = WatchThread::spawn(
+            &path,
+            Timing {
+                poll_interval: Duration::from_secs(3600),
+                debounce,
+                file_events: true,
+            },
+            move || {
+                let _ = tx.send(Instant::now());
+            },
+        )
+        .unwrap();
+        let written = Instant::now();
+        std::fs::write(&path, "b").unwrap();
+        let called = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("a file event");
+        drop(thread);
+        // The write closed the file: the wait after it is 10 ms, not the debounce.
+        let waited = called - written;
+        assert!(waited < debounce, "read {waited:?} after the write");
     }
 
     #[test]
