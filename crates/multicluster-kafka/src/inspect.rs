@@ -247,6 +247,7 @@ pub fn inspect_cluster_state(
         return refused(r);
     }
     let client = match ClusterClient::new(
+        None,
         Arc::from(cluster),
         properties,
         options.group.as_deref(),

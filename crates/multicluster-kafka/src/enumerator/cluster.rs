@@ -93,5 +93,14 @@ pub(super) fn client(
     );
     let setup = ClientSetup::new(cfg.client_hooks.as_ref(), &cluster);
     let share = cfg.clients.clone();
-    move || ClusterClient::in_share(&share, cluster, &props, group.as_deref(), timeout, setup)
+    move || {
+        ClusterClient::new(
+            Some(&share),
+            cluster,
+            &props,
+            group.as_deref(),
+            timeout,
+            setup,
+        )
+    }
 }

@@ -119,36 +119,24 @@ fn ca_probe(props: &ClientProperties) -> Vec<(&'static str, &'static str)> {
 }
 
 impl ClusterClient {
-    /// Creates a client of its own. `props` are the merged client properties of the
-    /// cluster; `group_id` (else the properties' group id) is used for
-    /// committed-offset lookups and commits; `setup` has the cluster's hooks, if the
-    /// program set any, and where its log lines go.
+    /// Creates the lookup client of a cluster: the `share`'s one for these settings
+    /// (which the first reader of the cluster fetches with), or one of its own without
+    /// a share. `props` are the merged client properties of the cluster; `group_id`
+    /// (else the properties' group id) is used for committed-offset lookups and
+    /// commits; `setup` has the cluster's hooks, if the program set any, and where its
+    /// log lines go.
     pub fn new(
+        share: Option<&ClientShare>,
         cluster: Arc<str>,
         props: &ClientProperties,
         group_id: Option<&str>,
         timeout: Duration,
         setup: ClientSetup,
     ) -> Result<Self, SourceError> {
-        let client = crate::kafka::shared::standalone(&cluster, props, group_id, setup)?;
-        Ok(Self {
-            cluster,
-            client,
-            timeout,
-        })
-    }
-
-    /// Like [`ClusterClient::new`], but the client is the source's one for these
-    /// settings, which the first reader of the cluster fetches with.
-    pub fn in_share(
-        share: &ClientShare,
-        cluster: Arc<str>,
-        props: &ClientProperties,
-        group_id: Option<&str>,
-        timeout: Duration,
-        setup: ClientSetup,
-    ) -> Result<Self, SourceError> {
-        let client = share.lookup_client(&cluster, props, group_id, setup)?;
+        let client = match share {
+            Some(share) => share.lookup_client(&cluster, props, group_id, setup)?,
+            None => crate::kafka::shared::standalone(&cluster, props, group_id, setup)?,
+        };
         Ok(Self {
             cluster,
             client,

@@ -90,6 +90,7 @@ fn idle_client(cluster: &str) -> ClusterClient {
     let mut props = ClientProperties::new();
     props.set("bootstrap.servers", "127.0.0.1:1");
     ClusterClient::new(
+        None,
         Arc::from(cluster),
         &props,
         None,
