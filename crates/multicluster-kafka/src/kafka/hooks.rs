@@ -437,6 +437,72 @@ pub(crate) unsafe fn route_token_requests(
     }
 }
 
+/// A librdkafka client with the [`ClientEvents`] that serve it: the one way clients of
+/// ours are made. The events stop before the client is destroyed.
+pub(crate) struct Served<C> {
+    /// Declared first: dropped (and so stopped) before `client`.
+    _events: ClientEvents,
+    client: C,
+}
+
+/// The kinds of client [`Served`] makes.
+pub(crate) trait ServedClient:
+    rdkafka::config::FromClientConfigAndContext<SourceContext>
+{
+    /// A consumer with a group id, whose main queue rdkafka forwards to its consumer
+    /// queue (see [`ClientEvents::start`]).
+    const CONSUMER: bool;
+    fn native(&self) -> &rdkafka::client::Client<SourceContext>;
+}
+
+impl ServedClient for rdkafka::consumer::BaseConsumer<SourceContext> {
+    const CONSUMER: bool = true;
+    fn native(&self) -> &rdkafka::client::Client<SourceContext> {
+        rdkafka::consumer::Consumer::client(self)
+    }
+}
+
+impl ServedClient for rdkafka::admin::AdminClient<SourceContext> {
+    const CONSUMER: bool = false;
+    fn native(&self) -> &rdkafka::client::Client<SourceContext> {
+        self.inner()
+    }
+}
+
+impl<C: ServedClient> Served<C> {
+    /// Makes a client from `config` with `context`, and starts serving its events
+    /// (on `dispatch`'s subscriber, else the current one).
+    pub(crate) fn create(
+        config: &ClientConfig,
+        context: SourceContext,
+        dispatch: Option<tracing::Dispatch>,
+    ) -> rdkafka::error::KafkaResult<Self> {
+        let client: C = config.create_with_context(context)?;
+        let native = client.native();
+        // SAFETY: the client is live and its opaque is this context; `_events` is
+        // dropped before `client` (field order).
+        let events = unsafe {
+            ClientEvents::start(
+                native.native_ptr(),
+                native.context().clone(),
+                C::CONSUMER,
+                dispatch,
+            )
+        };
+        Ok(Self {
+            _events: events,
+            client,
+        })
+    }
+}
+
+impl<C> std::ops::Deref for Served<C> {
+    type Target = C;
+    fn deref(&self) -> &C {
+        &self.client
+    }
+}
+
 /// A raw librdkafka handle moved into the event thread.
 struct Raw<T>(*mut T);
 // SAFETY: librdkafka handles are thread safe; the owner keeps them alive (see

@@ -14,7 +14,7 @@ use rdkafka::types::RDKafkaErrorCode;
 
 use crate::error::SourceError;
 use crate::kafka::client::client_config;
-use crate::kafka::hooks::{ClientEvents, ClientRole, ClientSetup, SourceContext};
+use crate::kafka::hooks::{ClientRole, ClientSetup, Served, SourceContext};
 use crate::kafka::properties::ClientProperties;
 use crate::source::scale_out::Shard;
 
@@ -45,10 +45,8 @@ pub(crate) fn instance_id(group: &str, shard: Shard) -> String {
 /// leaves the group as a static member (epoch -2) and frees the instance id at once.
 /// Dropping blocks while the leave is sent.
 pub(crate) struct ShardLock {
-    /// Serves the client's events (log lines, errors, OAUTHBEARER tokens); declared
-    /// first, so it stops before the consumer is destroyed.
-    _events: ClientEvents,
-    consumer: BaseConsumer<SourceContext>,
+    /// The client, its events (log lines, errors, OAUTHBEARER tokens) served.
+    consumer: Served<BaseConsumer<SourceContext>>,
     shard: Shard,
     instance: String,
     cluster: Arc<str>,
@@ -152,24 +150,12 @@ impl ShardLock {
         crate::kafka::hooks::prepare(&mut config, &props, hooks.as_ref())
             .map_err(|e| SourceError::cluster(&cluster, what, &e, &props))?;
         let context = SourceContext::new(cluster.clone(), ClientRole::Lookup, hooks);
-        let consumer: BaseConsumer<SourceContext> = config
-            .create_with_context(context)
+        let consumer = Served::<BaseConsumer<SourceContext>>::create(&config, context, dispatch)
             .map_err(|e| SourceError::cluster(&cluster, what, &e, &props))?;
-        // SAFETY: the client's opaque is this context, and `_events` is dropped
-        // before `consumer` (field order).
-        let events = unsafe {
-            ClientEvents::start(
-                consumer.client().native_ptr(),
-                consumer.context().clone(),
-                true,
-                dispatch,
-            )
-        };
         consumer.subscribe(&[LOCK_TOPIC]).map_err(|e| {
             SourceError::cluster(&cluster, "join the shard membership group", &e, &props)
         })?;
         Ok(ShardLock {
-            _events: events,
             consumer,
             shard,
             instance: instance.to_string(),

@@ -23,7 +23,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 
 use crate::error::SourceError;
 use crate::kafka::client::client_config;
-use crate::kafka::hooks::{ClientEvents, ClientRole, ClientSetup, SourceContext};
+use crate::kafka::hooks::{ClientRole, ClientSetup, Served, SourceContext};
 use crate::kafka::properties::ClientProperties;
 
 /// librdkafka settings the readers' consumers use (besides [`CLIENT_DEFAULTS`](crate::CLIENT_DEFAULTS))
@@ -66,10 +66,7 @@ pub(crate) fn consumer_config(props: &ClientProperties, group: Option<&str>) -> 
 /// A client of one cluster, held by the enumerator, a reader, or both.
 pub(crate) struct SharedClient {
     cluster: Arc<str>,
-    /// Serves the client's events; declared first, so it stops before the consumer
-    /// is destroyed.
-    _events: ClientEvents,
-    consumer: BaseConsumer<SourceContext>,
+    consumer: Served<BaseConsumer<SourceContext>>,
     /// A reader fetches with this client.
     reading: AtomicBool,
 }
@@ -94,23 +91,10 @@ impl SharedClient {
     ) -> Result<Self, SourceError> {
         let ClientSetup { hooks, dispatch } = setup;
         let context = SourceContext::new(cluster.clone(), role, hooks);
-        let consumer: BaseConsumer<SourceContext> = made
-            .config
-            .create_with_context(context)
+        let consumer = Served::create(&made.config, context, dispatch)
             .map_err(|e| SourceError::cluster(cluster, made.what, &e, props))?;
-        // SAFETY: the client's opaque is this context, and `_events` is dropped
-        // before `consumer` (field order).
-        let events = unsafe {
-            ClientEvents::start(
-                consumer.client().native_ptr(),
-                consumer.context().clone(),
-                true,
-                dispatch,
-            )
-        };
         Ok(Self {
             cluster: cluster.clone(),
-            _events: events,
             consumer,
             reading: AtomicBool::new(false),
         })

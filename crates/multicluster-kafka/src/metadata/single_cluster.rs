@@ -9,21 +9,13 @@ use rdkafka::admin::AdminClient;
 use rdkafka::types::RDKafkaRespErr;
 
 use super::{ClusterMetadata, KafkaMetadataService, KafkaStream, MetadataError};
-use crate::client_context::{ClientEvents, ClientHooks, ClientRole, SourceContext};
+use crate::client_context::{ClientHooks, ClientRole, SourceContext};
+use crate::kafka::hooks::Served;
 use crate::properties::{ClientProperties, REDACTED};
 
 /// The admin client and the thread serving its events (log lines, errors, token
 /// requests); the thread is declared first, so it stops before the client goes.
-struct Admin {
-    _events: ClientEvents,
-    client: AdminClient<SourceContext>,
-}
-
-impl Admin {
-    fn inner(&self) -> &rdkafka::client::Client<SourceContext> {
-        self.client.inner()
-    }
-}
+type Admin = Served<AdminClient<SourceContext>>;
 
 /// Every topic of one cluster is a stream of the same name.
 ///
@@ -117,23 +109,7 @@ impl SingleClusterMetadataService {
             .map_err(refused)?;
         let context =
             SourceContext::new(Arc::from(cluster_id.as_str()), ClientRole::Metadata, hooks);
-        let client: AdminClient<SourceContext> = config
-            .create_with_context(context)
-            .map_err(|e| refused(e.to_string()))?;
-        // SAFETY: the client's opaque is this context, and `_events` is dropped
-        // before `client` (field order of `Admin`).
-        let events = unsafe {
-            ClientEvents::start(
-                client.inner().native_ptr(),
-                client.inner().context().clone(),
-                false,
-                None,
-            )
-        };
-        let client = Admin {
-            _events: events,
-            client,
-        };
+        let client = Admin::create(&config, context, None).map_err(|e| refused(e.to_string()))?;
         Ok(Self {
             cluster_id,
             properties,
