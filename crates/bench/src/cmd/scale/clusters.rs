@@ -1,5 +1,6 @@
 //! `mck-bench scale clusters`: cost against the number of clusters, on librdkafka mock
-//! clusters at the same total record rate. One fresh `scale point` process per count
+//! clusters (or, with `--real`, single-broker Kafka clusters of the test kit) at the
+//! same total record rate. One fresh `scale point` process per count
 //! (see [`super::point`]); the mock clusters and their producers run in one `scale
 //! mock` process for the whole curve (see [`super::mock`]).
 
@@ -17,9 +18,14 @@ use crate::cmd::median;
 /// Options of `scale clusters`.
 #[derive(clap::Args, Debug)]
 pub struct ClustersArgs {
-    /// Cluster counts, one point each.
-    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16,32,64")]
+    /// Cluster counts, one point each (default 1,2,4,8,16,32,64; with `--real`
+    /// 1,2,4,8).
+    #[arg(long, value_delimiter = ',')]
     counts: Vec<usize>,
+    /// Real single-broker Kafka clusters (child JVMs of the test kit, 256 MiB heap
+    /// each) instead of librdkafka mock clusters: as many as fit on the machine.
+    #[arg(long)]
+    real: bool,
     /// Total records/s over the measured clusters, the same at every point.
     #[arg(long, default_value_t = 10_000.0)]
     rate: f64,
@@ -46,13 +52,45 @@ pub struct ClustersArgs {
     #[arg(long, default_value_t = 500.0)]
     side_rate: f64,
     /// `fetch.wait.max.ms` in every cluster's properties (0: librdkafka's default of
-    /// 500). A librdkafka mock broker answers a fetch that finds no data only after
-    /// this wait, even when records arrive meanwhile (a real broker answers at once),
-    /// which made first-record times jump by 500 ms at random.
-    #[arg(long, default_value_t = 10)]
-    fetch_wait_ms: u64,
+    /// 500). Default 10 on mock clusters, 0 on real ones: a librdkafka mock broker
+    /// answers a fetch that finds no data only after this wait, even when records
+    /// arrive meanwhile (a real broker answers at once), which made first-record times
+    /// jump by 500 ms at random.
+    #[arg(long)]
+    fetch_wait_ms: Option<u64>,
+    /// `fetch.min.bytes` in every cluster's properties (0: librdkafka's default of 1).
+    /// A real broker holds a fetch until this much is there or `fetch.wait.max.ms`
+    /// passed; the mock broker ignores it.
+    #[arg(long, default_value_t = 0)]
+    fetch_min_bytes: u64,
     #[command(flatten)]
     plots: PlotArgs,
+}
+
+impl ClustersArgs {
+    fn counts(&self) -> Vec<usize> {
+        let mut counts = match (self.counts.is_empty(), self.real) {
+            (false, _) => self.counts.clone(),
+            (true, false) => vec![1, 2, 4, 8, 16, 32, 64],
+            (true, true) => vec![1, 2, 4, 8],
+        };
+        counts.sort_unstable();
+        counts.dedup();
+        counts
+    }
+
+    fn fetch_wait_ms(&self) -> u64 {
+        self.fetch_wait_ms.unwrap_or(if self.real { 0 } else { 10 })
+    }
+
+    /// What the clusters are, for the tables and the plot.
+    fn kind(&self) -> &'static str {
+        if self.real {
+            "single-broker Kafka clusters (test kit, one JVM each)"
+        } else {
+            "librdkafka mock clusters (1 broker each)"
+        }
+    }
 }
 
 /// The figures of one point, parsed from its `RESULT` line.
@@ -114,6 +152,7 @@ fn start_mock(args: &ClustersArgs, max: usize) -> (std::process::Child, Vec<Stri
         .args(["--side-topics", &args.rounds.to_string()])
         .args(["--value-size", &args.value_size.to_string()])
         .args(["--side-rate", &args.side_rate.to_string()])
+        .args(args.real.then_some("--real"))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
@@ -145,7 +184,8 @@ fn run_point(args: &ClustersArgs, n: usize, max: usize, bootstraps: &[String]) -
         .args(["--warmup", &args.warmup.to_string()])
         .args(["--secs", &args.secs.to_string()])
         .args(["--rounds", &args.rounds.to_string()])
-        .args(["--fetch-wait-ms", &args.fetch_wait_ms.to_string()]);
+        .args(["--fetch-wait-ms", &args.fetch_wait_ms().to_string()])
+        .args(["--fetch-min-bytes", &args.fetch_min_bytes.to_string()]);
     for b in &bootstraps[..n] {
         cmd.args(["--cluster", b]);
     }
@@ -170,9 +210,7 @@ fn run_point(args: &ClustersArgs, n: usize, max: usize, bootstraps: &[String]) -
 }
 
 pub fn clusters(args: &ClustersArgs) {
-    let mut counts = args.counts.clone();
-    counts.sort_unstable();
-    counts.dedup();
+    let counts = args.counts();
     let max = *counts.last().expect("at least one count");
     let (mut mock, bootstraps) = start_mock(args, max);
     let mut mock_in = mock.stdin.take().expect("stdin");
@@ -203,15 +241,23 @@ fn report(args: &ClustersArgs, points: &[Point]) {
     let readers = args.readers;
     header(&command_line());
     println!(
-        "- workload: librdkafka mock clusters (1 broker each, in a separate process with their producers), \
+        "- workload: {} in a separate process with their producers, \
          topic of {} partitions per cluster, {} B values, {:.0} records/s in total spread evenly over the clusters, \
-         {readers} reader(s), starting offsets latest, fetch.wait.max.ms {} (see --fetch-wait-ms); CPU over a {} s window after {} s of reading; \
+         {readers} reader(s), starting offsets latest, fetch.wait.max.ms {} (see --fetch-wait-ms), fetch.min.bytes {} (see --fetch-min-bytes); CPU over a {} s window after {} s of reading; \
          reconciliation = add a topic to c0 only, until its first record; handover = add a cluster, until its first record \
          (both: median of {} rounds; the added topic and cluster get {:.0} records/s)",
+        args.kind(),
         args.partitions,
         args.value_size,
         args.rate,
-        args.fetch_wait_ms,
+        match args.fetch_wait_ms() {
+            0 => "500 (librdkafka's default)".to_string(),
+            ms => ms.to_string(),
+        },
+        match args.fetch_min_bytes {
+            0 => "1 (librdkafka's default)".to_string(),
+            b => b.to_string(),
+        },
         args.secs,
         args.warmup,
         args.rounds,
@@ -347,14 +393,23 @@ fn report(args: &ClustersArgs, points: &[Point]) {
     for (s, name) in series.iter_mut().zip(names) {
         s.name = name.to_string();
     }
+    let file = if args.real {
+        "scale-clusters-real.svg"
+    } else {
+        "scale-clusters.svg"
+    };
     plot::write(
-        &args.plots.plots.join("scale-clusters.svg"),
+        &args.plots.plots.join(file),
         &Chart {
             title: &format!(
                 "Cost against clusters ({:.0} records/s in total, {readers} reader(s)), relative to {n1} cluster(s)",
                 args.rate
             ),
-            x_label: "clusters (librdkafka mock)",
+            x_label: if args.real {
+                "clusters (real single-broker Kafka)"
+            } else {
+                "clusters (librdkafka mock)"
+            },
             y_label: "× the figure at the first point",
             x: Axis::Log,
             y: Axis::Log,

@@ -1,8 +1,9 @@
-//! `mck-bench scale mock` (hidden): the clusters curve's librdkafka mock clusters and
-//! their producers, in a process of their own so that the measured process holds only
-//! the source.
+//! `mck-bench scale mock` (hidden): the clusters curve's clusters (librdkafka mock
+//! clusters, or with `--real` the test kit's single-broker Kafka clusters) and their
+//! producers, in a process of their own so that the measured process holds only the
+//! source.
 //!
-//! It starts `--clusters + --extra` single-broker mock clusters, creates topic `t`
+//! It starts `--clusters + --extra` single-broker clusters, creates topic `t`
 //! (`--partitions` partitions) on each and topics `u0` … on the first, prints one line
 //! `ready <bootstrap> …` (in cluster order) and then follows commands on stdin:
 //!
@@ -16,7 +17,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use mck_testkit::{MockKafkaCluster, TestCluster};
+use mck_testkit::{ClusterOptions, KafkaCluster, MockKafkaCluster, TestCluster};
+use rdkafka::ClientConfig;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 
 /// Options of `scale mock`.
@@ -40,6 +42,26 @@ pub struct MockArgs {
     /// Records/s on each extra cluster and on each `u*` topic.
     #[arg(long)]
     pub side_rate: f64,
+    /// Real single-broker Kafka clusters (the test kit's child JVMs) instead of
+    /// librdkafka mock clusters.
+    #[arg(long)]
+    pub real: bool,
+}
+
+/// Starts cluster `i`: a mock cluster, or a real one with a small heap.
+fn start_cluster(i: usize, real: bool) -> Box<dyn TestCluster + Send> {
+    if real {
+        let options = ClusterOptions::new(format!("k{i}")).jvm_options([
+            "-Xms256m",
+            "-Xmx256m",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            "-Djava.awt.headless=true",
+        ]);
+        Box::new(KafkaCluster::start(options).expect("a real Kafka cluster"))
+    } else {
+        Box::new(MockKafkaCluster::start(&format!("m{i}"), 1).expect("a mock cluster"))
+    }
 }
 
 /// Records/s to one topic of one cluster.
@@ -75,13 +97,28 @@ fn flows(args: &MockArgs, n: usize, total: f64) -> Vec<Flow> {
 
 pub fn mock(args: &MockArgs) {
     let count = args.clusters + args.extra;
-    let clusters: Vec<MockKafkaCluster> = (0..count)
-        .map(|i| {
-            let c = MockKafkaCluster::start(&format!("m{i}"), 1).expect("a mock cluster");
-            c.create_topic("t", args.partitions).expect("topic t");
-            c
-        })
-        .collect();
+    // Four at a time: real brokers start in about 5 s each, and more JVMs starting at
+    // once on a small machine only wait for each other.
+    let mut clusters: Vec<Box<dyn TestCluster + Send>> = Vec::new();
+    for chunk in (0..count).collect::<Vec<_>>().chunks(4) {
+        std::thread::scope(|s| {
+            let started: Vec<_> = chunk
+                .iter()
+                .map(|&i| {
+                    s.spawn(move || {
+                        let c = start_cluster(i, args.real);
+                        c.create_topic("t", args.partitions).expect("topic t");
+                        c
+                    })
+                })
+                .collect();
+            clusters.extend(
+                started
+                    .into_iter()
+                    .map(|h| h.join().expect("a cluster start thread")),
+            );
+        });
+    }
     for k in 0..args.side_topics {
         clusters[0]
             .create_topic(&format!("u{k}"), 1)
@@ -90,7 +127,8 @@ pub fn mock(args: &MockArgs) {
     let producers: Vec<BaseProducer> = clusters
         .iter()
         .map(|c| {
-            c.client_config()
+            ClientConfig::new()
+                .set("bootstrap.servers", c.bootstrap_servers())
                 .set("linger.ms", "5")
                 .set("queue.buffering.max.messages", "1000000")
                 .create()

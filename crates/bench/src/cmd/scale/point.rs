@@ -40,6 +40,9 @@ pub struct PointArgs {
     /// `fetch.wait.max.ms` set in every cluster's properties (0: librdkafka's default).
     #[arg(long)]
     pub fetch_wait_ms: u64,
+    /// `fetch.min.bytes` set in every cluster's properties (0: librdkafka's default).
+    #[arg(long, default_value_t = 0)]
+    pub fetch_min_bytes: u64,
 }
 
 /// A [`StaticMetadataService`] the bench keeps a handle to, so it can replace the
@@ -73,6 +76,9 @@ fn stream(args: &PointArgs, u_topic: Option<&str>, extras: usize) -> KafkaStream
         let mut b = ClusterMetadata::builder(bootstrap);
         if args.fetch_wait_ms > 0 {
             b = b.property("fetch.wait.max.ms", args.fetch_wait_ms.to_string());
+        }
+        if args.fetch_min_bytes > 0 {
+            b = b.property("fetch.min.bytes", args.fetch_min_bytes.to_string());
         }
         for t in topics {
             b = b.topic(*t);
