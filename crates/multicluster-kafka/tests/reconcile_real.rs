@@ -185,6 +185,51 @@ fn a_topic_migrates_on_one_cluster_without_restart() {
     });
 }
 
+/// The source's lookups on a cluster share a client with the reader that fetches from
+/// it, and a broker answers one connection's requests in order: behind an idle fetch,
+/// held for up to `fetch.wait.max.ms`, each lookup would wait that long. A topic added
+/// to an idle cluster being read is looked up with a client of its own, so its first
+/// record waits for at most the fetch already under way, not one wait per lookup.
+#[test]
+fn a_topic_added_to_an_idle_read_cluster_does_not_wait_behind_its_fetches() {
+    const FETCH_WAIT: Duration = Duration::from_secs(10);
+    let a = cluster("idle-add");
+    a.create_topic("quiet", 1).unwrap();
+    a.create_topic("added", 1).unwrap();
+    a.produce("quiet", &[TestRecord::value("q")]).unwrap();
+    a.produce("added", &[TestRecord::value("new")]).unwrap();
+    let meta = |topics: &[&str]| {
+        ClusterMetadata::builder(a.bootstrap_servers())
+            .topics(topics.iter().copied())
+            .property("fetch.wait.max.ms", FETCH_WAIT.as_millis().to_string())
+            .build()
+            .unwrap()
+    };
+    let svc =
+        Arc::new(StaticMetadataService::new([stream("s", vec![("a", meta(&["quiet"]))])]).unwrap());
+    let rt = mck_testkit::runtime();
+    rt.block_on(async {
+        let mut source = open_on(svc.clone()).await;
+        let mut seen = Vec::new();
+        read_until(&mut source, &mut seen, |s| s.len() == 1).await;
+        // The reader's next fetch is now held by the broker: nothing more comes.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let changed = std::time::Instant::now();
+        svc.replace([stream("s", vec![("a", meta(&["quiet", "added"]))])])
+            .unwrap();
+        read_until(&mut source, &mut seen, |s| s.iter().any(|r| r.1 == "added")).await;
+        let took = changed.elapsed();
+        // At most the fetch under way (10 s), and a little: the metadata, offset and
+        // committed-offset lookups behind fetches would take another 10 s each.
+        assert!(
+            took < FETCH_WAIT + Duration::from_secs(5),
+            "the added topic's first record came {took:?} after the change"
+        );
+        assert_eq!(seen.len(), 2, "{seen:?}");
+        source.close().await;
+    });
+}
+
 #[test]
 fn a_property_change_on_one_cluster_is_applied_without_loss_or_repeat() {
     let (a, b) = (cluster("prop-a"), cluster("prop-b"));

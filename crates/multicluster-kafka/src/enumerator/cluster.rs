@@ -85,6 +85,26 @@ pub(super) fn client(
     cluster: &Arc<str>,
     props: &ClientProperties,
 ) -> impl FnOnce() -> Result<ClusterClient, SourceError> + Send + 'static {
+    make_client(cfg, cluster, props, true)
+}
+
+/// Makes a lookup client of `cluster` outside the source's share: a client of its own,
+/// for lookups that must not wait behind a reader's fetch (see
+/// [`ClusterClient::is_read`]). Closed when dropped.
+pub(super) fn client_aside(
+    cfg: &SourceConfig,
+    cluster: &Arc<str>,
+    props: &ClientProperties,
+) -> impl FnOnce() -> Result<ClusterClient, SourceError> + Send + 'static {
+    make_client(cfg, cluster, props, false)
+}
+
+fn make_client(
+    cfg: &SourceConfig,
+    cluster: &Arc<str>,
+    props: &ClientProperties,
+    shared: bool,
+) -> impl FnOnce() -> Result<ClusterClient, SourceError> + Send + 'static {
     let (cluster, props, group, timeout) = (
         cluster.clone(),
         props.clone(),
@@ -92,10 +112,10 @@ pub(super) fn client(
         cfg.client_timeout,
     );
     let setup = ClientSetup::new(cfg.client_hooks.as_ref(), &cluster);
-    let share = cfg.clients.clone();
+    let share = shared.then(|| cfg.clients.clone());
     move || {
         ClusterClient::new(
-            Some(&share),
+            share.as_deref(),
             cluster,
             &props,
             group.as_deref(),

@@ -7,16 +7,24 @@ use std::sync::Arc;
 use super::Enumerator;
 use crate::error::SourceError;
 use crate::kafka::client::ClusterClient;
-use crate::kafka::client::detached;
+use crate::kafka::client::{close_detached, detached};
 use crate::kafka::offsets::{StartingOffsets, StoppingOffsets};
 use crate::kafka::resolve::{resolve_start, resolve_stop};
 use crate::reader::ReaderEvent;
 use crate::split::{KafkaSplit, SplitId};
 
+/// Makes a client for one discovery (see [`Discovery::aside`]).
+type MakeClient = Box<dyn FnOnce() -> Result<ClusterClient, SourceError> + Send>;
+
 /// Splits found on one cluster that the enumerator did not know yet.
 struct Discovery {
     cluster: Arc<str>,
     client: Arc<ClusterClient>,
+    /// For a discovery that someone waits for (a topic added to a cluster being
+    /// read): a client of its own to look up with instead of `client`, whose requests
+    /// would wait behind its reader's fetches, for up to `fetch.wait.max.ms` each
+    /// (500 ms by default) when the cluster is idle.
+    aside: Option<MakeClient>,
     topics: BTreeSet<String>,
     known: BTreeSet<(String, i32)>,
     start: StartingOffsets,
@@ -42,10 +50,22 @@ pub(super) struct Absent {
 /// The new splits of a cluster, and the subscribed topics it does not show (yet).
 type Discovered = (Vec<KafkaSplit>, Absent);
 
-fn discover_blocking(d: &Discovery) -> Result<Discovered, SourceError> {
+fn discover_blocking(d: &mut Discovery) -> Result<Discovered, SourceError> {
+    let aside = match d.aside.take() {
+        Some(make) => Some(make()?),
+        None => None,
+    };
+    let found = discover_with(d, aside.as_ref().unwrap_or(&d.client));
+    if let Some(client) = aside {
+        // Closing waits for librdkafka's threads; the answer does not.
+        close_detached(client);
+    }
+    found
+}
+
+fn discover_with(d: &Discovery, client: &ClusterClient) -> Result<Discovered, SourceError> {
     let Discovery {
         cluster,
-        client,
         topics,
         known,
         start,
@@ -53,6 +73,7 @@ fn discover_blocking(d: &Discovery) -> Result<Discovered, SourceError> {
         initial_discovery_done,
         new_start,
         shard,
+        ..
     } = d;
     let cluster: &str = cluster;
     let stop = stop.as_ref();
@@ -144,12 +165,22 @@ pub(super) fn stops_blocking(
 pub(super) type DiscoveryAnswer = (Arc<str>, Result<Discovered, SourceError>);
 
 impl Enumerator {
-    /// What discovering `cluster` needs, taken from its state now.
-    fn discovery_of(&self, cluster: &Arc<str>) -> Option<Discovery> {
+    /// What discovering `cluster` needs, taken from its state now. `urgent`: someone
+    /// waits for the answer, so a client a reader fetches with is not used for it
+    /// (see [`Discovery::aside`]).
+    fn discovery_of(&self, cluster: &Arc<str>, urgent: bool) -> Option<Discovery> {
         let state = self.clusters.get(cluster)?;
+        let aside: Option<MakeClient> = (urgent && state.client.is_read()).then(|| {
+            Box::new(super::cluster::client_aside(
+                &self.cfg,
+                cluster,
+                &state.reader_props,
+            )) as MakeClient
+        });
         Some(Discovery {
             cluster: cluster.clone(),
             client: state.client.clone(),
+            aside,
             topics: state.topics.clone(),
             known: state.known.clone(),
             start: state.start.clone(),
@@ -176,9 +207,9 @@ impl Enumerator {
             None => self.clusters.keys().cloned().collect(),
         };
         for cluster in ids {
-            if let Some(d) = self.discovery_of(&cluster) {
+            if let Some(mut d) = self.discovery_of(&cluster, true) {
                 tasks.spawn(detached(move || {
-                    let r = discover_blocking(&d);
+                    let r = discover_blocking(&mut d);
                     (d.cluster, r)
                 }));
             }
@@ -203,10 +234,11 @@ impl Enumerator {
             .cloned()
             .collect();
         for cluster in ids {
-            if let Some(d) = self.discovery_of(&cluster) {
+            // Periodic: waiting behind a reader's fetch costs nothing here.
+            if let Some(mut d) = self.discovery_of(&cluster, false) {
                 self.discovering_now.insert(cluster);
                 self.discovering.spawn(detached(move || {
-                    let r = discover_blocking(&d);
+                    let r = discover_blocking(&mut d);
                     (d.cluster, r)
                 }));
             }

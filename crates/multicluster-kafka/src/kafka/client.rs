@@ -148,6 +148,13 @@ impl ClusterClient {
         self.client.consumer()
     }
 
+    /// Whether a reader fetches with this client too: then a request of ours waits
+    /// behind the reader's fetch on the broker (a broker answers one connection's
+    /// requests in order, and an idle fetch is held for up to `fetch.wait.max.ms`).
+    pub fn is_read(&self) -> bool {
+        self.client.is_reading()
+    }
+
     /// A failed request, with librdkafka's last client error as its cause: a request
     /// to a cluster that refuses the credentials or the certificate only times out.
     fn err(&self, what: &str, e: &rdkafka::error::KafkaError) -> SourceError {

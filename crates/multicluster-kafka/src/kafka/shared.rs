@@ -12,7 +12,10 @@
 //!
 //! librdkafka's client calls are thread safe: a lookup that waits for a slow broker
 //! does not hold the reader's fetches, which librdkafka's broker threads do on their
-//! own. A client is closed when its last holder lets it go.
+//! own. The broker, though, answers a connection's requests in order, so a lookup can
+//! wait behind an idle fetch for up to `fetch.wait.max.ms`: lookups someone waits for
+//! use a client of their own while a reader fetches with the shared one
+//! ([`SharedClient::is_reading`]). A client is closed when its last holder lets it go.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -102,6 +105,11 @@ impl SharedClient {
 
     pub(crate) fn consumer(&self) -> &BaseConsumer<SourceContext> {
         &self.consumer
+    }
+
+    /// Whether a reader fetches with this client.
+    pub(crate) fn is_reading(&self) -> bool {
+        self.reading.load(Ordering::SeqCst)
     }
 
     /// Takes the reader's place; false when a reader holds it already.
