@@ -106,7 +106,7 @@ impl SourceConfig {
 pub const DEFAULT_SHARD_LOCK_WAIT: Duration = Duration::from_secs(60);
 
 /// How long a bounded run waits, by default, for every cluster to answer at start
-/// (see [`SourceBuilder::startup_timeout`]).
+/// (see [`SourceBuilder::startup_timeout`](crate::SourceBuilder::startup_timeout)).
 pub const DEFAULT_BOUNDED_STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// How long, by default, positions of topics and clusters that left the metadata are
@@ -115,7 +115,7 @@ pub const DEFAULT_BOUNDED_STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
 pub const DEFAULT_RETENTION: Duration = Duration::from_secs(3600);
 
 /// Default shortest time between two rebuilds of one cluster's clients after property
-/// changes (see [`SourceBuilder::rebuild_interval`]).
+/// changes (see [`SourceBuilder::rebuild_interval`](crate::SourceBuilder::rebuild_interval)).
 pub const DEFAULT_REBUILD_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Default interval of metadata discovery in unbounded mode. Services with change
