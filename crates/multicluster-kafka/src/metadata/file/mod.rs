@@ -166,6 +166,7 @@ pub(super) fn read_bounded(path: &Path, limit: u64, pipes: bool) -> std::io::Res
 pub struct FileWatchOptions {
     poll_interval: Duration,
     debounce: Duration,
+    after_write: Duration,
     file_events: bool,
 }
 
@@ -174,13 +175,15 @@ impl Default for FileWatchOptions {
         Self {
             poll_interval: Duration::from_secs(10),
             debounce: Duration::from_millis(100),
+            after_write: Duration::from_millis(10),
             file_events: true,
         }
     }
 }
 
 impl FileWatchOptions {
-    /// Defaults: file events on, re-read every 10 s, 100 ms debounce.
+    /// Defaults: file events on, re-read every 10 s, 100 ms debounce, 10 ms after a
+    /// write ends.
     pub fn new() -> Self {
         Self::default()
     }
@@ -195,10 +198,22 @@ impl FileWatchOptions {
 
     /// How long events must stay quiet before the file is read (default 100 ms, at
     /// most 1 s), so a truncate-then-write is read once, complete. After an event that
-    /// ends a write (the file closed after writing, or a complete file renamed onto its
-    /// name, or a symlinked file's link swapped) the wait is 10 ms, or this if shorter.
+    /// ends a write the wait is [`after_write`](Self::after_write) instead, or this if
+    /// shorter.
     pub fn debounce(mut self, debounce: Duration) -> Self {
         self.debounce = debounce;
+        self
+    }
+
+    /// How long events must stay quiet after one that ends a write (default 10 ms):
+    /// the file closed after writing, a complete file renamed onto its name, or a
+    /// symlinked file's link swapped (a Kubernetes ConfigMap update). It merges a
+    /// script's next write when that follows at once; a writer that closes the file
+    /// and opens it again later (`echo a > f; slow-command >> f`) should write a new
+    /// file and rename it into place, or set this as long as the debounce, which
+    /// turns the shortcut off.
+    pub fn after_write(mut self, quiet: Duration) -> Self {
+        self.after_write = quiet;
         self
     }
 
@@ -297,6 +312,7 @@ impl FileMetadataService {
         let timing = Timing {
             poll_interval: options.poll_interval,
             debounce: options.debounce,
+            after_write: options.after_write,
             file_events: options.file_events,
         };
         let shared = service.shared.clone();

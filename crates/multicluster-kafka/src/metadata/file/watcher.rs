@@ -18,15 +18,13 @@ use notify::{Event, EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 /// The longest a burst of events may postpone a re-read.
 const MAX_SETTLE: Duration = Duration::from_secs(1);
 
-/// The quiet wanted after a write ended (the writer closed the file, or a rename put a
-/// complete file in place): only long enough to merge a script's next write.
-const AFTER_WRITE_ENDED: Duration = Duration::from_millis(10);
-
 /// How the file is watched; see [`FileWatchOptions`](super::FileWatchOptions).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Timing {
     pub poll_interval: Duration,
     pub debounce: Duration,
+    /// The quiet wanted after an event that ends a write (see [`Loop::quiet_after`]).
+    pub after_write: Duration,
     pub file_events: bool,
 }
 
@@ -153,7 +151,8 @@ impl Loop {
                     if !is_relevant(&event) {
                         continue;
                     }
-                    if !self.settle(&rx, self.quiet_after(&event)) {
+                    let first = self.quiet_after(&event).unwrap_or(self.timing.debounce);
+                    if !self.settle(&rx, first) {
                         return;
                     }
                     on_change();
@@ -182,8 +181,10 @@ impl Loop {
             match rx.recv_timeout(wait) {
                 Ok(Message::Stop) | Err(RecvTimeoutError::Disconnected) => return false,
                 Ok(Message::Fs(event)) => {
-                    if is_relevant(&event) {
-                        quiet = self.quiet_after(&event);
+                    if is_relevant(&event)
+                        && let Some(q) = self.quiet_after(&event)
+                    {
+                        quiet = q;
                     }
                 }
                 Err(RecvTimeoutError::Timeout) => return true,
@@ -191,30 +192,54 @@ impl Loop {
         }
     }
 
-    /// How long to wait for more events after `event`: [`AFTER_WRITE_ENDED`] when it
-    /// ends a write of the file (closed after writing, or a complete file renamed onto
-    /// its name, or, for a symlinked file, any rename in the directory: a ConfigMap's
-    /// `..data` swap), the full debounce after anything else (a write may be under
-    /// way). Never longer than the debounce.
-    fn quiet_after(&self, event: &notify::Result<Event>) -> Duration {
+    /// How long to wait for more events after `event`:
+    ///
+    /// - the `after_write` quiet (10 ms by default) when it ends a write of the file:
+    ///   the file (or its symlink target) closed after writing, a rename onto its
+    ///   name, or, for a symlinked file, a rename onto the first step of its link (a
+    ///   ConfigMap's `..data` swap);
+    /// - no change to the wait (`None`) for a removal of another file: an editor's
+    ///   backup or the old ConfigMap directory removed after the write ended;
+    /// - the full debounce after anything else (a write may be under way).
+    ///
+    /// Never longer than the debounce.
+    fn quiet_after(&self, event: &notify::Result<Event>) -> Option<Duration> {
         let debounce = self.timing.debounce;
         let Ok(event) = event else {
-            return debounce;
+            return Some(debounce);
         };
         let ended = match event.kind {
             EventKind::Access(AccessKind::Close(AccessMode::Write)) => {
                 event.paths.iter().any(|p| self.is_the_file(p))
             }
-            EventKind::Modify(ModifyKind::Name(RenameMode::To | RenameMode::Both)) => {
-                event.paths.last().is_some_and(|p| self.is_the_file(p)) || self.is_symlink()
+            EventKind::Modify(ModifyKind::Name(RenameMode::To | RenameMode::Both)) => event
+                .paths
+                .last()
+                .is_some_and(|p| self.is_the_file(p) || self.is_link_step(p)),
+            EventKind::Remove(_) if !event.paths.iter().any(|p| self.is_the_file(p)) => {
+                return None;
             }
             _ => false,
         };
-        if ended {
-            debounce.min(AFTER_WRITE_ENDED)
+        Some(if ended {
+            debounce.min(self.timing.after_write)
         } else {
             debounce
-        }
+        })
+    }
+
+    /// Whether `path` is the first step of the watched file's symlink: the entry a
+    /// rename swaps to point the link elsewhere (`..data` for a ConfigMap's
+    /// `streams.yaml -> ..data/streams.yaml`).
+    fn is_link_step(&self, path: &Path) -> bool {
+        let Ok(link) = std::fs::read_link(&self.path) else {
+            return false;
+        };
+        let Some(first) = link.components().next() else {
+            return false;
+        };
+        let step = self.dir.join(first.as_os_str());
+        step != self.dir && path == step
     }
 
     /// Whether `path` is the watched file or, when that is a symlink, its target.
@@ -266,10 +291,13 @@ mod tests {
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::{Arc, mpsc as std_mpsc};
 
+    const AFTER_WRITE: Duration = Duration::from_millis(10);
+
     fn timing(poll: Duration, file_events: bool) -> Timing {
         Timing {
             poll_interval: poll,
             debounce: Duration::from_millis(20),
+            after_write: AFTER_WRITE,
             file_events,
         }
     }
@@ -342,6 +370,7 @@ mod tests {
             timing: Timing {
                 poll_interval: Duration::from_secs(3600),
                 debounce,
+                after_write: AFTER_WRITE,
                 file_events: true,
             },
         }
@@ -363,59 +392,67 @@ mod tests {
         std::fs::write(&path, "a").unwrap();
         let debounce = Duration::from_millis(500);
         let watch = watch_loop(&path, debounce);
+        let short = Some(AFTER_WRITE);
+        let full = Some(debounce);
         let closed = EventKind::Access(AccessKind::Close(AccessMode::Write));
         let renamed_to = EventKind::Modify(ModifyKind::Name(RenameMode::To));
         let renamed_from = EventKind::Modify(ModifyKind::Name(RenameMode::From));
-        let written = EventKind::Modify(ModifyKind::Data(notify::event::DataChange::Any));
-        assert_eq!(
-            watch.quiet_after(&event(closed, &[&path])),
-            AFTER_WRITE_ENDED
-        );
-        assert_eq!(
-            watch.quiet_after(&event(renamed_to, &[&path])),
-            AFTER_WRITE_ENDED
-        );
         let both = EventKind::Modify(ModifyKind::Name(RenameMode::Both));
-        assert_eq!(
-            watch.quiet_after(&event(both, &[&other, &path])),
-            AFTER_WRITE_ENDED
-        );
+        let written = EventKind::Modify(ModifyKind::Data(notify::event::DataChange::Any));
+        let removed = EventKind::Remove(notify::event::RemoveKind::File);
+        assert_eq!(watch.quiet_after(&event(closed, &[&path])), short);
+        assert_eq!(watch.quiet_after(&event(renamed_to, &[&path])), short);
+        assert_eq!(watch.quiet_after(&event(both, &[&other, &path])), short);
         // Mid-write, another file, the file renamed away, a lost queue: full debounce.
-        assert_eq!(watch.quiet_after(&event(written, &[&path])), debounce);
-        assert_eq!(watch.quiet_after(&event(closed, &[&other])), debounce);
-        assert_eq!(watch.quiet_after(&event(renamed_from, &[&path])), debounce);
-        assert_eq!(watch.quiet_after(&event(both, &[&path, &other])), debounce);
+        assert_eq!(watch.quiet_after(&event(written, &[&path])), full);
+        assert_eq!(watch.quiet_after(&event(closed, &[&other])), full);
+        assert_eq!(watch.quiet_after(&event(renamed_from, &[&path])), full);
+        assert_eq!(watch.quiet_after(&event(both, &[&path, &other])), full);
+        assert_eq!(watch.quiet_after(&event(renamed_to, &[&other])), full);
         assert_eq!(
             watch.quiet_after(&Err(notify::Error::generic("queue overflow"))),
-            debounce
+            full
         );
+        // Another file removed (an editor's backup) leaves the wait as it was; the file
+        // itself removed does not end a write.
+        assert_eq!(watch.quiet_after(&event(removed, &[&other])), None);
+        assert_eq!(watch.quiet_after(&event(removed, &[&path])), full);
         // Never longer than the debounce asked for.
         let eager = watch_loop(&path, Duration::ZERO);
-        assert_eq!(eager.quiet_after(&event(closed, &[&path])), Duration::ZERO);
+        assert_eq!(
+            eager.quiet_after(&event(closed, &[&path])),
+            Some(Duration::ZERO)
+        );
     }
 
     #[cfg(unix)]
     #[test]
-    fn a_symlinked_file_ends_its_write_by_a_rename_in_the_directory() {
+    fn a_symlinked_file_ends_its_write_by_swapping_its_link_only() {
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path().join("..2026_12_01");
         std::fs::create_dir(&data).unwrap();
         std::fs::write(data.join("streams.yaml"), "a").unwrap();
-        std::os::unix::fs::symlink(&data, dir.path().join("..data")).unwrap();
+        let link = dir.path().join("..data");
+        std::os::unix::fs::symlink(&data, &link).unwrap();
         let path = dir.path().join("streams.yaml");
         std::os::unix::fs::symlink("..data/streams.yaml", &path).unwrap();
         let watch = watch_loop(&path, Duration::from_millis(500));
-        let swapped = EventKind::Modify(ModifyKind::Name(RenameMode::To));
-        let link = dir.path().join("..data");
+        let renamed_to = EventKind::Modify(ModifyKind::Name(RenameMode::To));
         assert_eq!(
-            watch.quiet_after(&event(swapped, &[&link])),
-            AFTER_WRITE_ENDED
+            watch.quiet_after(&event(renamed_to, &[&link])),
+            Some(AFTER_WRITE)
+        );
+        // An unrelated rename beside it (an editor's swap file) is not a swap.
+        let swap = dir.path().join(".swp");
+        assert_eq!(
+            watch.quiet_after(&event(renamed_to, &[&swap])),
+            Some(Duration::from_millis(500))
         );
         let target = std::fs::canonicalize(&path).unwrap();
         let closed = EventKind::Access(AccessKind::Close(AccessMode::Write));
         assert_eq!(
             watch.quiet_after(&event(closed, &[&target])),
-            AFTER_WRITE_ENDED
+            Some(AFTER_WRITE)
         );
     }
 
@@ -431,6 +468,7 @@ mod tests {
             Timing {
                 poll_interval: Duration::from_secs(3600),
                 debounce,
+                after_write: AFTER_WRITE,
                 file_events: true,
             },
             move || {
@@ -447,6 +485,36 @@ mod tests {
         // The write closed the file: the wait after it is 10 ms, not the debounce.
         let waited = called - written;
         assert!(waited < debounce, "read {waited:?} after the write");
+    }
+
+    #[test]
+    fn after_write_as_long_as_the_debounce_waits_it_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("streams.yaml");
+        std::fs::write(&path, "a").unwrap();
+        let (tx, rx) = std_mpsc::channel();
+        let debounce = Duration::from_millis(300);
+        let thread = WatchThread::spawn(
+            &path,
+            Timing {
+                poll_interval: Duration::from_secs(3600),
+                debounce,
+                after_write: debounce,
+                file_events: true,
+            },
+            move || {
+                let _ = tx.send(Instant::now());
+            },
+        )
+        .unwrap();
+        let written = Instant::now();
+        std::fs::write(&path, "b").unwrap();
+        let called = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("a file event");
+        drop(thread);
+        let waited = called - written;
+        assert!(waited >= debounce, "read {waited:?} after the write");
     }
 
     #[test]
