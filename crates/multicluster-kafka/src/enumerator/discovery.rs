@@ -51,10 +51,15 @@ pub(super) struct Absent {
 type Discovered = (Vec<KafkaSplit>, Absent);
 
 fn discover_blocking(d: &mut Discovery) -> Result<Discovered, SourceError> {
-    let aside = match d.aside.take() {
-        Some(make) => Some(make()?),
-        None => None,
-    };
+    // A client that cannot be made here would fail the same way for the shared one's
+    // settings; the shared client answers, only later.
+    let aside = d.aside.take().and_then(|make| {
+        make()
+            .inspect_err(|e| {
+                tracing::debug!(cluster = %d.cluster, error = %e, "no client of its own for this discovery; using the shared one");
+            })
+            .ok()
+    });
     let found = discover_with(d, aside.as_ref().unwrap_or(&d.client));
     if let Some(client) = aside {
         // Closing waits for librdkafka's threads; the answer does not.
