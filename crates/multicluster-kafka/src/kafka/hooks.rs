@@ -477,6 +477,11 @@ impl<C: ServedClient> Served<C> {
         context: SourceContext,
         dispatch: Option<tracing::Dispatch>,
     ) -> rdkafka::error::KafkaResult<Self> {
+        // Before librdkafka's first TLS client: OpenSSL initialised without its
+        // exit-time cleanup, which frees what librdkafka's threads may still use when
+        // a program exits with a client open or closing (a SIGSEGV at exit, seen once
+        // in `mck`; openssl/openssl#6214). rust-openssl initialises it this way too.
+        openssl_sys::init();
         let client: C = config.create_with_context(context)?;
         let native = client.native();
         // SAFETY: the client is live and its opaque is this context; `_events` is
