@@ -51,8 +51,8 @@ pub(super) struct Absent {
 type Discovered = (Vec<KafkaSplit>, Absent);
 
 fn discover_blocking(d: &mut Discovery) -> Result<Discovered, SourceError> {
-    // A client that cannot be made here would fail the same way for the shared one's
-    // settings; the shared client answers, only later.
+    // Without a client of its own (librdkafka refused to make one), the shared client
+    // answers, only later.
     let aside = d.aside.take().and_then(|make| {
         make()
             .inspect_err(|e| {
