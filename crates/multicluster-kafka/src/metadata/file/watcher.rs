@@ -456,19 +456,19 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_finished_write_is_read_without_waiting_out_the_debounce() {
+    /// How long after an in-place write (`fs::write`: open, write, close) of a watched
+    /// file the watch thread calls back, with these waits.
+    fn read_after_a_write(debounce: Duration, after_write: Duration) -> Duration {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("streams.yaml");
         std::fs::write(&path, "a").unwrap();
         let (tx, rx) = std_mpsc::channel();
-        let debounce = Duration::from_millis(900);
         let thread = WatchThread::spawn(
             &path,
             Timing {
                 poll_interval: Duration::from_secs(3600),
                 debounce,
-                after_write: AFTER_WRITE,
+                after_write,
                 file_events: true,
             },
             move || {
@@ -482,38 +482,21 @@ mod tests {
             .recv_timeout(Duration::from_secs(30))
             .expect("a file event");
         drop(thread);
+        called - written
+    }
+
+    #[test]
+    fn a_finished_write_is_read_without_waiting_out_the_debounce() {
+        let debounce = Duration::from_millis(900);
         // The write closed the file: the wait after it is 10 ms, not the debounce.
-        let waited = called - written;
+        let waited = read_after_a_write(debounce, AFTER_WRITE);
         assert!(waited < debounce, "read {waited:?} after the write");
     }
 
     #[test]
     fn after_write_as_long_as_the_debounce_waits_it_out() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("streams.yaml");
-        std::fs::write(&path, "a").unwrap();
-        let (tx, rx) = std_mpsc::channel();
         let debounce = Duration::from_millis(300);
-        let thread = WatchThread::spawn(
-            &path,
-            Timing {
-                poll_interval: Duration::from_secs(3600),
-                debounce,
-                after_write: debounce,
-                file_events: true,
-            },
-            move || {
-                let _ = tx.send(Instant::now());
-            },
-        )
-        .unwrap();
-        let written = Instant::now();
-        std::fs::write(&path, "b").unwrap();
-        let called = rx
-            .recv_timeout(Duration::from_secs(30))
-            .expect("a file event");
-        drop(thread);
-        let waited = called - written;
+        let waited = read_after_a_write(debounce, debounce);
         assert!(waited >= debounce, "read {waited:?} after the write");
     }
 
