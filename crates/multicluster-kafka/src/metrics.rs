@@ -14,6 +14,7 @@
 //! | `mck_metadata_generation` | gauge | | metadata changes applied since start |
 //! | `mck_reconciliations_total` | counter | | reconciliations run |
 //! | `mck_reconciliation_seconds` | histogram | | how long applying a metadata change took |
+//! | `mck_reconciliation_phase_seconds` | histogram | `phase` | each phase of a metadata change: `read`, `plan`, `apply`, `discover`, `assign` (see [`RECONCILIATION_PHASE_SECONDS`]) |
 //! | `mck_cluster_active` | gauge | `cluster` | 1 while a cluster is read, 0 once it left the metadata |
 //! | `mck_consumers_created_total` | counter | `cluster` | consumers created |
 
@@ -56,6 +57,23 @@ pub const METADATA_GENERATION: &str = "mck_metadata_generation";
 pub const RECONCILIATIONS: &str = "mck_reconciliations_total";
 /// How long applying a metadata change took.
 pub const RECONCILIATION_SECONDS: &str = "mck_reconciliation_seconds";
+/// How long each phase of a metadata change took, by `phase`, to see which one grows
+/// when a change is slow:
+///
+/// - `read`: reading the metadata from the service (only reads that changed something);
+/// - `plan`: comparing it with what is read and holding back early property changes;
+/// - `apply`: removing splits, rebuilding the clients of clusters whose properties
+///   changed, letting removed clusters go;
+/// - `discover`: looking up the partitions of topics added to clusters being read, and
+///   sending the new splits to the readers;
+/// - `assign`: from a reader being sent splits until its consumer of their cluster has
+///   them (for every assignment, the first ones at start included); the first record
+///   then comes with the consumer's next fetch.
+///
+/// `read` + `plan` + `apply` + `discover` is a change's time in the enumerator
+/// ([`RECONCILIATION_SECONDS`] is `apply` + `discover`). An added cluster is connected
+/// in the background and has no phase here: its splits are assigned when it answers.
+pub const RECONCILIATION_PHASE_SECONDS: &str = "mck_reconciliation_phase_seconds";
 /// 1 while a cluster is read, 0 once it left the metadata.
 pub const CLUSTER_ACTIVE: &str = "mck_cluster_active";
 /// Consumers created, per cluster (a change to one cluster must not recreate the
@@ -66,3 +84,9 @@ pub const CONSUMERS_CREATED: &str = "mck_consumers_created_total";
 pub const CLUSTER_ERRORS: &str = "mck_cluster_errors_total";
 /// Positions reset by the out-of-range policy, by `cluster` and `topic`.
 pub const OFFSET_RESETS: &str = "mck_offset_resets_total";
+
+/// Records how long one phase of a metadata change took
+/// ([`RECONCILIATION_PHASE_SECONDS`]).
+pub(crate) fn phase(name: &'static str, took: std::time::Duration) {
+    metrics::histogram!(RECONCILIATION_PHASE_SECONDS, "phase" => name).record(took.as_secs_f64());
+}

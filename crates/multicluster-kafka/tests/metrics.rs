@@ -375,3 +375,87 @@ fn properties_librdkafka_refuses_leave_the_old_client_counted_once_until_they_ch
         s.close().await;
     });
 }
+
+/// Every value of histogram `name` with label `phase` = `phase` since the previous
+/// snapshot.
+fn phase_values(
+    snap: &[(
+        metrics_util::CompositeKey,
+        Option<metrics::Unit>,
+        Option<metrics::SharedString>,
+        DebugValue,
+    )],
+    phase: &str,
+) -> Vec<f64> {
+    snap.iter()
+        .filter(|(k, _, _, _)| {
+            k.key().name() == m::RECONCILIATION_PHASE_SECONDS
+                && k.key()
+                    .labels()
+                    .any(|l| l.key() == "phase" && l.value() == phase)
+        })
+        .flat_map(|(_, _, _, v)| match v {
+            DebugValue::Histogram(values) => values.iter().map(|x| x.into_inner()).collect(),
+            _ => Vec::new(),
+        })
+        .collect()
+}
+
+#[test]
+fn a_topic_added_to_a_read_cluster_reports_each_phase_of_the_change_once() {
+    let _serial = serial();
+    snapshotter();
+    let cluster = MockKafkaCluster::start("phased", 1).unwrap();
+    for topic in ["t", "u"] {
+        cluster.create_topic(topic, 1).unwrap();
+        cluster.produce(topic, &[TestRecord::value(topic)]).unwrap();
+    }
+    let streams = |topics: &[&str]| {
+        let mut meta = ClusterMetadata::builder(cluster.bootstrap_servers());
+        for t in topics {
+            meta = meta.topic(*t);
+        }
+        [KafkaStream::new("s").with_cluster("phased", meta.build().unwrap())]
+    };
+    let svc = Arc::new(StaticMetadataService::new(streams(&["t"])).unwrap());
+    // What the tests before left.
+    let _ = snapshotter().snapshot();
+    mck_testkit::runtime().block_on(async {
+        let mut s = MultiClusterKafkaSource::builder()
+            .shared_metadata_service(svc.clone())
+            .stream_ids(["s"])
+            .deserializer(ValueOnly::<String>::utf8())
+            .build()
+            .unwrap()
+            .open()
+            .await
+            .unwrap();
+        assert_eq!(s.next().await.unwrap().unwrap().value, "t");
+        let before = snapshotter().snapshot().into_vec();
+        assert_eq!(
+            phase_values(&before, "assign").len(),
+            1,
+            "the first assignment is timed too"
+        );
+        let changed = std::time::Instant::now();
+        svc.replace(streams(&["t", "u"])).unwrap();
+        let r = tokio::time::timeout(Duration::from_secs(30), s.next())
+            .await
+            .expect("the added topic's record")
+            .unwrap()
+            .unwrap();
+        assert_eq!(r.value, "u");
+        let took = changed.elapsed().as_secs_f64();
+        let snap = snapshotter().snapshot().into_vec();
+        for phase in ["read", "plan", "apply", "discover", "assign"] {
+            let values = phase_values(&snap, phase);
+            assert_eq!(values.len(), 1, "phase {phase}: {values:?}");
+            assert!(
+                values[0] >= 0.0 && values[0] <= took,
+                "phase {phase} took {} s, the whole change {took} s",
+                values[0]
+            );
+        }
+        s.close().await;
+    });
+}

@@ -417,6 +417,7 @@ impl Enumerator {
                     cluster: cluster.clone(),
                     properties: state.reader_props.clone(),
                     splits,
+                    sent: std::time::Instant::now(),
                 });
             }
         }

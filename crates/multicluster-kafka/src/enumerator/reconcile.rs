@@ -44,6 +44,7 @@ pub(super) fn on_another_kafka_cluster(view: &ClusterView, expected: &str) -> An
 impl Enumerator {
     /// Reads the metadata again and applies what changed.
     pub(super) async fn refresh_metadata(&mut self) {
+        let read_began = std::time::Instant::now();
         let streams = match subscribed_streams(&self.cfg, self.service.as_ref(), false).await {
             Ok(s) => {
                 if self.metadata_failures > 0 {
@@ -75,6 +76,8 @@ impl Enumerator {
                 return;
             }
         };
+        let read = read_began.elapsed();
+        let plan_began = std::time::Instant::now();
         self.report_missing(&streams);
         self.latest = streams.clone();
         let mut new_views = clusters_of_streams(streams.values());
@@ -101,6 +104,8 @@ impl Enumerator {
             self.stream_index.set(&self.streams);
             return;
         }
+        m::phase("read", read);
+        m::phase("plan", plan_began.elapsed());
         let began = std::time::Instant::now();
         tracing::debug!(
             added = ?p.clusters_added.keys().collect::<Vec<_>>(),
@@ -206,6 +211,7 @@ impl Enumerator {
         p: Plan,
         new_views: &BTreeMap<String, ClusterView>,
     ) -> BTreeSet<String> {
+        let began = std::time::Instant::now();
         let mut refused = BTreeSet::new();
         // Clusters whose bootstrap list now leads to another Kafka cluster that the
         // metadata marks as replaced (its own starting offsets): read afresh.
@@ -388,8 +394,11 @@ impl Enumerator {
             .filter(|(_, change)| !change.topics_added.is_empty())
             .map(|(cluster, _)| Arc::from(cluster.as_str()))
             .collect();
+        m::phase("apply", began.elapsed());
         if !grown.is_empty() {
+            let began = std::time::Instant::now();
             let _ = self.discover_now(Some(&grown), false).await;
+            m::phase("discover", began.elapsed());
         }
         refused
     }

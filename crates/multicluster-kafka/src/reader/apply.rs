@@ -4,10 +4,10 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::SourceReader;
 use super::fetcher::{self, Answer, FetcherSettings};
 use super::protocol::ReaderEvent;
 use super::split_state::{ClusterInfo, SplitState};
+use super::{SourceReader, ToStart};
 use crate::deserializer::Deserializer;
 use crate::error::SourceError;
 use crate::kafka::properties::ClientProperties;
@@ -97,6 +97,7 @@ impl<D: Deserializer> SourceReader<D> {
                 cluster,
                 properties,
                 splits,
+                sent,
             } => {
                 let mut to_fetch = Vec::new();
                 for s in splits {
@@ -128,12 +129,14 @@ impl<D: Deserializer> SourceReader<D> {
                     }
                 }
                 if !to_fetch.is_empty() {
-                    let entry = self
-                        .to_start
-                        .entry(cluster)
-                        .or_insert_with(|| (properties.clone(), Vec::new()));
-                    entry.0 = properties;
-                    entry.1.extend(to_fetch);
+                    let entry = self.to_start.entry(cluster).or_insert_with(|| ToStart {
+                        properties: properties.clone(),
+                        splits: Vec::new(),
+                        sent: None,
+                    });
+                    entry.properties = properties;
+                    entry.splits.extend(to_fetch);
+                    entry.sent = Some(entry.sent.map_or(sent, |s| s.min(sent)));
                 }
                 self.report_active();
             }
@@ -158,10 +161,11 @@ impl<D: Deserializer> SourceReader<D> {
             .map(|(i, s)| (s.id.clone(), i))
             .collect();
         self.last = None;
-        for (_, splits) in self.to_start.values_mut() {
-            splits.retain(|s| !gone.contains(&s.id));
+        for waiting in self.to_start.values_mut() {
+            waiting.splits.retain(|s| !gone.contains(&s.id));
         }
-        self.to_start.retain(|_, (_, splits)| !splits.is_empty());
+        self.to_start
+            .retain(|_, waiting| !waiting.splits.is_empty());
         // Records of these splits waiting to be handed out never are, even if the
         // splits are assigned again before that.
         if let Some(rest) = self.handout.records.take() {
@@ -229,14 +233,15 @@ impl<D: Deserializer> SourceReader<D> {
         if active.is_empty() && !self.to_start.contains_key(&cluster) {
             return; // nothing of the cluster left to read
         }
-        let entry = self
-            .to_start
-            .entry(cluster)
-            .or_insert_with(|| (properties.clone(), Vec::new()));
-        entry.0 = properties;
+        let entry = self.to_start.entry(cluster).or_insert_with(|| ToStart {
+            properties: properties.clone(),
+            splits: Vec::new(),
+            sent: None,
+        });
+        entry.properties = properties;
         for s in active {
-            if !entry.1.iter().any(|x| x.id == s.id) {
-                entry.1.push(s);
+            if !entry.splits.iter().any(|x| x.id == s.id) {
+                entry.splits.push(s);
             }
         }
     }
@@ -245,7 +250,8 @@ impl<D: Deserializer> SourceReader<D> {
     pub(super) fn start_pending(&mut self) -> Result<(), SourceError> {
         let waiting: Vec<Arc<str>> = self.to_start.keys().cloned().collect();
         for cluster in waiting {
-            let (props, splits) = self.to_start.remove(&cluster).expect("listed");
+            let waiting = self.to_start.remove(&cluster).expect("listed");
+            let props = waiting.properties.clone();
             if !self.consumers.contains_key(&cluster) {
                 let settings = FetcherSettings {
                     max_batch: self.max_batch,
@@ -270,13 +276,13 @@ impl<D: Deserializer> SourceReader<D> {
                         self.consumers.insert(cluster.clone(), f);
                     }
                     Err(e) => {
-                        self.to_start.insert(cluster, (props, splits));
+                        self.to_start.insert(cluster, waiting);
                         return Err(e);
                     }
                 }
             }
             let fetcher = self.consumers.get_mut(&cluster).expect("started");
-            fetcher.add(splits);
+            fetcher.add(waiting.splits, waiting.sent);
         }
         Ok(())
     }

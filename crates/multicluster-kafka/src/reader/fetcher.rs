@@ -27,7 +27,7 @@
 use std::sync::Arc;
 use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
 use std::thread::Thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
@@ -43,7 +43,8 @@ use super::cluster_consumer::{ClusterConsumer, Polled, Wake};
 const DEPTH: u32 = 2;
 
 enum Command {
-    Add(u64, Vec<KafkaSplit>),
+    /// Splits to read, and when the enumerator sent the first of them.
+    Add(u64, Vec<KafkaSplit>, Option<Instant>),
     Remove(u64, Vec<SplitId>),
     /// Answer with the next batch (or error), waiting for one if need be.
     Poll,
@@ -115,10 +116,12 @@ impl<V> Fetcher<V> {
     }
 
     /// Starts reading these splits at their positions.
-    pub fn add(&mut self, splits: Vec<KafkaSplit>) {
+    /// `sent` is when the enumerator sent the first of them (for the `assign` phase
+    /// metric), if they come from it.
+    pub fn add(&mut self, splits: Vec<KafkaSplit>, sent: Option<Instant>) {
         self.sent += 1;
         let n = self.sent;
-        self.send(Command::Add(n, splits));
+        self.send(Command::Add(n, splits, sent));
     }
 
     /// Stops reading these splits: no record of them fetched before comes out of
@@ -420,11 +423,16 @@ impl<D: Deserializer> Running<D> {
         let mut busy = false;
         loop {
             match self.inbox.try_recv() {
-                Ok(Command::Add(n, splits)) => {
+                Ok(Command::Add(n, splits, sent)) => {
                     self.applied = n;
                     busy = true;
                     match self.consumer.add(splits) {
-                        Ok(ids) => self.done.extend(ids),
+                        Ok(ids) => {
+                            self.done.extend(ids);
+                            if let Some(sent) = sent {
+                                crate::metrics::phase("assign", sent.elapsed());
+                            }
+                        }
                         Err(e) => {
                             // The reader starts a new fetcher for all of the cluster's
                             // splits, at their positions: none is left unassigned.
@@ -730,7 +738,7 @@ mod tests {
             );
         }
         // Split t/0 assigned again (command 2); an answer made after it keeps t/0.
-        fetcher.add(Vec::new());
+        fetcher.add(Vec::new(), None);
         fetcher.ask();
         let (batch, polled) = answer();
         outbox

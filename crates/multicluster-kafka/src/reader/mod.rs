@@ -48,6 +48,16 @@ impl Default for ReadPolicy {
     }
 }
 
+/// A cluster's splits waiting for its fetcher.
+struct ToStart {
+    /// The consumer properties of the cluster.
+    properties: ClientProperties,
+    splits: Vec<KafkaSplit>,
+    /// When the enumerator sent the first of these splits (none for splits started
+    /// again after a rebuild).
+    sent: Option<std::time::Instant>,
+}
+
 /// One of the source's parallel readers: a stream of records from the splits it owns.
 ///
 /// Records are handed out one at a time by [`SourceReader::next`], or a polled batch
@@ -66,9 +76,8 @@ pub struct SourceReader<D: Deserializer> {
     consumers: BTreeMap<Arc<str>, Fetcher<D::Value>>,
     /// The threads the fetchers run on.
     pool: fetcher::FetchPool<D>,
-    /// Splits assigned but not yet handed to their cluster's fetcher, with the
-    /// consumer properties of the cluster.
-    to_start: BTreeMap<Arc<str>, (ClientProperties, Vec<KafkaSplit>)>,
+    /// Splits assigned but not yet handed to their cluster's fetcher, by cluster.
+    to_start: BTreeMap<Arc<str>, ToStart>,
     /// Answers of the fetchers not handed out yet, oldest first (a fetcher has at
     /// most two answered or being made; another is asked for when one is handed out).
     ready: VecDeque<(Arc<str>, Answer<D::Value>)>,
@@ -329,6 +338,7 @@ mod tests {
                     stop_offset: None,
                 })
                 .collect(),
+            sent: std::time::Instant::now(),
         }
     }
 

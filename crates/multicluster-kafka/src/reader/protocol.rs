@@ -19,6 +19,8 @@ pub(crate) enum ReaderEvent {
         cluster: Arc<str>,
         properties: ClientProperties,
         splits: Vec<KafkaSplit>,
+        /// When the enumerator sent them (for the `assign` phase metric).
+        sent: std::time::Instant,
     },
     /// No split will ever be assigned again (bounded mode).
     NoMoreSplits,
