@@ -44,7 +44,11 @@ pub trait KafkaMetadataService: Send + Sync + 'static {
 
     /// True when some stream currently references this logical cluster id.
     ///
-    /// Errors from clusters that are not active are ignored by the source.
+    /// Errors from clusters that are not active are ignored by the source. The source
+    /// asks about every cluster it reads at each metadata read: the default copies
+    /// [`all_streams`](Self::all_streams) for each of them, so a service whose
+    /// `all_streams` is costly (a request, a large model) should answer this from what
+    /// it holds.
     async fn is_cluster_active(&self, cluster_id: &str) -> Result<bool, MetadataError> {
         let all = self.all_streams().await?;
         Ok(all.values().any(|s| s.clusters.contains_key(cluster_id)))

@@ -106,6 +106,16 @@ impl KafkaMetadataService for StaticMetadataService {
             .clone())
     }
 
+    /// Looks in the streams held, without copying them (the default copies every
+    /// stream for each cluster asked about).
+    async fn is_cluster_active(&self, cluster_id: &str) -> Result<bool, MetadataError> {
+        self.check_open()?;
+        let streams = self.streams.read().unwrap_or_else(|p| p.into_inner());
+        Ok(streams
+            .values()
+            .any(|s| s.clusters.contains_key(cluster_id)))
+    }
+
     async fn close(&self) -> Result<(), MetadataError> {
         self.closed.store(true, Ordering::Release);
         Ok(())

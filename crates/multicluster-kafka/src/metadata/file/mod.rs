@@ -469,6 +469,17 @@ impl KafkaMetadataService for FileMetadataService {
         Ok(self.streams())
     }
 
+    /// Looks in the file's current streams, without copying them (the default copies
+    /// every stream for each cluster asked about).
+    async fn is_cluster_active(&self, cluster_id: &str) -> Result<bool, MetadataError> {
+        self.shared.check_open()?;
+        let state = self.shared.read();
+        Ok(state
+            .streams
+            .values()
+            .any(|s| s.clusters.contains_key(cluster_id)))
+    }
+
     /// Stops the watch thread (waiting for it, at most one file read) and refuses
     /// later calls. Calling it twice is fine.
     async fn close(&self) -> Result<(), MetadataError> {
