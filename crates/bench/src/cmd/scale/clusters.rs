@@ -313,6 +313,29 @@ fn report(args: &ClustersArgs, points: &[Point]) {
         );
     }
     println!();
+    println!(
+        "Reconciliation by phase, median ms of the rounds (the source's mck_reconciliation_phase_seconds; \
+         read + plan + apply + discover run in the enumerator, assign from splits sent to the reader's consumer having them, \
+         the rest of the time to the first record is the consumer's next fetch and the hand-out):"
+    );
+    println!();
+    println!("| clusters | read | plan | apply | discover | assign | rest | to first record |");
+    println!("|---|---|---|---|---|---|---|---|");
+    for p in points {
+        let phases: Vec<f64> = super::point::PHASES
+            .iter()
+            .map(|ph| p.med(&format!("phase_{ph}_ms")))
+            .collect();
+        let cells: Vec<String> = phases.iter().map(|ms| format!("{ms:.1}")).collect();
+        println!(
+            "| {} | {} | {:.1} | {:.1} |",
+            p.clusters,
+            cells.join(" | "),
+            p.med("phase_rest_ms"),
+            p.med("reconcile_ms")
+        );
+    }
+    println!();
     println!("Times each thread group was scheduled in, per second of the window (wake-ups):");
     println!();
     for p in points {

@@ -60,6 +60,9 @@ impl KafkaMetadataService for Shared {
     async fn all_streams(&self) -> Result<BTreeMap<String, KafkaStream>, MetadataError> {
         self.0.all_streams().await
     }
+    async fn is_cluster_active(&self, cluster_id: &str) -> Result<bool, MetadataError> {
+        self.0.is_cluster_active(cluster_id).await
+    }
     async fn close(&self) -> Result<(), MetadataError> {
         self.0.close().await
     }
@@ -128,7 +131,39 @@ fn ms_since(t0: Instant, t: Option<Instant>) -> f64 {
     })
 }
 
+/// The phases of a metadata change, as the source reports them
+/// (`mck_reconciliation_phase_seconds`).
+pub const PHASES: [&str; 5] = ["read", "plan", "apply", "discover", "assign"];
+
+/// Milliseconds spent in each of [`PHASES`] since the previous snapshot (the values of
+/// one phase added up).
+fn phase_ms(snapshotter: &metrics_util::debugging::Snapshotter) -> Vec<f64> {
+    let snap = snapshotter.snapshot().into_vec();
+    PHASES
+        .iter()
+        .map(|phase| {
+            snap.iter()
+                .filter(|(k, _, _, _)| {
+                    k.key().name() == multicluster_kafka::metrics::RECONCILIATION_PHASE_SECONDS
+                        && k.key().labels().any(|l| l.value() == *phase)
+                })
+                .map(|(_, _, _, v)| match v {
+                    metrics_util::debugging::DebugValue::Histogram(xs) => {
+                        xs.iter().map(|x| x.into_inner() * 1e3).sum()
+                    }
+                    _ => 0.0,
+                })
+                .sum()
+        })
+        .collect()
+}
+
 pub fn point(args: &PointArgs) {
+    let recorder = metrics_util::debugging::DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    recorder
+        .install()
+        .expect("the only metrics recorder of this process");
     let rt = mck_testkit::runtime();
     // Let the runtime's workers start before the baseline.
     rt.block_on(async { tokio::time::sleep(Duration::from_millis(50)).await });
@@ -253,15 +288,29 @@ pub fn point(args: &PointArgs) {
 
         // Reconciliation: add topic u<k> to c0 alone; time to its first record.
         let mut reconcile = Vec::new();
+        let mut phases: Vec<Vec<String>> = vec![Vec::new(); PHASES.len()];
+        // The time to the first record that no phase covers: the next fetch, hand-out.
+        let mut rest = Vec::new();
         for k in 0..args.rounds {
             let u = format!("u{k}");
+            let _ = phase_ms(&snapshotter);
             let t = Instant::now();
             service.replace([stream(args, Some(&u), 0)]).unwrap();
             let got = seen.wait("c0", &u, wait).await;
-            reconcile.push(format!("{:.1}", ms_since(t, got)));
+            let total = ms_since(t, got);
+            reconcile.push(format!("{total:.1}"));
+            let round = phase_ms(&snapshotter);
+            rest.push(format!("{:.2}", total - round.iter().sum::<f64>()));
+            for (list, ms) in phases.iter_mut().zip(round) {
+                list.push(format!("{ms:.2}"));
+            }
             tokio::time::sleep(Duration::from_millis(300)).await;
         }
         put("reconcile_ms", reconcile.join(","));
+        for (phase, list) in PHASES.iter().zip(&phases) {
+            put(&format!("phase_{phase}_ms"), list.join(","));
+        }
+        put("phase_rest_ms", rest.join(","));
         service.replace([stream(args, None, 0)]).unwrap();
         tokio::time::sleep(Duration::from_millis(300)).await;
 
