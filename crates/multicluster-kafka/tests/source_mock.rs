@@ -719,3 +719,34 @@ fn each_record_names_the_streams_that_read_its_topic() {
     assert_eq!(got["orders"], ["orders"]);
     assert_eq!(got["shared"], ["audit", "orders"]);
 }
+
+#[test]
+fn closing_a_source_does_not_wait_for_its_clients_to_be_destroyed() {
+    // rust-rdkafka's consumer polls its queue 100 ms at a time until librdkafka says
+    // it is closed, so a close that waited for the clients took at least 100 ms
+    // however fast librdkafka was (sometimes the first close of a process was quick).
+    // The median of five closes shows that floor is gone (a loaded machine can slow
+    // some closes, hardly three of five by that much).
+    let c = MockKafkaCluster::start("closing", 1).unwrap();
+    c.create_topic("t", 2).unwrap();
+    c.produce("t", &[TestRecord::value("v")]).unwrap();
+    let rt = mck_testkit::runtime();
+    let mut closes = Vec::new();
+    for _ in 0..5 {
+        let svc = stream_on("s", "closing", &c, "t");
+        let took = rt.block_on(async {
+            let mut s = bounded(svc, "s").build().unwrap().open().await.unwrap();
+            assert_eq!(s.next().await.unwrap().unwrap().value, "v");
+            assert!(s.next().await.is_none());
+            let t = std::time::Instant::now();
+            s.close().await;
+            t.elapsed()
+        });
+        closes.push(took);
+    }
+    closes.sort();
+    assert!(
+        closes[2] < std::time::Duration::from_millis(60),
+        "closes took {closes:?}"
+    );
+}

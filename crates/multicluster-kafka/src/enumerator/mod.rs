@@ -137,6 +137,20 @@ const BOUNDED_TOPIC_CHECK: Duration = Duration::from_secs(5);
 /// metadata.
 const START_GRACE: Duration = Duration::from_secs(5);
 
+impl Drop for Enumerator {
+    /// Closing a consumer blocks: rust-rdkafka's `BaseConsumer` waits for librdkafka
+    /// to say it is closed by polling its queue 100 ms at a time, so every close took
+    /// 100 ms however fast librdkafka was. The clients go to a thread of their own and
+    /// the source's `close` (which waits for this drop) does not wait for them.
+    fn drop(&mut self) {
+        let clusters = std::mem::take(&mut self.clusters);
+        let leaving = std::mem::take(&mut self.removals.leaving);
+        if !clusters.is_empty() || !leaving.is_empty() {
+            crate::kafka::client::close_detached((clusters, leaving));
+        }
+    }
+}
+
 impl Enumerator {
     /// An enumerator reading no cluster yet, with nothing applied.
     fn new(
