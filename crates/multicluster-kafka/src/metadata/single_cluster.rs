@@ -145,9 +145,10 @@ impl SingleClusterMetadataService {
     async fn topics(&self) -> Result<BTreeSet<String>, MetadataError> {
         let client = self.lock().clone().ok_or(MetadataError::Closed)?;
         let timeout = self.metadata_timeout;
-        // The client moves into the blocking task, so if the service is closed
-        // meanwhile, the client is destroyed there and not on an async worker.
-        let fetched = tokio::task::spawn_blocking(move || {
+        // The client moves onto the lookup's thread, so if the service is closed
+        // meanwhile, the client is destroyed there, not on an async worker, and a
+        // runtime shutting down does not wait for it.
+        let fetched = crate::kafka::client::detached(move || {
             let metadata = client.inner().fetch_metadata(None, timeout)?;
             Ok::<_, rdkafka::error::KafkaError>(
                 metadata
@@ -164,16 +165,15 @@ impl SingleClusterMetadataService {
         })
         .await;
         match fetched {
-            Ok(Ok(topics)) => {
+            Ok(topics) => {
                 tracing::debug!(cluster = %self.cluster_id, topics = topics.len(), "listed topics");
                 Ok(topics)
             }
-            Ok(Err(e)) => {
+            Err(e) => {
                 let err = self.cluster_error(format!("cannot fetch topic metadata: {e}"));
                 tracing::warn!(cluster = %self.cluster_id, error = %err, "metadata request failed");
                 Err(err)
             }
-            Err(e) => Err(self.cluster_error(format!("the metadata request task failed: {e}"))),
         }
     }
 
@@ -226,14 +226,15 @@ impl KafkaMetadataService for SingleClusterMetadataService {
         Ok(cluster_id == self.cluster_id)
     }
 
-    /// Destroys the client (on the blocking pool, since that waits for librdkafka's
-    /// threads). Closing twice is not an error.
+    /// Lets the client go: it is destroyed on a thread of its own, not waited for
+    /// (rust-rdkafka's admin client stops its polling thread, which takes up to
+    /// 100 ms). Closing twice is not an error.
     async fn close(&self) -> Result<(), MetadataError> {
         let client = self.lock().take();
         if let Some(client) = client {
             // A metadata request still running holds another reference; the client is
-            // then destroyed when that request ends, also on the blocking pool.
-            let _ = tokio::task::spawn_blocking(move || drop(client)).await;
+            // then destroyed when that request ends, on the request's thread.
+            crate::kafka::client::close_detached(client);
             tracing::debug!(cluster = %self.cluster_id, "single-cluster metadata service closed");
         }
         Ok(())
