@@ -4,7 +4,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use rdkafka::ClientConfig;
 use rdkafka::admin::AdminClient;
 use rdkafka::types::RDKafkaRespErr;
 
@@ -97,10 +96,7 @@ impl SingleClusterMetadataService {
                 cluster: cluster_id,
             });
         }
-        let mut config = ClientConfig::new();
-        for (key, value) in properties.iter() {
-            config.set(key, value);
-        }
+        let mut config = client_settings(&properties);
         let refused = |e: String| MetadataError::Cluster {
             message: redact(&properties, format!("cannot create a Kafka client: {e}")),
             cluster: cluster_id.clone(),
@@ -241,6 +237,14 @@ impl KafkaMetadataService for SingleClusterMetadataService {
     }
 }
 
+/// The service's client settings: those every client of the source starts from
+/// (a reconnection backoff that lets the first lookup reach the partition leader at
+/// once instead of 50 ms later, the system's CAs for a TLS cluster whose properties
+/// name none), then the properties.
+fn client_settings(properties: &ClientProperties) -> rdkafka::ClientConfig {
+    crate::kafka::client::client_config(properties)
+}
+
 impl fmt::Debug for SingleClusterMetadataService {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SingleClusterMetadataService")
@@ -275,6 +279,25 @@ mod tests {
 
     fn props(pairs: &[(&str, &str)]) -> ClientProperties {
         pairs.iter().copied().collect()
+    }
+
+    #[test]
+    fn the_client_starts_from_the_source_defaults_and_finds_the_system_cas() {
+        let c = client_settings(&props(&[
+            ("bootstrap.servers", "b:9093"),
+            ("security.protocol", "SSL"),
+        ]));
+        assert_eq!(c.get("ssl.ca.location"), Some("probe"));
+        assert_eq!(c.get("reconnect.backoff.ms"), Some("10"));
+        let c = client_settings(&props(&[
+            ("bootstrap.servers", "b:9093"),
+            ("reconnect.backoff.ms", "250"),
+        ]));
+        assert_eq!(
+            c.get("reconnect.backoff.ms"),
+            Some("250"),
+            "the properties win"
+        );
     }
 
     #[test]
