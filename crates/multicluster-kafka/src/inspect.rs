@@ -265,6 +265,20 @@ pub fn inspect_cluster_state(
             return refused(properties.refusal(&reason));
         }
     };
+    let inspection = inspect_with(cluster, &client, properties, topics, options);
+    // Destroying a consumer takes rust-rdkafka up to 100 ms of polling: not waited for.
+    crate::kafka::client::close_detached(client);
+    inspection
+}
+
+/// [`inspect_cluster_state`] once its client is made.
+fn inspect_with(
+    cluster: &str,
+    client: &ClusterClient,
+    properties: &ClientProperties,
+    topics: &BTreeSet<String>,
+    options: &InspectOptions,
+) -> Inspection {
     let kafka_cluster_id = match client.kafka_cluster_id() {
         Ok(id) => id,
         Err(e) => {
@@ -281,7 +295,7 @@ pub fn inspect_cluster_state(
     };
     Inspection {
         state: ClusterState::Connected,
-        result: report(cluster, &client, kafka_cluster_id, topics, options)
+        result: report(cluster, client, kafka_cluster_id, topics, options)
             .map_err(|e| scrub(e, properties)),
     }
 }
