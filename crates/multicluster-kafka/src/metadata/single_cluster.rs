@@ -245,6 +245,18 @@ fn client_settings(properties: &ClientProperties) -> rdkafka::ClientConfig {
     crate::kafka::client::client_config(properties)
 }
 
+impl Drop for SingleClusterMetadataService {
+    /// A service dropped without [`close`](KafkaMetadataService::close) lets its client
+    /// go the same way: rust-rdkafka's admin client joins its polling thread when
+    /// dropped (up to 100 ms), which must not hold a runtime's worker or a program's
+    /// exit.
+    fn drop(&mut self) {
+        if let Some(client) = self.lock().take() {
+            crate::kafka::client::close_detached(client);
+        }
+    }
+}
+
 impl fmt::Debug for SingleClusterMetadataService {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SingleClusterMetadataService")
@@ -297,6 +309,31 @@ mod tests {
             c.get("reconnect.backoff.ms"),
             Some("250"),
             "the properties win"
+        );
+    }
+
+    #[test]
+    fn dropping_the_service_does_not_wait_for_its_client() {
+        // rust-rdkafka's admin client joins a thread that polls 100 ms at a time:
+        // dropped in place 30 ms after it was made, each drop took 70 ms.
+        let mut took: Vec<std::time::Duration> = (0..5)
+            .map(|_| {
+                let svc = SingleClusterMetadataService::new(
+                    "east",
+                    props(&[("bootstrap.servers", "127.0.0.1:1")]),
+                )
+                .unwrap();
+                // Let the client's polling thread start its wait.
+                std::thread::sleep(std::time::Duration::from_millis(30));
+                let t = std::time::Instant::now();
+                drop(svc);
+                t.elapsed()
+            })
+            .collect();
+        took.sort();
+        assert!(
+            took[2] < std::time::Duration::from_millis(20),
+            "drops took {took:?}"
         );
     }
 
