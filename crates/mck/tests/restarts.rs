@@ -16,7 +16,7 @@ use std::ffi::OsString;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -189,11 +189,16 @@ impl Rng {
 /// Records per partition in each batch of a [`Feed`].
 const BATCH_PER_PARTITION: i32 = 40;
 
+/// Records per cluster produced at once before a bounded run that is killed.
+const BURST: usize = 20_000;
+
 /// Records produced in the background to every partition of a topic, values
 /// `<prefix>-<partition>-<seq>` (`seq` counting up across partitions), in acknowledged
 /// batches (a producer each) until stopped.
 struct Feed {
     stop: Arc<AtomicBool>,
+    /// Records to add to the next batch (see [`Feed::burst`]).
+    extra: Arc<AtomicUsize>,
     sent: Arc<Mutex<Vec<String>>>,
     thread: JoinHandle<()>,
 }
@@ -201,16 +206,19 @@ struct Feed {
 impl Feed {
     fn start(c: &'static KafkaCluster, topic: &str, partitions: i32, prefix: &str) -> Feed {
         let stop = Arc::new(AtomicBool::new(false));
+        let extra = Arc::new(AtomicUsize::new(0));
         let sent = Arc::new(Mutex::new(Vec::new()));
         let thread = {
-            let (stop, sent) = (stop.clone(), sent.clone());
+            let (stop, extra, sent) = (stop.clone(), extra.clone(), sent.clone());
             let (topic, prefix) = (topic.to_string(), prefix.to_string());
             std::thread::spawn(move || {
                 let mut seq = 0;
                 while !stop.load(Ordering::Relaxed) {
                     let mut values = Vec::new();
                     let mut batch = Vec::new();
-                    for _ in 0..BATCH_PER_PARTITION * partitions {
+                    let n = (BATCH_PER_PARTITION * partitions) as usize
+                        + extra.swap(0, Ordering::Relaxed);
+                    for _ in 0..n {
                         let p = seq % partitions;
                         let v = format!("{prefix}-{p}-{seq}");
                         batch.push(TestRecord::value(v.clone()).to_partition(p));
@@ -224,7 +232,24 @@ impl Feed {
                 }
             })
         };
-        Feed { stop, sent, thread }
+        Feed {
+            stop,
+            extra,
+            sent,
+            thread,
+        }
+    }
+
+    /// Adds `records` to the next batch and waits until they are acknowledged: a
+    /// backlog a bounded run takes a while to read.
+    fn burst(&self, records: usize) {
+        let before = self.sent.lock().unwrap().len();
+        self.extra.store(records, Ordering::Relaxed);
+        let until = Instant::now() + PATIENCE;
+        while self.sent.lock().unwrap().len() < before + records {
+            assert!(Instant::now() < until, "a burst of {records} records");
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// The values acknowledged so far.
@@ -281,9 +306,10 @@ fn assert_each_once_in_order(got: &[String], sent: &[String]) {
 enum Mode {
     /// A follow run, killed with SIGKILL after 1 to 4 s.
     Follow,
-    /// A bounded run with this option. When `kill`, it starts after 2 s without a
-    /// run (a backlog to read) and is killed with SIGKILL 0 to 150 ms after its first
-    /// line reaches the file, mid-way; else it is left to end by itself.
+    /// A bounded run with this option. When `kill`, it starts after a burst of
+    /// [`BURST`] records per cluster (a backlog to read) and is killed with SIGKILL 0
+    /// to 15 ms after its first line reaches the file, mid-way; else it is left to end
+    /// by itself.
     Bounded { until: &'static str, kill: bool },
 }
 
@@ -360,7 +386,11 @@ fn kill_nines_of_bounded_and_follow_runs_on_one_checkpoint_dir_leave_each_record
             run_args.push(os(until));
         }
         if let Bounded { kill: true, .. } = mode {
-            std::thread::sleep(Duration::from_secs(2));
+            // A backlog that takes the run a while to read, so that the kill comes
+            // while it writes (a few thousand records took it under 10 ms).
+            for feed in &feeds {
+                feed.burst(BURST);
+            }
         }
         let before = acknowledged();
         let mut run = Run::start(
@@ -381,17 +411,20 @@ fn kill_nines_of_bounded_and_follow_runs_on_one_checkpoint_dir_leave_each_record
                 "killed".to_string()
             }
             Bounded { kill: true, .. } => {
-                let at_start = lines_in(&out).len();
+                // The file's length, not its lines: looked at every millisecond, so
+                // the kill is not late for a run that reads its backlog in tens of ms.
+                let length = || std::fs::metadata(&out).map_or(0, |m| m.len());
+                let at_start = length();
                 let until = Instant::now() + PATIENCE;
-                while lines_in(&out).len() <= at_start && run.exited().is_none() {
+                while length() <= at_start && run.exited().is_none() {
                     assert!(
                         Instant::now() < until,
                         "{what} wrote nothing within {PATIENCE:?}; stderr:\n{}",
                         run.stderr()
                     );
-                    std::thread::sleep(Duration::from_millis(5));
+                    std::thread::sleep(Duration::from_millis(1));
                 }
-                std::thread::sleep(rng.millis(0, 150));
+                std::thread::sleep(rng.millis(0, 15));
                 match run.kill9() {
                     None => {
                         killed_bounded += 1;
