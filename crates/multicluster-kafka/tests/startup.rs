@@ -2,6 +2,8 @@
 //! for every cluster, trying again with backoff, and fail naming the one that never
 //! answered (in-process librdkafka mock clusters; a broker set down does not answer).
 
+mod support;
+
 use std::time::Duration;
 
 use mck_testkit::{MockKafkaCluster, TestCluster, TestRecord};
@@ -65,18 +67,45 @@ fn a_cluster_that_never_answers_fails_the_start_after_the_timeout_with_its_addre
         .with_cluster("dead", meta("127.0.0.1:1"));
     for bounded in [true, false] {
         let began = std::time::Instant::now();
-        let err = mck_testkit::runtime().block_on(async {
-            let mut b = MultiClusterKafkaSource::builder()
-                .metadata_service(StaticMetadataService::new([stream.clone()]).unwrap())
-                .stream_ids(["s"])
-                .client_timeout(Duration::from_secs(1))
-                .startup_timeout(Some(Duration::from_secs(4)));
-            if bounded {
-                b = b.stopping_offsets(StoppingOffsets::Latest);
-            }
-            b.build().unwrap().open().await.unwrap_err()
+        let capture = support::Capture::default();
+        // One thread: the enumerator's task runs where the subscriber is installed.
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let err = tracing::subscriber::with_default(capture.clone(), || {
+            rt.block_on(async {
+                let mut b = MultiClusterKafkaSource::builder()
+                    .metadata_service(StaticMetadataService::new([stream.clone()]).unwrap())
+                    .stream_ids(["s"])
+                    .client_timeout(Duration::from_secs(1))
+                    .startup_timeout(Some(Duration::from_secs(4)));
+                if bounded {
+                    b = b.stopping_offsets(StoppingOffsets::Latest);
+                }
+                b.build().unwrap().open().await.unwrap_err()
+            })
         });
         let took = began.elapsed();
+        // While it waits, the warning says what the start does: it reads no cluster
+        // before every one answers.
+        let warnings: Vec<String> = capture
+            .events()
+            .into_iter()
+            .filter(|(_, level, text)| *level == tracing::Level::WARN && text.contains("dead"))
+            .map(|(_, _, text)| text)
+            .collect();
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.contains("the run starts once every cluster answers")
+                    && w.contains("start-up timeout of 4s")),
+            "{warnings:?}"
+        );
+        assert!(
+            !warnings.iter().any(|w| w.contains("reading the others")),
+            "{warnings:?}"
+        );
         let text = err.to_string();
         assert!(text.starts_with("cluster `dead`:"), "{text}");
         assert!(text.contains("start-up timeout of 4s"), "{text}");

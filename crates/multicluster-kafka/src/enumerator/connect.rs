@@ -280,7 +280,10 @@ impl Enumerator {
         let text = e.to_string();
         let said = self.said.unreachable_added.get(cluster);
         if said.is_none_or(|said| same_error(said) != same_error(&text)) {
-            if retry {
+            if let (true, Some(timeout)) = (retry, self.waiting_at_start) {
+                // A start that waits for every cluster reads none before they answer.
+                tracing::warn!(cluster = %cluster, bootstrap, error = %e, "cannot reach a cluster; the run starts once every cluster answers, trying this one again with backoff, and fails if it does not answer within the start-up timeout of {timeout:?} (said again only when the error changes)");
+            } else if retry {
                 tracing::warn!(cluster = %cluster, bootstrap, error = %e, "cannot reach a cluster; reading the others and trying it again with backoff (said again only when the error changes)");
             } else {
                 tracing::warn!(cluster = %cluster, bootstrap, error = %e, "cannot make a client for a cluster; reading the others and trying it again when its metadata changes");

@@ -84,6 +84,9 @@ pub(crate) struct Enumerator {
     missing_streams: Vec<String>,
     /// Consecutive failed metadata reads.
     metadata_failures: u32,
+    /// While a start waits for every cluster: its start-up timeout (what a cluster
+    /// that cannot be reached is told it has).
+    waiting_at_start: Option<Duration>,
     /// Metadata changes applied so far.
     generation: u64,
     /// Commits wait their turn here (see `commit`).
@@ -181,6 +184,7 @@ impl Enumerator {
             said: Said::default(),
             missing_streams: Vec::new(),
             metadata_failures: 0,
+            waiting_at_start: None,
             generation: 0,
             commits: commit::commit_worker(),
             last_rebuild: BTreeMap::new(),
@@ -285,9 +289,22 @@ impl Enumerator {
     /// starts with the clusters that answered, [`START_GRACE`] after the first one
     /// did, and takes the others up in the background when they answer.
     async fn connect_at_start(&mut self) -> Result<(), SourceError> {
-        use tokio::time::{Instant, sleep_until};
+        use tokio::time::Instant;
         let wait_all = self.cfg.bounded() || self.cfg.startup_timeout.is_some();
         let give_up = self.cfg.startup_timeout.map(|t| Instant::now() + t);
+        self.waiting_at_start = self.cfg.startup_timeout.filter(|_| wait_all);
+        let waited = self.connect_all_at_start(wait_all, give_up).await;
+        self.waiting_at_start = None;
+        waited
+    }
+
+    /// [`Self::connect_at_start`]'s loop.
+    async fn connect_all_at_start(
+        &mut self,
+        wait_all: bool,
+        give_up: Option<tokio::time::Instant>,
+    ) -> Result<(), SourceError> {
+        use tokio::time::{Instant, sleep_until};
         let mut grace: Option<Instant> = None;
         let far = || Instant::now() + Duration::from_secs(86_400);
         while !self.pending.is_empty() {
