@@ -24,12 +24,12 @@ type Admin = Served<AdminClient<SourceContext>>;
 /// name starts with `__` (Kafka's internal topics such as `__consumer_offsets` and
 /// `__transaction_state`) are never streams.
 ///
-/// The metadata request blocks inside librdkafka, so it runs on tokio's blocking pool
-/// (`spawn_blocking`): the methods must be called from within a tokio runtime. A call
-/// waits at most [`metadata_timeout`](Self::with_metadata_timeout) for the cluster.
-/// [`close`](KafkaMetadataService::close) destroys the client on the blocking pool as
-/// well; a service dropped without `close` destroys it on the dropping thread, which
-/// may block it briefly.
+/// The metadata request blocks inside librdkafka, so it runs on a thread of its own,
+/// which a runtime shutting down does not wait for; a call waits at most
+/// [`metadata_timeout`](Self::with_metadata_timeout) for the cluster. The methods need
+/// a tokio runtime. [`close`](KafkaMetadataService::close), or dropping the service,
+/// lets the client go on a thread of its own too (destroying it takes rust-rdkafka up
+/// to 100 ms), so neither blocks the caller.
 ///
 /// `Debug` output and error messages never contain secret property values.
 ///

@@ -381,8 +381,13 @@ impl<D: Deserializer> KafkaSourceStream<D> {
         self.coordinator.acknowledgement_wanted()
     }
 
-    /// Stops reading and waits until the reader's consumers are closed (consumers of
-    /// clusters it stopped reading earlier close on their own threads).
+    /// Stops reading: waits until the reader has let its consumers go (closed at once
+    /// when the reader made them), and stops the enumerator. A cluster's client that
+    /// the reader shared with the enumerator, and the enumerator's other clients, are
+    /// destroyed on threads of their own, not waited for: their log lines and
+    /// [`ClientHooks`](crate::client_context::ClientHooks) calls can come for a moment
+    /// after this returns. Consumers of clusters the reader stopped reading earlier
+    /// close on their own threads too.
     pub async fn close(mut self) {
         // Group mode: the groups first, so that the other instances take over while
         // the reader's consumers close.
