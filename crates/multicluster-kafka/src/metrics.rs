@@ -61,14 +61,19 @@ pub const RECONCILIATION_SECONDS: &str = "mck_reconciliation_seconds";
 /// when a change is slow:
 ///
 /// - `read`: reading the metadata from the service (only reads that changed something);
-/// - `plan`: comparing it with what is read and holding back early property changes;
+/// - `plan`: asking the service which clusters are active (`is_cluster_active`, once per
+///   cluster), comparing the metadata with what is read, holding back early property
+///   changes;
 /// - `apply`: removing splits, rebuilding the clients of clusters whose properties
 ///   changed, letting removed clusters go;
 /// - `discover`: looking up the partitions of topics added to clusters being read, and
 ///   sending the new splits to the readers;
 /// - `assign`: from a reader being sent splits until its consumer of their cluster has
-///   them (for every assignment, the first ones at start included); the first record
-///   then comes with the consumer's next fetch.
+///   them, for every assignment (the first ones at start included). The splits are sent
+///   at the end of `discover`, so the two overlap a little; a reader applies what it
+///   was sent when its program asks it for records, so at start this includes the
+///   program's own wait before its first `next`. The first record then comes with the
+///   consumer's next fetch.
 ///
 /// `read` + `plan` + `apply` + `discover` is a change's time in the enumerator
 /// ([`RECONCILIATION_SECONDS`] is `apply` + `discover`). An added cluster is connected

@@ -315,11 +315,12 @@ fn report(args: &ClustersArgs, points: &[Point]) {
     println!();
     println!(
         "Reconciliation by phase, median ms of the rounds (the source's mck_reconciliation_phase_seconds; \
-         read + plan + apply + discover run in the enumerator, assign from splits sent to the reader's consumer having them, \
-         the rest of the time to the first record is the consumer's next fetch and the hand-out):"
+         read + plan + apply + discover run in the enumerator; assign runs from splits sent to the reader's consumer having them, \
+         overlapping the end of discover; after = the time to the first record after the enumerator's phases: \
+         the reader's assignment, the consumer's next fetch and the hand-out):"
     );
     println!();
-    println!("| clusters | read | plan | apply | discover | assign | rest | to first record |");
+    println!("| clusters | read | plan | apply | discover | assign | after | to first record |");
     println!("|---|---|---|---|---|---|---|---|");
     for p in points {
         let phases: Vec<f64> = super::point::PHASES
