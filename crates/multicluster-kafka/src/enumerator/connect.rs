@@ -280,9 +280,15 @@ impl Enumerator {
         let text = e.to_string();
         let said = self.said.unreachable_added.get(cluster);
         if said.is_none_or(|said| same_error(said) != same_error(&text)) {
-            if let (true, Some(timeout)) = (retry, self.waiting_at_start) {
+            if retry && self.waiting_at_start {
                 // A start that waits for every cluster reads none before they answer.
-                tracing::warn!(cluster = %cluster, bootstrap, error = %e, "cannot reach a cluster; the run starts once every cluster answers, trying this one again with backoff, and fails if it does not answer within the start-up timeout of {timeout:?} (said again only when the error changes)");
+                let until = match self.cfg.startup_timeout {
+                    Some(t) => {
+                        format!("fails if it does not answer within the start-up timeout of {t:?}")
+                    }
+                    None => "waits as long as it takes (no start-up timeout)".to_string(),
+                };
+                tracing::warn!(cluster = %cluster, bootstrap, error = %e, "cannot reach a cluster; the run starts once every cluster answers, tries this one again with backoff, and {until} (said again only when the error changes)");
             } else if retry {
                 tracing::warn!(cluster = %cluster, bootstrap, error = %e, "cannot reach a cluster; reading the others and trying it again with backoff (said again only when the error changes)");
             } else {

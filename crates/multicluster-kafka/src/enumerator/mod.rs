@@ -84,9 +84,9 @@ pub(crate) struct Enumerator {
     missing_streams: Vec<String>,
     /// Consecutive failed metadata reads.
     metadata_failures: u32,
-    /// While a start waits for every cluster: its start-up timeout (what a cluster
-    /// that cannot be reached is told it has).
-    waiting_at_start: Option<Duration>,
+    /// A start that waits for every cluster is under way (what a cluster that cannot
+    /// be reached is told).
+    waiting_at_start: bool,
     /// Metadata changes applied so far.
     generation: u64,
     /// Commits wait their turn here (see `commit`).
@@ -184,7 +184,7 @@ impl Enumerator {
             said: Said::default(),
             missing_streams: Vec::new(),
             metadata_failures: 0,
-            waiting_at_start: None,
+            waiting_at_start: false,
             generation: 0,
             commits: commit::commit_worker(),
             last_rebuild: BTreeMap::new(),
@@ -292,9 +292,9 @@ impl Enumerator {
         use tokio::time::Instant;
         let wait_all = self.cfg.bounded() || self.cfg.startup_timeout.is_some();
         let give_up = self.cfg.startup_timeout.map(|t| Instant::now() + t);
-        self.waiting_at_start = self.cfg.startup_timeout.filter(|_| wait_all);
+        self.waiting_at_start = wait_all;
         let waited = self.connect_all_at_start(wait_all, give_up).await;
-        self.waiting_at_start = None;
+        self.waiting_at_start = false;
         waited
     }
 
