@@ -254,6 +254,14 @@ impl Enumerator {
         Ok(true)
     }
 
+    /// How a start that waits for every cluster ends for one that does not answer.
+    pub(super) fn start_wait_words(&self) -> String {
+        match self.cfg.startup_timeout {
+            Some(t) => format!("fails if it does not answer within the start-up timeout of {t:?}"),
+            None => "waits as long as it takes (no start-up timeout)".to_string(),
+        }
+    }
+
     /// Whether a pending cluster's client properties differ from its last attempt's.
     fn properties_changed_since_tried(&self, cluster: &Arc<str>) -> bool {
         self.pending.get(cluster).is_some_and(|p| {
@@ -282,12 +290,7 @@ impl Enumerator {
         if said.is_none_or(|said| same_error(said) != same_error(&text)) {
             if retry && self.waiting_at_start {
                 // A start that waits for every cluster reads none before they answer.
-                let until = match self.cfg.startup_timeout {
-                    Some(t) => {
-                        format!("fails if it does not answer within the start-up timeout of {t:?}")
-                    }
-                    None => "waits as long as it takes (no start-up timeout)".to_string(),
-                };
+                let until = self.start_wait_words();
                 tracing::warn!(cluster = %cluster, bootstrap, error = %e, "cannot reach a cluster; the run starts once every cluster answers, tries this one again with backoff, and {until} (said again only when the error changes)");
             } else if retry {
                 tracing::warn!(cluster = %cluster, bootstrap, error = %e, "cannot reach a cluster; reading the others and trying it again with backoff (said again only when the error changes)");
