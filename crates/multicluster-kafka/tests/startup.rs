@@ -16,6 +16,31 @@ fn meta(bootstrap: &str) -> ClusterMetadata {
         .unwrap()
 }
 
+/// Opens a source whose start fails: its error and the warnings said meanwhile.
+fn failed_start<D: Deserializer>(b: SourceBuilder<D>) -> (SourceError, Vec<String>) {
+    let capture = support::Capture::default();
+    // One thread: the enumerator's task runs where the subscriber is installed.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let err = tracing::subscriber::with_default(capture.clone(), || {
+        rt.block_on(async {
+            match b.build().unwrap().open().await {
+                Ok(_) => panic!("the start did not fail"),
+                Err(e) => e,
+            }
+        })
+    });
+    let warnings = capture
+        .events()
+        .into_iter()
+        .filter(|(_, level, _)| *level == tracing::Level::WARN)
+        .map(|(_, _, text)| text)
+        .collect();
+    (err, warnings)
+}
+
 #[test]
 fn a_bounded_start_waits_for_a_cluster_that_comes_back_within_the_startup_timeout() {
     let up = MockKafkaCluster::start("start-up", 1).unwrap();
@@ -67,33 +92,21 @@ fn a_cluster_that_never_answers_fails_the_start_after_the_timeout_with_its_addre
         .with_cluster("dead", meta("127.0.0.1:1"));
     for bounded in [true, false] {
         let began = std::time::Instant::now();
-        let capture = support::Capture::default();
-        // One thread: the enumerator's task runs where the subscriber is installed.
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let err = tracing::subscriber::with_default(capture.clone(), || {
-            rt.block_on(async {
-                let mut b = MultiClusterKafkaSource::builder()
-                    .metadata_service(StaticMetadataService::new([stream.clone()]).unwrap())
-                    .stream_ids(["s"])
-                    .client_timeout(Duration::from_secs(1))
-                    .startup_timeout(Some(Duration::from_secs(4)));
-                if bounded {
-                    b = b.stopping_offsets(StoppingOffsets::Latest);
-                }
-                b.build().unwrap().open().await.unwrap_err()
-            })
-        });
+        let mut b = MultiClusterKafkaSource::builder()
+            .metadata_service(StaticMetadataService::new([stream.clone()]).unwrap())
+            .stream_ids(["s"])
+            .client_timeout(Duration::from_secs(1))
+            .startup_timeout(Some(Duration::from_secs(4)));
+        if bounded {
+            b = b.stopping_offsets(StoppingOffsets::Latest);
+        }
+        let (err, warnings) = failed_start(b);
         let took = began.elapsed();
         // While it waits, the warning says what the start does: it reads no cluster
         // before every one answers.
-        let warnings: Vec<String> = capture
-            .events()
+        let warnings: Vec<String> = warnings
             .into_iter()
-            .filter(|(_, level, text)| *level == tracing::Level::WARN && text.contains("dead"))
-            .map(|(_, _, text)| text)
+            .filter(|text| text.contains("dead"))
             .collect();
         assert!(
             warnings
@@ -127,33 +140,15 @@ fn a_bounded_start_says_which_cluster_it_waits_for_before_the_first_attempt_ends
     let stream = KafkaStream::new("s")
         .with_cluster("up", meta(&up.bootstrap_servers()))
         .with_cluster("silent", meta("127.0.0.1:1"));
-    let capture = support::Capture::default();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let err = tracing::subscriber::with_default(capture.clone(), || {
-        rt.block_on(async {
-            MultiClusterKafkaSource::builder()
-                .metadata_service(StaticMetadataService::new([stream]).unwrap())
-                .stream_ids(["s"])
-                .client_timeout(Duration::from_secs(30))
-                .startup_timeout(Some(Duration::from_secs(7)))
-                .stopping_offsets(StoppingOffsets::Latest)
-                .build()
-                .unwrap()
-                .open()
-                .await
-                .unwrap_err()
-        })
-    });
+    let (err, warnings) = failed_start(
+        MultiClusterKafkaSource::builder()
+            .metadata_service(StaticMetadataService::new([stream]).unwrap())
+            .stream_ids(["s"])
+            .client_timeout(Duration::from_secs(30))
+            .startup_timeout(Some(Duration::from_secs(7)))
+            .stopping_offsets(StoppingOffsets::Latest),
+    );
     assert!(err.to_string().starts_with("cluster `silent`:"), "{err}");
-    let warnings: Vec<String> = capture
-        .events()
-        .into_iter()
-        .filter(|(_, level, _)| *level == tracing::Level::WARN)
-        .map(|(_, _, text)| text)
-        .collect();
     let said: Vec<&String> = warnings
         .iter()
         .filter(|w| w.contains("silent") && w.contains("no answer from a cluster yet"))
