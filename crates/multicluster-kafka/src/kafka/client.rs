@@ -40,6 +40,45 @@ pub(crate) fn close_detached<T: Send + 'static>(client: T) {
         .spawn(move || drop(client));
 }
 
+/// How often a metadata request waiting for a usable broker looks whether the cluster
+/// refused the client.
+const REJECTION_CHECK: Duration = Duration::from_millis(100);
+
+/// The metadata of every topic, within `timeout`; ends early when the cluster
+/// refuses the client (credentials, certificates).
+///
+/// librdkafka first waits for a usable broker, for up to the whole timeout, and a
+/// cluster that refused the client never has one: a wrong password was reported only
+/// when the timeout (30 s by default) ran out, though librdkafka had said why after
+/// ~100 ms. So the wait for a broker is taken in steps of [`REJECTION_CHECK`], each
+/// followed by a look at the client's last error. Once a broker is usable, the
+/// request itself gets all the time left (a step that ran out while the request was
+/// in flight sends it again).
+pub(crate) fn all_metadata(
+    client: &rdkafka::client::Client<SourceContext>,
+    timeout: Duration,
+) -> rdkafka::error::KafkaResult<rdkafka::metadata::Metadata> {
+    use rdkafka::error::{KafkaError, RDKafkaErrorCode as C};
+    let end = std::time::Instant::now() + timeout;
+    let mut broker_usable = false;
+    loop {
+        let left = end.saturating_duration_since(std::time::Instant::now());
+        let step = if broker_usable {
+            left
+        } else {
+            left.min(REJECTION_CHECK)
+        };
+        match client.fetch_metadata(None, step) {
+            Err(KafkaError::MetadataFetch(C::BrokerTransportFailure))
+                if step < left && !client.context().last_error_rejects() => {}
+            Err(KafkaError::MetadataFetch(C::OperationTimedOut)) if step < left => {
+                broker_usable = true;
+            }
+            answer => return answer,
+        }
+    }
+}
+
 /// What [`ClusterClient::describe`] found for a set of topics.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct TopicPartitions {
@@ -179,8 +218,7 @@ impl ClusterClient {
     pub fn kafka_cluster_id(&self) -> Result<String, SourceError> {
         // A metadata answer carries the cluster id; asking for the id alone first
         // waits in librdkafka's one-second polling steps.
-        self.consumer()
-            .fetch_metadata(None, self.timeout)
+        all_metadata(self.consumer().client(), self.timeout)
             .map_err(|e| self.err("metadata request", &e))?;
         self.consumer()
             .client()
@@ -196,9 +234,7 @@ impl ClusterClient {
 
     /// Partitions of each topic (one metadata request for all topics).
     pub fn describe(&self, topics: &BTreeSet<String>) -> Result<TopicPartitions, SourceError> {
-        let md = self
-            .consumer()
-            .fetch_metadata(None, self.timeout)
+        let md = all_metadata(self.consumer().client(), self.timeout)
             .map_err(|e| self.err("metadata request", &e))?;
         let mut out = TopicPartitions::default();
         for t in md.topics() {

@@ -145,8 +145,14 @@ impl SingleClusterMetadataService {
         // meanwhile, the client is destroyed there, not on an async worker, and a
         // runtime shutting down does not wait for it.
         let fetched = crate::kafka::client::detached(move || {
-            let metadata = client.inner().fetch_metadata(None, timeout)?;
-            Ok::<_, rdkafka::error::KafkaError>(
+            let metadata = crate::kafka::client::all_metadata(client.inner(), timeout)
+                // A request to a cluster that refuses the client says only that no
+                // broker was usable: librdkafka's last client error says why.
+                .map_err(|e| match client.inner().context().last_error() {
+                    Some(cause) => format!("{e}; last client error: {cause}"),
+                    None => e.to_string(),
+                })?;
+            Ok::<_, String>(
                 metadata
                     .topics()
                     .iter()
