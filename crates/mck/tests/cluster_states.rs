@@ -410,3 +410,51 @@ fn a_refused_command_line_property_is_named_as_such() {
     );
     assert!(!stderr.contains("banana"), "{stderr}");
 }
+
+#[test]
+fn quick_mode_says_within_seconds_that_its_cluster_does_not_answer_and_why() {
+    // The topic listing waits up to the metadata timeout (30 s) for a cluster that
+    // does not answer; before, nothing was said until then.
+    let port = closed_port();
+    let bootstrap = format!("127.0.0.1:{port}");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mck"))
+        .args(["consume", "-b", &bootstrap, "-t", "orders"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let began = Instant::now();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send((began.elapsed(), line));
+        }
+    });
+    let first = rx.recv_timeout(Duration::from_secs(15));
+    let _ = child.kill();
+    let _ = child.wait();
+    let (at, line) = first.expect("a line on stderr within 15 s");
+    assert!(
+        line.starts_with("mck: warning: no answer from the cluster yet"),
+        "{line}"
+    );
+    assert!(
+        line.contains(&bootstrap),
+        "names the bootstrap list: {line}"
+    );
+    assert!(
+        line.contains("Connection refused"),
+        "names librdkafka's last error: {line}"
+    );
+    assert!(line.contains("metadata timeout of 30s"), "{line}");
+    assert!(
+        at >= Duration::from_secs(4) && at < Duration::from_secs(12),
+        "said after {at:?}: {line}"
+    );
+}

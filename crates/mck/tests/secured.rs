@@ -457,3 +457,37 @@ fn quick_mode_reaches_a_scram_tls_listener_with_x_properties() {
     assert_eq!(got, want);
     assert_no_secret("stderr", &stderr);
 }
+
+#[test]
+fn quick_mode_with_a_wrong_password_fails_at_once_with_one_line_naming_the_cause() {
+    let c = secure();
+    let sec = c.security().unwrap();
+    let mut cmd = mck();
+    cmd.args(["consume", "-b", &c.listener_bootstrap(Listener::ScramSsl)])
+        .args(["-t", "quick-wrong-password", "-e"]);
+    for (k, v) in c.listener_properties(Listener::ScramSsl) {
+        let v = if k == "sasl.password" {
+            format!("{v}x")
+        } else {
+            v
+        };
+        cmd.arg("-X").arg(format!("{k}={v}"));
+    }
+    let began = Instant::now();
+    let out = cmd.output().unwrap();
+    let took = began.elapsed();
+    let (stdout, stderr) = text(&out);
+    eprintln!("({took:?}) {}", stderr.trim());
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stdout.is_empty(), "{stdout}");
+    // The metadata client's listing is the first request: its error, once.
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(stderr.starts_with("mck: error: "), "{stderr}");
+    assert!(
+        stderr.to_lowercase().contains("authentication failed"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains(&sec.scram_password), "{stderr}");
+    // librdkafka says why within a second; the client timeout is 30 s.
+    assert!(took < Duration::from_secs(10), "took {took:?}: {stderr}");
+}

@@ -1,5 +1,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -56,12 +57,31 @@ pub struct SingleClusterMetadataService {
     metadata_timeout: Duration,
     /// `None` once closed.
     client: Mutex<Option<Arc<Admin>>>,
+    /// How the listings went so far ([`Listing`]), for how loudly a failure is said.
+    listing: AtomicU8,
+}
+
+/// The states of [`SingleClusterMetadataService::listing`].
+struct Listing;
+
+impl Listing {
+    /// No listing answered yet: a failure is the caller's to report (a start that
+    /// fails says why in its error; a second line would repeat it).
+    const NEVER: u8 = 0;
+    /// The last listing answered.
+    const ANSWERED: u8 = 1;
+    /// Listings fail since one that answered; the first failure was warned about.
+    const FAILING: u8 = 2;
 }
 
 impl SingleClusterMetadataService {
     /// How long a metadata request may take unless
     /// [`with_metadata_timeout`](Self::with_metadata_timeout) says otherwise.
     pub const DEFAULT_METADATA_TIMEOUT: Duration = Duration::from_secs(30);
+
+    /// How long the first listing waits before it says that the cluster has not
+    /// answered yet.
+    const SLOW_FIRST_ANSWER: Duration = Duration::from_secs(5);
 
     /// A service for the cluster with this logical id, reached with these librdkafka
     /// client properties.
@@ -111,6 +131,7 @@ impl SingleClusterMetadataService {
             properties,
             metadata_timeout: Self::DEFAULT_METADATA_TIMEOUT,
             client: Mutex::new(Some(Arc::new(client))),
+            listing: AtomicU8::new(Listing::NEVER),
         })
     }
 
@@ -144,7 +165,7 @@ impl SingleClusterMetadataService {
         // The client moves onto the lookup's thread, so if the service is closed
         // meanwhile, the client is destroyed there, not on an async worker, and a
         // runtime shutting down does not wait for it.
-        let fetched = crate::kafka::client::detached(move || {
+        let fetch = crate::kafka::client::detached(move || {
             let metadata = crate::kafka::client::all_metadata(client.inner(), timeout)
                 // A request to a cluster that refuses the client says only that no
                 // broker was usable: librdkafka's last client error says why.
@@ -164,16 +185,44 @@ impl SingleClusterMetadataService {
                     .map(str::to_string)
                     .collect::<BTreeSet<String>>(),
             )
-        })
-        .await;
+        });
+        tokio::pin!(fetch);
+        let fetched = tokio::select! {
+            fetched = &mut fetch => fetched,
+            _ = tokio::time::sleep(Self::SLOW_FIRST_ANSWER) => {
+                if self.listing.load(Ordering::Relaxed) == Listing::NEVER {
+                    // Nothing else is said before the request's timeout ends it.
+                    let cause = self.lock().as_ref().and_then(|c| c.inner().context().last_error());
+                    let cause = cause.map_or_else(String::new, |c| format!(" (last client error: {c})"));
+                    let bootstrap = self.properties.bootstrap_servers().unwrap_or_default();
+                    tracing::warn!(cluster = %self.cluster_id, bootstrap, "no answer from the cluster yet{}; waiting up to the metadata timeout of {:?}", redact(&self.properties, cause), self.metadata_timeout);
+                }
+                fetch.await
+            }
+        };
         match fetched {
             Ok(topics) => {
                 tracing::debug!(cluster = %self.cluster_id, topics = topics.len(), "listed topics");
+                if self.listing.swap(Listing::ANSWERED, Ordering::Relaxed) == Listing::FAILING {
+                    tracing::info!(cluster = %self.cluster_id, "metadata request answered again");
+                }
                 Ok(topics)
             }
             Err(e) => {
                 let err = self.cluster_error(format!("cannot fetch topic metadata: {e}"));
-                tracing::warn!(cluster = %self.cluster_id, error = %err, "metadata request failed");
+                // A running source keeps its last good metadata and says nothing
+                // itself: warned once per streak of failures after an answer.
+                let before = self.listing.compare_exchange(
+                    Listing::ANSWERED,
+                    Listing::FAILING,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                );
+                if before.is_ok() {
+                    tracing::warn!(cluster = %self.cluster_id, error = %err, "metadata request failed (said once until a request answers again)");
+                } else {
+                    tracing::debug!(cluster = %self.cluster_id, error = %err, "metadata request failed");
+                }
                 Err(err)
             }
         }
