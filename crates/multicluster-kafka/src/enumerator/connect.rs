@@ -220,11 +220,12 @@ impl Enumerator {
             return Ok(false);
         }
         let is_fatal = fatal(&connected);
+        let rejected = matches!(connected, Connected::Rejected(_));
         let (client, id) = match connected.into_answer() {
             Ok(answer) => answer,
             Err((e, _)) if is_fatal => return Err(e),
             Err((e, retry)) => {
-                self.connect_failed(&cluster, e, retry);
+                self.connect_failed(&cluster, e, retry, rejected);
                 return Ok(false);
             }
         };
@@ -272,7 +273,8 @@ impl Enumerator {
     }
 
     /// Says a failed attempt (once per distinct error) and schedules the next one.
-    fn connect_failed(&mut self, cluster: &Arc<str>, e: SourceError, retry: bool) {
+    /// `rejected`: the cluster answered and refused the client.
+    fn connect_failed(&mut self, cluster: &Arc<str>, e: SourceError, retry: bool, rejected: bool) {
         let Some(p) = self.pending.get_mut(cluster) else {
             return;
         };
@@ -288,12 +290,17 @@ impl Enumerator {
         let text = e.to_string();
         let said = self.said.unreachable_added.get(cluster);
         if said.is_none_or(|said| same_error(said) != same_error(&text)) {
+            let what = if rejected {
+                "a cluster refuses the client (credentials or certificates)"
+            } else {
+                "cannot reach a cluster"
+            };
             if retry && self.waiting_at_start {
                 // A start that waits for every cluster reads none before they answer.
                 let until = self.start_wait_words();
-                tracing::warn!(cluster = %cluster, bootstrap, error = %e, "cannot reach a cluster; the run starts once every cluster answers, tries this one again with backoff, and {until} (said again only when the error changes)");
+                tracing::warn!(cluster = %cluster, bootstrap, error = %e, "{what}; the run starts once every cluster answers, tries this one again with backoff, and {until} (said again only when the error changes)");
             } else if retry {
-                tracing::warn!(cluster = %cluster, bootstrap, error = %e, "cannot reach a cluster; reading the others and trying it again with backoff (said again only when the error changes)");
+                tracing::warn!(cluster = %cluster, bootstrap, error = %e, "{what}; reading the others and trying it again with backoff (said again only when the error changes)");
             } else {
                 tracing::warn!(cluster = %cluster, bootstrap, error = %e, "cannot make a client for a cluster; reading the others and trying it again when its metadata changes");
             }
@@ -303,9 +310,9 @@ impl Enumerator {
     }
 }
 
-/// An error's text without its numbers: librdkafka counts the identical errors it
-/// suppressed and the milliseconds spent, which change at every attempt while the
-/// error stays the same.
+/// An error's text without its numbers and without librdkafka's count of the
+/// identical errors it suppressed: the count (absent the first time) and the
+/// milliseconds spent change at every attempt while the error stays the same.
 fn same_error(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
@@ -317,7 +324,7 @@ fn same_error(text: &str) -> String {
             out.push(c);
         }
     }
-    out
+    out.replace(", # identical error(s) suppressed", "")
 }
 
 #[cfg(test)]
@@ -333,6 +340,12 @@ mod tests {
             )
         };
         assert_eq!(same_error(&at(0)), same_error(&at(2471)));
+        assert_eq!(
+            same_error(&at(3)),
+            same_error(
+                "Connect to ipv4#127.0.0.1:42743 failed: Connection refused (after 3ms in state CONNECT)"
+            )
+        );
         assert_ne!(
             same_error(&at(1)),
             same_error("Connect to ipv4#127.0.0.1:42743 failed: Connection timed out")
