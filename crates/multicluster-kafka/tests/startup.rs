@@ -130,3 +130,39 @@ fn a_cluster_that_never_answers_fails_the_start_after_the_timeout_with_its_addre
         );
     }
 }
+
+#[test]
+fn a_bounded_start_says_which_cluster_it_waits_for_before_the_first_attempt_ends() {
+    // A first attempt at a cluster that does not answer ends only with the client
+    // timeout (30 s by default): until then the start said nothing at all.
+    let up = MockKafkaCluster::start("waited-up", 1).unwrap();
+    up.create_topic("t", 1).unwrap();
+    let stream = KafkaStream::new("s")
+        .with_cluster("up", meta(&up.bootstrap_servers()))
+        .with_cluster("silent", meta("127.0.0.1:1"));
+    let (err, warnings) = failed_start(
+        MultiClusterKafkaSource::builder()
+            .metadata_service(StaticMetadataService::new([stream]).unwrap())
+            .stream_ids(["s"])
+            .client_timeout(Duration::from_secs(30))
+            .startup_timeout(Some(Duration::from_secs(7)))
+            .stopping_offsets(StoppingOffsets::Latest),
+    );
+    assert!(err.to_string().starts_with("cluster `silent`:"), "{err}");
+    let said: Vec<&String> = warnings
+        .iter()
+        .filter(|w| w.contains("silent") && w.contains("no answer from a cluster yet"))
+        .collect();
+    assert_eq!(said.len(), 1, "{warnings:?}");
+    assert!(
+        said[0].contains("the run starts once every cluster answers")
+            && said[0].contains("start-up timeout of 7s"),
+        "{said:?}"
+    );
+    assert!(
+        !warnings
+            .iter()
+            .any(|w| w.contains("\"up\"") || w.contains("cluster=up ")),
+        "the cluster that answered is not named: {warnings:?}"
+    );
+}

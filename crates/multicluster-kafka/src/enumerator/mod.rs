@@ -306,6 +306,10 @@ impl Enumerator {
     ) -> Result<(), SourceError> {
         use tokio::time::{Instant, sleep_until};
         let mut grace: Option<Instant> = None;
+        // A start that waits for every cluster says which ones it still waits for
+        // (a first attempt at a cluster that does not answer ends only with the client
+        // timeout, 30 s by default).
+        let mut notice: Option<Instant> = wait_all.then(|| Instant::now() + START_GRACE);
         let far = || Instant::now() + Duration::from_secs(86_400);
         while !self.pending.is_empty() {
             if !wait_all && self.connecting.is_empty() {
@@ -331,6 +335,16 @@ impl Enumerator {
                     }
                 }
                 _ = sleep_until(retry_at.unwrap_or_else(far)), if retry_at.is_some() => self.retry_due(),
+                _ = sleep_until(notice.unwrap_or_else(far)), if notice.is_some() => {
+                    notice = None;
+                    let until = self.start_wait_words();
+                    for (cluster, p) in &self.pending {
+                        if p.in_flight && !self.said.unreachable_added.contains_key(cluster) {
+                            tracing::warn!(cluster = %cluster, "no answer from a cluster yet; the run starts once every cluster answers, and {until}");
+                            self.said.unreachable_added.insert(cluster.clone(), String::new());
+                        }
+                    }
+                }
                 _ = sleep_until(grace.unwrap_or_else(far)), if grace.is_some() => {
                     for (cluster, p) in &self.pending {
                         if p.in_flight {
