@@ -207,16 +207,14 @@ impl ClusterConsumer {
             let bytes = slot.key.map_or(0, |k| k.1) + slot.value.map_or(0, |v| v.1);
             match deserializer.deserialize(&raw) {
                 Ok(value) => {
-                    out.entries.push(BatchEntry {
-                        topic: slot.topic,
-                        partition: slot.partition,
-                        offset: slot.offset,
-                        timestamp: slot.timestamp,
-                        key: slot.key,
-                        headers: slot.headers,
+                    out.entries.push(BatchEntry::new(
+                        (slot.topic, slot.partition, slot.offset),
+                        slot.timestamp,
+                        slot.key,
                         bytes,
+                        slot.headers.into(),
                         value,
-                    });
+                    ));
                     polled.records += 1;
                 }
                 Err(error) => {
