@@ -44,33 +44,51 @@ pub(crate) fn close_detached<T: Send + 'static>(client: T) {
 /// refused the client.
 const REJECTION_CHECK: Duration = Duration::from_millis(100);
 
+/// How long a metadata request still waits for a usable broker after a rejection:
+/// another broker of the bootstrap list may accept the client.
+const REJECTION_GRACE: Duration = Duration::from_secs(1);
+
 /// The metadata of every topic, within `timeout`; ends early when the cluster
-/// refuses the client (credentials, certificates).
+/// refuses the client (credentials, certificates). A token provider that failed does
+/// not end it early: librdkafka asks the provider again meanwhile.
 ///
 /// librdkafka first waits for a usable broker, for up to the whole timeout, and a
 /// cluster that refused the client never has one: a wrong password was reported only
 /// when the timeout (30 s by default) ran out, though librdkafka had said why after
 /// ~100 ms. So the wait for a broker is taken in steps of [`REJECTION_CHECK`], each
-/// followed by a look at the client's last error. Once a broker is usable, the
-/// request itself gets all the time left (a step that ran out while the request was
-/// in flight sends it again).
+/// followed by a look at the client's last error; a rejection reported during this
+/// call ends it [`REJECTION_GRACE`] later if no broker became usable meanwhile (one
+/// reported before, say by an earlier call, does not: the cluster's side may have been
+/// fixed since). Once a broker is usable, the request itself gets all the time left
+/// (a step that ran out while the request was in flight sends it again).
 pub(crate) fn all_metadata(
     client: &rdkafka::client::Client<SourceContext>,
     timeout: Duration,
 ) -> rdkafka::error::KafkaResult<rdkafka::metadata::Metadata> {
     use rdkafka::error::{KafkaError, RDKafkaErrorCode as C};
-    let end = std::time::Instant::now() + timeout;
+    use std::time::Instant;
+    // librdkafka takes milliseconds as an i32.
+    let timeout = timeout.min(Duration::from_millis(i32::MAX as u64));
+    let context = client.context();
+    context.forget_rejection();
+    let end = Instant::now() + timeout;
     let mut broker_usable = false;
+    let mut rejected_at: Option<Instant> = None;
     loop {
-        let left = end.saturating_duration_since(std::time::Instant::now());
+        let left = end.saturating_duration_since(Instant::now());
         let step = if broker_usable {
             left
         } else {
             left.min(REJECTION_CHECK)
         };
         match client.fetch_metadata(None, step) {
-            Err(KafkaError::MetadataFetch(C::BrokerTransportFailure))
-                if step < left && !client.context().last_error_rejects() => {}
+            Err(KafkaError::MetadataFetch(C::BrokerTransportFailure)) if step < left => {
+                if context.last_error_refused_by_cluster()
+                    && rejected_at.get_or_insert_with(Instant::now).elapsed() >= REJECTION_GRACE
+                {
+                    return Err(KafkaError::MetadataFetch(C::BrokerTransportFailure));
+                }
+            }
             Err(KafkaError::MetadataFetch(C::OperationTimedOut)) if step < left => {
                 broker_usable = true;
             }
@@ -208,13 +226,13 @@ impl ClusterClient {
         }
     }
 
-    /// The Kafka `cluster.id` (the physical identity of the cluster).
-    /// True when the cluster answered but refused this client (authentication or TLS
-    /// failed), as opposed to not answering at all.
+    /// True when the cluster refused this client (authentication or TLS failed)
+    /// during its last metadata request, as opposed to not answering at all.
     pub fn rejected(&self) -> bool {
         self.consumer().context().last_error_rejects()
     }
 
+    /// The Kafka `cluster.id` (the physical identity of the cluster).
     pub fn kafka_cluster_id(&self) -> Result<String, SourceError> {
         // A metadata answer carries the cluster id; asking for the id alone first
         // waits in librdkafka's one-second polling steps.

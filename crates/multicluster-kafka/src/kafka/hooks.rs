@@ -203,6 +203,9 @@ pub(crate) struct SourceContext {
     /// Whether that error means the cluster answered and refused the client
     /// (authentication or TLS failed): trying again unchanged will not help.
     last_error_rejects: std::sync::atomic::AtomicBool,
+    /// Whether that error was the client's own token provider failing, which
+    /// librdkafka asks again (the cluster itself refused nothing yet).
+    last_error_is_token: std::sync::atomic::AtomicBool,
     /// A reader fetches with this client (one made for lookups may be taken by a
     /// reader): its errors are then warned about as a reader's.
     reading: std::sync::atomic::AtomicBool,
@@ -217,6 +220,7 @@ impl SourceContext {
             streak: Mutex::new(None),
             last_error: Mutex::new(None),
             last_error_rejects: std::sync::atomic::AtomicBool::new(false),
+            last_error_is_token: std::sync::atomic::AtomicBool::new(false),
             reading: std::sync::atomic::AtomicBool::new(role == ClientRole::Reader),
         }
     }
@@ -235,8 +239,25 @@ impl SourceContext {
             .clone()
     }
 
+    /// Forgets that the last client error was a rejection, so that
+    /// [`Self::last_error_rejects`] says whether one came since.
+    pub fn forget_rejection(&self) {
+        self.last_error_rejects
+            .store(false, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// True when librdkafka's last client error was the cluster itself refusing the
+    /// client (credentials or certificates), not the client's token provider failing.
+    pub fn last_error_refused_by_cluster(&self) -> bool {
+        self.last_error_rejects()
+            && !self
+                .last_error_is_token
+                .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// True when librdkafka's last client error was the cluster refusing the client
-    /// (authentication or TLS failed), not a cluster that does not answer.
+    /// (authentication or TLS failed, or no token for it), not a cluster that does not
+    /// answer.
     pub fn last_error_rejects(&self) -> bool {
         self.last_error_rejects
             .load(std::sync::atomic::Ordering::Relaxed)
@@ -337,6 +358,12 @@ impl ClientContext for SourceContext {
                 || (reason.contains("SSL") && reason.contains(" alert "));
             self.last_error_rejects
                 .store(rejects, std::sync::atomic::Ordering::Relaxed);
+            // A token provider that failed ("Failed to acquire SASL OAUTHBEARER
+            // token", an authentication error too) is asked again by librdkafka.
+            self.last_error_is_token.store(
+                reason.contains("OAUTHBEARER token"),
+                std::sync::atomic::Ordering::Relaxed,
+            );
         }
         self.report_error(reason);
         if let Some(h) = &self.hooks {
@@ -886,5 +913,24 @@ mod tests {
             "ssl://127.0.0.1:1/bootstrap: SSL handshake failed: certificate expired",
         );
         assert!(ctx.last_error_rejects());
+        ctx.forget_rejection();
+        assert!(!ctx.last_error_rejects());
+    }
+
+    #[test]
+    fn a_token_that_could_not_be_had_is_not_refused_by_the_cluster_but_a_password_is() {
+        let ctx = SourceContext::new("c".into(), ClientRole::Lookup, None);
+        let auth = || KafkaError::Global(RDKafkaErrorCode::Authentication);
+        ctx.error(
+            auth(),
+            "Failed to acquire SASL OAUTHBEARER token: the token endpoint did not answer",
+        );
+        assert!(ctx.last_error_rejects());
+        assert!(!ctx.last_error_refused_by_cluster());
+        ctx.error(
+            auth(),
+            "sasl_ssl://127.0.0.1:1/bootstrap: SASL authentication error: Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512 (after 120ms in state AUTH_REQ)",
+        );
+        assert!(ctx.last_error_refused_by_cluster());
     }
 }
