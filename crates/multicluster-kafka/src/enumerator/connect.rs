@@ -284,7 +284,7 @@ impl Enumerator {
         let bootstrap = p
             .view
             .properties
-            .get("bootstrap.servers")
+            .shown("bootstrap.servers")
             .unwrap_or("?")
             .to_string();
         let text = e.to_string();

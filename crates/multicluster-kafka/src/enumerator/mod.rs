@@ -340,7 +340,8 @@ impl Enumerator {
                     let until = self.start_wait_words();
                     for (cluster, p) in &self.pending {
                         if p.in_flight && !self.said.unreachable_added.contains_key(cluster) {
-                            tracing::warn!(cluster = %cluster, "no answer from a cluster yet; the run starts once every cluster answers, and {until}");
+                            let bootstrap = p.view.properties.shown("bootstrap.servers").unwrap_or("?");
+                            tracing::warn!(cluster = %cluster, bootstrap, "no answer from a cluster yet; the run starts once every cluster answers, and {until}");
                             self.said.unreachable_added.insert(cluster.clone(), String::new());
                         }
                     }
@@ -356,7 +357,7 @@ impl Enumerator {
                 }
                 _ = sleep_until(give_up.unwrap_or_else(far)), if give_up.is_some() => {
                     let (cluster, p) = self.pending.iter().next().expect("the loop runs while some are pending");
-                    let bootstrap = p.view.properties.get("bootstrap.servers").unwrap_or("?");
+                    let bootstrap = p.view.properties.shown("bootstrap.servers").unwrap_or("?");
                     let last = self
                         .said
                         .unreachable_added

@@ -130,6 +130,12 @@ impl ClientProperties {
         self.get(BOOTSTRAP_SERVERS)
     }
 
+    /// The value of a property as a person may see it: `<redacted>` for a secret.
+    pub fn shown(&self, key: &str) -> Option<&str> {
+        self.get(key)
+            .map(|v| if self.is_secret(key) { REDACTED } else { v })
+    }
+
     /// True when this key's value must never be shown.
     pub fn is_secret(&self, key: &str) -> bool {
         self.secret_keys.contains(key) || is_secret_key(key)

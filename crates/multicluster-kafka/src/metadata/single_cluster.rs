@@ -194,7 +194,7 @@ impl SingleClusterMetadataService {
                     // Nothing else is said before the request's timeout ends it.
                     let cause = self.lock().as_ref().and_then(|c| c.inner().context().last_error());
                     let cause = cause.map_or_else(String::new, |c| format!(" (last client error: {c})"));
-                    let bootstrap = self.properties.bootstrap_servers().unwrap_or_default();
+                    let bootstrap = self.properties.shown("bootstrap.servers").unwrap_or_default();
                     tracing::warn!(cluster = %self.cluster_id, bootstrap, "no answer from the cluster yet{}; waiting up to the metadata timeout of {:?}", redact(&self.properties, cause), self.metadata_timeout);
                 }
                 fetch.await
