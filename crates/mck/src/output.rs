@@ -4,6 +4,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -15,7 +16,8 @@ use multicluster_kafka::record::{Record, RecordRef};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
     /// One JSON object per line: cluster, topic, partition, offset, timestamp, key,
-    /// value, headers (null key, null value and null header values as `null`).
+    /// value, headers and the streams the record belongs to (null key, null value and
+    /// null header values as `null`).
     Json,
     /// The value bytes as they are, then a newline (a tombstone prints an empty line).
     Value,
@@ -163,6 +165,8 @@ pub struct Fields<'a> {
     key: Option<&'a [u8]>,
     value: Option<&'a [u8]>,
     headers: &'a [(String, Option<Vec<u8>>)],
+    /// The subscribed streams the record belongs to (in JSON only).
+    streams: &'a [Arc<str>],
 }
 
 fn write_template(t: &Template, f: &Fields<'_>, line: &mut Vec<u8>) {
@@ -267,7 +271,7 @@ fn json_key(out: &mut Vec<u8>, name: &str) {
 
 /// Writes one record as a JSON line. The keys come in the order serde_json's map
 /// printed them before (sorted: `cluster`, `headers`, `key`, `offset`, `partition`,
-/// `timestamp`, `topic`, `value`), each `…Encoding` right after its field.
+/// `streams`, `timestamp`, `topic`, `value`), each `…Encoding` right after its field.
 fn write_json(f: &Fields<'_>, out: &mut Vec<u8>) {
     out.extend_from_slice(b"{\"cluster\":");
     json_str(out, f.cluster);
@@ -288,7 +292,14 @@ fn write_json(f: &Fields<'_>, out: &mut Vec<u8>) {
     json_int(out, f.offset);
     out.extend_from_slice(b",\"partition\":");
     json_int(out, f.partition);
-    out.extend_from_slice(b",\"timestamp\":");
+    out.extend_from_slice(b",\"streams\":[");
+    for (i, stream) in f.streams.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        json_str(out, stream);
+    }
+    out.extend_from_slice(b"],\"timestamp\":");
     match f.timestamp {
         Some(t) => json_int(out, t),
         None => out.extend_from_slice(b"null"),
@@ -318,6 +329,7 @@ impl Printable for Record<Option<Bytes>> {
             key: self.key.as_deref(),
             value: self.value.as_deref(),
             headers: &self.headers,
+            streams: &self.streams,
         }
     }
 }
@@ -333,6 +345,7 @@ impl Printable for RecordRef<'_, Option<Bytes>> {
             key: self.key,
             value: self.value.as_deref(),
             headers: self.headers,
+            streams: self.streams,
         }
     }
 }
@@ -371,6 +384,7 @@ pub fn render_file(record: &FileRecord, layout: &Layout, line: &mut Vec<u8>) {
                 key: None,
                 value: Some(&record.value),
                 headers: &[],
+                streams: &[],
             },
             line,
         ),
@@ -607,6 +621,7 @@ mod tests {
         assert_eq!(v["partition"], 2);
         assert_eq!(v["offset"], 41);
         assert_eq!(v["timestamp"], 1_700_000_000_000_i64);
+        assert_eq!(v["streams"], serde_json::json!(["orders"]));
         assert_eq!(v["key"], "k-1");
         assert!(v.get("keyEncoding").is_none());
         assert_eq!(v["valueEncoding"], "base64");
@@ -668,6 +683,8 @@ mod tests {
             })
             .collect();
         obj.insert("headers".into(), Value::Array(headers));
+        let streams = r.streams.iter().map(|s| Value::from(&**s)).collect();
+        obj.insert("streams".into(), Value::Array(streams));
         let mut line = serde_json::to_vec(&Value::Object(obj)).unwrap();
         line.push(b'\n');
         line
@@ -699,6 +716,9 @@ mod tests {
                 String::from_utf8_lossy(text).into_owned(),
                 Some(text.clone()),
             ));
+            r.streams = (0..i % 3)
+                .map(|n| Arc::from(format!("s{n}\"{i}")))
+                .collect();
             if i % 4 == 0 {
                 r.headers.clear();
                 r.key = None;

@@ -54,6 +54,17 @@ fn read_output(path: &Path) -> Vec<Rec> {
         assert!(v["timestamp"].as_i64().unwrap() > 0, "{line}");
         assert!(v["key"].as_str().unwrap().starts_with('k'), "{line}");
         assert!(v["headers"].is_array(), "{line}");
+        let streams = v["streams"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        assert!(
+            !streams.is_empty()
+                && streams
+                    .iter()
+                    .all(|s| s.as_str().is_some_and(|s| !s.is_empty())),
+            "names its streams: {line}"
+        );
         if let Some(prev) = last.insert((cluster.clone(), topic.clone(), partition), offset) {
             assert!(
                 offset > prev,
