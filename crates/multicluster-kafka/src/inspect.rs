@@ -279,7 +279,9 @@ fn inspect_with(
     topics: &BTreeSet<String>,
     options: &InspectOptions,
 ) -> Inspection {
-    let kafka_cluster_id = match client.kafka_cluster_id() {
+    // A cluster that refuses connections is said to be unreachable about a second
+    // after librdkafka says why, not at the timeout.
+    let kafka_cluster_id = match client.first_contact() {
         Ok(id) => id,
         Err(e) => {
             let state = if client.rejected() {

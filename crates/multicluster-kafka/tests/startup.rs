@@ -95,7 +95,9 @@ fn a_cluster_that_never_answers_fails_the_start_after_the_timeout_with_its_addre
         let mut b = MultiClusterKafkaSource::builder()
             .metadata_service(StaticMetadataService::new([stream.clone()]).unwrap())
             .stream_ids(["s"])
-            .client_timeout(Duration::from_secs(1))
+            // Longer than the start-up timeout: an attempt that waited for it would
+            // leave the start nothing to say but "no answer yet".
+            .client_timeout(Duration::from_secs(30))
             .startup_timeout(Some(Duration::from_secs(4)));
         if bounded {
             b = b.stopping_offsets(StoppingOffsets::Latest);
@@ -123,6 +125,12 @@ fn a_cluster_that_never_answers_fails_the_start_after_the_timeout_with_its_addre
         assert!(text.starts_with("cluster `dead`:"), "{text}");
         assert!(text.contains("start-up timeout of 4s"), "{text}");
         assert!(text.contains("bootstrap 127.0.0.1:1"), "{text}");
+        // Each attempt ends at librdkafka's first error, so the start knows why.
+        assert!(text.contains("Connection refused"), "{text}");
+        assert!(
+            warnings.iter().any(|w| w.contains("Connection refused")),
+            "{warnings:?}"
+        );
         assert!(!text.contains('\n'), "{text}");
         assert!(
             took >= Duration::from_secs(4) && took < Duration::from_secs(15),
@@ -133,13 +141,17 @@ fn a_cluster_that_never_answers_fails_the_start_after_the_timeout_with_its_addre
 
 #[test]
 fn a_bounded_start_says_which_cluster_it_waits_for_before_the_first_attempt_ends() {
-    // A first attempt at a cluster that does not answer ends only with the client
-    // timeout (30 s by default): until then the start said nothing at all.
+    // A first attempt at a cluster that accepts connections and never answers (no
+    // client error to end it early) ends only with the client timeout (30 s by
+    // default): until then the start said nothing at all.
     let up = MockKafkaCluster::start("waited-up", 1).unwrap();
     up.create_topic("t", 1).unwrap();
+    // The kernel completes connections to a listening socket nobody accepts from.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_at = silent.local_addr().unwrap().to_string();
     let stream = KafkaStream::new("s")
         .with_cluster("up", meta(&up.bootstrap_servers()))
-        .with_cluster("silent", meta("127.0.0.1:1"));
+        .with_cluster("silent", meta(&silent_at));
     let (err, warnings) = failed_start(
         MultiClusterKafkaSource::builder()
             .metadata_service(StaticMetadataService::new([stream]).unwrap())
@@ -160,9 +172,14 @@ fn a_bounded_start_says_which_cluster_it_waits_for_before_the_first_attempt_ends
         "{said:?}"
     );
     assert!(
+        said[0].contains(&silent_at),
+        "names the bootstrap list: {said:?}"
+    );
+    assert!(
         !warnings
             .iter()
             .any(|w| w.contains("\"up\"") || w.contains("cluster=up ")),
         "the cluster that answered is not named: {warnings:?}"
     );
+    drop(silent);
 }

@@ -159,7 +159,9 @@ impl Enumerator {
             };
             let connected = match made {
                 Err(e) => Connected::Refused(e),
-                Ok(client) => match client.kafka_cluster_id() {
+                // Ends at librdkafka's first error: a start says why it waits, and
+                // the cluster is tried again with backoff.
+                Ok(client) => match client.first_contact() {
                     Ok(id) => Connected::Answered(client, id),
                     Err(e) => {
                         // librdkafka goes on connecting it in the background.

@@ -44,9 +44,21 @@ pub(crate) fn close_detached<T: Send + 'static>(client: T) {
 /// refused the client.
 const REJECTION_CHECK: Duration = Duration::from_millis(100);
 
-/// How long a metadata request still waits for a usable broker after a rejection:
-/// another broker of the bootstrap list may accept the client.
+/// How long a metadata request still waits for a usable broker after a rejection (or
+/// an error that ends it): another broker of the bootstrap list may accept the client.
 const REJECTION_GRACE: Duration = Duration::from_secs(1);
+
+/// When [`all_metadata`] gives up before its timeout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum EndEarly {
+    /// When the cluster refused the client (credentials, certificates).
+    OnRefusal,
+    /// At any client error librdkafka reports during the request (a refused
+    /// connection, a name that does not resolve, a refusal), but a failed token
+    /// provider's: for a first contact, whose caller tries again with backoff and
+    /// should say why meanwhile.
+    OnAnyError,
+}
 
 /// The metadata of every topic, within `timeout`; ends early when the cluster
 /// refuses the client (credentials, certificates). A token provider that failed does
@@ -57,13 +69,15 @@ const REJECTION_GRACE: Duration = Duration::from_secs(1);
 /// when the timeout (30 s by default) ran out, though librdkafka had said why after
 /// ~100 ms. So the wait for a broker is taken in steps of [`REJECTION_CHECK`], each
 /// followed by a look at the client's last error; a rejection reported during this
-/// call ends it [`REJECTION_GRACE`] later if no broker became usable meanwhile (one
+/// call (or any error, with [`EndEarly::OnAnyError`]) ends it [`REJECTION_GRACE`]
+/// later if no broker became usable meanwhile (one
 /// reported before, say by an earlier call, does not: the cluster's side may have been
 /// fixed since). Once a broker is usable, the request itself gets all the time left
 /// (a step that ran out while the request was in flight sends it again).
 pub(crate) fn all_metadata(
     client: &rdkafka::client::Client<SourceContext>,
     timeout: Duration,
+    end_early: EndEarly,
 ) -> rdkafka::error::KafkaResult<rdkafka::metadata::Metadata> {
     use rdkafka::error::{KafkaError, RDKafkaErrorCode as C};
     use std::time::Instant;
@@ -71,6 +85,7 @@ pub(crate) fn all_metadata(
     let timeout = timeout.min(Duration::from_millis(i32::MAX as u64));
     let context = client.context();
     context.forget_rejection();
+    let errors_before = context.error_count();
     let end = Instant::now() + timeout;
     let mut broker_usable = false;
     let mut rejected_at: Option<Instant> = None;
@@ -83,8 +98,13 @@ pub(crate) fn all_metadata(
         };
         match client.fetch_metadata(None, step) {
             Err(KafkaError::MetadataFetch(C::BrokerTransportFailure)) if step < left => {
-                if context.last_error_refused_by_cluster()
-                    && rejected_at.get_or_insert_with(Instant::now).elapsed() >= REJECTION_GRACE
+                let ends = match end_early {
+                    EndEarly::OnRefusal => context.last_error_refused_by_cluster(),
+                    EndEarly::OnAnyError => {
+                        context.error_count() != errors_before && !context.last_error_is_token()
+                    }
+                };
+                if ends && rejected_at.get_or_insert_with(Instant::now).elapsed() >= REJECTION_GRACE
                 {
                     return Err(KafkaError::MetadataFetch(C::BrokerTransportFailure));
                 }
@@ -234,9 +254,21 @@ impl ClusterClient {
 
     /// The Kafka `cluster.id` (the physical identity of the cluster).
     pub fn kafka_cluster_id(&self) -> Result<String, SourceError> {
+        self.cluster_id_unless(EndEarly::OnRefusal)
+    }
+
+    /// Like [`Self::kafka_cluster_id`], but fails about a second after the first
+    /// client error librdkafka reports (a refused connection, say) rather than at the
+    /// timeout: for a first contact that is tried again with backoff, and whose
+    /// warning should say why soon.
+    pub fn first_contact(&self) -> Result<String, SourceError> {
+        self.cluster_id_unless(EndEarly::OnAnyError)
+    }
+
+    fn cluster_id_unless(&self, end_early: EndEarly) -> Result<String, SourceError> {
         // A metadata answer carries the cluster id; asking for the id alone first
         // waits in librdkafka's one-second polling steps.
-        all_metadata(self.consumer().client(), self.timeout)
+        all_metadata(self.consumer().client(), self.timeout, end_early)
             .map_err(|e| self.err("metadata request", &e))?;
         self.consumer()
             .client()
@@ -252,7 +284,7 @@ impl ClusterClient {
 
     /// Partitions of each topic (one metadata request for all topics).
     pub fn describe(&self, topics: &BTreeSet<String>) -> Result<TopicPartitions, SourceError> {
-        let md = all_metadata(self.consumer().client(), self.timeout)
+        let md = all_metadata(self.consumer().client(), self.timeout, EndEarly::OnRefusal)
             .map_err(|e| self.err("metadata request", &e))?;
         let mut out = TopicPartitions::default();
         for t in md.topics() {

@@ -203,6 +203,8 @@ pub(crate) struct SourceContext {
     /// Whether that error means the cluster answered and refused the client
     /// (authentication or TLS failed): trying again unchanged will not help.
     last_error_rejects: std::sync::atomic::AtomicBool,
+    /// How many client errors (other than "all brokers down") were reported.
+    errors: std::sync::atomic::AtomicU64,
     /// Whether that error was the client's own token provider failing, which
     /// librdkafka asks again (the cluster itself refused nothing yet).
     last_error_is_token: std::sync::atomic::AtomicBool,
@@ -221,6 +223,7 @@ impl SourceContext {
             last_error: Mutex::new(None),
             last_error_rejects: std::sync::atomic::AtomicBool::new(false),
             last_error_is_token: std::sync::atomic::AtomicBool::new(false),
+            errors: std::sync::atomic::AtomicU64::new(0),
             reading: std::sync::atomic::AtomicBool::new(role == ClientRole::Reader),
         }
     }
@@ -249,10 +252,19 @@ impl SourceContext {
     /// True when librdkafka's last client error was the cluster itself refusing the
     /// client (credentials or certificates), not the client's token provider failing.
     pub fn last_error_refused_by_cluster(&self) -> bool {
-        self.last_error_rejects()
-            && !self
-                .last_error_is_token
-                .load(std::sync::atomic::Ordering::Relaxed)
+        self.last_error_rejects() && !self.last_error_is_token()
+    }
+
+    /// True when librdkafka's last client error was the client's token provider
+    /// failing (librdkafka asks it again).
+    pub fn last_error_is_token(&self) -> bool {
+        self.last_error_is_token
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// How many client errors (other than "all brokers down") were reported so far.
+    pub fn error_count(&self) -> u64 {
+        self.errors.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// True when librdkafka's last client error was the cluster refusing the client
@@ -274,6 +286,8 @@ impl SourceContext {
     pub fn report_error(&self, text: &str) {
         if !text.contains("brokers are down") {
             *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(text.to_string());
+            self.errors
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
         if !self.reading.load(std::sync::atomic::Ordering::Relaxed) {
             tracing::debug!(cluster = %self.cluster, error = %text, role = ?self.role, "client error");

@@ -166,13 +166,17 @@ impl SingleClusterMetadataService {
         // meanwhile, the client is destroyed there, not on an async worker, and a
         // runtime shutting down does not wait for it.
         let fetch = crate::kafka::client::detached(move || {
-            let metadata = crate::kafka::client::all_metadata(client.inner(), timeout)
-                // A request to a cluster that refuses the client says only that no
-                // broker was usable: librdkafka's last client error says why.
-                .map_err(|e| match client.inner().context().last_error() {
-                    Some(cause) => format!("{e}; last client error: {cause}"),
-                    None => e.to_string(),
-                })?;
+            let metadata = crate::kafka::client::all_metadata(
+                client.inner(),
+                timeout,
+                crate::kafka::client::EndEarly::OnRefusal,
+            )
+            // A request to a cluster that refuses the client says only that no
+            // broker was usable: librdkafka's last client error says why.
+            .map_err(|e| match client.inner().context().last_error() {
+                Some(cause) => format!("{e}; last client error: {cause}"),
+                None => e.to_string(),
+            })?;
             Ok::<_, String>(
                 metadata
                     .topics()
