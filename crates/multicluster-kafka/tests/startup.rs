@@ -123,6 +123,7 @@ fn a_cluster_that_never_answers_fails_the_start_after_the_timeout_with_its_addre
         );
         let text = err.to_string();
         assert!(text.starts_with("cluster `dead`:"), "{text}");
+        assert_eq!(text.matches("cluster `dead`").count(), 1, "{text}");
         assert!(text.contains("start-up timeout of 4s"), "{text}");
         assert!(text.contains("bootstrap 127.0.0.1:1"), "{text}");
         // Each attempt ends at librdkafka's first error, so the start knows why.

@@ -364,6 +364,9 @@ impl Enumerator {
                         .get(cluster)
                         .filter(|e| !e.is_empty())
                         .map_or_else(|| "no answer yet".to_string(), Clone::clone);
+                    // The error's text names the cluster already, as this one does.
+                    let prefix = format!("cluster `{cluster}`: ");
+                    let last = last.strip_prefix(&prefix).unwrap_or(&last).to_string();
                     let others = self.pending.len() - 1;
                     return Err(SourceError::Cluster {
                         cluster: cluster.to_string(),
