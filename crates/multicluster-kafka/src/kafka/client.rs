@@ -40,13 +40,13 @@ pub(crate) fn close_detached<T: Send + 'static>(client: T) {
         .spawn(move || drop(client));
 }
 
-/// How often a metadata request waiting for a usable broker looks whether the cluster
-/// refused the client.
-const REJECTION_CHECK: Duration = Duration::from_millis(100);
+/// How often a metadata request waiting for a usable broker looks at the client's
+/// errors ([`EndEarly`]).
+const ERROR_CHECK: Duration = Duration::from_millis(100);
 
-/// How long a metadata request still waits for a usable broker after a rejection (or
-/// an error that ends it): another broker of the bootstrap list may accept the client.
-const REJECTION_GRACE: Duration = Duration::from_secs(1);
+/// How long a metadata request still waits for a usable broker after an error that
+/// ends it: another broker of the bootstrap list may accept the client.
+const ERROR_GRACE: Duration = Duration::from_secs(1);
 
 /// When [`all_metadata`] gives up before its timeout.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,9 +67,9 @@ pub(crate) enum EndEarly {
 /// librdkafka first waits for a usable broker, for up to the whole timeout, and a
 /// cluster that refused the client never has one: a wrong password was reported only
 /// when the timeout (30 s by default) ran out, though librdkafka had said why after
-/// ~100 ms. So the wait for a broker is taken in steps of [`REJECTION_CHECK`], each
+/// ~100 ms. So the wait for a broker is taken in steps of [`ERROR_CHECK`], each
 /// followed by a look at the client's last error; a rejection reported during this
-/// call (or any error, with [`EndEarly::OnAnyError`]) ends it [`REJECTION_GRACE`]
+/// call (or any error, with [`EndEarly::OnAnyError`]) ends it [`ERROR_GRACE`]
 /// later if no broker became usable meanwhile (one
 /// reported before, say by an earlier call, does not: the cluster's side may have been
 /// fixed since). Once a broker is usable, the request itself gets all the time left
@@ -88,13 +88,13 @@ pub(crate) fn all_metadata(
     let errors_before = context.error_count();
     let end = Instant::now() + timeout;
     let mut broker_usable = false;
-    let mut rejected_at: Option<Instant> = None;
+    let mut failing_since: Option<Instant> = None;
     loop {
         let left = end.saturating_duration_since(Instant::now());
         let step = if broker_usable {
             left
         } else {
-            left.min(REJECTION_CHECK)
+            left.min(ERROR_CHECK)
         };
         match client.fetch_metadata(None, step) {
             Err(KafkaError::MetadataFetch(C::BrokerTransportFailure)) if step < left => {
@@ -104,8 +104,7 @@ pub(crate) fn all_metadata(
                         context.error_count() != errors_before && !context.last_error_is_token()
                     }
                 };
-                if ends && rejected_at.get_or_insert_with(Instant::now).elapsed() >= REJECTION_GRACE
-                {
+                if ends && failing_since.get_or_insert_with(Instant::now).elapsed() >= ERROR_GRACE {
                     return Err(KafkaError::MetadataFetch(C::BrokerTransportFailure));
                 }
             }
