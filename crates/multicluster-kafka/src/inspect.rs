@@ -417,38 +417,33 @@ pub fn inspect_cluster_states(queries: Vec<ClusterQuery>) -> BTreeMap<String, In
     })
 }
 
-/// Removes every secret property value from a cluster error's message.
+/// Removes every secret property value from a cluster error's message, and a
+/// secret bootstrap list's brokers one by one (librdkafka names them in its errors).
 fn scrub(e: SourceError, properties: &ClientProperties) -> SourceError {
-    match e {
-        SourceError::Cluster {
-            cluster,
-            mut message,
-        } => {
-            for (k, v) in properties.iter() {
-                if properties.is_secret(k) && !v.is_empty() {
-                    message = message.replace(v, REDACTED);
-                }
+    let clean = |mut message: String| {
+        for (k, v) in properties.iter() {
+            if properties.is_secret(k) && !v.is_empty() {
+                message = message.replace(v, REDACTED);
             }
-            SourceError::Cluster { cluster, message }
         }
+        crate::kafka::properties::hide_secrets(&message, &properties.secret_texts()).into_owned()
+    };
+    match e {
+        SourceError::Cluster { cluster, message } => SourceError::Cluster {
+            cluster,
+            message: clean(message),
+        },
         SourceError::Kafka {
             cluster,
-            mut message,
+            message,
             code,
             retriable,
-        } => {
-            for (k, v) in properties.iter() {
-                if properties.is_secret(k) && !v.is_empty() {
-                    message = message.replace(v, REDACTED);
-                }
-            }
-            SourceError::Kafka {
-                cluster,
-                message,
-                code,
-                retriable,
-            }
-        }
+        } => SourceError::Kafka {
+            cluster,
+            message: clean(message),
+            code,
+            retriable,
+        },
         other => other,
     }
 }

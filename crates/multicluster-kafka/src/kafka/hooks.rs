@@ -58,7 +58,7 @@ pub use rdkafka::client::OAuthToken;
 pub use rdkafka::error::KafkaError;
 pub use rdkafka::statistics::Statistics;
 
-use crate::kafka::properties::ClientProperties;
+use crate::kafka::properties::{ClientProperties, hide_secrets};
 
 /// What a program can plug into the librdkafka clients of one cluster: an OAUTHBEARER
 /// token provider, a statistics receiver, an error observer. Every method has a
@@ -205,6 +205,9 @@ pub(crate) struct SourceContext {
     last_error_rejects: std::sync::atomic::AtomicBool,
     /// How many client errors (other than "all brokers down") were reported.
     errors: std::sync::atomic::AtomicU64,
+    /// What of the client's secret values librdkafka's texts may show (a secret
+    /// bootstrap list's brokers): hidden in everything the context logs or keeps.
+    secrets: Vec<String>,
     /// Whether that error was the client's own token provider failing, which
     /// librdkafka asks again (the cluster itself refused nothing yet).
     last_error_is_token: std::sync::atomic::AtomicBool,
@@ -224,6 +227,7 @@ impl SourceContext {
             last_error_rejects: std::sync::atomic::AtomicBool::new(false),
             last_error_is_token: std::sync::atomic::AtomicBool::new(false),
             errors: std::sync::atomic::AtomicU64::new(0),
+            secrets: Vec::new(),
             reading: std::sync::atomic::AtomicBool::new(role == ClientRole::Reader),
         }
     }
@@ -240,6 +244,17 @@ impl SourceContext {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
+    }
+
+    /// Hides the secret values of `props` (a secret bootstrap list's brokers) in
+    /// librdkafka's texts: in the logs, the errors reported and [`Self::last_error`].
+    pub fn hiding(mut self, props: &ClientProperties) -> Self {
+        self.secrets = props.secret_texts();
+        self
+    }
+
+    fn hidden<'a>(&self, text: &'a str) -> std::borrow::Cow<'a, str> {
+        hide_secrets(text, &self.secrets)
     }
 
     /// Forgets that the last client error was a rejection, so that
@@ -284,6 +299,7 @@ impl SourceContext {
     /// Reports an error of the client: a reader warns once per streak of the same
     /// error; other clients log it at debug level (their requests fail with it).
     pub fn report_error(&self, text: &str) {
+        let text = &*self.hidden(text);
         if !text.contains("brokers are down") {
             *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(text.to_string());
             self.errors
@@ -316,6 +332,7 @@ impl ClientContext for SourceContext {
 
     fn log(&self, level: RDKafkaLogLevel, fac: &str, log_message: &str) {
         let cluster = &*self.cluster;
+        let log_message = &*self.hidden(log_message);
         if fac == "ERROR" {
             // What librdkafka logs for a client error when no error callback takes it:
             // "<client name>: <error>" (the cluster id says more than the name).
@@ -358,6 +375,7 @@ impl ClientContext for SourceContext {
     }
 
     fn error(&self, error: KafkaError, reason: &str) {
+        let reason = &*self.hidden(reason);
         if !reason.contains("brokers are down") {
             use rdkafka::types::RDKafkaErrorCode as C;
             // A broker that refuses the client's certificate ends the handshake with
@@ -929,6 +947,23 @@ mod tests {
         assert!(ctx.last_error_rejects());
         ctx.forget_rejection();
         assert!(!ctx.last_error_rejects());
+    }
+
+    #[test]
+    fn a_secret_bootstrap_list_never_reaches_the_errors_a_client_keeps() {
+        let mut props = ClientProperties::new();
+        props.set_secret("bootstrap.servers", "SASL_SSL://broker-7.private:9094");
+        let ctx = SourceContext::new("c".into(), ClientRole::Lookup, None).hiding(&props);
+        ctx.error(
+            KafkaError::Global(RDKafkaErrorCode::Authentication),
+            "sasl_ssl://broker-7.private:9094/bootstrap: SASL authentication error: Authentication failed (after 12ms in state AUTH_REQ)",
+        );
+        let kept = ctx.last_error().unwrap();
+        assert!(!kept.contains("broker-7"), "{kept}");
+        assert!(
+            kept.contains("<redacted>/bootstrap: SASL authentication error"),
+            "{kept}"
+        );
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! librdkafka client properties, with secret values kept out of logs and `Debug`.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
@@ -139,6 +140,37 @@ impl ClientProperties {
     /// True when this key's value must never be shown.
     pub fn is_secret(&self, key: &str) -> bool {
         self.secret_keys.contains(key) || is_secret_key(key)
+    }
+
+    /// What of the secret values a client's own words may show: each secret value
+    /// (of three characters or more), and for a secret bootstrap list each of its
+    /// brokers as `host:port` and as `host` (librdkafka names a broker
+    /// `sasl_ssl://host:9092/bootstrap` in its errors and logs, in lower case). Longest
+    /// first, so that a text containing another is hidden whole ([`hide_secrets`]).
+    pub(crate) fn secret_texts(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for (key, value) in self.iter().filter(|(k, _)| self.is_secret(k)) {
+            out.push(value.trim().to_string());
+            if key == BOOTSTRAP_SERVERS {
+                for entry in value.split(',').map(str::trim) {
+                    let addr = entry.rsplit_once("://").map_or(entry, |(_, a)| a);
+                    let host = match addr.rsplit_once(':') {
+                        Some((host, port)) if port.bytes().all(|b| b.is_ascii_digit()) => host,
+                        _ => addr,
+                    };
+                    out.push(addr.to_string());
+                    out.push(
+                        host.trim_start_matches('[')
+                            .trim_end_matches(']')
+                            .to_string(),
+                    );
+                }
+            }
+        }
+        out.retain(|t| t.len() >= 3);
+        out.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+        out.dedup();
+        out
     }
 
     /// Iterates over `(key, value)` pairs in key order, secrets included (to hand them
@@ -337,6 +369,8 @@ impl ClientProperties {
                 text = text.replace(&format!("\"{v}\""), &format!("\"{REDACTED}\""));
             }
         }
+        // A secret bootstrap list's brokers, named one by one.
+        let text = hide_secrets(&text, &self.secret_texts()).into_owned();
         RefusedProperty {
             key: key.map(|(_, k)| k.to_string()),
             reason: text,
@@ -360,9 +394,66 @@ impl<K: Into<String>, V: Into<String>> FromIterator<(K, V)> for ClientProperties
     }
 }
 
+/// `text` with each of `secrets` ([`ClientProperties::secret_texts`]) replaced by
+/// `<redacted>` wherever it occurs, ASCII case ignored.
+pub(crate) fn hide_secrets<'a>(text: &'a str, secrets: &[String]) -> Cow<'a, str> {
+    let mut text = Cow::Borrowed(text);
+    for secret in secrets {
+        // ASCII lower-casing keeps every byte offset (and every char boundary).
+        let lower = text.to_ascii_lowercase();
+        let needle = secret.to_ascii_lowercase();
+        if needle.is_empty() || !lower.contains(&needle) {
+            continue;
+        }
+        let mut out = String::with_capacity(text.len());
+        let mut last = 0;
+        for (at, _) in lower.match_indices(&needle) {
+            out.push_str(&text[last..at]);
+            out.push_str(REDACTED);
+            last = at + needle.len();
+        }
+        out.push_str(&text[last..]);
+        text = Cow::Owned(out);
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_secret_bootstrap_list_is_hidden_broker_by_broker_whatever_the_case() {
+        let mut p = ClientProperties::new();
+        p.set_secret(
+            BOOTSTRAP_SERVERS,
+            "SASL_SSL://Kafka-1.internal:9093, kafka-2.internal:9093,[::1]:9092",
+        );
+        p.set("sasl.password", "pw");
+        let secrets = p.secret_texts();
+        let text = "sasl_ssl://kafka-1.internal:9093/bootstrap: Connect to ipv4#10.0.0.1:9093 failed; \
+                    KAFKA-2.INTERNAL:9093/2: down; [::1]:9092/bootstrap: refused; host kafka-2.internal";
+        let hidden = hide_secrets(text, &secrets);
+        for leak in ["kafka-1", "kafka-2", "KAFKA-2", "::1"] {
+            assert!(!hidden.contains(leak), "{leak} in {hidden}");
+        }
+        assert_eq!(
+            hidden,
+            "sasl_ssl://<redacted>/bootstrap: Connect to ipv4#10.0.0.1:9093 failed; \
+             <redacted>/2: down; <redacted>/bootstrap: refused; host <redacted>"
+        );
+        // A short secret (here the password) is not hunted in every text.
+        assert!(!secrets.contains(&"pw".to_string()));
+        // Nothing to hide: the text is not copied.
+        assert!(matches!(
+            hide_secrets("no broker named", &secrets),
+            Cow::Borrowed(_)
+        ));
+        // A bootstrap list that is not secret is shown.
+        let mut open = ClientProperties::new();
+        open.set(BOOTSTRAP_SERVERS, "kafka-1.internal:9093");
+        assert!(open.secret_texts().is_empty());
+    }
 
     #[test]
     fn debug_output_redacts_secret_keys_and_marked_values() {

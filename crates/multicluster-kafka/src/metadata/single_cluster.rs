@@ -11,7 +11,7 @@ use rdkafka::types::RDKafkaRespErr;
 use super::{ClusterMetadata, KafkaMetadataService, KafkaStream, MetadataError};
 use crate::client_context::{ClientHooks, ClientRole, SourceContext};
 use crate::kafka::hooks::Served;
-use crate::properties::{ClientProperties, REDACTED};
+use crate::properties::ClientProperties;
 
 /// The admin client and the thread serving its events (log lines, errors, token
 /// requests); the thread is declared first, so it stops before the client goes.
@@ -124,7 +124,8 @@ impl SingleClusterMetadataService {
         crate::client_context::prepare(&mut config, &properties, hooks.as_ref())
             .map_err(refused)?;
         let context =
-            SourceContext::new(Arc::from(cluster_id.as_str()), ClientRole::Metadata, hooks);
+            SourceContext::new(Arc::from(cluster_id.as_str()), ClientRole::Metadata, hooks)
+                .hiding(&properties);
         let client = Admin::create(&config, context, None).map_err(|e| refused(e.to_string()))?;
         Ok(Self {
             cluster_id,
@@ -334,14 +335,10 @@ fn is_internal_topic(name: &str) -> bool {
 }
 
 /// Replaces every secret property value that occurs in `message` (librdkafka quotes
-/// rejected values in its configuration errors).
-fn redact(properties: &ClientProperties, mut message: String) -> String {
-    for (key, value) in properties.iter() {
-        if properties.is_secret(key) && !value.is_empty() && message.contains(value) {
-            message = message.replace(value, REDACTED);
-        }
-    }
-    message
+/// rejected values in its configuration errors), and a secret bootstrap list's
+/// brokers one by one.
+fn redact(properties: &ClientProperties, message: String) -> String {
+    crate::kafka::properties::hide_secrets(&message, &properties.secret_texts()).into_owned()
 }
 
 #[cfg(test)]
@@ -420,7 +417,7 @@ mod tests {
         assert!(matches!(err, MetadataError::Cluster { .. }), "{shown}");
         assert!(shown.contains("security.protocol"), "{shown}");
         assert!(!shown.contains("hunter2"), "{shown}");
-        assert!(shown.contains(REDACTED), "{shown}");
+        assert!(shown.contains(crate::properties::REDACTED), "{shown}");
     }
 
     #[test]
