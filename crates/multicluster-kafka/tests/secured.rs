@@ -1,7 +1,8 @@
 //! The source against real TLS and SASL listeners (one broker with every listener of
 //! the test kit's secured clusters), topics compressed by Kafka's own Java producer,
 //! a migration onto a SASL_SSL cluster under load, and bad credentials and
-//! certificates, which must fail with the cause, never hang.
+//! certificates, which must fail with the cause, never hang (nor end a first contact
+//! while a slow broker of the bootstrap list may still answer).
 
 mod support;
 
@@ -253,6 +254,23 @@ fn bad_cases() -> Vec<Bad> {
             what: "wrong SCRAM password",
             listener: Listener::ScramSsl,
             changes: vec![("sasl.password", Some(format!("{}x", sec.scram_password)))],
+            cause: auth,
+        },
+        Bad {
+            // The refusal ends the start though a broker of the list does not
+            // answer at all, and it is the cause named.
+            what: "wrong SCRAM password, a dead broker first in the bootstrap list",
+            listener: Listener::ScramSsl,
+            changes: vec![
+                ("sasl.password", Some(format!("{}x", sec.scram_password))),
+                (
+                    "bootstrap.servers",
+                    Some(format!(
+                        "127.0.0.1:1,{}",
+                        secure().listener_bootstrap(Listener::ScramSsl)
+                    )),
+                ),
+            ],
             cause: auth,
         },
         Bad {
@@ -543,5 +561,40 @@ fn a_programs_oauthbearer_token_provider_reads_a_real_sasl_ssl_listener_exactly_
     assert!(
         tokens.made.load(Ordering::Relaxed) >= 1,
         "the cluster's client (the enumerator's lookups and the reader's fetches) asked for a token"
+    );
+}
+
+#[test]
+fn a_first_contact_waits_for_a_slow_broker_though_another_of_the_list_refuses_connections() {
+    use multicluster_kafka::inspect::{ClusterQuery, InspectOptions, inspect_clusters};
+    let (plain, _) = plain_and_secure();
+    // The plain cluster's broker behind a proxy that delivers everything 1 s late (a
+    // far region, a slow handshake): the client can use it after about 2 s (one
+    // round trip for its API versions) and has its metadata after about 4 s, while
+    // 127.0.0.1:1 refuses at once. A first contact that ended a second after the
+    // first error would call the cluster unreachable.
+    let direct: std::net::SocketAddr = plain.bootstrap_servers().parse().unwrap();
+    let proxy = mck_testkit::proxy::FaultProxy::start(direct).unwrap();
+    proxy.delay(Duration::from_secs(1));
+    let query = ClusterQuery {
+        cluster: "far".into(),
+        properties: [(
+            "bootstrap.servers".to_string(),
+            format!("127.0.0.1:1,{}", proxy.addr()),
+        )]
+        .into_iter()
+        .collect(),
+        topics: BTreeSet::new(),
+        options: InspectOptions::new(Duration::from_secs(20)),
+    };
+    let began = Instant::now();
+    let report = inspect_clusters(vec![query]).remove("far").unwrap();
+    let took = began.elapsed();
+    let report = report.unwrap_or_else(|e| panic!("after {took:?}: {e}"));
+    assert_eq!(report.kafka_cluster_id, plain.kafka_cluster_id());
+    // Else the proxy did not slow the answer down and this proved nothing.
+    assert!(
+        took > Duration::from_millis(1500),
+        "answered after {took:?}"
     );
 }

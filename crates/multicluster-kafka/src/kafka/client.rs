@@ -44,36 +44,43 @@ pub(crate) fn close_detached<T: Send + 'static>(client: T) {
 /// errors ([`EndEarly`]).
 const ERROR_CHECK: Duration = Duration::from_millis(100);
 
-/// How long a metadata request still waits for a usable broker after an error that
-/// ends it: another broker of the bootstrap list may accept the client.
+/// How long a metadata request still waits for a usable broker once it may end
+/// early: a broker librdkafka re-bootstraps may still accept the client.
 const ERROR_GRACE: Duration = Duration::from_secs(1);
 
-/// When [`all_metadata`] gives up before its timeout.
+/// When [`all_metadata`] gives up before its timeout: both only once as many
+/// brokers failed since the client's last answer as its bootstrap list names, never
+/// while one of them is still connecting for the first time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum EndEarly {
-    /// When the cluster refused the client (credentials, certificates).
+    /// When the cluster refused the client (credentials, certificates) since its
+    /// last answer.
     OnRefusal,
-    /// At any client error librdkafka reports during the request (a refused
-    /// connection, a name that does not resolve, a refusal), but a failed token
-    /// provider's: for a first contact, whose caller tries again with backoff and
-    /// should say why meanwhile.
+    /// Whatever the brokers' errors (a refused connection, a name that does not
+    /// resolve, a refusal), but a failed token provider's: for a first contact,
+    /// whose caller tries again with backoff and should say why meanwhile.
     OnAnyError,
 }
 
 /// The metadata of every topic, within `timeout`; ends early when the cluster
-/// refuses the client (credentials, certificates). A token provider that failed does
-/// not end it early: librdkafka asks the provider again meanwhile.
+/// refuses the client (credentials, certificates), or with [`EndEarly::OnAnyError`]
+/// when no broker can be reached. A token provider that failed does not end it
+/// early: librdkafka asks the provider again meanwhile.
 ///
 /// librdkafka first waits for a usable broker, for up to the whole timeout, and a
 /// cluster that refused the client never has one: a wrong password was reported only
 /// when the timeout (30 s by default) ran out, though librdkafka had said why after
 /// ~100 ms. So the wait for a broker is taken in steps of [`ERROR_CHECK`], each
-/// followed by a look at the client's last error; a rejection reported during this
-/// call (or any error, with [`EndEarly::OnAnyError`]) ends it [`ERROR_GRACE`]
-/// later if no broker became usable meanwhile (one
-/// reported before, say by an earlier call, does not: the cluster's side may have been
-/// fixed since). Once a broker is usable, the request itself gets all the time left
-/// (a step that ran out while the request was in flight sends it again).
+/// followed by a look at the client's state: once every broker failed since the
+/// client's last answer ([`SourceContext::every_broker_failed`]) and the request may
+/// end early, it ends [`ERROR_GRACE`] later if no broker became usable meanwhile. A
+/// broker of the bootstrap list still connecting (a slow handshake) keeps it waiting.
+/// What ends it is the client's state, not an error reported during the request:
+/// librdkafka reports a broker's identical error again only after 30 s, so a request
+/// on a client kept from an earlier attempt would see none, and requests sharing a
+/// client do not reset anything for each other. Once a broker is usable, the request
+/// itself gets all the time left (a step that ran out while the request was in
+/// flight sends it again).
 pub(crate) fn all_metadata(
     client: &rdkafka::client::Client<SourceContext>,
     timeout: Duration,
@@ -84,8 +91,6 @@ pub(crate) fn all_metadata(
     // librdkafka takes milliseconds as an i32.
     let timeout = timeout.min(Duration::from_millis(i32::MAX as u64));
     let context = client.context();
-    context.forget_rejection();
-    let errors_before = context.error_count();
     let end = Instant::now() + timeout;
     let mut broker_usable = false;
     let mut failing_since: Option<Instant> = None;
@@ -98,18 +103,23 @@ pub(crate) fn all_metadata(
         };
         match client.fetch_metadata(None, step) {
             Err(KafkaError::MetadataFetch(C::BrokerTransportFailure)) if step < left => {
-                let ends = match end_early {
-                    EndEarly::OnRefusal => context.last_error_refused_by_cluster(),
-                    EndEarly::OnAnyError => {
-                        context.error_count() != errors_before && !context.last_error_is_token()
-                    }
-                };
-                if ends && failing_since.get_or_insert_with(Instant::now).elapsed() >= ERROR_GRACE {
+                let may_end = context.every_broker_failed()
+                    && match end_early {
+                        EndEarly::OnRefusal => context.refused_since_answer(),
+                        EndEarly::OnAnyError => !context.last_error_is_token(),
+                    };
+                if !may_end {
+                    failing_since = None;
+                } else if failing_since.get_or_insert_with(Instant::now).elapsed() >= ERROR_GRACE {
                     return Err(KafkaError::MetadataFetch(C::BrokerTransportFailure));
                 }
             }
             Err(KafkaError::MetadataFetch(C::OperationTimedOut)) if step < left => {
                 broker_usable = true;
+            }
+            Ok(metadata) => {
+                context.answered();
+                return Ok(metadata);
             }
             answer => return answer,
         }
@@ -246,9 +256,10 @@ impl ClusterClient {
     }
 
     /// True when the cluster refused this client (authentication or TLS failed)
-    /// during its last metadata request, as opposed to not answering at all.
+    /// since its last metadata answer, as opposed to not answering at all (or a token
+    /// provider that failed).
     pub fn rejected(&self) -> bool {
-        self.consumer().context().last_error_rejects()
+        self.consumer().context().refused_since_answer()
     }
 
     /// The Kafka `cluster.id` (the physical identity of the cluster).
@@ -256,10 +267,10 @@ impl ClusterClient {
         self.cluster_id_unless(EndEarly::OnRefusal)
     }
 
-    /// Like [`Self::kafka_cluster_id`], but fails about a second after the first
-    /// client error librdkafka reports (a refused connection, say) rather than at the
-    /// timeout: for a first contact that is tried again with backoff, and whose
-    /// warning should say why soon.
+    /// Like [`Self::kafka_cluster_id`], but fails about a second after every broker
+    /// of the client failed (a refused connection, a name that does not resolve, …)
+    /// rather than at the timeout: for a first contact that is tried again with
+    /// backoff, and whose warning should say why soon.
     pub fn first_contact(&self) -> Result<String, SourceError> {
         self.cluster_id_unless(EndEarly::OnAnyError)
     }
@@ -543,5 +554,35 @@ mod tests {
         assert_eq!(own.get("ssl.ca.location"), Some("/ca.pem"));
         let pem = config(&[("security.protocol", "SSL"), ("ssl.ca.pem", "-----BEGIN")]);
         assert_eq!(pem.get("ssl.ca.location"), None);
+    }
+
+    #[test]
+    fn a_client_kept_for_the_next_attempt_ends_it_early_too() {
+        // Port 1 on loopback refuses connections. librdkafka reports the same error
+        // of a broker again only after 30 s: the next contacts end early because the
+        // client remembers that its broker failed, not because of a fresh error.
+        let props = ClientProperties::from_iter([("bootstrap.servers", "127.0.0.1:1")]);
+        let timeout = Duration::from_secs(30);
+        let client = ClusterClient::new(
+            None,
+            "dead".into(),
+            &props,
+            None,
+            timeout,
+            ClientSetup::default(),
+        )
+        .unwrap();
+        for attempt in 1..=3 {
+            let began = std::time::Instant::now();
+            let e = client.first_contact().unwrap_err().to_string();
+            let took = began.elapsed();
+            assert!(
+                took >= ERROR_GRACE && took < timeout / 3,
+                "attempt {attempt} took {took:?}: {e}"
+            );
+            assert!(e.contains("Connection refused"), "attempt {attempt}: {e}");
+            assert!(!client.rejected(), "attempt {attempt}");
+        }
+        close_detached(client);
     }
 }

@@ -40,6 +40,7 @@
 //! [`SingleClusterMetadataService`]: crate::metadata::SingleClusterMetadataService
 //! [`SourceBuilder::client_hooks`]: crate::SourceBuilder::client_hooks
 
+use std::collections::BTreeSet;
 use std::error::Error;
 use std::ffi::{CStr, CString, c_char, c_int};
 use std::fmt;
@@ -203,8 +204,19 @@ pub(crate) struct SourceContext {
     /// Whether that error means the cluster answered and refused the client
     /// (authentication or TLS failed): trying again unchanged will not help.
     last_error_rejects: std::sync::atomic::AtomicBool,
-    /// How many client errors (other than "all brokers down") were reported.
-    errors: std::sync::atomic::AtomicU64,
+    /// The cluster refused the client (not its token provider) since the client's
+    /// last metadata answer ([`Self::answered`]). Kept across requests: librdkafka
+    /// reports a broker's identical error again only after 30 s.
+    refused: std::sync::atomic::AtomicBool,
+    /// That refusal's text (the latest, if several brokers refused).
+    refusal: Mutex<Option<String>>,
+    /// The brokers (as librdkafka names them: `host:port/bootstrap`, `host:port/1`)
+    /// that failed since the client's last metadata answer. librdkafka's own "all
+    /// brokers are down" would say when none is left, but the CMake build of the
+    /// librdkafka the crate vendors never reports it (see `docs/design.md`).
+    failed_brokers: Mutex<BTreeSet<String>>,
+    /// How many brokers the client's bootstrap list names.
+    bootstrap_brokers: usize,
     /// What of the client's secret values librdkafka's texts may show (a secret
     /// bootstrap list's brokers): hidden in everything the context logs or keeps.
     secrets: Vec<String>,
@@ -226,7 +238,10 @@ impl SourceContext {
             last_error: Mutex::new(None),
             last_error_rejects: std::sync::atomic::AtomicBool::new(false),
             last_error_is_token: std::sync::atomic::AtomicBool::new(false),
-            errors: std::sync::atomic::AtomicU64::new(0),
+            refused: std::sync::atomic::AtomicBool::new(false),
+            refusal: Mutex::new(None),
+            failed_brokers: Mutex::new(BTreeSet::new()),
+            bootstrap_brokers: 1,
             secrets: Vec::new(),
             reading: std::sync::atomic::AtomicBool::new(role == ClientRole::Reader),
         }
@@ -238,18 +253,31 @@ impl SourceContext {
             .store(reading, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// librdkafka's last client error other than "all brokers down", if any.
+    /// What says most about why the client's requests fail, if anything: the
+    /// cluster's refusal of the client since its last answer (in a bootstrap list
+    /// where one broker refuses and another is down, the refusal is what to fix),
+    /// else librdkafka's last client error other than "all brokers down".
     pub fn last_error(&self) -> Option<String> {
-        self.last_error
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        let refusal = self.refusal.lock().unwrap_or_else(|p| p.into_inner());
+        refusal.clone().or_else(|| {
+            self.last_error
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone()
+        })
     }
 
-    /// Hides the secret values of `props` (a secret bootstrap list's brokers) in
+    /// Made for a client of `props`: knows how many brokers its bootstrap list
+    /// names, and hides its secret values (a secret bootstrap list's brokers) in
     /// librdkafka's texts: in the logs, the errors reported and [`Self::last_error`].
-    pub fn hiding(mut self, props: &ClientProperties) -> Self {
+    pub fn for_properties(mut self, props: &ClientProperties) -> Self {
         self.secrets = props.secret_texts();
+        self.bootstrap_brokers = props
+            .bootstrap_servers()
+            .map_or(0, |list| {
+                list.split(',').filter(|e| !e.trim().is_empty()).count()
+            })
+            .max(1);
         self
     }
 
@@ -257,17 +285,35 @@ impl SourceContext {
         hide_secrets(text, &self.secrets)
     }
 
-    /// Forgets that the last client error was a rejection, so that
-    /// [`Self::last_error_rejects`] says whether one came since.
-    pub fn forget_rejection(&self) {
-        self.last_error_rejects
+    /// The cluster answered a metadata request: a refusal before it no longer says
+    /// anything about the cluster now.
+    pub fn answered(&self) {
+        let mut refusal = self.refusal.lock().unwrap_or_else(|p| p.into_inner());
+        *refusal = None;
+        self.failed_brokers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+        self.refused
             .store(false, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// True when librdkafka's last client error was the cluster itself refusing the
-    /// client (credentials or certificates), not the client's token provider failing.
-    pub fn last_error_refused_by_cluster(&self) -> bool {
-        self.last_error_rejects() && !self.last_error_is_token()
+    /// True when the cluster refused the client (credentials or certificates, not a
+    /// token provider that failed) since its last metadata answer.
+    pub fn refused_since_answer(&self) -> bool {
+        self.refused.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// True when as many brokers failed since the client's last metadata answer as
+    /// its bootstrap list names: none of them is still connecting for the first
+    /// time. Kept across requests: librdkafka reports a broker's identical error
+    /// again only after 30 s.
+    pub fn every_broker_failed(&self) -> bool {
+        let failed = self
+            .failed_brokers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        !failed.is_empty() && failed.len() >= self.bootstrap_brokers
     }
 
     /// True when librdkafka's last client error was the client's token provider
@@ -277,14 +323,10 @@ impl SourceContext {
             .load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// How many client errors (other than "all brokers down") were reported so far.
-    pub fn error_count(&self) -> u64 {
-        self.errors.load(std::sync::atomic::Ordering::Relaxed)
-    }
-
     /// True when librdkafka's last client error was the cluster refusing the client
     /// (authentication or TLS failed, or no token for it), not a cluster that does not
     /// answer.
+    #[cfg(test)]
     pub fn last_error_rejects(&self) -> bool {
         self.last_error_rejects
             .load(std::sync::atomic::Ordering::Relaxed)
@@ -302,8 +344,6 @@ impl SourceContext {
         let text = &*self.hidden(text);
         if !text.contains("brokers are down") {
             *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(text.to_string());
-            self.errors
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
         if !self.reading.load(std::sync::atomic::Ordering::Relaxed) {
             tracing::debug!(cluster = %self.cluster, error = %text, role = ?self.role, "client error");
@@ -375,9 +415,17 @@ impl ClientContext for SourceContext {
     }
 
     fn error(&self, error: KafkaError, reason: &str) {
+        use rdkafka::types::RDKafkaErrorCode as C;
+        if let Some(broker) = failed_broker(reason) {
+            self.failed_brokers
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(broker.to_string());
+        }
         let reason = &*self.hidden(reason);
-        if !reason.contains("brokers are down") {
-            use rdkafka::types::RDKafkaErrorCode as C;
+        if error.rdkafka_error_code() != Some(C::AllBrokersDown)
+            && !reason.contains("brokers are down")
+        {
             // A broker that refuses the client's certificate ends the handshake with
             // a TLS alert, and a broker certificate this client refuses may fail in
             // the middle of a read; librdkafka may report either as a transport error
@@ -392,10 +440,15 @@ impl ClientContext for SourceContext {
                 .store(rejects, std::sync::atomic::Ordering::Relaxed);
             // A token provider that failed ("Failed to acquire SASL OAUTHBEARER
             // token", an authentication error too) is asked again by librdkafka.
-            self.last_error_is_token.store(
-                reason.contains("OAUTHBEARER token"),
-                std::sync::atomic::Ordering::Relaxed,
-            );
+            let token = reason.contains("OAUTHBEARER token");
+            self.last_error_is_token
+                .store(token, std::sync::atomic::Ordering::Relaxed);
+            if rejects && !token {
+                let mut refusal = self.refusal.lock().unwrap_or_else(|p| p.into_inner());
+                *refusal = Some(reason.to_string());
+                self.refused
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
+            }
         }
         self.report_error(reason);
         if let Some(h) = &self.hooks {
@@ -415,6 +468,17 @@ impl ClientContext for SourceContext {
 }
 
 impl ConsumerContext for SourceContext {}
+
+/// The broker a librdkafka client error is about, as librdkafka names it
+/// (`sasl_ssl://host:9092/bootstrap: SASL authentication error: …` names
+/// `host:9092/bootstrap`); `None` for an error of the client as a whole (a token
+/// provider that failed, "all brokers are down") or of its group coordinator.
+fn failed_broker(reason: &str) -> Option<&str> {
+    let (name, _) = reason.split_once(": ")?;
+    let name = name.rsplit_once("://").map_or(name, |(_, rest)| rest);
+    let (address, id) = name.rsplit_once('/')?;
+    (!address.is_empty() && !id.is_empty() && !name.contains(' ')).then_some(name)
+}
 
 fn prop<'a>(props: &'a ClientProperties, keys: &[&str]) -> Option<&'a str> {
     keys.iter().find_map(|k| props.get(k)).map(str::trim)
@@ -945,15 +1009,88 @@ mod tests {
             "ssl://127.0.0.1:1/bootstrap: SSL handshake failed: certificate expired",
         );
         assert!(ctx.last_error_rejects());
-        ctx.forget_rejection();
-        assert!(!ctx.last_error_rejects());
+        // A refusal stays known until the cluster answers, whatever came after it:
+        // librdkafka does not repeat a broker's identical error for 30 s.
+        ctx.error(
+            transport(),
+            "127.0.0.1:2/bootstrap: Connect to ipv4#127.0.0.1:2 failed: Connection refused",
+        );
+        assert!(ctx.refused_since_answer());
+        assert!(ctx.last_error().unwrap().contains("certificate expired"));
+        ctx.answered();
+        assert!(!ctx.refused_since_answer());
+        assert!(ctx.last_error().unwrap().contains("Connection refused"));
+    }
+
+    #[test]
+    fn every_broker_failed_once_each_broker_of_the_bootstrap_list_failed_since_an_answer() {
+        let props = ClientProperties::from_iter([("bootstrap.servers", "a:1, b:2")]);
+        let ctx = SourceContext::new("c".into(), ClientRole::Lookup, None).for_properties(&props);
+        let transport = || KafkaError::Global(RDKafkaErrorCode::BrokerTransportFailure);
+        ctx.error(
+            transport(),
+            "a:1/bootstrap: Connect to ipv4#10.0.0.1:1 failed: Connection refused",
+        );
+        // The same broker again, a token provider and "all brokers are down" name no
+        // other broker: b may still be connecting (a slow handshake).
+        ctx.error(
+            transport(),
+            "a:1/bootstrap: Connect to ipv4#10.0.0.1:1 failed: Connection refused",
+        );
+        ctx.error(
+            KafkaError::Global(RDKafkaErrorCode::Authentication),
+            "Failed to acquire SASL OAUTHBEARER token: no answer",
+        );
+        ctx.error(
+            KafkaError::Global(RDKafkaErrorCode::AllBrokersDown),
+            "2/2 brokers are down",
+        );
+        assert!(!ctx.every_broker_failed());
+        ctx.error(
+            KafkaError::Global(RDKafkaErrorCode::Authentication),
+            "sasl_ssl://b:2/bootstrap: SASL authentication error: Authentication failed (after 9ms in state AUTH_REQ)",
+        );
+        assert!(ctx.every_broker_failed());
+        assert!(ctx.refused_since_answer());
+        // "All brokers are down" is never the error kept.
+        assert!(
+            ctx.last_error()
+                .unwrap()
+                .contains("SASL authentication error")
+        );
+        ctx.answered();
+        assert!(!ctx.every_broker_failed());
+        assert!(!ctx.refused_since_answer());
+    }
+
+    #[test]
+    fn the_broker_of_an_error_is_read_from_librdkafkas_prefix() {
+        for (reason, broker) in [
+            (
+                "127.0.0.1:1/bootstrap: Connect to ipv4#127.0.0.1:1 failed: Connection refused",
+                Some("127.0.0.1:1/bootstrap"),
+            ),
+            (
+                "sasl_ssl://k.example:9093/2: SASL authentication error: x",
+                Some("k.example:9093/2"),
+            ),
+            (
+                "ssl://[::1]:9093/bootstrap: SSL handshake failed: y",
+                Some("[::1]:9093/bootstrap"),
+            ),
+            ("Failed to acquire SASL OAUTHBEARER token: z", None),
+            ("1/1 brokers are down", None),
+            ("GroupCoordinator: Disconnected", None),
+        ] {
+            assert_eq!(failed_broker(reason), broker, "{reason}");
+        }
     }
 
     #[test]
     fn a_secret_bootstrap_list_never_reaches_the_errors_a_client_keeps() {
         let mut props = ClientProperties::new();
         props.set_secret("bootstrap.servers", "SASL_SSL://broker-7.private:9094");
-        let ctx = SourceContext::new("c".into(), ClientRole::Lookup, None).hiding(&props);
+        let ctx = SourceContext::new("c".into(), ClientRole::Lookup, None).for_properties(&props);
         ctx.error(
             KafkaError::Global(RDKafkaErrorCode::Authentication),
             "sasl_ssl://broker-7.private:9094/bootstrap: SASL authentication error: Authentication failed (after 12ms in state AUTH_REQ)",
@@ -964,6 +1101,7 @@ mod tests {
             kept.contains("<redacted>/bootstrap: SASL authentication error"),
             "{kept}"
         );
+        assert!(ctx.refused_since_answer());
     }
 
     #[test]
@@ -975,11 +1113,11 @@ mod tests {
             "Failed to acquire SASL OAUTHBEARER token: the token endpoint did not answer",
         );
         assert!(ctx.last_error_rejects());
-        assert!(!ctx.last_error_refused_by_cluster());
+        assert!(!ctx.refused_since_answer());
         ctx.error(
             auth(),
             "sasl_ssl://127.0.0.1:1/bootstrap: SASL authentication error: Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512 (after 120ms in state AUTH_REQ)",
         );
-        assert!(ctx.last_error_refused_by_cluster());
+        assert!(ctx.refused_since_answer());
     }
 }

@@ -149,7 +149,8 @@ impl ShardLock {
         let what = "create the shard membership client";
         crate::kafka::hooks::prepare(&mut config, &props, hooks.as_ref())
             .map_err(|e| SourceError::cluster(&cluster, what, &e, &props))?;
-        let context = SourceContext::new(cluster.clone(), ClientRole::Lookup, hooks).hiding(&props);
+        let context =
+            SourceContext::new(cluster.clone(), ClientRole::Lookup, hooks).for_properties(&props);
         let consumer = Served::<BaseConsumer<SourceContext>>::create(&config, context, dispatch)
             .map_err(|e| SourceError::cluster(&cluster, what, &e, &props))?;
         consumer.subscribe(&[LOCK_TOPIC]).map_err(|e| {

@@ -93,7 +93,7 @@ impl SharedClient {
         props: &ClientProperties,
     ) -> Result<Self, SourceError> {
         let ClientSetup { hooks, dispatch } = setup;
-        let context = SourceContext::new(cluster.clone(), role, hooks).hiding(props);
+        let context = SourceContext::new(cluster.clone(), role, hooks).for_properties(props);
         let consumer = Served::create(&made.config, context, dispatch)
             .map_err(|e| SourceError::cluster(cluster, made.what, &e, props))?;
         Ok(Self {

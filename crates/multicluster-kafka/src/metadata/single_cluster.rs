@@ -125,7 +125,7 @@ impl SingleClusterMetadataService {
             .map_err(refused)?;
         let context =
             SourceContext::new(Arc::from(cluster_id.as_str()), ClientRole::Metadata, hooks)
-                .hiding(&properties);
+                .for_properties(&properties);
         let client = Admin::create(&config, context, None).map_err(|e| refused(e.to_string()))?;
         Ok(Self {
             cluster_id,
