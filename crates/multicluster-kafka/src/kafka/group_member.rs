@@ -311,6 +311,7 @@ impl GroupMember {
             deferred: std::sync::Mutex::new(Vec::new()),
             hooks,
         };
+        crate::kafka::hooks::init_tls();
         let consumer: BaseConsumer<MemberContext> = config
             .create_with_context(context)
             .map_err(|e| SourceError::cluster(&cluster, "create the group member", &e, &props))?;

@@ -592,6 +592,18 @@ impl ServedClient for rdkafka::admin::AdminClient<SourceContext> {
     }
 }
 
+/// Initialises OpenSSL, the one librdkafka links, without its exit-time cleanup:
+/// called before every librdkafka client the crate makes. The cleanup frees what
+/// librdkafka's threads may still use when a program exits with a client open or
+/// closing (`mck describe` and `mck plan`, which close their clients on threads of
+/// their own, died of SIGSEGV at exit about once in 50 runs against TLS listeners;
+/// openssl/openssl#6214). Only the first initialisation chooses, and OpenSSL
+/// initialises itself with the cleanup when a TLS client is made first, so no path
+/// that makes a client may skip this. rust-openssl initialises it this way too.
+pub(crate) fn init_tls() {
+    openssl_sys::init();
+}
+
 impl<C: ServedClient> Served<C> {
     /// Makes a client from `config` with `context`, and starts serving its events
     /// (on `dispatch`'s subscriber, else the current one).
@@ -600,11 +612,7 @@ impl<C: ServedClient> Served<C> {
         context: SourceContext,
         dispatch: Option<tracing::Dispatch>,
     ) -> rdkafka::error::KafkaResult<Self> {
-        // Before librdkafka's first TLS client: OpenSSL initialised without its
-        // exit-time cleanup, which frees what librdkafka's threads may still use when
-        // a program exits with a client open or closing (a SIGSEGV at exit, seen once
-        // in `mck`; openssl/openssl#6214). rust-openssl initialises it this way too.
-        openssl_sys::init();
+        init_tls();
         let client: C = config.create_with_context(context)?;
         let native = client.native();
         // SAFETY: the client is live and its opaque is this context; `_events` is

@@ -320,6 +320,7 @@ impl ClientProperties {
                 reason,
             }
         })?;
+        crate::kafka::hooks::init_tls();
         match config.create_with_context::<_, rdkafka::consumer::BaseConsumer<Quiet>>(Quiet) {
             Ok(_client) => Ok(()),
             Err(KafkaError::ClientCreation(reason)) => Err(self.refusal(&reason)),
