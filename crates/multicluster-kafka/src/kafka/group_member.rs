@@ -9,6 +9,7 @@
 //! the brokers have it; a cluster that refuses it is joined with the classic protocol
 //! and cooperative-sticky assignment.
 
+use crate::kafka::properties::hide_secrets;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc as std_mpsc;
@@ -83,6 +84,9 @@ struct MemberContext {
     deferred: std::sync::Mutex<Vec<Vec<String>>>,
     /// The program's hooks for this cluster: tokens, statistics, errors.
     hooks: Option<Arc<dyn ClientHooks>>,
+    /// What of the secret properties librdkafka's texts may show (a secret bootstrap
+    /// list's brokers): hidden in what is logged or handed to the hooks.
+    secrets: Vec<String>,
 }
 
 impl MemberContext {
@@ -127,10 +131,12 @@ impl ClientContext for MemberContext {
 
     fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, log_message: &str) {
         let cluster = &*self.cluster;
+        let log_message = &*hide_secrets(log_message, &self.secrets);
         tracing::debug!(target: "librdkafka", %cluster, facility = %fac, level = ?level, "group member: {log_message}");
     }
 
     fn error(&self, error: KafkaError, reason: &str) {
+        let reason = &*hide_secrets(reason, &self.secrets);
         tracing::debug!(cluster = %self.cluster, error = %error, reason, "group member client error");
         if let Some(h) = &self.hooks {
             h.error(error, reason);
@@ -310,6 +316,7 @@ impl GroupMember {
             commands: std::sync::Mutex::new(rx),
             deferred: std::sync::Mutex::new(Vec::new()),
             hooks,
+            secrets: props.secret_texts(),
         };
         crate::kafka::hooks::init_tls();
         let consumer: BaseConsumer<MemberContext> = config

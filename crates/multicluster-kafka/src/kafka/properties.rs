@@ -145,8 +145,9 @@ impl ClientProperties {
     /// What of the secret values a client's own words may show: each secret value
     /// (of three characters or more), and for a secret bootstrap list each of its
     /// brokers as `host:port` and as `host` (librdkafka names a broker
-    /// `sasl_ssl://host:9092/bootstrap` in its errors and logs, in lower case). Longest
-    /// first, so that a text containing another is hidden whole ([`hide_secrets`]).
+    /// `sasl_ssl://host:9092/bootstrap` in its errors and logs, in lower case). In
+    /// lower case, longest first, so that a text containing another is hidden whole
+    /// ([`hide_secrets`]).
     pub(crate) fn secret_texts(&self) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
         for (key, value) in self.iter().filter(|(k, _)| self.is_secret(k)) {
@@ -168,6 +169,9 @@ impl ClientProperties {
             }
         }
         out.retain(|t| t.len() >= 3);
+        for t in &mut out {
+            t.make_ascii_lowercase();
+        }
         out.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
         out.dedup();
         out
@@ -395,28 +399,50 @@ impl<K: Into<String>, V: Into<String>> FromIterator<(K, V)> for ClientProperties
     }
 }
 
-/// `text` with each of `secrets` ([`ClientProperties::secret_texts`]) replaced by
-/// `<redacted>` wherever it occurs, ASCII case ignored.
+/// `text` with each of `secrets` ([`ClientProperties::secret_texts`], in lower case)
+/// replaced by `<redacted>` wherever it occurs as a whole name: ASCII case ignored,
+/// and not as part of a longer name (a secret host `kafka` leaves `rdkafka#consumer-1`
+/// and `kafka-2.example` alone). Longer secrets are matched first.
 pub(crate) fn hide_secrets<'a>(text: &'a str, secrets: &[String]) -> Cow<'a, str> {
-    let mut text = Cow::Borrowed(text);
-    for secret in secrets {
-        // ASCII lower-casing keeps every byte offset (and every char boundary).
-        let lower = text.to_ascii_lowercase();
-        let needle = secret.to_ascii_lowercase();
-        if needle.is_empty() || !lower.contains(&needle) {
-            continue;
-        }
-        let mut out = String::with_capacity(text.len());
-        let mut last = 0;
-        for (at, _) in lower.match_indices(&needle) {
-            out.push_str(&text[last..at]);
-            out.push_str(REDACTED);
-            last = at + needle.len();
-        }
-        out.push_str(&text[last..]);
-        text = Cow::Owned(out);
+    if secrets.is_empty() {
+        return Cow::Borrowed(text);
     }
-    text
+    // ASCII lower-casing keeps every byte offset (and every char boundary).
+    let lower = text.to_ascii_lowercase();
+    let bytes = lower.as_bytes();
+    let name = |b: u8| b.is_ascii_alphanumeric() || b == b'-' || b == b'_';
+    let whole = |at: usize, len: usize| {
+        let before = at.checked_sub(1).map(|i| bytes[i]);
+        let after = bytes.get(at + len).copied();
+        let next = bytes.get(at + len + 1).copied();
+        let longer_before = before.is_some_and(|b| name(b) || b == b'.');
+        // A dot ends a sentence, or continues a longer host name.
+        let longer_after =
+            after.is_some_and(name) || (after == Some(b'.') && next.is_some_and(name));
+        !longer_before && !longer_after
+    };
+    let mut found: Vec<(usize, usize)> = Vec::new();
+    for secret in secrets.iter().filter(|s| !s.is_empty()) {
+        for (at, _) in lower.match_indices(secret.as_str()) {
+            let end = at + secret.len();
+            if whole(at, secret.len()) && found.iter().all(|&(a, e)| end <= a || at >= e) {
+                found.push((at, end));
+            }
+        }
+    }
+    if found.is_empty() {
+        return Cow::Borrowed(text);
+    }
+    found.sort_unstable();
+    let mut out = String::with_capacity(text.len());
+    let mut last = 0;
+    for (at, end) in found {
+        out.push_str(&text[last..at]);
+        out.push_str(REDACTED);
+        last = end;
+    }
+    out.push_str(&text[last..]);
+    Cow::Owned(out)
 }
 
 #[cfg(test)]
@@ -442,6 +468,16 @@ mod tests {
             hidden,
             "sasl_ssl://<redacted>/bootstrap: Connect to ipv4#10.0.0.1:9093 failed; \
              <redacted>/2: down; <redacted>/bootstrap: refused; host <redacted>"
+        );
+        // Only whole names: a longer host, a client name or a sentence's end.
+        let mut short = ClientProperties::new();
+        short.set_secret(BOOTSTRAP_SERVERS, "kafka:9092");
+        assert_eq!(
+            hide_secrets(
+                "rdkafka#consumer-1: kafka:9092/bootstrap: down; kafka-2.kafka.svc and kafka.",
+                &short.secret_texts()
+            ),
+            "rdkafka#consumer-1: <redacted>/bootstrap: down; kafka-2.kafka.svc and <redacted>."
         );
         // A short secret (here the password) is not hunted in every text.
         assert!(!secrets.contains(&"pw".to_string()));

@@ -337,7 +337,12 @@ fn is_internal_topic(name: &str) -> bool {
 /// Replaces every secret property value that occurs in `message` (librdkafka quotes
 /// rejected values in its configuration errors), and a secret bootstrap list's
 /// brokers one by one.
-fn redact(properties: &ClientProperties, message: String) -> String {
+fn redact(properties: &ClientProperties, mut message: String) -> String {
+    for (key, value) in properties.iter() {
+        if properties.is_secret(key) && !value.is_empty() && message.contains(value) {
+            message = message.replace(value, crate::properties::REDACTED);
+        }
+    }
     crate::kafka::properties::hide_secrets(&message, &properties.secret_texts()).into_owned()
 }
 
