@@ -49,8 +49,9 @@ const ERROR_CHECK: Duration = Duration::from_millis(100);
 const ERROR_GRACE: Duration = Duration::from_secs(1);
 
 /// When [`all_metadata`] gives up before its timeout: both only once as many
-/// brokers failed since the client's last answer as its bootstrap list names, never
-/// while one of them is still connecting for the first time.
+/// brokers failed since the client's last answer as it knows (its bootstrap list's,
+/// then its last answer's), never while one of them is still connecting for the
+/// first time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum EndEarly {
     /// When the cluster refused the client (credentials, certificates) since its
@@ -118,7 +119,7 @@ pub(crate) fn all_metadata(
                 broker_usable = true;
             }
             Ok(metadata) => {
-                context.answered();
+                context.answered(metadata.brokers().len());
                 return Ok(metadata);
             }
             answer => return answer,

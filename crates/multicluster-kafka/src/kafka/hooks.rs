@@ -40,13 +40,14 @@
 //! [`SingleClusterMetadataService`]: crate::metadata::SingleClusterMetadataService
 //! [`SourceBuilder::client_hooks`]: crate::SourceBuilder::client_hooks
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::error::Error;
 use std::ffi::{CStr, CString, c_char, c_int};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use rdkafka::ClientConfig;
 use rdkafka::bindings as rd;
@@ -204,19 +205,20 @@ pub(crate) struct SourceContext {
     /// Whether that error means the cluster answered and refused the client
     /// (authentication or TLS failed): trying again unchanged will not help.
     last_error_rejects: std::sync::atomic::AtomicBool,
-    /// The cluster refused the client (not its token provider) since the client's
-    /// last metadata answer ([`Self::answered`]). Kept across requests: librdkafka
-    /// reports a broker's identical error again only after 30 s.
-    refused: std::sync::atomic::AtomicBool,
-    /// That refusal's text (the latest, if several brokers refused).
-    refusal: Mutex<Option<String>>,
+    /// The cluster's latest refusal of the client (not its token provider's
+    /// failure) since the client's last metadata answer ([`Self::answered`]), and
+    /// when it came. Kept across requests, for [`FAILURE_KEPT`]: librdkafka reports
+    /// a broker's identical error again only after 30 s.
+    refusal: Mutex<Option<(String, Instant)>>,
     /// The brokers (as librdkafka names them: `host:port/bootstrap`, `host:port/1`)
-    /// that failed since the client's last metadata answer. librdkafka's own "all
-    /// brokers are down" would say when none is left, but the CMake build of the
-    /// librdkafka the crate vendors never reports it (see `docs/design.md`).
-    failed_brokers: Mutex<BTreeSet<String>>,
-    /// How many brokers the client's bootstrap list names.
-    bootstrap_brokers: usize,
+    /// that failed since the client's last metadata answer, and when they last
+    /// did. librdkafka's own "all brokers are down" would say when none is left, but
+    /// the CMake build of the librdkafka the crate vendors never reports it (see
+    /// `docs/design.md`).
+    failed_brokers: Mutex<BTreeMap<String, Instant>>,
+    /// How many brokers the client knows: those its bootstrap list names, then
+    /// those of its last metadata answer.
+    brokers: std::sync::atomic::AtomicUsize,
     /// What of the client's secret values librdkafka's texts may show (a secret
     /// bootstrap list's brokers): hidden in everything the context logs or keeps.
     secrets: Vec<String>,
@@ -238,10 +240,9 @@ impl SourceContext {
             last_error: Mutex::new(None),
             last_error_rejects: std::sync::atomic::AtomicBool::new(false),
             last_error_is_token: std::sync::atomic::AtomicBool::new(false),
-            refused: std::sync::atomic::AtomicBool::new(false),
             refusal: Mutex::new(None),
-            failed_brokers: Mutex::new(BTreeSet::new()),
-            bootstrap_brokers: 1,
+            failed_brokers: Mutex::new(BTreeMap::new()),
+            brokers: std::sync::atomic::AtomicUsize::new(1),
             secrets: Vec::new(),
             reading: std::sync::atomic::AtomicBool::new(role == ClientRole::Reader),
         }
@@ -259,7 +260,10 @@ impl SourceContext {
     /// else librdkafka's last client error other than "all brokers down".
     pub fn last_error(&self) -> Option<String> {
         let refusal = self.refusal.lock().unwrap_or_else(|p| p.into_inner());
-        refusal.clone().or_else(|| {
+        let fresh = refusal
+            .as_ref()
+            .filter(|(_, at)| at.elapsed() < FAILURE_KEPT);
+        fresh.map(|(text, _)| text.clone()).or_else(|| {
             self.last_error
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
@@ -272,12 +276,10 @@ impl SourceContext {
     /// librdkafka's texts: in the logs, the errors reported and [`Self::last_error`].
     pub fn for_properties(mut self, props: &ClientProperties) -> Self {
         self.secrets = props.secret_texts();
-        self.bootstrap_brokers = props
-            .bootstrap_servers()
-            .map_or(0, |list| {
-                list.split(',').filter(|e| !e.trim().is_empty()).count()
-            })
-            .max(1);
+        let listed = props.bootstrap_servers().map_or(0, |list| {
+            list.split(',').filter(|e| !e.trim().is_empty()).count()
+        });
+        self.brokers = std::sync::atomic::AtomicUsize::new(listed.max(1));
         self
     }
 
@@ -285,35 +287,44 @@ impl SourceContext {
         hide_secrets(text, &self.secrets)
     }
 
-    /// The cluster answered a metadata request: a refusal before it no longer says
-    /// anything about the cluster now.
-    pub fn answered(&self) {
+    /// The cluster answered a metadata request naming `brokers` brokers: failures
+    /// and refusals before it no longer say anything about the cluster now.
+    pub fn answered(&self, brokers: usize) {
         let mut refusal = self.refusal.lock().unwrap_or_else(|p| p.into_inner());
         *refusal = None;
         self.failed_brokers
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clear();
-        self.refused
-            .store(false, std::sync::atomic::Ordering::Relaxed);
+        self.brokers
+            .store(brokers.max(1), std::sync::atomic::Ordering::Relaxed);
     }
 
     /// True when the cluster refused the client (credentials or certificates, not a
-    /// token provider that failed) since its last metadata answer.
+    /// token provider that failed) since its last metadata answer, within
+    /// [`FAILURE_KEPT`].
     pub fn refused_since_answer(&self) -> bool {
-        self.refused.load(std::sync::atomic::Ordering::Relaxed)
+        let refusal = self.refusal.lock().unwrap_or_else(|p| p.into_inner());
+        refusal
+            .as_ref()
+            .is_some_and(|(_, at)| at.elapsed() < FAILURE_KEPT)
     }
 
-    /// True when as many brokers failed since the client's last metadata answer as
-    /// its bootstrap list names: none of them is still connecting for the first
-    /// time. Kept across requests: librdkafka reports a broker's identical error
-    /// again only after 30 s.
+    /// True when as many brokers failed since the client's last metadata answer
+    /// (each within [`FAILURE_KEPT`]) as the client knows: none of them is still
+    /// connecting for the first time. Kept across requests: librdkafka reports a
+    /// broker's identical error again only after 30 s. A name that resolves to
+    /// several addresses is one broker, failed once its first address failed.
     pub fn every_broker_failed(&self) -> bool {
         let failed = self
             .failed_brokers
             .lock()
             .unwrap_or_else(|p| p.into_inner());
-        !failed.is_empty() && failed.len() >= self.bootstrap_brokers
+        let recent = failed
+            .values()
+            .filter(|at| at.elapsed() < FAILURE_KEPT)
+            .count();
+        recent > 0 && recent >= self.brokers.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// True when librdkafka's last client error was the client's token provider
@@ -420,7 +431,7 @@ impl ClientContext for SourceContext {
             self.failed_brokers
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .insert(broker.to_string());
+                .insert(broker.to_string(), Instant::now());
         }
         let reason = &*self.hidden(reason);
         if error.rdkafka_error_code() != Some(C::AllBrokersDown)
@@ -430,12 +441,18 @@ impl ClientContext for SourceContext {
             // a TLS alert, and a broker certificate this client refuses may fail in
             // the middle of a read; librdkafka may report either as a transport error
             // ("…:SSL routines::certificate verify failed"): its text tells it apart.
-            let rejects = matches!(
+            // A connection cut in the middle of a handshake (a broker restarting) is
+            // no refusal.
+            let cut = ["Disconnected", "reset by peer", "Connection refused"]
+                .iter()
+                .any(|w| reason.contains(w));
+            let rejects = (matches!(
                 error.rdkafka_error_code(),
                 Some(C::Authentication | C::SSL | C::SaslAuthenticationFailed)
             ) || reason.contains("SSL handshake failed")
                 || reason.contains("certificate verify failed")
-                || (reason.contains("SSL") && reason.contains(" alert "));
+                || (reason.contains("SSL") && reason.contains(" alert ")))
+                && !cut;
             self.last_error_rejects
                 .store(rejects, std::sync::atomic::Ordering::Relaxed);
             // A token provider that failed ("Failed to acquire SASL OAUTHBEARER
@@ -445,9 +462,7 @@ impl ClientContext for SourceContext {
                 .store(token, std::sync::atomic::Ordering::Relaxed);
             if rejects && !token {
                 let mut refusal = self.refusal.lock().unwrap_or_else(|p| p.into_inner());
-                *refusal = Some(reason.to_string());
-                self.refused
-                    .store(true, std::sync::atomic::Ordering::Relaxed);
+                *refusal = Some((reason.to_string(), Instant::now()));
             }
         }
         self.report_error(reason);
@@ -468,6 +483,12 @@ impl ClientContext for SourceContext {
 }
 
 impl ConsumerContext for SourceContext {}
+
+/// How long a broker's failure, or the cluster's refusal, counts for a client that
+/// got no metadata answer since: librdkafka reports a broker that goes on failing
+/// the same way again every 30 s (reconnecting at most 10 s apart), so a failure
+/// older than this is one the broker got over, or one nothing retried since.
+const FAILURE_KEPT: Duration = Duration::from_secs(45);
 
 /// The broker a librdkafka client error is about, as librdkafka names it
 /// (`sasl_ssl://host:9092/bootstrap: SASL authentication error: …` names
@@ -1025,7 +1046,7 @@ mod tests {
         );
         assert!(ctx.refused_since_answer());
         assert!(ctx.last_error().unwrap().contains("certificate expired"));
-        ctx.answered();
+        ctx.answered(1);
         assert!(!ctx.refused_since_answer());
         assert!(ctx.last_error().unwrap().contains("Connection refused"));
     }
@@ -1066,9 +1087,60 @@ mod tests {
                 .unwrap()
                 .contains("SASL authentication error")
         );
-        ctx.answered();
+        ctx.answered(1);
         assert!(!ctx.every_broker_failed());
         assert!(!ctx.refused_since_answer());
+    }
+
+    #[test]
+    fn failures_count_against_the_brokers_of_the_last_answer_and_fade() {
+        let ctx = SourceContext::new("c".into(), ClientRole::Lookup, None);
+        let transport = || KafkaError::Global(RDKafkaErrorCode::BrokerTransportFailure);
+        // The cluster has three brokers, whatever its bootstrap list names.
+        ctx.answered(3);
+        ctx.error(
+            transport(),
+            "b-1:9092/1: Connect to ipv4#10.0.0.1:9092 failed: Connection refused",
+        );
+        ctx.error(
+            transport(),
+            "b-2:9092/2: Connect to ipv4#10.0.0.2:9092 failed: Connection refused",
+        );
+        assert!(!ctx.every_broker_failed());
+        ctx.error(
+            transport(),
+            "b-3:9092/3: Connect to ipv4#10.0.0.3:9092 failed: Connection refused",
+        );
+        assert!(ctx.every_broker_failed());
+        // A cut in the middle of a handshake (a broker restarting) is no refusal.
+        ctx.error(
+            KafkaError::Global(RDKafkaErrorCode::SSL),
+            "ssl://b-1:9092/1: SSL handshake failed: Disconnected: connection reset by peer",
+        );
+        assert!(!ctx.refused_since_answer());
+        ctx.error(
+            KafkaError::Global(RDKafkaErrorCode::Authentication),
+            "sasl_ssl://b-1:9092/1: SASL authentication error: Authentication failed",
+        );
+        assert!(ctx.refused_since_answer());
+        ctx.error(
+            transport(),
+            "b-2:9092/2: Connect to ipv4#10.0.0.2:9092 failed: Connection refused",
+        );
+        assert!(
+            ctx.last_error().unwrap().contains("SASL"),
+            "a recent refusal is named"
+        );
+        // Failures and refusals nothing repeated for FAILURE_KEPT no longer count
+        // (a client that no request asked to reconnect since).
+        let long_ago = Instant::now() - FAILURE_KEPT - Duration::from_secs(1);
+        for at in ctx.failed_brokers.lock().unwrap().values_mut() {
+            *at = long_ago;
+        }
+        ctx.refusal.lock().unwrap().as_mut().unwrap().1 = long_ago;
+        assert!(!ctx.every_broker_failed());
+        assert!(!ctx.refused_since_answer());
+        assert!(ctx.last_error().unwrap().contains("Connection refused"));
     }
 
     #[test]
