@@ -586,4 +586,37 @@ mod tests {
         }
         close_detached(client);
     }
+
+    #[test]
+    fn librdkafka_says_when_every_broker_is_down() {
+        // librdkafka raises "N/N brokers are down" (and re-bootstraps) only when its
+        // rd_atomic32_set returns the previous value, which its CMake build gets
+        // right only with HAVE_ATOMICS_32_ATOMIC defined (.cargo/config.toml).
+        use crate::kafka::hooks::{ClientHooks, KafkaError};
+        use rdkafka::error::RDKafkaErrorCode;
+        struct Seen(std::sync::Mutex<Vec<(Option<RDKafkaErrorCode>, String)>>);
+        impl ClientHooks for Seen {
+            fn error(&self, error: KafkaError, reason: &str) {
+                let seen = (error.rdkafka_error_code(), reason.to_string());
+                self.0.lock().unwrap().push(seen);
+            }
+        }
+        let seen = Arc::new(Seen(std::sync::Mutex::new(Vec::new())));
+        let props = ClientProperties::from_iter([("bootstrap.servers", "127.0.0.1:1")]);
+        let setup = ClientSetup {
+            hooks: Some(seen.clone()),
+            dispatch: None,
+        };
+        let timeout = Duration::from_secs(5);
+        let client = ClusterClient::new(None, "dead".into(), &props, None, timeout, setup).unwrap();
+        // Ends about a second after the broker failed; the report comes with it.
+        let _ = client.first_contact();
+        close_detached(client);
+        let seen = seen.0.lock().unwrap();
+        assert!(
+            seen.iter()
+                .any(|(code, _)| *code == Some(RDKafkaErrorCode::AllBrokersDown)),
+            "no \"brokers are down\" in {seen:?}"
+        );
+    }
 }

@@ -212,8 +212,8 @@ pub(crate) struct SourceContext {
     refusal: Mutex<Option<(String, Instant)>>,
     /// The brokers (as librdkafka names them: `host:port/bootstrap`, `host:port/1`)
     /// that failed since the client's last metadata answer, and when they last
-    /// did. librdkafka's own "all brokers are down" would say when none is left, but
-    /// the CMake build of the librdkafka the crate vendors never reports it (see
+    /// did. librdkafka's own "all brokers are down" says when none is left, but only
+    /// a CMake build with the atomics flags of `.cargo/config.toml` reports it (see
     /// `docs/design.md`).
     failed_brokers: Mutex<BTreeMap<String, Instant>>,
     /// How many brokers the client knows: those its bootstrap list names, then
@@ -353,10 +353,12 @@ impl SourceContext {
     /// error; other clients log it at debug level (their requests fail with it).
     pub fn report_error(&self, text: &str) {
         let text = &*self.hidden(text);
-        if !text.contains("brokers are down") {
+        // "N/N brokers are down" sums up the brokers' own errors, each said already.
+        let summary = text.contains("brokers are down");
+        if !summary {
             *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(text.to_string());
         }
-        if !self.reading.load(std::sync::atomic::Ordering::Relaxed) {
+        if summary || !self.reading.load(std::sync::atomic::Ordering::Relaxed) {
             tracing::debug!(cluster = %self.cluster, error = %text, role = ?self.role, "client error");
             return;
         }
