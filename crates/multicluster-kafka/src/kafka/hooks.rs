@@ -202,9 +202,6 @@ pub(crate) struct SourceContext {
     /// librdkafka's last client error other than "all brokers down": the cause a
     /// lookup that timed out names (authentication failed, certificate rejected, …).
     last_error: Mutex<Option<String>>,
-    /// Whether that error means the cluster answered and refused the client
-    /// (authentication or TLS failed): trying again unchanged will not help.
-    last_error_rejects: std::sync::atomic::AtomicBool,
     /// The cluster's latest refusal of the client (not its token provider's
     /// failure) since the client's last metadata answer ([`Self::answered`]), and
     /// when it came. Kept across requests, for [`FAILURE_KEPT`]: librdkafka reports
@@ -238,7 +235,6 @@ impl SourceContext {
             hooks,
             streak: Mutex::new(None),
             last_error: Mutex::new(None),
-            last_error_rejects: std::sync::atomic::AtomicBool::new(false),
             last_error_is_token: std::sync::atomic::AtomicBool::new(false),
             refusal: Mutex::new(None),
             failed_brokers: Mutex::new(BTreeMap::new()),
@@ -331,15 +327,6 @@ impl SourceContext {
     /// failing (librdkafka asks it again).
     pub fn last_error_is_token(&self) -> bool {
         self.last_error_is_token
-            .load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    /// True when librdkafka's last client error was the cluster refusing the client
-    /// (authentication or TLS failed, or no token for it), not a cluster that does not
-    /// answer.
-    #[cfg(test)]
-    pub fn last_error_rejects(&self) -> bool {
-        self.last_error_rejects
             .load(std::sync::atomic::Ordering::Relaxed)
     }
 
@@ -439,30 +426,12 @@ impl ClientContext for SourceContext {
         if error.rdkafka_error_code() != Some(C::AllBrokersDown)
             && !reason.contains("brokers are down")
         {
-            // A broker that refuses the client's certificate ends the handshake with
-            // a TLS alert, and a broker certificate this client refuses may fail in
-            // the middle of a read; librdkafka may report either as a transport error
-            // ("…:SSL routines::certificate verify failed"): its text tells it apart.
-            // A connection cut in the middle of a handshake (a broker restarting) is
-            // no refusal.
-            let cut = ["Disconnected", "reset by peer", "Connection refused"]
-                .iter()
-                .any(|w| reason.contains(w));
-            let rejects = (matches!(
-                error.rdkafka_error_code(),
-                Some(C::Authentication | C::SSL | C::SaslAuthenticationFailed)
-            ) || reason.contains("SSL handshake failed")
-                || reason.contains("certificate verify failed")
-                || (reason.contains("SSL") && reason.contains(" alert ")))
-                && !cut;
-            self.last_error_rejects
-                .store(rejects, std::sync::atomic::Ordering::Relaxed);
             // A token provider that failed ("Failed to acquire SASL OAUTHBEARER
             // token", an authentication error too) is asked again by librdkafka.
             let token = reason.contains("OAUTHBEARER token");
             self.last_error_is_token
                 .store(token, std::sync::atomic::Ordering::Relaxed);
-            if rejects && !token {
+            if refuses(&error, reason) && !token {
                 let mut refusal = self.refusal.lock().unwrap_or_else(|p| p.into_inner());
                 *refusal = Some((reason.to_string(), Instant::now()));
             }
@@ -485,6 +454,27 @@ impl ClientContext for SourceContext {
 }
 
 impl ConsumerContext for SourceContext {}
+
+/// Whether a client error says the cluster answered and refused the client
+/// (authentication or TLS failed, or no token for it): trying again unchanged will
+/// not help. A broker that refuses the client's certificate ends the handshake with a
+/// TLS alert, and a broker certificate this client refuses may fail in the middle of
+/// a read; librdkafka may report either as a transport error ("…:SSL
+/// routines::certificate verify failed"): its text tells it apart. A connection cut
+/// in the middle of a handshake (a broker restarting) is no refusal.
+fn refuses(error: &KafkaError, reason: &str) -> bool {
+    use rdkafka::types::RDKafkaErrorCode as C;
+    let cut = ["Disconnected", "reset by peer", "Connection refused"]
+        .iter()
+        .any(|w| reason.contains(w));
+    let refusal = matches!(
+        error.rdkafka_error_code(),
+        Some(C::Authentication | C::SSL | C::SaslAuthenticationFailed)
+    ) || reason.contains("SSL handshake failed")
+        || reason.contains("certificate verify failed")
+        || (reason.contains("SSL") && reason.contains(" alert "));
+    refusal && !cut
+}
 
 /// How long a broker's failure, or the cluster's refusal, counts for a client that
 /// got no metadata answer since: librdkafka reports a broker that goes on failing
@@ -1025,21 +1015,14 @@ mod tests {
     fn tls_failures_reported_as_transport_errors_count_as_rejections() {
         let ctx = SourceContext::new("c".into(), ClientRole::Lookup, None);
         let transport = || KafkaError::Global(RDKafkaErrorCode::BrokerTransportFailure);
-        ctx.error(
-            transport(),
-            "ssl://127.0.0.1:1/bootstrap: ssl/statem/statem_clnt.c:2125:tls_post_process_server_certificate error:0A000086:SSL routines::certificate verify failed (after 1ms in state SSL_HANDSHAKE)",
-        );
-        assert!(ctx.last_error_rejects());
-        ctx.error(
-            transport(),
-            "127.0.0.1:1/bootstrap: Connect to ipv4#127.0.0.1:1 failed: Connection refused",
-        );
-        assert!(!ctx.last_error_rejects());
-        ctx.error(
-            transport(),
-            "ssl://127.0.0.1:1/bootstrap: SSL handshake failed: certificate expired",
-        );
-        assert!(ctx.last_error_rejects());
+        let verify = "ssl://127.0.0.1:1/bootstrap: ssl/statem/statem_clnt.c:2125:tls_post_process_server_certificate error:0A000086:SSL routines::certificate verify failed (after 1ms in state SSL_HANDSHAKE)";
+        let refused =
+            "127.0.0.1:1/bootstrap: Connect to ipv4#127.0.0.1:1 failed: Connection refused";
+        let expired = "ssl://127.0.0.1:1/bootstrap: SSL handshake failed: certificate expired";
+        assert!(refuses(&transport(), verify));
+        assert!(!refuses(&transport(), refused));
+        assert!(refuses(&transport(), expired));
+        ctx.error(transport(), expired);
         // A refusal stays known until the cluster answers, whatever came after it:
         // librdkafka does not repeat a broker's identical error for 30 s.
         ctx.error(
@@ -1190,11 +1173,10 @@ mod tests {
     fn a_token_that_could_not_be_had_is_not_refused_by_the_cluster_but_a_password_is() {
         let ctx = SourceContext::new("c".into(), ClientRole::Lookup, None);
         let auth = || KafkaError::Global(RDKafkaErrorCode::Authentication);
-        ctx.error(
-            auth(),
-            "Failed to acquire SASL OAUTHBEARER token: the token endpoint did not answer",
-        );
-        assert!(ctx.last_error_rejects());
+        let token = "Failed to acquire SASL OAUTHBEARER token: the token endpoint did not answer";
+        // An authentication error, but the cluster refused nothing.
+        assert!(refuses(&auth(), token));
+        ctx.error(auth(), token);
         assert!(!ctx.refused_since_answer());
         ctx.error(
             auth(),
