@@ -46,8 +46,9 @@ impl Enumerator {
                         let member = group.committer(cluster)?;
                         let held: Vec<_> = offsets_of(saved)
                             .into_iter()
-                            .filter(|(t, p, _)| {
-                                group.holds(&crate::split::SplitId::new(cluster, t, *p))
+                            .filter_map(|(t, p, o)| {
+                                let id = crate::split::SplitId::new(cluster, &t, p);
+                                group.committable(&id, o).map(|o| (t, p, o))
                             })
                             .collect();
                         Some((cluster.clone(), Via::Member(member), held))

@@ -92,7 +92,8 @@ pub(crate) struct GroupState {
     pending: BTreeMap<SplitId, u64>,
     lookups: u64,
     assigning: tokio::task::JoinSet<Looked>,
-    /// The positions the program acknowledged last (its last commit).
+    /// The positions the program acknowledged last (its last commit), of the splits
+    /// this instance holds or is giving back: never of an earlier ownership.
     acked: BTreeMap<SplitId, i64>,
     /// Where readers let splits go that a metadata change removed.
     released: BTreeMap<SplitId, i64>,
@@ -168,6 +169,26 @@ impl GroupState {
     /// Whether the coordinators gave this instance `id`.
     pub(super) fn holds(&self, id: &SplitId) -> bool {
         self.assigned.contains_key(id)
+    }
+
+    /// The offset to commit for `id` from a checkpoint that holds it at `at`: none
+    /// when this instance does not hold it, or when `at` is behind where it started
+    /// here (a checkpoint taken before the partition came back: committing it would
+    /// move the group's offset back under what another member committed meanwhile).
+    pub(super) fn committable(&self, id: &SplitId, at: i64) -> Option<i64> {
+        self.assigned
+            .get(id)
+            .is_some_and(|start| at >= *start)
+            .then_some(at)
+    }
+
+    /// Expects a lookup of where `id` starts, as a member's assignment does; returns
+    /// its number.
+    #[cfg(test)]
+    pub(super) fn expect_lookup(&mut self, id: &SplitId) -> u64 {
+        self.lookups += 1;
+        self.pending.insert(id.clone(), self.lookups);
+        self.lookups
     }
 }
 
@@ -439,6 +460,8 @@ impl Enumerator {
         if let Some(group) = self.group.as_mut() {
             for s in &splits {
                 group.assigned.insert(s.id.clone(), s.next_offset);
+                // What was acknowledged of an earlier ownership is not this one's.
+                group.acked.remove(&s.id);
             }
         }
         self.hand_out(splits);
@@ -544,6 +567,16 @@ impl Enumerator {
         for (cluster, c) in &cp.clusters {
             for s in &c.splits {
                 let id = SplitId::new(cluster, &s.topic, s.partition);
+                // Only of the ownership now: held, or being given back. A checkpoint
+                // taken before a revocation ended can be acknowledged after it; its
+                // positions belong to an ownership that is over.
+                let start = group
+                    .assigned
+                    .get(&id)
+                    .or_else(|| group.revocations.iter().find_map(|r| r.starts.get(&id)));
+                if start.is_none_or(|start| s.next_offset < *start) {
+                    continue;
+                }
                 let e = group.acked.entry(id).or_insert(s.next_offset);
                 *e = (*e).max(s.next_offset);
             }
@@ -594,9 +627,12 @@ impl Enumerator {
                 still.push(r);
                 continue;
             }
+            // Only what this instance started reading: a partition taken back while
+            // its start was still looked up was not read here.
             let offsets: Vec<(String, i32, i64)> = r
                 .ids
                 .iter()
+                .filter(|id| r.starts.contains_key(*id))
                 .filter_map(|id| {
                     let acked = group.acked.get(id).copied();
                     let at = if acked_all {

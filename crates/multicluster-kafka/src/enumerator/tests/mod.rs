@@ -339,6 +339,7 @@ fn far() -> i64 {
 
 mod connecting;
 mod discovery_bookkeeping;
+mod group_revocations;
 mod hold_back;
 mod identity;
 mod metadata_reads;

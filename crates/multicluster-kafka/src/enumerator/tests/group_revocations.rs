@@ -1,0 +1,154 @@
+//! Group mode's revocations: what is committed when a cluster's group takes
+//! partitions back, as the coordinator moves them between instances.
+
+use super::*;
+use crate::kafka::group_member::MemberEvent;
+use crate::kafka::offsets::PartitionFacts;
+use std::sync::mpsc as std_mpsc;
+
+const T0: (&str, i32) = ("t", 0);
+
+fn t0() -> SplitId {
+    SplitId::new("east", "t", 0)
+}
+
+/// A group-mode harness reading east (topic `t`).
+fn in_group() -> Harness {
+    let mut cfg = config();
+    cfg.group_mode = true;
+    cfg.group_id = Some("g".into());
+    let mut h = Harness::new(cfg, stream(vec![("east", meta("east", &["t"]))]));
+    h.e.group = Some(group::GroupState::new(Arc::new(AtomicBool::new(false))));
+    h.read("east", "K1");
+    h
+}
+
+/// The coordinator gives east/t/0 to this instance and its lookup finds `committed`;
+/// returns the reader it was handed to.
+fn given(h: &mut Harness, committed: i64) -> usize {
+    let no = h.e.group.as_mut().unwrap().expect_lookup(&t0());
+    let facts = PartitionFacts {
+        earliest: 0,
+        latest: 1_000,
+        committed: Some(committed),
+        at_timestamp: None,
+    };
+    h.e.assigned((
+        no,
+        key("east"),
+        vec![(T0.0.to_string(), T0.1)],
+        Ok(BTreeMap::from([((T0.0.to_string(), T0.1), facts)])),
+    ));
+    (0..h.readers.len())
+        .find(|r| {
+            h.assigned(*r)
+                .iter()
+                .any(|s| s.id == t0() && s.next_offset == committed)
+        })
+        .expect("the partition is handed out at its committed offset")
+}
+
+/// The program's checkpoint with east/t/0 at `at`.
+fn checkpoint_at(at: i64) -> Checkpoint {
+    let mut cp = Checkpoint::default();
+    cp.clusters.insert(
+        "east".into(),
+        ClusterCheckpoint {
+            splits: vec![SplitCheckpoint {
+                topic: T0.0.into(),
+                partition: T0.1,
+                next_offset: at,
+                retained_until_ms: None,
+            }],
+            ..Default::default()
+        },
+    );
+    cp
+}
+
+/// The coordinator takes east/t/0 back; its reader (if it has it) says it let it go
+/// at `released_at`. Returns where the revocation's answer comes.
+async fn taken_back(
+    h: &mut Harness,
+    reader: Option<usize>,
+    released_at: i64,
+) -> std_mpsc::Receiver<Vec<(String, i32, i64)>> {
+    let (reply, answer) = std_mpsc::channel();
+    h.e.member_event(MemberEvent::Revoking {
+        cluster: key("east"),
+        partitions: vec![(T0.0.to_string(), T0.1)],
+        reply,
+    })
+    .await;
+    if let Some(r) = reader {
+        for ev in h.events(r) {
+            if let ReaderEvent::Remove {
+                confirm: Some(confirm),
+                ..
+            } = ev
+            {
+                let _ = confirm.send(vec![split("east", "t", 0, released_at)]);
+            }
+        }
+    }
+    answer
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_revocation_commits_where_the_program_acknowledged() {
+    let mut h = in_group();
+    let r = given(&mut h, 100);
+    let answer = taken_back(&mut h, Some(r), 150).await;
+    h.e.revocations_due();
+    assert!(answer.try_recv().is_err(), "waits for the acknowledgement");
+    h.e.acknowledged(&checkpoint_at(150));
+    h.e.revocations_due();
+    assert_eq!(answer.try_recv().unwrap(), vec![("t".into(), 0, 150)]);
+}
+
+/// A checkpoint taken while the partition was still here, acknowledged after the
+/// revocation ended, must not speak for the partition when it comes back: it would
+/// commit a position behind what the next owner committed meanwhile, and the owner
+/// after that would read those records again.
+#[tokio::test(start_paused = true)]
+async fn an_acknowledgement_from_an_earlier_ownership_is_never_committed() {
+    let mut h = in_group();
+    let r = given(&mut h, 100);
+    let answer = taken_back(&mut h, Some(r), 150).await;
+    h.e.acknowledged(&checkpoint_at(150));
+    h.e.revocations_due();
+    assert_eq!(answer.try_recv().unwrap(), vec![("t".into(), 0, 150)]);
+    // An older checkpoint's commit, asked before the revocation, lands after it.
+    h.e.acknowledged(&checkpoint_at(120));
+
+    // Another instance read on to 300 and committed; the partition comes back and
+    // is taken again before this instance hands out anything of it.
+    let r = given(&mut h, 300);
+    let answer = taken_back(&mut h, Some(r), 300).await;
+    h.e.revocations_due();
+    assert_eq!(answer.try_recv().unwrap(), vec![("t".into(), 0, 300)]);
+
+    // Taken back while its start is still being looked up: nothing is committed.
+    h.e.acknowledged(&checkpoint_at(120));
+    h.e.group.as_mut().unwrap().expect_lookup(&t0());
+    let answer = taken_back(&mut h, None, 0).await;
+    h.e.revocations_due();
+    assert_eq!(answer.try_recv().unwrap(), vec![]);
+}
+
+/// The program's commit of a checkpoint taken before the partition came back holds
+/// an older position of it: that is not committed under the new ownership.
+#[tokio::test(start_paused = true)]
+async fn a_checkpoint_commit_never_moves_a_held_partition_back() {
+    let mut h = in_group();
+    given(&mut h, 300);
+    let group = h.e.group.as_ref().unwrap();
+    assert_eq!(group.committable(&t0(), 120), None);
+    assert_eq!(group.committable(&t0(), 300), Some(300));
+    assert_eq!(group.committable(&t0(), 340), Some(340));
+    assert_eq!(
+        group.committable(&SplitId::new("east", "t", 1), 340),
+        None,
+        "not held"
+    );
+}
