@@ -33,6 +33,9 @@ const REVOKE_WAIT: Duration = Duration::from_secs(30);
 /// How long a commit through the member may take.
 const COMMIT_WAIT: Duration = Duration::from_secs(10);
 
+/// How many times a commit refused for a stale member epoch is asked.
+const STALE_COMMIT_TRIES: u32 = 5;
+
 /// Properties of the classic protocol that librdkafka refuses with
 /// `group.protocol=consumer`.
 const CLASSIC_ONLY: &[&str] = &[
@@ -234,6 +237,9 @@ impl ConsumerContext for MemberContext {
     fn commit_callback(&self, _: rdkafka::error::KafkaResult<()>, _: &TopicPartitionList) {}
 }
 
+/// Commits `offsets` as the member. A commit that crossed a heartbeat which moved
+/// the member to a new epoch is refused as stale; librdkafka has the new epoch by
+/// the time the answer comes, so the commit is asked again (a few times).
 fn commit_offsets(
     consumer: &BaseConsumer<MemberContext>,
     offsets: &[(String, i32, i64)],
@@ -243,9 +249,18 @@ fn commit_offsets(
         tpl.add_partition_offset(t, *p, Offset::Offset(*o))
             .map_err(|e| e.to_string())?;
     }
-    consumer
-        .commit(&tpl, CommitMode::Sync)
-        .map_err(|e| e.to_string())
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match consumer.commit(&tpl, CommitMode::Sync) {
+            Err(KafkaError::ConsumerCommit(rdkafka::types::RDKafkaErrorCode::StaleMemberEpoch))
+                if tries < STALE_COMMIT_TRIES =>
+            {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            done => return done.map_err(|e| e.to_string()),
+        }
+    }
 }
 
 /// The handle of a member running on a thread of its own; dropping it leaves the
