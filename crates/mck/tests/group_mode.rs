@@ -244,6 +244,15 @@ fn three_instances_share_the_stream_through_restarts_and_metadata_edits_each_rec
         eprintln!("instance {i}: {} records", lines_in(&inst.out));
     }
     assert_each_once(values(&instances), sent);
+    // West's removal is committed by each member's leave; nothing else commits for a
+    // cluster that left (a commit from outside the group would be refused).
+    for run in &runs {
+        let said = run.stderr();
+        assert!(
+            !said.contains("commit failed") && !said.contains("releasing partitions failed"),
+            "{said}"
+        );
+    }
     eprintln!("done in {:?}", began.elapsed());
 }
 

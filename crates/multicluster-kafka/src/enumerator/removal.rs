@@ -171,9 +171,11 @@ impl Enumerator {
     }
 
     /// A removed cluster's client waits for the commit of its last positions, when
-    /// there is a group to commit to; it is closed at once otherwise.
+    /// there is a group to commit to; it is closed at once otherwise. In group mode
+    /// the cluster's member commits them as it leaves the group (which takes commits
+    /// from its members only).
     pub(super) fn leave(&mut self, cluster: Arc<str>, state: ClusterState) {
-        if self.cfg.group_id.is_none() {
+        if self.cfg.group_id.is_none() || self.group.is_some() {
             close_detached(state);
             return;
         }
