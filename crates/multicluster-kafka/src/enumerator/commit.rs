@@ -51,7 +51,10 @@ impl Enumerator {
                                 group.committable(&id, o).map(|o| (t, p, o))
                             })
                             .collect();
-                        Some((cluster.clone(), Via::Member(member), held))
+                        // Stamped now: the commit may run after the partition went
+                        // and came back (commits queue behind slower ones).
+                        let stamped = member.stamp(held);
+                        Some((cluster.clone(), Via::Member(member, stamped), Vec::new()))
                     }
                     None => Some((
                         cluster.clone(),
@@ -107,7 +110,7 @@ impl Enumerator {
                 tasks.spawn(detached(move || {
                     let done = match via {
                         Via::Client(client) => client.commit(&offsets),
-                        Via::Member(member) => member.commit(&offsets),
+                        Via::Member(member, stamped) => member.commit(&stamped),
                     };
                     (cluster, done)
                 }));
@@ -152,7 +155,11 @@ type Offsets = Vec<(String, i32, i64)>;
 /// member.
 enum Via {
     Client(Arc<crate::kafka::client::ClusterClient>),
-    Member(crate::kafka::group_member::MemberCommitter),
+    /// With the offsets, stamped with the partitions' stays.
+    Member(
+        crate::kafka::group_member::MemberCommitter,
+        Vec<crate::kafka::group_member::StampedOffset>,
+    ),
 }
 
 /// A commit to run, and where its result goes.

@@ -71,10 +71,67 @@ pub(crate) enum MemberEvent {
 
 enum MemberCommand {
     Subscribe(Vec<String>),
-    Commit(
-        Vec<(String, i32, i64)>,
-        std_mpsc::Sender<Result<(), String>>,
-    ),
+    Commit(Vec<StampedOffset>, std_mpsc::Sender<Result<(), String>>),
+}
+
+/// An offset to commit: topic, partition, next offset, and the stay of the
+/// partition at this member it belongs to (see [`Stays`]).
+pub(crate) type StampedOffset = (String, i32, i64, u64);
+
+/// Which stay of each partition this member is in: a number counted up at every
+/// assignment. A commit asked during one stay and run after the partition went and
+/// came back would carry a position of the earlier stay, behind what another member
+/// committed meanwhile; the stamp tells it apart.
+#[derive(Clone, Default)]
+struct Stays(Arc<std::sync::Mutex<StayCount>>);
+
+#[derive(Default)]
+struct StayCount {
+    /// Stays begun so far.
+    begun: u64,
+    /// The stay of each partition held.
+    of: std::collections::BTreeMap<(String, i32), u64>,
+}
+
+impl Stays {
+    fn lock(&self) -> std::sync::MutexGuard<'_, StayCount> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn begin(&self, partitions: &[(String, i32)]) {
+        let mut stays = self.lock();
+        for tp in partitions {
+            stays.begun += 1;
+            let stay = stays.begun;
+            stays.of.insert(tp.clone(), stay);
+        }
+    }
+
+    fn end(&self, partitions: &[(String, i32)]) {
+        let mut stays = self.lock();
+        for tp in partitions {
+            stays.of.remove(tp);
+        }
+    }
+
+    fn of(&self, topic: &str, partition: i32) -> Option<u64> {
+        self.lock().of.get(&(topic.to_string(), partition)).copied()
+    }
+
+    /// The offsets of partitions `held` and still in the stay they were stamped in.
+    fn current(
+        &self,
+        offsets: Vec<StampedOffset>,
+        held: &std::collections::BTreeSet<(String, i32)>,
+    ) -> Vec<(String, i32, i64)> {
+        offsets
+            .into_iter()
+            .filter(|(t, p, _, stay)| {
+                held.contains(&(t.clone(), *p)) && self.of(t, *p) == Some(*stay)
+            })
+            .map(|(t, p, o, _)| (t, p, o))
+            .collect()
+    }
 }
 
 struct MemberContext {
@@ -85,6 +142,8 @@ struct MemberContext {
     commands: std::sync::Mutex<std_mpsc::Receiver<MemberCommand>>,
     /// Subscription changes that came during a revocation, applied after it.
     deferred: std::sync::Mutex<Vec<Vec<String>>>,
+    /// The stay of each partition held.
+    stays: Stays,
     /// The program's hooks for this cluster: tokens, statistics, errors.
     hooks: Option<Arc<dyn ClientHooks>>,
     /// What of the secret properties librdkafka's texts may show (a secret bootstrap
@@ -104,17 +163,15 @@ impl MemberContext {
                     .unwrap_or_else(|p| p.into_inner())
                     .push(topics),
                 MemberCommand::Commit(offsets, reply) => {
-                    // Only partitions the member holds now: a commit asked before a
-                    // revocation must not move a released partition's offset back
-                    // under its next owner.
+                    // Only partitions the member holds now, in the stay the commit was
+                    // asked in: a commit asked before a revocation must not move a
+                    // released partition's offset back under its next owner, nor
+                    // under what that owner committed once the partition came back.
                     let held: std::collections::BTreeSet<(String, i32)> = consumer
                         .assignment()
                         .map(|tpl| partitions_of(&tpl).into_iter().collect())
                         .unwrap_or_default();
-                    let offsets: Vec<(String, i32, i64)> = offsets
-                        .into_iter()
-                        .filter(|(t, p, _)| held.contains(&(t.clone(), *p)))
-                        .collect();
+                    let offsets = self.stays.current(offsets, &held);
                     let done = if offsets.is_empty() {
                         Ok(())
                     } else {
@@ -186,6 +243,7 @@ impl ConsumerContext for MemberContext {
                 // The readers fetch; the member only holds the partitions.
                 let _ = consumer.pause(tpl);
                 let partitions = partitions_of(tpl);
+                self.stays.begin(&partitions);
                 if !partitions.is_empty() {
                     tracing::info!(cluster = %self.cluster, count = partitions.len(), "the group assigned partitions to this instance");
                     let _ = self.events.send(MemberEvent::Assigned {
@@ -227,6 +285,7 @@ impl ConsumerContext for MemberContext {
                     }
                 }
                 let _ = consumer.incremental_unassign(tpl);
+                self.stays.end(&partitions_of(tpl));
             }
             other => {
                 tracing::warn!(cluster = %self.cluster, error = ?other, "group member: rebalance error");
@@ -268,6 +327,7 @@ fn commit_offsets(
 pub(crate) struct GroupMember {
     cluster: Arc<str>,
     commands: std_mpsc::Sender<MemberCommand>,
+    stays: Stays,
     stop: Arc<AtomicBool>,
     join: Option<std::thread::JoinHandle<()>>,
     /// `consumer` (KIP-848) or `classic`.
@@ -325,11 +385,13 @@ impl GroupMember {
             .map_err(|e| SourceError::cluster(&cluster, "create the group member", &e, &props))?;
         let provider = hooks.as_ref().is_some_and(|h| h.enable_token_refresh());
         let (tx, rx) = std_mpsc::channel();
+        let stays = Stays::default();
         let context = MemberContext {
             cluster: cluster.clone(),
             events: events.clone(),
             commands: std::sync::Mutex::new(rx),
             deferred: std::sync::Mutex::new(Vec::new()),
+            stays: stays.clone(),
             hooks,
             secrets: props.secret_texts(),
         };
@@ -362,6 +424,7 @@ impl GroupMember {
         Ok(GroupMember {
             cluster,
             commands: tx,
+            stays,
             stop,
             join: Some(join),
             protocol: if classic { "classic" } else { "consumer" },
@@ -378,6 +441,7 @@ impl GroupMember {
         MemberCommitter {
             cluster: self.cluster.clone(),
             commands: self.commands.clone(),
+            stays: self.stays.clone(),
         }
     }
 
@@ -412,11 +476,26 @@ impl Drop for GroupMember {
 pub(crate) struct MemberCommitter {
     cluster: Arc<str>,
     commands: std_mpsc::Sender<MemberCommand>,
+    stays: Stays,
 }
 
 impl MemberCommitter {
-    /// Commits `offsets` (topic, partition, next offset) as the group's member.
-    pub fn commit(&self, offsets: &[(String, i32, i64)]) -> Result<(), SourceError> {
+    /// Stamps `offsets` (topic, partition, next offset) with the partitions' stays
+    /// now; those of partitions the member does not hold are dropped. Stamp when the
+    /// commit is asked, [`Self::commit`] when it runs.
+    pub fn stamp(&self, offsets: Vec<(String, i32, i64)>) -> Vec<StampedOffset> {
+        offsets
+            .into_iter()
+            .filter_map(|(t, p, o)| {
+                let stay = self.stays.of(&t, p)?;
+                Some((t, p, o, stay))
+            })
+            .collect()
+    }
+
+    /// Commits stamped offsets as the group's member: those of a partition that is
+    /// no longer in the stay it was stamped in are not committed.
+    pub fn commit(&self, offsets: &[StampedOffset]) -> Result<(), SourceError> {
         if offsets.is_empty() {
             return Ok(());
         }
@@ -494,4 +573,46 @@ fn serve(
     // rebalance callback runs within the close, and asks the enumerator for the
     // positions to commit), then leaves the group.
     drop(consumer);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn committer(stays: &Stays) -> MemberCommitter {
+        MemberCommitter {
+            cluster: Arc::from("east"),
+            commands: std_mpsc::channel().0,
+            stays: stays.clone(),
+        }
+    }
+
+    #[test]
+    fn a_commit_stamped_in_an_earlier_stay_is_not_run() {
+        let stays = Stays::default();
+        let p0 = ("t".to_string(), 0);
+        let p1 = ("t".to_string(), 1);
+        stays.begin(&[p0.clone(), p1.clone()]);
+        let held: std::collections::BTreeSet<_> = [p0.clone(), p1.clone()].into();
+        let asked = committer(&stays).stamp(vec![
+            ("t".into(), 0, 120),
+            ("t".into(), 1, 40),
+            ("t".into(), 2, 7),
+        ]);
+        assert_eq!(asked.len(), 2, "a partition not held is not stamped");
+        assert_eq!(
+            stays.current(asked.clone(), &held),
+            vec![("t".into(), 0, 120), ("t".into(), 1, 40)]
+        );
+        // Partition 0 goes and comes back before the commit runs.
+        stays.end(std::slice::from_ref(&p0));
+        stays.begin(std::slice::from_ref(&p0));
+        assert_eq!(
+            stays.current(asked.clone(), &held),
+            vec![("t".into(), 1, 40)]
+        );
+        // Partition 1 is no longer held.
+        let held: std::collections::BTreeSet<_> = [p0].into();
+        assert_eq!(stays.current(asked, &held), vec![]);
+    }
 }
