@@ -193,9 +193,14 @@ impl Enumerator {
         self.owners.retain(|id, _| !which(id));
         self.unassigned.retain(|s| !which(&s.id));
         self.removals.drop_deferred(&which);
-        let retain_until_ms = (retain && !self.cfg.retention.is_zero()).then(|| {
-            crate::enumerator::retention::now_ms() + self.cfg.retention.as_millis() as i64
-        });
+        // Group mode keeps them at least until the group's revocation of the splits
+        // (which follows) can see the program acknowledge them in its checkpoints.
+        let window = match self.group {
+            Some(_) => self.cfg.retention.max(super::group::ACK_WAIT * 4),
+            None => self.cfg.retention,
+        };
+        let retain_until_ms = (retain && !window.is_zero())
+            .then(|| crate::enumerator::retention::now_ms() + window.as_millis() as i64);
         for (reader, ids) in per_reader {
             if let Some(tx) = self.readers.get(&reader) {
                 let _ = tx.send(self.removals.event(ids, retain_until_ms));

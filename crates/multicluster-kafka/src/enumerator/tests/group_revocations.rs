@@ -152,3 +152,25 @@ async fn a_checkpoint_commit_never_moves_a_held_partition_back() {
         "not held"
     );
 }
+
+/// Splits a metadata change removes are kept in checkpoints until the group's
+/// revocation can see them acknowledged, even with retention off: else the program
+/// could never acknowledge them, the revocation would wait its whole time and commit
+/// an older position.
+#[tokio::test(start_paused = true)]
+async fn removed_splits_are_kept_for_their_revocation_with_retention_off() {
+    let mut h = in_group();
+    let mut cfg = (*h.e.cfg).clone();
+    cfg.retention = Duration::ZERO;
+    h.e.cfg = Arc::new(cfg);
+    let r = given(&mut h, 100);
+    h.e.remove_splits(|id| *id == t0(), true);
+    let kept = h.events(r).into_iter().find_map(|ev| match ev {
+        ReaderEvent::Remove {
+            retain_until_ms, ..
+        } => Some(retain_until_ms),
+        _ => None,
+    });
+    let until = kept.expect("the reader is told").expect("kept");
+    assert!(until >= now_ms() + group::ACK_WAIT.as_millis() as i64);
+}
