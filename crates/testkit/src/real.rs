@@ -630,6 +630,48 @@ impl KafkaCluster {
             .collect()
     }
 
+    /// Restarts broker `index` advertising its `PROXIED` listener
+    /// ([`ClusterOptions::advertise_via`]) at `127.0.0.1:<port>`: a broker that comes
+    /// back at another address, as a pod does with a new IP, while the address clients
+    /// bootstrap from stays. Waits until it answers.
+    pub fn restart_advertising_via(&self, index: usize, port: u16) -> Result<(), TestkitError> {
+        {
+            let mut nodes = self.nodes.lock().unwrap_or_else(|p| p.into_inner());
+            let node = nodes
+                .get_mut(index)
+                .ok_or_else(|| self.kafka_err(format!("no broker {index}")))?;
+            if node.proxied_port.is_none() {
+                return Err(self.kafka_err(format!(
+                    "broker {index} has no PROXIED listener (ClusterOptions::advertise_via)"
+                )));
+            }
+            if let Some(mut child) = node.child.take() {
+                kill_and_wait(&mut child);
+            }
+            let text = fs::read_to_string(&node.config).map_err(io(&node.config))?;
+            let text: String = text
+                .lines()
+                .map(|line| match line.strip_prefix("advertised.listeners=") {
+                    Some(list) => {
+                        let list: Vec<String> = list
+                            .split(',')
+                            .map(|l| match l.strip_prefix("PROXIED://") {
+                                Some(_) => format!("PROXIED://127.0.0.1:{port}"),
+                                None => l.to_string(),
+                            })
+                            .collect();
+                        format!("advertised.listeners={}\n", list.join(","))
+                    }
+                    None => format!("{line}\n"),
+                })
+                .collect();
+            fs::write(&node.config, text).map_err(io(&node.config))?;
+            let child = self.spawn_broker(node)?;
+            node.child = Some(child);
+        }
+        self.await_ready(index)
+    }
+
     /// The librdkafka properties that reach `listener` with valid credentials,
     /// `bootstrap.servers` first.
     ///
