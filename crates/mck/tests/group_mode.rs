@@ -539,6 +539,10 @@ fn a_member_fenced_after_a_stall_reads_on_without_reading_twice() {
         "the records after the stall",
     );
     std::thread::sleep(Duration::from_secs(2));
+    // Said as what it is: fenced, nothing committed (the coordinator would refuse).
+    let said = run.stderr();
+    assert!(said.contains("fenced this instance"), "{said}");
+    assert!(!said.contains("commit failed"), "{said}");
     run.signal(libc::SIGTERM);
     ends_well(&mut run, "the stalled member");
     assert_each_once(values(&instances), sent);

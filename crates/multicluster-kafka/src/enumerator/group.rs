@@ -51,6 +51,9 @@ struct Revocation {
     await_release: BTreeSet<SplitId>,
     reply: std_mpsc::Sender<Vec<(String, i32, i64)>>,
     deadline: Instant,
+    /// The coordinator fenced this member and gave the partitions to others: nothing
+    /// is committed, and only the readers' last positions are waited for.
+    lost: bool,
 }
 
 /// A cluster's member, with the topics and client properties it was given.
@@ -312,7 +315,8 @@ impl Enumerator {
                 cluster,
                 partitions,
                 reply,
-            } => self.revoking(cluster, partitions, reply),
+                lost,
+            } => self.revoking(cluster, partitions, reply, lost),
             MemberEvent::Failed {
                 cluster,
                 message,
@@ -474,6 +478,7 @@ impl Enumerator {
         cluster: Arc<str>,
         partitions: Vec<(String, i32)>,
         reply: std_mpsc::Sender<Vec<(String, i32, i64)>>,
+        lost: bool,
     ) {
         let ids: Vec<SplitId> = partitions
             .iter()
@@ -539,8 +544,11 @@ impl Enumerator {
             await_release,
             reply,
             deadline: Instant::now() + ACK_WAIT,
+            lost,
         });
-        group.ack_wanted.store(true, Ordering::SeqCst);
+        if !lost {
+            group.ack_wanted.store(true, Ordering::SeqCst);
+        }
     }
 
     /// Records where readers let go splits that a metadata change removed, for the
@@ -621,18 +629,20 @@ impl Enumerator {
                     group.acked.get(id).is_some_and(|a| a >= at) || r.starts.get(id) == Some(at)
                 });
             // Leaving (the source closes): the program acknowledged what it will; the
-            // readers are not asked again.
-            let due = now >= r.deadline || group.leaving;
+            // readers are not asked again. Lost: nothing can be committed, so nothing
+            // is waited for but the readers' last positions.
+            let released = r.confirms.is_empty() && r.await_release.is_empty();
+            let due = now >= r.deadline || group.leaving || (r.lost && released);
             if !(acked_all || due) {
                 still.push(r);
                 continue;
             }
             // Only what this instance started reading: a partition taken back while
-            // its start was still looked up was not read here.
+            // its start was still looked up was not read here. None when lost.
             let offsets: Vec<(String, i32, i64)> = r
                 .ids
                 .iter()
-                .filter(|id| r.starts.contains_key(*id))
+                .filter(|id| !r.lost && r.starts.contains_key(*id))
                 .filter_map(|id| {
                     let acked = group.acked.get(id).copied();
                     let at = if acked_all {
@@ -643,7 +653,18 @@ impl Enumerator {
                     Some((id.topic.to_string(), id.partition, at))
                 })
                 .collect();
-            if !acked_all && !group.leaving {
+            if r.lost {
+                let read_here = r
+                    .handed_out
+                    .iter()
+                    .filter(|(id, at)| r.starts.get(*id) != Some(*at))
+                    .count();
+                tracing::warn!(
+                    partitions = r.ids.len(),
+                    read_here,
+                    "the cluster's group fenced this instance (no heartbeat within the session timeout) and gave its partitions to other members: what was handed out of them since this instance's last commit is read again by their next owner"
+                );
+            } else if !acked_all && !group.leaving {
                 let waited_for = if !r.confirms.is_empty() {
                     "the readers' last positions"
                 } else if !r.await_release.is_empty() {
@@ -670,8 +691,9 @@ impl Enumerator {
         }
         group.revocations = still;
         let finished = group.stops.as_ref().is_some_and(|s| s.finished_unacked);
+        let waiting = group.revocations.iter().any(|r| !r.lost);
         group
             .ack_wanted
-            .store(!group.revocations.is_empty() || finished, Ordering::SeqCst);
+            .store(waiting || finished, Ordering::SeqCst);
     }
 }

@@ -55,10 +55,14 @@ pub(crate) enum MemberEvent {
     },
     /// The coordinator takes these partitions back: answer with the positions to
     /// commit (the acknowledged ones); the partitions are released after the commit.
+    /// `lost`: the coordinator already gave them to others (it fenced this member,
+    /// which missed its session timeout): nothing can be committed for them, and the
+    /// answer waits only for the readers to let them go.
     Revoking {
         cluster: Arc<str>,
         partitions: Vec<(String, i32)>,
         reply: std_mpsc::Sender<Vec<(String, i32, i64)>>,
+        lost: bool,
     },
     /// The member cannot go on (a fatal error of the group protocol);
     /// `unsupported` when the brokers lack the consumer group protocol.
@@ -255,12 +259,16 @@ impl ConsumerContext for MemberContext {
             RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS => {
                 let partitions = partitions_of(tpl);
                 if !partitions.is_empty() {
-                    tracing::info!(cluster = %self.cluster, count = partitions.len(), "the group takes partitions back from this instance");
+                    // Fenced: the coordinator gave them to others already, and refuses
+                    // this member's commits.
+                    let lost = consumer.assignment_lost();
+                    tracing::info!(cluster = %self.cluster, count = partitions.len(), lost, "the group takes partitions back from this instance");
                     let (reply, answer) = std_mpsc::channel();
                     let asked = self.events.send(MemberEvent::Revoking {
                         cluster: self.cluster.clone(),
                         partitions,
                         reply,
+                        lost,
                     });
                     let mut offsets = Vec::new();
                     if asked.is_ok() {
@@ -279,6 +287,7 @@ impl ConsumerContext for MemberContext {
                         }
                     }
                     if !offsets.is_empty()
+                        && !lost
                         && let Err(e) = commit_offsets(consumer, &offsets)
                     {
                         tracing::warn!(cluster = %self.cluster, error = %e, "group member: the commit before releasing partitions failed; their next owner reads from the group's previous offsets");

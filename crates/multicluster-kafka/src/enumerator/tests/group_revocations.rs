@@ -48,6 +48,26 @@ fn given(h: &mut Harness, committed: i64) -> usize {
         .expect("the partition is handed out at its committed offset")
 }
 
+/// The coordinator gives east/t/0 to this instance again with `committed` still
+/// behind where it was handed out here (`from`): it is handed out from there.
+fn given_from(h: &mut Harness, committed: i64, from: i64) {
+    let no = h.e.group.as_mut().unwrap().expect_lookup(&t0());
+    let facts = PartitionFacts {
+        earliest: 0,
+        latest: 1_000,
+        committed: Some(committed),
+        at_timestamp: None,
+    };
+    h.e.assigned((
+        no,
+        key("east"),
+        vec![(T0.0.to_string(), T0.1)],
+        Ok(BTreeMap::from([((T0.0.to_string(), T0.1), facts)])),
+    ));
+    let handed: Vec<KafkaSplit> = (0..h.readers.len()).flat_map(|r| h.assigned(r)).collect();
+    assert_eq!(handed, vec![split("east", "t", 0, from)]);
+}
+
 /// The program's checkpoint with east/t/0 at `at`.
 fn checkpoint_at(at: i64) -> Checkpoint {
     let mut cp = Checkpoint::default();
@@ -73,11 +93,22 @@ async fn taken_back(
     reader: Option<usize>,
     released_at: i64,
 ) -> std_mpsc::Receiver<Vec<(String, i32, i64)>> {
+    revoked(h, reader, released_at, false).await
+}
+
+/// [`taken_back`], or lost (the coordinator fenced the member) with `lost`.
+async fn revoked(
+    h: &mut Harness,
+    reader: Option<usize>,
+    released_at: i64,
+    lost: bool,
+) -> std_mpsc::Receiver<Vec<(String, i32, i64)>> {
     let (reply, answer) = std_mpsc::channel();
     h.e.member_event(MemberEvent::Revoking {
         cluster: key("east"),
         partitions: vec![(T0.0.to_string(), T0.1)],
         reply,
+        lost,
     })
     .await;
     if let Some(r) = reader {
@@ -173,4 +204,33 @@ async fn removed_splits_are_kept_for_their_revocation_with_retention_off() {
     });
     let until = kept.expect("the reader is told").expect("kept");
     assert!(until >= now_ms() + group::ACK_WAIT.as_millis() as i64);
+}
+
+/// A fenced member's partitions are already another member's: the revocation waits
+/// for the reader's last position only (not for the program, whose commit the
+/// coordinator would refuse), commits nothing, and says so; the partition, given back
+/// later, starts where it was handed out here, not at the older committed offset.
+#[tokio::test(start_paused = true)]
+async fn a_lost_partition_is_let_go_at_once_and_read_on_where_it_was_handed_out() {
+    let warnings = Warnings::default();
+    let _guard = warnings.capture();
+    let mut h = in_group();
+    let r = given(&mut h, 100);
+    let answer = revoked(&mut h, Some(r), 150, true).await;
+    let group = h.e.group.as_ref().unwrap();
+    assert!(
+        !group.ack_wanted.load(Ordering::SeqCst),
+        "no acknowledgement asked"
+    );
+    h.e.revocations_due();
+    assert_eq!(answer.try_recv().unwrap(), vec![], "nothing to commit");
+    assert!(
+        warnings
+            .said()
+            .iter()
+            .any(|w| w.contains("fenced this instance")),
+        "{:?}",
+        warnings.said()
+    );
+    given_from(&mut h, 100, 150);
 }
