@@ -148,6 +148,8 @@ struct MemberContext {
     deferred: std::sync::Mutex<Vec<Vec<String>>>,
     /// The stay of each partition held.
     stays: Stays,
+    /// Joined with the classic protocol.
+    classic: bool,
     /// The program's hooks for this cluster: tokens, statistics, errors.
     hooks: Option<Arc<dyn ClientHooks>>,
     /// What of the secret properties librdkafka's texts may show (a secret bootstrap
@@ -260,8 +262,14 @@ impl ConsumerContext for MemberContext {
                 let partitions = partitions_of(tpl);
                 if !partitions.is_empty() {
                     // Fenced: the coordinator gave them to others already, and refuses
-                    // this member's commits.
-                    let lost = consumer.assignment_lost();
+                    // this member's commits. (The classic protocol also calls
+                    // partitions lost whose topic a metadata answer lacked, while the
+                    // member is still in the group: there it commits as usual.)
+                    let lost = !self.classic && consumer.assignment_lost();
+                    if lost {
+                        // A commit asked before the fence is not run for them either.
+                        self.stays.end(&partitions);
+                    }
                     tracing::info!(cluster = %self.cluster, count = partitions.len(), lost, "the group takes partitions back from this instance");
                     let (reply, answer) = std_mpsc::channel();
                     let asked = self.events.send(MemberEvent::Revoking {
@@ -401,6 +409,7 @@ impl GroupMember {
             commands: std::sync::Mutex::new(rx),
             deferred: std::sync::Mutex::new(Vec::new()),
             stays: stays.clone(),
+            classic,
             hooks,
             secrets: props.secret_texts(),
         };
