@@ -185,6 +185,15 @@ impl GroupState {
             .then_some(at)
     }
 
+    /// Splits handed out (again): where a metadata change's removal let them go
+    /// before is no longer where they are (a topic removed and added back before the
+    /// group took its partitions back resumes them).
+    pub(super) fn handing_out(&mut self, splits: &[KafkaSplit]) {
+        for s in splits {
+            self.released.remove(&s.id);
+        }
+    }
+
     /// Expects a lookup of where `id` starts, as a member's assignment does; returns
     /// its number.
     #[cfg(test)]

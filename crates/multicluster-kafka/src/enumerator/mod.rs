@@ -427,9 +427,10 @@ impl Enumerator {
         if let Some(shard) = self.cfg.shard {
             splits.retain(|s| shard.owns(&s.id.cluster, &s.id.topic, s.id.partition));
         }
-        if let Some(group) = &self.group {
+        if let Some(group) = &mut self.group {
             // Only what the clusters' group coordinators gave this instance.
             splits.retain(|s| group.holds(&s.id));
+            group.handing_out(&splits);
         }
         splits.append(&mut self.unassigned);
         self.removals.defer_unconfirmed(&mut splits);

@@ -234,3 +234,40 @@ async fn a_lost_partition_is_let_go_at_once_and_read_on_where_it_was_handed_out(
     );
     given_from(&mut h, 100, 150);
 }
+
+/// A topic removed and added back before the group took its partitions back: the
+/// split reads on from where the removal let it go; its later revocation waits for
+/// what was handed out since, not for the removal's older position.
+#[tokio::test(start_paused = true)]
+async fn a_split_removed_and_added_back_is_revoked_at_where_it_is_now() {
+    let mut h = in_group();
+    let r = given(&mut h, 100);
+    h.e.remove_splits(|id| *id == t0(), true);
+    for ev in h.events(r) {
+        if let ReaderEvent::Remove {
+            ids,
+            confirm: Some(confirm),
+            ..
+        } = ev
+        {
+            let _ = confirm.send(vec![split("east", "t", 0, 150)]);
+            h.e.removal_confirmed(ids, vec![split("east", "t", 0, 150)]);
+        }
+    }
+    // Added back: handed out again where it was let go.
+    h.e.hand_out(vec![split("east", "t", 0, 150)]);
+    let r = (0..h.readers.len())
+        .find(|r| !h.assigned(*r).is_empty())
+        .expect("handed out again");
+    // Read on to 200; the program has acknowledged 160 when the group takes it back.
+    let answer = taken_back(&mut h, Some(r), 200).await;
+    h.e.acknowledged(&checkpoint_at(160));
+    h.e.revocations_due();
+    assert!(
+        answer.try_recv().is_err(),
+        "waits for the records up to 200 to be acknowledged"
+    );
+    h.e.acknowledged(&checkpoint_at(200));
+    h.e.revocations_due();
+    assert_eq!(answer.try_recv().unwrap(), vec![("t".into(), 0, 200)]);
+}
