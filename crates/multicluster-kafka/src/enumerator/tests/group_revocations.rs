@@ -23,9 +23,8 @@ fn in_group() -> Harness {
     h
 }
 
-/// The coordinator gives east/t/0 to this instance and its lookup finds `committed`;
-/// returns the reader it was handed to.
-fn given(h: &mut Harness, committed: i64) -> usize {
+/// The coordinator gives east/t/0 to this instance and its lookup finds `committed`.
+fn assign(h: &mut Harness, committed: i64) {
     let no = h.e.group.as_mut().unwrap().expect_lookup(&t0());
     let facts = PartitionFacts {
         earliest: 0,
@@ -39,6 +38,11 @@ fn given(h: &mut Harness, committed: i64) -> usize {
         vec![(T0.0.to_string(), T0.1)],
         Ok(BTreeMap::from([((T0.0.to_string(), T0.1), facts)])),
     ));
+}
+
+/// [`assign`]; returns the reader it was handed to, at its committed offset.
+fn given(h: &mut Harness, committed: i64) -> usize {
+    assign(h, committed);
     (0..h.readers.len())
         .find(|r| {
             h.assigned(*r)
@@ -51,19 +55,7 @@ fn given(h: &mut Harness, committed: i64) -> usize {
 /// The coordinator gives east/t/0 to this instance again with `committed` still
 /// behind where it was handed out here (`from`): it is handed out from there.
 fn given_from(h: &mut Harness, committed: i64, from: i64) {
-    let no = h.e.group.as_mut().unwrap().expect_lookup(&t0());
-    let facts = PartitionFacts {
-        earliest: 0,
-        latest: 1_000,
-        committed: Some(committed),
-        at_timestamp: None,
-    };
-    h.e.assigned((
-        no,
-        key("east"),
-        vec![(T0.0.to_string(), T0.1)],
-        Ok(BTreeMap::from([((T0.0.to_string(), T0.1), facts)])),
-    ));
+    assign(h, committed);
     let handed: Vec<KafkaSplit> = (0..h.readers.len()).flat_map(|r| h.assigned(r)).collect();
     assert_eq!(handed, vec![split("east", "t", 0, from)]);
 }
