@@ -663,14 +663,8 @@ impl Enumerator {
                 })
                 .collect();
             if r.lost {
-                let read_here = r
-                    .handed_out
-                    .iter()
-                    .filter(|(id, at)| r.starts.get(*id) != Some(*at))
-                    .count();
                 tracing::warn!(
                     partitions = r.ids.len(),
-                    read_here,
                     "the cluster's group fenced this instance (no heartbeat within the session timeout) and gave its partitions to other members: what was handed out of them since this instance's last commit is read again by their next owner"
                 );
             } else if !acked_all && !group.leaving {
