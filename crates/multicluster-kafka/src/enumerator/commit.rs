@@ -34,7 +34,7 @@ impl Enumerator {
                 .map(|s| (s.topic.clone(), s.partition, s.next_offset))
                 .collect()
         };
-        let mut work: Vec<(String, Via, Offsets)> = cp
+        let mut work: Vec<(String, Via)> = cp
             .clusters
             .iter()
             .filter_map(|(cluster, saved)| {
@@ -54,12 +54,11 @@ impl Enumerator {
                         // Stamped now: the commit may run after the partition went
                         // and came back (commits queue behind slower ones).
                         let stamped = member.stamp(held);
-                        Some((cluster.clone(), Via::Member(member, stamped), Vec::new()))
+                        Some((cluster.clone(), Via::Member(member, stamped)))
                     }
                     None => Some((
                         cluster.clone(),
-                        Via::Client(state.client.clone()),
-                        offsets_of(saved),
+                        Via::Client(state.client.clone(), offsets_of(saved)),
                     )),
                 }
             })
@@ -93,8 +92,7 @@ impl Enumerator {
             tracing::info!(cluster = %cluster, partitions = offsets.len(), "committing a removed cluster's last positions");
             work.push((
                 cluster.to_string(),
-                Via::Client(l.state.client.clone()),
-                offsets,
+                Via::Client(l.state.client.clone(), offsets),
             ));
             closing.push(l.state);
         }
@@ -106,10 +104,10 @@ impl Enumerator {
                 )));
             }
             let mut tasks = tokio::task::JoinSet::new();
-            for (cluster, via, offsets) in work {
+            for (cluster, via) in work {
                 tasks.spawn(detached(move || {
                     let done = match via {
-                        Via::Client(client) => client.commit(&offsets),
+                        Via::Client(client, offsets) => client.commit(&offsets),
                         Via::Member(member, stamped) => member.commit(&stamped),
                     };
                     (cluster, done)
@@ -151,10 +149,10 @@ impl Enumerator {
 /// A cluster's offsets to commit: topic, partition, next offset.
 type Offsets = Vec<(String, i32, i64)>;
 
-/// What commits a cluster's offsets: its lookup client, or in group mode its group
-/// member.
+/// What commits a cluster's offsets, with them: its lookup client, or in group mode
+/// its group member.
 enum Via {
-    Client(Arc<crate::kafka::client::ClusterClient>),
+    Client(Arc<crate::kafka::client::ClusterClient>, Offsets),
     /// With the offsets, stamped with the partitions' stays.
     Member(
         crate::kafka::group_member::MemberCommitter,
