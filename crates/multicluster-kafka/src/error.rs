@@ -1,31 +1,12 @@
 //! Errors of the source.
 
+pub use crate::base::setting::ConfigError;
 use crate::checkpoint::CheckpointError;
 use crate::deserializer::DeserializeError;
 use crate::kafka::offsets::OffsetError;
 use crate::kafka::properties::ClientProperties;
 use crate::metadata::MetadataError;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-
-/// A setting of the builder that is invalid, alone or with others.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{setting}: {message}")]
-#[non_exhaustive]
-pub struct ConfigError {
-    /// The builder setting at fault (`stream_ids`, `parallelism`, `group_id`, …).
-    pub setting: &'static str,
-    /// What is wrong with it.
-    pub message: String,
-}
-
-impl ConfigError {
-    pub(crate) fn new(setting: &'static str, message: impl Into<String>) -> Self {
-        ConfigError {
-            setting,
-            message: message.into(),
-        }
-    }
-}
 
 /// Everything that can stop or disturb a source. Each renders as one line and never
 /// contains a secret.

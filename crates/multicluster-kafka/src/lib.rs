@@ -37,6 +37,7 @@
 //! ```
 #![deny(missing_docs)]
 
+mod base;
 pub mod checkpoint;
 pub mod deserializer;
 mod enumerator;
@@ -51,7 +52,7 @@ pub mod record;
 mod source;
 pub mod split;
 
-pub use enumerator::assignment::AssignmentStrategy;
+pub use base::assignment::AssignmentStrategy;
 pub use hybrid::file_source;
 pub use kafka::{hooks as client_context, offsets, properties};
 
@@ -76,8 +77,8 @@ pub use source::{
 /// **Unstable:** not part of the crate's supported API; anything here may change or go
 /// in any release, semver notwithstanding.
 pub mod unstable {
-    pub use crate::enumerator::assignment::{assign, per_cluster_owner};
-    pub use crate::enumerator::plan;
+    pub use crate::base::assignment::{assign, per_cluster_owner};
+    pub use crate::base::plan;
     pub use crate::kafka::resolve::{resolve_start, resolve_stop};
 }
 

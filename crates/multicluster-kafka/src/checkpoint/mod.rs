@@ -101,7 +101,7 @@ pub struct Checkpoint {
     /// takes each split it owns at the later of this position and the group's
     /// committed offset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub shard: Option<crate::source::scale_out::Shard>,
+    pub shard: Option<crate::base::shard::Shard>,
 }
 
 #[derive(Serialize, Deserialize)]

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use super::plan::ClusterView;
+use crate::base::plan::ClusterView;
 use crate::error::SourceError;
 use crate::kafka::client::ClusterClient;
 use crate::kafka::hooks::ClientSetup;

@@ -11,13 +11,13 @@ use tokio::time::Instant;
 
 use super::Enumerator;
 use super::cluster::{ClusterState, WantedCluster, client};
-use super::plan::ClusterView;
+use crate::base::plan::ClusterView;
+use crate::base::protocol::ReaderEvent;
 use crate::error::SourceError;
 use crate::kafka::client::ClusterClient;
 use crate::kafka::client::{close_detached, detached};
 use crate::kafka::properties::ClientProperties;
 use crate::metrics as m;
-use crate::reader::ReaderEvent;
 
 /// What a connection attempt gave.
 pub(super) enum Connected {

@@ -5,12 +5,12 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use super::Enumerator;
+use crate::base::protocol::ReaderEvent;
 use crate::error::SourceError;
 use crate::kafka::client::ClusterClient;
 use crate::kafka::client::{close_detached, detached};
 use crate::kafka::offsets::{StartingOffsets, StoppingOffsets};
 use crate::kafka::resolve::{resolve_start, resolve_stop};
-use crate::reader::ReaderEvent;
 use crate::split::{KafkaSplit, SplitId};
 
 /// Makes a client for one discovery (see [`Discovery::aside`]).
@@ -32,7 +32,7 @@ struct Discovery {
     initial_discovery_done: bool,
     new_start: StartingOffsets,
     /// A sharded source's shard: only its partitions are looked at.
-    shard: Option<crate::source::scale_out::Shard>,
+    shard: Option<crate::base::shard::Shard>,
 }
 
 /// Subscribed topics a cluster does not show.

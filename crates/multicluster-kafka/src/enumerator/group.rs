@@ -17,13 +17,13 @@ use tokio::time::Instant;
 
 use super::Enumerator;
 use super::group_stop::GroupStops;
+use crate::base::protocol::ReaderEvent;
 use crate::checkpoint::Checkpoint;
 use crate::error::SourceError;
 use crate::kafka::client::detached;
 use crate::kafka::group_member::{GroupMember, MemberEvent};
 use crate::kafka::offsets::PartitionFacts;
 use crate::kafka::resolve::resolve_start;
-use crate::reader::ReaderEvent;
 use crate::split::{KafkaSplit, SplitId};
 
 /// How long a revocation waits for the program to acknowledge the records handed
@@ -504,7 +504,7 @@ impl Enumerator {
         // The readers keep the final positions as retained ones, which go into every
         // checkpoint taken after the removal: the program's next commit carries them,
         // and that is its acknowledgement (a commit of an older checkpoint is not).
-        let keep_until = crate::enumerator::retention::now_ms() + ACK_WAIT.as_millis() as i64 * 4;
+        let keep_until = crate::base::retention::now_ms() + ACK_WAIT.as_millis() as i64 * 4;
         for (reader, ids) in per_reader {
             if let Some(tx) = self.readers.get(&reader) {
                 let (ctx, crx) = oneshot::channel();

@@ -14,9 +14,9 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::Enumerator;
+use crate::base::protocol::ReaderEvent;
 use crate::error::SourceError;
 use crate::kafka::client::detached;
-use crate::reader::ReaderEvent;
 use crate::split::{KafkaSplit, SplitId};
 
 /// How often a bounded run in group mode looks at the group's committed offsets.

@@ -9,20 +9,15 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 
-pub mod active;
-pub mod assignment;
-pub mod plan;
-pub mod retention;
-
+use crate::base::assignment::assign;
+use crate::base::plan::{ClusterView, clusters_of_streams};
+use crate::base::protocol::{ReaderEvent, ReaderNotice};
 use crate::checkpoint::Checkpoint;
 use crate::error::SourceError;
 use crate::metadata::{KafkaMetadataService, KafkaStream};
 use crate::metrics as m;
-use crate::reader::{ReaderEvent, ReaderNotice};
 use crate::source::config::SourceConfig;
 use crate::split::{KafkaSplit, SplitId};
-use assignment::assign;
-use plan::{ClusterView, clusters_of_streams};
 
 mod changes;
 mod cluster;
@@ -92,8 +87,8 @@ pub(crate) struct Enumerator {
     /// Commits wait their turn here (see `commit`).
     commits: tokio::sync::mpsc::UnboundedSender<commit::QueuedCommit>,
     /// Positions of removed splits, shared with the readers.
-    retained: crate::enumerator::retention::Retained,
-    active: crate::enumerator::active::ActiveClusters,
+    retained: crate::base::retention::Retained,
+    active: crate::base::active::ActiveClusters,
     /// Metadata whose properties were refused (librdkafka refused them, or a new
     /// bootstrap list leads to another cluster), per cluster: not tried again until
     /// the cluster's metadata changes.
@@ -120,9 +115,9 @@ pub(crate) struct Enumerator {
 /// What the enumerator shares with the readers of its source.
 pub(crate) struct Shared {
     /// Positions of removed splits.
-    pub retained: crate::enumerator::retention::Retained,
+    pub retained: crate::base::retention::Retained,
     /// The clusters the metadata service calls active.
-    pub active: crate::enumerator::active::ActiveClusters,
+    pub active: crate::base::active::ActiveClusters,
     /// The streams of each cluster's topic.
     pub stream_index: crate::metadata::index::StreamIndex,
     /// Group mode: set while a revocation waits for the program's acknowledgement.
@@ -162,8 +157,8 @@ impl Enumerator {
         readers: BTreeMap<usize, mpsc::UnboundedSender<ReaderEvent>>,
         notices: mpsc::UnboundedReceiver<ReaderNotice>,
         commands: mpsc::Receiver<Command>,
-        retained: crate::enumerator::retention::Retained,
-        active: crate::enumerator::active::ActiveClusters,
+        retained: crate::base::retention::Retained,
+        active: crate::base::active::ActiveClusters,
     ) -> Enumerator {
         Enumerator {
             cfg,

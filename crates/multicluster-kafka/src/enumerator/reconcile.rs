@@ -7,12 +7,12 @@ use std::sync::Arc;
 use super::Enumerator;
 use super::changes::{CHANGES_TARGET, applied_streams, change_lines};
 use super::cluster::{WantedCluster, client};
-use super::plan::{ClusterView, Plan, clusters_of_streams, plan};
 use super::subscription::subscribed_streams;
+use crate::base::plan::{ClusterView, Plan, clusters_of_streams, plan};
+use crate::base::protocol::ReaderEvent;
 use crate::error::SourceError;
 use crate::kafka::client::{close_detached, detached};
 use crate::metrics as m;
-use crate::reader::ReaderEvent;
 use crate::split::SplitId;
 
 /// What becomes of a cluster whose new bootstrap list leads to another Kafka cluster
@@ -200,7 +200,7 @@ impl Enumerator {
             None => self.cfg.retention,
         };
         let retain_until_ms = (retain && !window.is_zero())
-            .then(|| crate::enumerator::retention::now_ms() + window.as_millis() as i64);
+            .then(|| crate::base::retention::now_ms() + window.as_millis() as i64);
         for (reader, ids) in per_reader {
             if let Some(tx) = self.readers.get(&reader) {
                 let _ = tx.send(self.removals.event(ids, retain_until_ms));

@@ -17,8 +17,8 @@ use tokio::time::Instant;
 
 use super::Enumerator;
 use super::cluster::ClusterState;
+use crate::base::protocol::ReaderEvent;
 use crate::kafka::client::close_detached;
-use crate::reader::ReaderEvent;
 use crate::split::{KafkaSplit, SplitId};
 
 /// How long a removed cluster's client waits for a commit of its last positions.

@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use super::Enumerator;
 use super::discovery::stops_blocking;
+use crate::base::protocol::ReaderEvent;
 use crate::error::SourceError;
 use crate::kafka::client::detached;
-use crate::reader::ReaderEvent;
 use crate::split::{KafkaSplit, SplitId};
 
 impl Enumerator {
@@ -18,8 +18,7 @@ impl Enumerator {
             return Ok(Vec::new());
         };
         let mut out = Vec::new();
-        let retain_until =
-            crate::enumerator::retention::now_ms() + self.cfg.retention.as_millis() as i64;
+        let retain_until = crate::base::retention::now_ms() + self.cfg.retention.as_millis() as i64;
         for (cluster, saved) in &cp.clusters {
             let mut retain_later = Vec::new();
             let Some(state) = self.clusters.get_mut(cluster.as_str()) else {

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::Enumerator;
-use super::plan::ClusterView;
+use crate::base::plan::ClusterView;
 use crate::error::SourceError;
 use crate::metadata::{KafkaMetadataService, KafkaStream};
 use crate::source::config::{SourceConfig, Subscription};

@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::fetcher::{self, Answer, FetcherSettings};
-use super::protocol::ReaderEvent;
 use super::split_state::{ClusterInfo, SplitState};
 use super::{SourceReader, ToStart};
+use crate::base::protocol::ReaderEvent;
 use crate::deserializer::Deserializer;
 use crate::error::SourceError;
 use crate::kafka::properties::ClientProperties;

@@ -8,10 +8,9 @@ mod native;
 mod apply;
 mod handout;
 mod positions;
-mod protocol;
 mod split_state;
 
-pub(crate) use protocol::{ReaderEvent, ReaderNotice};
+pub(crate) use crate::base::protocol::{ReaderEvent, ReaderNotice};
 use split_state::{Buffered, ClusterInfo, SplitState};
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -106,13 +105,13 @@ pub struct SourceReader<D: Deserializer> {
     client_hooks: Option<crate::kafka::hooks::ClientHooksFactory>,
     /// The source's librdkafka clients, shared with the enumerator.
     clients: Arc<crate::kafka::shared::ClientShare>,
-    retained: crate::enumerator::retention::Retained,
+    retained: crate::base::retention::Retained,
     /// Clusters whose errors count (the others are leaving the metadata).
-    active: crate::enumerator::active::ActiveClusters,
+    active: crate::base::active::ActiveClusters,
     /// The streams of each cluster's topic, named on the records handed out.
     stream_index: crate::metadata::index::StreamIndex,
     /// The shard of a sharded source, recorded in its checkpoints.
-    shard: Option<crate::source::scale_out::Shard>,
+    shard: Option<crate::base::shard::Shard>,
     counters: HashMap<Arc<str>, (metrics::Counter, metrics::Counter)>,
     closed: bool,
 }
@@ -137,10 +136,10 @@ pub(crate) struct ReaderParts<D: Deserializer> {
     pub policy: ReadPolicy,
     pub client_hooks: Option<crate::kafka::hooks::ClientHooksFactory>,
     pub clients: Arc<crate::kafka::shared::ClientShare>,
-    pub retained: crate::enumerator::retention::Retained,
-    pub active: crate::enumerator::active::ActiveClusters,
+    pub retained: crate::base::retention::Retained,
+    pub active: crate::base::active::ActiveClusters,
     pub stream_index: crate::metadata::index::StreamIndex,
-    pub shard: Option<crate::source::scale_out::Shard>,
+    pub shard: Option<crate::base::shard::Shard>,
 }
 
 impl<D: Deserializer> SourceReader<D> {

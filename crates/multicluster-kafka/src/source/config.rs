@@ -4,16 +4,16 @@ use std::time::Duration;
 
 use std::sync::Arc;
 
+use crate::base::assignment::AssignmentStrategy;
+use crate::base::plan::ClusterView;
+use crate::base::shard::{ScaleOut, Shard};
 use crate::checkpoint::Checkpoint;
-use crate::enumerator::assignment::AssignmentStrategy;
-use crate::enumerator::plan::ClusterView;
 use crate::error::{ConfigError, SourceError};
 use crate::kafka::hooks::ClientHooksFactory;
 use crate::kafka::offsets::{StartingOffsets, StoppingOffsets};
 use crate::kafka::properties::ClientProperties;
 use crate::metadata::KafkaMetadataService;
 use crate::reader::ReadPolicy;
-use crate::source::scale_out::{ScaleOut, Shard};
 
 /// Which streams a source reads.
 #[derive(Clone, Debug)]

@@ -5,15 +5,15 @@ use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot};
 
+use crate::base::assignment::AssignmentStrategy;
 use crate::checkpoint::Checkpoint;
 use crate::deserializer::{Deserializer, RawValue};
-use crate::enumerator::assignment::AssignmentStrategy;
 use crate::enumerator::{Command, Enumerator};
 use crate::kafka::hooks::{ClientHooks, ClientHooksFactory};
 
 mod builder;
 pub(crate) mod config;
-pub(crate) mod scale_out;
+pub use crate::base::shard::{ScaleOut, Shard};
 use crate::error::{ConfigError, SourceError};
 use crate::kafka::offsets::{OffsetReset, StartingOffsets, StoppingOffsets};
 use crate::kafka::properties::ClientProperties;
@@ -27,7 +27,6 @@ pub use config::{
     DEFAULT_METADATA_FAILURE_THRESHOLD, DEFAULT_PARTITION_DISCOVERY, DEFAULT_REBUILD_INTERVAL,
     DEFAULT_RETENTION, DEFAULT_SHARD_LOCK_WAIT,
 };
-pub use scale_out::{ScaleOut, Shard};
 
 /// Reads one logical stream from many Kafka clusters. Built with
 /// [`MultiClusterKafkaSource::builder`], then opened as a single stream
@@ -85,8 +84,8 @@ impl<D: Deserializer> MultiClusterKafkaSource<D> {
     ) -> Result<(SourceCoordinator, Vec<SourceReader<D>>), SourceError> {
         let cfg = Arc::new(self.cfg);
         let group_mode = cfg.group_mode;
-        let retained = crate::enumerator::retention::Retained::default();
-        let active = crate::enumerator::active::ActiveClusters::default();
+        let retained = crate::base::retention::Retained::default();
+        let active = crate::base::active::ActiveClusters::default();
         let stream_index = crate::metadata::index::StreamIndex::default();
         let ack_wanted = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let (notice_tx, notice_rx) = mpsc::unbounded_channel();

@@ -3,7 +3,7 @@
 //! shard layout keeps its checkpointed positions without asking the cluster.
 
 use super::*;
-use crate::source::scale_out::Shard;
+use crate::base::shard::Shard;
 
 fn sharded(index: u32, count: u32) -> SourceConfig {
     let mut cfg = config();

@@ -7,7 +7,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::ConfigError;
+use crate::base::setting::ConfigError;
 use crate::split::SplitId;
 
 /// How a source shares its stream with other processes.
