@@ -150,7 +150,11 @@ pub fn parse_fetch_v4(frame: &[u8]) -> Result<FetchResponse<'_>> {
 
 /// Sends one request and reads its response frame (without the size) into `frame`,
 /// which is cleared first (so a reused buffer is not allocated again).
-pub(super) fn round_trip(stream: &mut TcpStream, request: &[u8], frame: &mut Vec<u8>) -> std::io::Result<()> {
+pub(super) fn round_trip(
+    stream: &mut TcpStream,
+    request: &[u8],
+    frame: &mut Vec<u8>,
+) -> std::io::Result<()> {
     stream.write_all(request)?;
     let mut size = [0u8; 4];
     stream.read_exact(&mut size)?;

@@ -71,7 +71,6 @@ pub struct DecodeArgs {
     partition_max_bytes: i32,
 }
 
-
 mod batch;
 mod fetch;
 mod passes;

@@ -5,9 +5,9 @@ use std::net::TcpStream;
 
 use bytes::Bytes;
 
-use crate::cmd::throughput::touch;
 use super::batch::{Batches, Record};
 use super::fetch::{FetchV4, parse_fetch_v4, round_trip};
+use crate::cmd::throughput::touch;
 
 /// The Fetch requests' whole-response byte limit (librdkafka's `fetch.max.bytes`
 /// default).

@@ -5,7 +5,6 @@ use super::fetch::*;
 use super::passes::*;
 use super::*;
 
-
 /// Kafka's zigzag varint, for building test data.
 fn put_varlong(b: &mut Vec<u8>, v: i64) {
     let mut u = ((v << 1) ^ (v >> 63)) as u64;
