@@ -1,10 +1,10 @@
 //! Errors of the source.
 
+use crate::base::offsets::OffsetError;
+use crate::base::properties::ClientProperties;
 pub use crate::base::setting::ConfigError;
 use crate::checkpoint::CheckpointError;
 use crate::deserializer::DeserializeError;
-use crate::kafka::offsets::OffsetError;
-use crate::kafka::properties::ClientProperties;
 use crate::metadata::MetadataError;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 

@@ -33,11 +33,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::base::offsets::PartitionFacts;
+use crate::base::properties::{ClientProperties, REDACTED, RefusedProperty};
 use crate::error::SourceError;
 use crate::kafka::client::ClusterClient;
 pub use crate::kafka::group_describe::{GroupProtocol, GroupReport};
-use crate::kafka::offsets::PartitionFacts;
-use crate::kafka::properties::{ClientProperties, REDACTED, RefusedProperty};
 
 /// What to look up, and how long each cluster call may take.
 ///
@@ -426,7 +426,7 @@ fn scrub(e: SourceError, properties: &ClientProperties) -> SourceError {
                 message = message.replace(v, REDACTED);
             }
         }
-        crate::kafka::properties::hide_secrets(&message, &properties.secret_texts()).into_owned()
+        crate::base::properties::hide_secrets(&message, &properties.secret_texts()).into_owned()
     };
     match e {
         SourceError::Cluster { cluster, message } => SourceError::Cluster {

@@ -53,8 +53,9 @@ mod source;
 pub mod split;
 
 pub use base::assignment::AssignmentStrategy;
+pub use base::{offsets, properties};
 pub use hybrid::file_source;
-pub use kafka::{hooks as client_context, offsets, properties};
+pub use kafka::hooks as client_context;
 
 pub use bytes::Bytes;
 pub use kafka::client::CLIENT_DEFAULTS;
@@ -79,18 +80,18 @@ pub use source::{
 pub mod unstable {
     pub use crate::base::assignment::{assign, per_cluster_owner};
     pub use crate::base::plan;
-    pub use crate::kafka::resolve::{resolve_start, resolve_stop};
+    pub use crate::base::resolve::{resolve_start, resolve_stop};
 }
 
 /// The names most programs need.
 pub mod prelude {
+    pub use crate::base::offsets::{OffsetReset, StartingOffsets, StoppingOffsets};
     pub use crate::checkpoint::{Checkpoint, CheckpointStore, FileCheckpointStore};
     pub use crate::deserializer::{
         DeserializeError, Deserializer, Json, NullableValue, RawValue, Utf8, ValueOnly,
     };
     pub use crate::error::SourceError;
     pub use crate::kafka::hooks::ClientHooks;
-    pub use crate::kafka::offsets::{OffsetReset, StartingOffsets, StoppingOffsets};
     pub use crate::metadata::{
         ClusterMetadata, FileMetadataService, KafkaMetadataService, KafkaStream,
         SingleClusterMetadataService, StaticMetadataService,

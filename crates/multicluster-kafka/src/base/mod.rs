@@ -4,8 +4,11 @@
 
 pub mod active;
 pub mod assignment;
+pub mod offsets;
 pub mod plan;
+pub mod properties;
 pub(crate) mod protocol;
+pub(crate) mod resolve;
 pub mod retention;
 pub mod setting;
 pub mod shard;

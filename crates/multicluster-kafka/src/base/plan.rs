@@ -5,8 +5,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::kafka::offsets::{StartingOffsets, StoppingOffsets};
-use crate::kafka::properties::ClientProperties;
+use crate::base::offsets::{StartingOffsets, StoppingOffsets};
+use crate::base::properties::ClientProperties;
 use crate::metadata::KafkaStream;
 
 /// What a source reads on one cluster, merged over every subscribed stream.

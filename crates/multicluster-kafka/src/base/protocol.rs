@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::kafka::properties::ClientProperties;
+use crate::base::properties::ClientProperties;
 use crate::split::{KafkaSplit, SplitId};
 
 /// What the enumerator tells a reader.

@@ -131,7 +131,7 @@ impl Enumerator {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kafka::offsets::{StartingOffsets, StoppingOffsets};
+    use crate::base::offsets::{StartingOffsets, StoppingOffsets};
     use crate::metadata::ClusterMetadata;
 
     fn meta(topics: &[&str]) -> ClusterMetadata {

@@ -4,12 +4,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use crate::base::offsets::{StartingOffsets, StoppingOffsets};
 use crate::base::plan::ClusterView;
+use crate::base::properties::ClientProperties;
 use crate::error::SourceError;
 use crate::kafka::client::ClusterClient;
 use crate::kafka::hooks::ClientSetup;
-use crate::kafka::offsets::{StartingOffsets, StoppingOffsets};
-use crate::kafka::properties::ClientProperties;
 use crate::source::config::SourceConfig;
 
 /// One cluster being read.

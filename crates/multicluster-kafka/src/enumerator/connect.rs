@@ -12,11 +12,11 @@ use tokio::time::Instant;
 use super::Enumerator;
 use super::cluster::{ClusterState, WantedCluster, client};
 use crate::base::plan::ClusterView;
+use crate::base::properties::ClientProperties;
 use crate::base::protocol::ReaderEvent;
 use crate::error::SourceError;
 use crate::kafka::client::ClusterClient;
 use crate::kafka::client::{close_detached, detached};
-use crate::kafka::properties::ClientProperties;
 use crate::metrics as m;
 
 /// What a connection attempt gave.

@@ -5,12 +5,12 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use super::Enumerator;
+use crate::base::offsets::{StartingOffsets, StoppingOffsets};
 use crate::base::protocol::ReaderEvent;
+use crate::base::resolve::{resolve_start, resolve_stop};
 use crate::error::SourceError;
 use crate::kafka::client::ClusterClient;
 use crate::kafka::client::{close_detached, detached};
-use crate::kafka::offsets::{StartingOffsets, StoppingOffsets};
-use crate::kafka::resolve::{resolve_start, resolve_stop};
 use crate::split::{KafkaSplit, SplitId};
 
 /// Makes a client for one discovery (see [`Discovery::aside`]).

@@ -17,13 +17,13 @@ use tokio::time::Instant;
 
 use super::Enumerator;
 use super::group_stop::GroupStops;
+use crate::base::offsets::PartitionFacts;
 use crate::base::protocol::ReaderEvent;
+use crate::base::resolve::resolve_start;
 use crate::checkpoint::Checkpoint;
 use crate::error::SourceError;
 use crate::kafka::client::detached;
 use crate::kafka::group_member::{GroupMember, MemberEvent};
-use crate::kafka::offsets::PartitionFacts;
-use crate::kafka::resolve::resolve_start;
 use crate::split::{KafkaSplit, SplitId};
 
 /// How long a revocation waits for the program to acknowledge the records handed
@@ -60,7 +60,7 @@ struct Revocation {
 struct Joined {
     member: GroupMember,
     topics: BTreeSet<String>,
-    props: crate::kafka::properties::ClientProperties,
+    props: crate::base::properties::ClientProperties,
 }
 
 /// What woke group mode's part of the loop.

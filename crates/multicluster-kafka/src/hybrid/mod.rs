@@ -23,11 +23,11 @@ pub mod file_source;
 
 use serde::{Deserialize, Serialize};
 
+use crate::base::offsets::StartingOffsets;
 use crate::checkpoint::Checkpoint;
 use crate::deserializer::Deserializer;
 use crate::error::SourceError;
 use crate::hybrid::file_source::{FileCheckpoint, FileRecord, FileSource, FileSourceBuilder};
-use crate::kafka::offsets::StartingOffsets;
 use crate::record::Record;
 use crate::source::{KafkaSourceStream, SourceBuilder};
 

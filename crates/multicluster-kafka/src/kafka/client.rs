@@ -10,10 +10,10 @@ use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::types::RDKafkaRespErr;
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 
+use crate::base::offsets::PartitionFacts;
+use crate::base::properties::ClientProperties;
 use crate::error::SourceError;
 use crate::kafka::hooks::{ClientSetup, SourceContext};
-use crate::kafka::offsets::PartitionFacts;
-use crate::kafka::properties::ClientProperties;
 use crate::kafka::shared::{ClientShare, SharedClient};
 
 /// Runs a blocking librdkafka call (a lookup, a commit, closing a client) on a thread

@@ -9,7 +9,7 @@
 //! the brokers have it; a cluster that refuses it is joined with the classic protocol
 //! and cooperative-sticky assignment.
 
-use crate::kafka::properties::hide_secrets;
+use crate::base::properties::hide_secrets;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc as std_mpsc;
@@ -21,10 +21,10 @@ use rdkafka::types::RDKafkaRespErr;
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use tokio::sync::mpsc;
 
+use crate::base::properties::ClientProperties;
 use crate::error::SourceError;
 use crate::kafka::client::client_config;
 use crate::kafka::hooks::{ClientHooks, OAuthToken};
-use crate::kafka::properties::ClientProperties;
 
 /// How long a revocation waits for the enumerator's answer (the positions to commit)
 /// before it commits nothing and lets the partitions go.

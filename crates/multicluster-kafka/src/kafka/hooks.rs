@@ -60,7 +60,7 @@ pub use rdkafka::client::OAuthToken;
 pub use rdkafka::error::KafkaError;
 pub use rdkafka::statistics::Statistics;
 
-use crate::kafka::properties::{ClientProperties, hide_secrets};
+use crate::base::properties::{ClientProperties, hide_secrets};
 
 /// What a program can plug into the librdkafka clients of one cluster: an OAUTHBEARER
 /// token provider, a statistics receiver, an error observer. Every method has a

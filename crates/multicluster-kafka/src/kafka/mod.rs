@@ -1,14 +1,12 @@
-//! Talking to one Kafka cluster: its lookup client, client properties (with secrets
-//! redacted), where reading starts and stops, and the hooks a program can put into
-//! each librdkafka client.
+//! The client machinery: one Kafka cluster's librdkafka clients, how they are
+//! configured, and the hooks a program can put into each of them. The properties and
+//! offsets they are made from are plain data in `base`.
 
 pub(crate) mod client;
+mod config;
 mod event_hub;
 pub(crate) mod group_describe;
 pub(crate) mod group_member;
 pub mod hooks;
-pub mod offsets;
-pub mod properties;
-pub(crate) mod resolve;
 pub(crate) mod shard_lock;
 pub(crate) mod shared;

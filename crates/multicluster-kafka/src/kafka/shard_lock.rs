@@ -12,11 +12,11 @@ use rdkafka::bindings as rd;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::types::RDKafkaErrorCode;
 
+use crate::base::properties::ClientProperties;
 use crate::base::shard::Shard;
 use crate::error::SourceError;
 use crate::kafka::client::client_config;
 use crate::kafka::hooks::{ClientRole, ClientSetup, Served, SourceContext};
-use crate::kafka::properties::ClientProperties;
 
 /// The topic the membership subscribes to. Never created: a subscription to a
 /// missing topic keeps the member in the group with nothing assigned.

@@ -24,10 +24,10 @@ use std::sync::{Arc, Mutex, Weak};
 use rdkafka::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 
+use crate::base::properties::ClientProperties;
 use crate::error::SourceError;
 use crate::kafka::client::client_config;
 use crate::kafka::hooks::{ClientRole, ClientSetup, Served, SourceContext};
-use crate::kafka::properties::ClientProperties;
 
 /// librdkafka settings the readers' consumers use (besides [`CLIENT_DEFAULTS`](crate::CLIENT_DEFAULTS))
 /// unless the cluster's properties set them.

@@ -3,8 +3,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use super::MetadataError;
-use crate::offsets::{StartingOffsets, StoppingOffsets};
-use crate::properties::{BOOTSTRAP_SERVERS, ClientProperties};
+use crate::base::offsets::{StartingOffsets, StoppingOffsets};
+use crate::base::properties::{BOOTSTRAP_SERVERS, ClientProperties};
 
 /// One logical stream: its id and, for each logical cluster id, what to read there.
 ///
@@ -213,7 +213,7 @@ mod tests {
         let m = ClusterMetadata::builder("a:9092")
             .topics(["x", "y"])
             .property("client.id", "c")
-            .starting_offsets(crate::offsets::StartingOffsets::Timestamp(5))
+            .starting_offsets(crate::base::offsets::StartingOffsets::Timestamp(5))
             .build()
             .unwrap();
         let s = KafkaStream::new("s").with_cluster("a", m);

@@ -9,9 +9,9 @@ use rdkafka::admin::AdminClient;
 use rdkafka::types::RDKafkaRespErr;
 
 use super::{ClusterMetadata, KafkaMetadataService, KafkaStream, MetadataError};
+use crate::base::properties::ClientProperties;
 use crate::client_context::{ClientHooks, ClientRole, SourceContext};
 use crate::kafka::hooks::Served;
-use crate::properties::ClientProperties;
 
 /// The admin client and the thread serving its events (log lines, errors, token
 /// requests); the thread is declared first, so it stops before the client goes.
@@ -340,10 +340,10 @@ fn is_internal_topic(name: &str) -> bool {
 fn redact(properties: &ClientProperties, mut message: String) -> String {
     for (key, value) in properties.iter() {
         if properties.is_secret(key) && !value.is_empty() && message.contains(value) {
-            message = message.replace(value, crate::properties::REDACTED);
+            message = message.replace(value, crate::base::properties::REDACTED);
         }
     }
-    crate::kafka::properties::hide_secrets(&message, &properties.secret_texts()).into_owned()
+    crate::base::properties::hide_secrets(&message, &properties.secret_texts()).into_owned()
 }
 
 #[cfg(test)]
@@ -422,7 +422,7 @@ mod tests {
         assert!(matches!(err, MetadataError::Cluster { .. }), "{shown}");
         assert!(shown.contains("security.protocol"), "{shown}");
         assert!(!shown.contains("hunter2"), "{shown}");
-        assert!(shown.contains(crate::properties::REDACTED), "{shown}");
+        assert!(shown.contains(crate::base::properties::REDACTED), "{shown}");
     }
 
     #[test]

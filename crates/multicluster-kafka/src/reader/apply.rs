@@ -7,10 +7,10 @@ use std::sync::Arc;
 use super::fetcher::{self, Answer, FetcherSettings};
 use super::split_state::{ClusterInfo, SplitState};
 use super::{SourceReader, ToStart};
+use crate::base::properties::ClientProperties;
 use crate::base::protocol::ReaderEvent;
 use crate::deserializer::Deserializer;
 use crate::error::SourceError;
-use crate::kafka::properties::ClientProperties;
 use crate::split::{KafkaSplit, SplitId};
 
 impl<D: Deserializer> SourceReader<D> {

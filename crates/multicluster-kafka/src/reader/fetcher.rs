@@ -31,9 +31,9 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
+use crate::base::properties::ClientProperties;
 use crate::deserializer::Deserializer;
 use crate::error::SourceError;
-use crate::kafka::properties::ClientProperties;
 use crate::record::RecordBatch;
 use crate::split::{KafkaSplit, SplitId};
 

@@ -19,9 +19,9 @@ use std::time::Duration;
 
 use tokio::sync::{Notify, mpsc};
 
+use crate::base::properties::ClientProperties;
 use crate::deserializer::Deserializer;
 use crate::error::SourceError;
-use crate::kafka::properties::ClientProperties;
 use crate::record::{Record, RecordBatch};
 use crate::split::{KafkaSplit, SplitId};
 use fetcher::{Answer, Fetcher};
@@ -30,9 +30,9 @@ use fetcher::{Answer, Fetcher};
 /// outside the log, or (bounded) its topic was deleted.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct ReadPolicy {
-    /// Outside the log: fail ([`OffsetReset::None`](crate::kafka::offsets::OffsetReset))
+    /// Outside the log: fail ([`OffsetReset::None`](crate::base::offsets::OffsetReset))
     /// or jump to the log's start or end.
-    pub out_of_range: crate::kafka::offsets::OffsetReset,
+    pub out_of_range: crate::base::offsets::OffsetReset,
     /// A topic deleted during a bounded run ends its splits with a warning instead of
     /// an error.
     pub allow_missing_topics: bool,
@@ -41,7 +41,7 @@ pub(crate) struct ReadPolicy {
 impl Default for ReadPolicy {
     fn default() -> Self {
         ReadPolicy {
-            out_of_range: crate::kafka::offsets::OffsetReset::None,
+            out_of_range: crate::base::offsets::OffsetReset::None,
             allow_missing_topics: false,
         }
     }

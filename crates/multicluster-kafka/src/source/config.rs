@@ -5,13 +5,13 @@ use std::time::Duration;
 use std::sync::Arc;
 
 use crate::base::assignment::AssignmentStrategy;
+use crate::base::offsets::{StartingOffsets, StoppingOffsets};
 use crate::base::plan::ClusterView;
+use crate::base::properties::ClientProperties;
 use crate::base::shard::{ScaleOut, Shard};
 use crate::checkpoint::Checkpoint;
 use crate::error::{ConfigError, SourceError};
 use crate::kafka::hooks::ClientHooksFactory;
-use crate::kafka::offsets::{StartingOffsets, StoppingOffsets};
-use crate::kafka::properties::ClientProperties;
 use crate::metadata::KafkaMetadataService;
 use crate::reader::ReadPolicy;
 

@@ -13,10 +13,10 @@ use crate::kafka::hooks::{ClientHooks, ClientHooksFactory};
 
 mod builder;
 pub(crate) mod config;
+use crate::base::offsets::{OffsetReset, StartingOffsets, StoppingOffsets};
+use crate::base::properties::ClientProperties;
 pub use crate::base::shard::{ScaleOut, Shard};
 use crate::error::{ConfigError, SourceError};
-use crate::kafka::offsets::{OffsetReset, StartingOffsets, StoppingOffsets};
-use crate::kafka::properties::ClientProperties;
 use crate::metadata::KafkaMetadataService;
 use crate::reader::{ReaderParts, SourceReader};
 use crate::record::{Record, RecordBatch};

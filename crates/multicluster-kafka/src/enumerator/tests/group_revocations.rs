@@ -2,8 +2,8 @@
 //! partitions back, as the coordinator moves them between instances.
 
 use super::*;
+use crate::base::offsets::PartitionFacts;
 use crate::kafka::group_member::MemberEvent;
-use crate::kafka::offsets::PartitionFacts;
 use std::sync::mpsc as std_mpsc;
 
 const T0: (&str, i32) = ("t", 0);

@@ -20,13 +20,13 @@ use super::discovery::Absent;
 use super::*;
 use crate::base::active::ActiveClusters;
 use crate::base::assignment::AssignmentStrategy;
+use crate::base::offsets::{StartingOffsets, StoppingOffsets};
 use crate::base::plan::{ClusterView, clusters_of_streams, plan};
+use crate::base::properties::ClientProperties;
 use crate::base::retention::{Retained, now_ms};
 use crate::checkpoint::{ClusterCheckpoint, SplitCheckpoint};
 use crate::kafka::client::ClusterClient;
 use crate::kafka::hooks::ClientSetup;
-use crate::kafka::offsets::{StartingOffsets, StoppingOffsets};
-use crate::kafka::properties::ClientProperties;
 use crate::metadata::{ClusterMetadata, MetadataError, StaticMetadataService};
 use crate::source::config::Subscription;
 

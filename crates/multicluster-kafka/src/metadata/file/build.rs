@@ -8,9 +8,9 @@ use serde_saphyr::Spanned;
 
 use super::refs::Resolver;
 use super::syntax::{self, Document, FlinkStream, RawProperties, RichDocument};
+use crate::base::offsets::{StartingOffsets, StoppingOffsets};
+use crate::base::properties::{BOOTSTRAP_SERVERS, ClientProperties};
 use crate::metadata::{ClusterMetadata, KafkaStream, MetadataError, SourceLocation};
-use crate::offsets::{StartingOffsets, StoppingOffsets};
-use crate::properties::{BOOTSTRAP_SERVERS, ClientProperties};
 
 /// The only version of the richer layout.
 const VERSION: u32 = 1;

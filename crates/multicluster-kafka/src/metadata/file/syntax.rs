@@ -11,8 +11,8 @@ use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_saphyr::{DuplicateKeyPolicy, Spanned};
 
+use crate::base::offsets::{StartingOffsets, StoppingOffsets};
 use crate::metadata::{MetadataError, SourceLocation};
-use crate::offsets::{StartingOffsets, StoppingOffsets};
 
 /// What the top-level visitor expects; also recognises its own error message.
 const EXPECTING_DOCUMENT: &str =

@@ -3,7 +3,7 @@ use std::collections::BTreeSet;
 use proptest::prelude::*;
 
 use super::*;
-use crate::offsets::{OffsetReset, StartingOffsets, StoppingOffsets};
+use crate::base::offsets::{OffsetReset, StartingOffsets, StoppingOffsets};
 
 const SECRET: &str = "S3CRET-do-not-print";
 

@@ -24,11 +24,11 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{Offset, TopicPartitionList};
 
 use super::ReadPolicy;
+use crate::base::offsets::OffsetReset;
+use crate::base::properties::ClientProperties;
 use crate::deserializer::{DeserializeError, Deserializer};
 use crate::error::SourceError;
 use crate::kafka::hooks::{ClientHooks, ClientSetup, SourceContext};
-use crate::kafka::offsets::OffsetReset;
-use crate::kafka::properties::ClientProperties;
 use crate::kafka::shared::{ClientShare, SharedClient};
 use crate::record::{BatchEntry, RawRecord, RecordBatch};
 use crate::split::{KafkaSplit, SplitId};

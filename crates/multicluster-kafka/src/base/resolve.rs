@@ -1,7 +1,7 @@
 //! Where a split starts and stops, from the spec and what the cluster says of the
 //! partition (its earliest, latest and committed offsets, and the offset for a time).
 
-use crate::kafka::offsets::{
+use crate::base::offsets::{
     OffsetError, OffsetReset, PartitionFacts, StartingOffsets, StoppingOffsets,
 };
 

@@ -176,7 +176,7 @@ mod tests {
     }
 
     use super::*;
-    use crate::kafka::resolve::{resolve_start, resolve_stop};
+    use crate::base::resolve::{resolve_start, resolve_stop};
 
     fn facts(committed: Option<i64>) -> PartitionFacts {
         PartitionFacts {
