@@ -1,11 +1,11 @@
 //! Errors of the source.
 
+use crate::base::metadata::MetadataError;
 use crate::base::offsets::OffsetError;
 use crate::base::properties::ClientProperties;
 pub use crate::base::setting::ConfigError;
 use crate::checkpoint::CheckpointError;
 use crate::deserializer::DeserializeError;
-use crate::metadata::MetadataError;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 
 /// Everything that can stop or disturb a source. Each renders as one line and never

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::metadata::index::{StreamIds, StreamIndex};
+use crate::base::metadata::index::{StreamIds, StreamIndex};
 use crate::split::SplitId;
 
 /// One record, with where it came from.

@@ -5,9 +5,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::base::metadata::KafkaStream;
 use crate::base::offsets::{StartingOffsets, StoppingOffsets};
 use crate::base::properties::ClientProperties;
-use crate::metadata::KafkaStream;
 
 /// What a source reads on one cluster, merged over every subscribed stream.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -21,7 +21,7 @@ pub struct ClusterView {
     /// Per-cluster stopping offsets, if set.
     pub stopping_offsets: Option<StoppingOffsets>,
     /// The Kafka `cluster.id` this cluster replaces, if set
-    /// ([`ClusterMetadata::replaces`](crate::metadata::ClusterMetadata::replaces)).
+    /// ([`ClusterMetadata::replaces`](crate::base::metadata::ClusterMetadata::replaces)).
     pub replaces: Option<String>,
 }
 

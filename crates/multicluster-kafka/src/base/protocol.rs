@@ -44,7 +44,7 @@ pub(crate) enum ReaderEvent {
     ForgetCluster { cluster: Arc<str> },
     /// The metadata service kept failing past the threshold (reading goes on with
     /// the last good metadata).
-    MetadataFailed(crate::metadata::MetadataError),
+    MetadataFailed(crate::base::metadata::MetadataError),
     /// A topic is no longer on the cluster, or no longer shown to this principal
     /// (`unauthorized`), in a bounded run: its unfinished splits cannot reach their
     /// stops.

@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::Enumerator;
-use crate::metadata::KafkaStream;
+use crate::base::metadata::KafkaStream;
 
 /// The tracing target of the lines [`change_lines`] makes, one event per line.
 pub const CHANGES_TARGET: &str = "multicluster_kafka::changes";
@@ -131,8 +131,8 @@ impl Enumerator {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::base::metadata::ClusterMetadata;
     use crate::base::offsets::{StartingOffsets, StoppingOffsets};
-    use crate::metadata::ClusterMetadata;
 
     fn meta(topics: &[&str]) -> ClusterMetadata {
         ClusterMetadata::builder("host:9092")

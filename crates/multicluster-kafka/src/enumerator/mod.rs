@@ -10,11 +10,11 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::base::assignment::assign;
+use crate::base::metadata::{KafkaMetadataService, KafkaStream};
 use crate::base::plan::{ClusterView, clusters_of_streams};
 use crate::base::protocol::{ReaderEvent, ReaderNotice};
 use crate::checkpoint::Checkpoint;
 use crate::error::SourceError;
-use crate::metadata::{KafkaMetadataService, KafkaStream};
 use crate::metrics as m;
 use crate::source::config::SourceConfig;
 use crate::split::{KafkaSplit, SplitId};
@@ -102,7 +102,7 @@ pub(crate) struct Enumerator {
     /// their last commit.
     removals: removal::Removals,
     /// The streams of each cluster's topic, for the readers' records.
-    stream_index: crate::metadata::index::StreamIndex,
+    stream_index: crate::base::metadata::index::StreamIndex,
     /// A sharded source's membership, and word of its loss.
     shard: Option<(
         crate::kafka::shard_lock::ShardKeeper,
@@ -119,7 +119,7 @@ pub(crate) struct Shared {
     /// The clusters the metadata service calls active.
     pub active: crate::base::active::ActiveClusters,
     /// The streams of each cluster's topic.
-    pub stream_index: crate::metadata::index::StreamIndex,
+    pub stream_index: crate::base::metadata::index::StreamIndex,
     /// Group mode: set while a revocation waits for the program's acknowledgement.
     pub ack_wanted: Arc<std::sync::atomic::AtomicBool>,
 }

@@ -5,12 +5,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::Enumerator;
+use crate::base::metadata::KafkaStream;
 use crate::base::plan::clusters_of_streams;
 use crate::base::protocol::ReaderEvent;
 use crate::error::SourceError;
 use crate::kafka::client::detached;
 use crate::kafka::shard_lock::{ShardKeeper, ShardLock, instance_id};
-use crate::metadata::KafkaStream;
 use crate::split::KafkaSplit;
 
 impl Enumerator {

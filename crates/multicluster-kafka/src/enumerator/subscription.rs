@@ -4,9 +4,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::Enumerator;
+use crate::base::metadata::{KafkaMetadataService, KafkaStream};
 use crate::base::plan::ClusterView;
 use crate::error::SourceError;
-use crate::metadata::{KafkaMetadataService, KafkaStream};
 use crate::source::config::{SourceConfig, Subscription};
 
 /// Resolves the subscription against the metadata service. With `strict` (start-up)

@@ -109,7 +109,7 @@ pub struct SourceReader<D: Deserializer> {
     /// Clusters whose errors count (the others are leaving the metadata).
     active: crate::base::active::ActiveClusters,
     /// The streams of each cluster's topic, named on the records handed out.
-    stream_index: crate::metadata::index::StreamIndex,
+    stream_index: crate::base::metadata::index::StreamIndex,
     /// The shard of a sharded source, recorded in its checkpoints.
     shard: Option<crate::base::shard::Shard>,
     counters: HashMap<Arc<str>, (metrics::Counter, metrics::Counter)>,
@@ -138,7 +138,7 @@ pub(crate) struct ReaderParts<D: Deserializer> {
     pub clients: Arc<crate::kafka::shared::ClientShare>,
     pub retained: crate::base::retention::Retained,
     pub active: crate::base::active::ActiveClusters,
-    pub stream_index: crate::metadata::index::StreamIndex,
+    pub stream_index: crate::base::metadata::index::StreamIndex,
     pub shard: Option<crate::base::shard::Shard>,
 }
 

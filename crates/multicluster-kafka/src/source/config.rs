@@ -5,6 +5,7 @@ use std::time::Duration;
 use std::sync::Arc;
 
 use crate::base::assignment::AssignmentStrategy;
+use crate::base::metadata::KafkaMetadataService;
 use crate::base::offsets::{StartingOffsets, StoppingOffsets};
 use crate::base::plan::ClusterView;
 use crate::base::properties::ClientProperties;
@@ -12,7 +13,6 @@ use crate::base::shard::{ScaleOut, Shard};
 use crate::checkpoint::Checkpoint;
 use crate::error::{ConfigError, SourceError};
 use crate::kafka::hooks::ClientHooksFactory;
-use crate::metadata::KafkaMetadataService;
 use crate::reader::ReadPolicy;
 
 /// Which streams a source reads.

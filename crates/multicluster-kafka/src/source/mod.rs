@@ -13,11 +13,11 @@ use crate::kafka::hooks::{ClientHooks, ClientHooksFactory};
 
 mod builder;
 pub(crate) mod config;
+use crate::base::metadata::KafkaMetadataService;
 use crate::base::offsets::{OffsetReset, StartingOffsets, StoppingOffsets};
 use crate::base::properties::ClientProperties;
 pub use crate::base::shard::{ScaleOut, Shard};
 use crate::error::{ConfigError, SourceError};
-use crate::metadata::KafkaMetadataService;
 use crate::reader::{ReaderParts, SourceReader};
 use crate::record::{Record, RecordBatch};
 pub use builder::SourceBuilder;
@@ -86,7 +86,7 @@ impl<D: Deserializer> MultiClusterKafkaSource<D> {
         let group_mode = cfg.group_mode;
         let retained = crate::base::retention::Retained::default();
         let active = crate::base::active::ActiveClusters::default();
-        let stream_index = crate::metadata::index::StreamIndex::default();
+        let stream_index = crate::base::metadata::index::StreamIndex::default();
         let ack_wanted = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let (notice_tx, notice_rx) = mpsc::unbounded_channel();
         let (cmd_tx, cmd_rx) = mpsc::channel(16);
