@@ -7,9 +7,7 @@ use std::sync::Arc;
 use crate::base::offsets::{StartingOffsets, StoppingOffsets};
 use crate::base::plan::ClusterView;
 use crate::base::properties::ClientProperties;
-use crate::error::SourceError;
 use crate::kafka::client::ClusterClient;
-use crate::kafka::hooks::ClientSetup;
 use crate::source::config::SourceConfig;
 
 /// One cluster being read.
@@ -74,53 +72,5 @@ impl WantedCluster {
             start,
             stop,
         }
-    }
-}
-
-/// Makes the lookup client of `cluster` (the one of the source's clients a reader of
-/// the cluster will fetch with), on the caller's (blocking) thread. A client
-/// librdkafka refuses is a configuration error.
-pub(super) fn client(
-    cfg: &SourceConfig,
-    cluster: &Arc<str>,
-    props: &ClientProperties,
-) -> impl FnOnce() -> Result<ClusterClient, SourceError> + Send + 'static {
-    make_client(cfg, cluster, props, true)
-}
-
-/// Makes a lookup client of `cluster` outside the source's share: a client of its own,
-/// for lookups that must not wait behind a reader's fetch (see
-/// [`ClusterClient::is_read`]). Closed when dropped.
-pub(super) fn client_aside(
-    cfg: &SourceConfig,
-    cluster: &Arc<str>,
-    props: &ClientProperties,
-) -> impl FnOnce() -> Result<ClusterClient, SourceError> + Send + 'static {
-    make_client(cfg, cluster, props, false)
-}
-
-fn make_client(
-    cfg: &SourceConfig,
-    cluster: &Arc<str>,
-    props: &ClientProperties,
-    shared: bool,
-) -> impl FnOnce() -> Result<ClusterClient, SourceError> + Send + 'static {
-    let (cluster, props, group, timeout) = (
-        cluster.clone(),
-        props.clone(),
-        cfg.group_id.clone(),
-        cfg.client_timeout,
-    );
-    let setup = ClientSetup::new(cfg.client_hooks.as_ref(), &cluster);
-    let share = shared.then(|| cfg.clients.clone());
-    move || {
-        ClusterClient::new(
-            share.as_deref(),
-            cluster,
-            &props,
-            group.as_deref(),
-            timeout,
-            setup,
-        )
     }
 }

@@ -10,7 +10,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::Enumerator;
-use super::cluster::{ClusterState, WantedCluster, client};
+use super::clients::client;
+use super::cluster::{ClusterState, WantedCluster};
 use crate::base::plan::ClusterView;
 use crate::base::properties::ClientProperties;
 use crate::base::protocol::ReaderEvent;
@@ -149,7 +150,7 @@ impl Enumerator {
             p.spare.discard();
         }
         p.tried = Some(wanted.props.clone());
-        let make = client(&self.cfg, cluster, &wanted.props);
+        let make = client(&self.cfg, &self.clients, cluster, &wanted.props);
         let spare = p.spare.clone();
         let cluster = cluster.clone();
         self.connecting.spawn(detached(move || {

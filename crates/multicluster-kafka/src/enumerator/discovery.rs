@@ -176,7 +176,7 @@ impl Enumerator {
     fn discovery_of(&self, cluster: &Arc<str>, urgent: bool) -> Option<Discovery> {
         let state = self.clusters.get(cluster)?;
         let aside: Option<MakeClient> = (urgent && state.client.is_read()).then(|| {
-            Box::new(super::cluster::client_aside(
+            Box::new(super::clients::client_aside(
                 &self.cfg,
                 cluster,
                 &state.reader_props,

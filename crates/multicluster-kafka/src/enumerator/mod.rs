@@ -20,6 +20,7 @@ use crate::source::config::SourceConfig;
 use crate::split::{KafkaSplit, SplitId};
 
 mod changes;
+mod clients;
 mod cluster;
 mod commit;
 mod connect;
@@ -103,6 +104,8 @@ pub(crate) struct Enumerator {
     removals: removal::Removals,
     /// The streams of each cluster's topic, for the readers' records.
     stream_index: crate::base::metadata::index::StreamIndex,
+    /// The source's librdkafka clients, shared with the readers.
+    clients: Arc<crate::kafka::shared::ClientShare>,
     /// A sharded source's membership, and word of its loss.
     shard: Option<(
         crate::kafka::shard_lock::ShardKeeper,
@@ -122,6 +125,8 @@ pub(crate) struct Shared {
     pub stream_index: crate::base::metadata::index::StreamIndex,
     /// Group mode: set while a revocation waits for the program's acknowledgement.
     pub ack_wanted: Arc<std::sync::atomic::AtomicBool>,
+    /// The librdkafka clients of the source, which its enumerator and readers share.
+    pub clients: Arc<crate::kafka::shared::ClientShare>,
 }
 
 /// How long closing a group-mode source waits for its groups to be left.
@@ -189,6 +194,7 @@ impl Enumerator {
             retained,
             active,
             stream_index: Default::default(),
+            clients: Default::default(),
             shard: None,
             group: None,
         }
@@ -213,6 +219,7 @@ impl Enumerator {
             active,
             stream_index,
             ack_wanted,
+            clients,
         } = shared;
         let streams = subscribed_streams(&cfg, service.as_ref(), true).await?;
         let mut e = Enumerator::new(
@@ -225,6 +232,7 @@ impl Enumerator {
             active,
         );
         e.stream_index = stream_index;
+        e.clients = clients;
         e.latest = streams.clone();
         e.hold_shard(&streams).await?;
         if cfg.group_mode {

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use super::Enumerator;
 use super::changes::{CHANGES_TARGET, applied_streams, change_lines};
-use super::cluster::{WantedCluster, client};
+use super::clients::client;
+use super::cluster::WantedCluster;
 use super::subscription::subscribed_streams;
 use crate::base::plan::{ClusterView, Plan, clusters_of_streams, plan};
 use crate::base::protocol::ReaderEvent;
@@ -269,7 +270,7 @@ impl Enumerator {
                     |v: &ClusterView| v.properties.get("bootstrap.servers").map(str::to_string);
                 let bootstrap_changed =
                     self.views.get(cluster).map(bootstrap) != Some(bootstrap(view));
-                let make = client(&self.cfg, &key, &props);
+                let make = client(&self.cfg, &self.clients, &key, &props);
                 let made = tokio::spawn(detached(move || {
                     let c = make()?;
                     let id = if bootstrap_changed {

@@ -441,7 +441,6 @@ impl<D: Deserializer> SourceBuilder<D> {
                 shard,
                 group_mode,
                 shard_lock_wait: self.s.shard_lock_wait,
-                clients: Default::default(),
             },
             service,
             deserializer: Arc::new(self.deserializer),

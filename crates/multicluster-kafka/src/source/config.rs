@@ -65,8 +65,6 @@ pub(crate) struct SourceConfig {
     /// How long start-up waits for the shard's membership (see
     /// [`SourceBuilder::shard_lock_wait`](super::SourceBuilder::shard_lock_wait)).
     pub shard_lock_wait: Duration,
-    /// The librdkafka clients of the source, which its enumerator and readers share.
-    pub clients: Arc<crate::kafka::shared::ClientShare>,
 }
 
 impl SourceConfig {

@@ -83,6 +83,7 @@ impl<D: Deserializer> MultiClusterKafkaSource<D> {
         self,
     ) -> Result<(SourceCoordinator, Vec<SourceReader<D>>), SourceError> {
         let cfg = Arc::new(self.cfg);
+        let clients = Arc::new(crate::kafka::shared::ClientShare::default());
         let group_mode = cfg.group_mode;
         let retained = crate::base::retention::Retained::default();
         let active = crate::base::active::ActiveClusters::default();
@@ -105,7 +106,7 @@ impl<D: Deserializer> MultiClusterKafkaSource<D> {
                 include_headers: cfg.include_headers,
                 policy: cfg.policy,
                 client_hooks: cfg.client_hooks.clone(),
-                clients: cfg.clients.clone(),
+                clients: clients.clone(),
                 retained: retained.clone(),
                 active: active.clone(),
                 stream_index: stream_index.clone(),
@@ -124,6 +125,7 @@ impl<D: Deserializer> MultiClusterKafkaSource<D> {
                 active,
                 stream_index,
                 ack_wanted: ack_wanted.clone(),
+                clients,
             },
         )
         .await?;

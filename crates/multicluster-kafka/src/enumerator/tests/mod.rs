@@ -59,7 +59,6 @@ fn config() -> SourceConfig {
         shard: None,
         group_mode: false,
         shard_lock_wait: crate::DEFAULT_SHARD_LOCK_WAIT,
-        clients: Default::default(),
     }
 }
 
