@@ -53,13 +53,13 @@ mod source;
 pub mod split;
 
 pub use base::assignment::AssignmentStrategy;
+pub use base::hooks as client_context;
 pub use base::{offsets, properties};
 pub use hybrid::file_source;
-pub use kafka::hooks as client_context;
 
+pub use base::hooks::{ClientHooks, ClientHooksFactory};
 pub use bytes::Bytes;
-pub use kafka::client::CLIENT_DEFAULTS;
-pub use kafka::hooks::{ClientHooks, ClientHooksFactory};
+pub use kafka::config::CLIENT_DEFAULTS;
 pub use reader::SourceReader;
 pub use reader::cluster_consumer::READER_DEFAULTS;
 pub use source::{
@@ -85,13 +85,13 @@ pub mod unstable {
 
 /// The names most programs need.
 pub mod prelude {
+    pub use crate::base::hooks::ClientHooks;
     pub use crate::base::offsets::{OffsetReset, StartingOffsets, StoppingOffsets};
     pub use crate::checkpoint::{Checkpoint, CheckpointStore, FileCheckpointStore};
     pub use crate::deserializer::{
         DeserializeError, Deserializer, Json, NullableValue, RawValue, Utf8, ValueOnly,
     };
     pub use crate::error::SourceError;
-    pub use crate::kafka::hooks::ClientHooks;
     pub use crate::metadata::{
         ClusterMetadata, FileMetadataService, KafkaMetadataService, KafkaStream,
         SingleClusterMetadataService, StaticMetadataService,

@@ -4,6 +4,7 @@
 
 pub mod active;
 pub mod assignment;
+pub mod hooks;
 pub mod metadata;
 pub mod offsets;
 pub mod plan;

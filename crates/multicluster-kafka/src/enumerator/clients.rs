@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::base::properties::ClientProperties;
 use crate::error::SourceError;
 use crate::kafka::client::ClusterClient;
-use crate::kafka::hooks::ClientSetup;
+use crate::kafka::config::ClientSetup;
 use crate::kafka::shared::ClientShare;
 use crate::source::config::SourceConfig;
 

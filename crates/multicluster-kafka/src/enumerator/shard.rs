@@ -38,7 +38,8 @@ impl Enumerator {
         };
         let props = self.cfg.client_properties(&view.properties);
         let wait = self.cfg.shard_lock_wait;
-        let setup = crate::kafka::hooks::ClientSetup::new(self.cfg.client_hooks.as_ref(), &cluster);
+        let setup =
+            crate::kafka::config::ClientSetup::new(self.cfg.client_hooks.as_ref(), &cluster);
         let cluster: Arc<str> = Arc::from(cluster.as_str());
         let lock =
             detached(move || ShardLock::acquire(cluster, &props, &group, shard, wait, setup))

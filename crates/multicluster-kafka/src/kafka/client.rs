@@ -8,12 +8,13 @@ use std::time::Duration;
 
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::types::RDKafkaRespErr;
-use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+use rdkafka::{Offset, TopicPartitionList};
 
 use crate::base::offsets::PartitionFacts;
 use crate::base::properties::ClientProperties;
 use crate::error::SourceError;
-use crate::kafka::hooks::{ClientSetup, SourceContext};
+use crate::kafka::config::ClientSetup;
+use crate::kafka::events::SourceContext;
 use crate::kafka::shared::{ClientShare, SharedClient};
 
 /// Runs a blocking librdkafka call (a lookup, a commit, closing a client) on a thread
@@ -154,55 +155,6 @@ impl std::fmt::Debug for ClusterClient {
             .field("cluster", &self.cluster)
             .finish()
     }
-}
-
-/// librdkafka settings every client of the source uses unless the properties set them.
-///
-/// `reconnect.backoff.ms`: librdkafka starts at most one connection to a broker it
-/// has not connected to yet per `reconnect.backoff.ms / 2` (its "sparse connections"
-/// interval, at least 11 ms). A new client connects to the bootstrap server at once,
-/// but its connection to a partition leader learned from the first metadata answer
-/// waits out that interval: with the default 100 ms, a fresh client's first metadata
-/// answer came after ~60 ms and a new reader's first record about as late (one local
-/// broker; `mck-bench`'s `connect_latency` example). 10 ms cuts that to ~25 ms. Reconnection after a failure
-/// still backs off exponentially up to `reconnect.backoff.max.ms` (10 s).
-pub const CLIENT_DEFAULTS: &[(&str, &str)] = &[("reconnect.backoff.ms", "10")];
-
-/// Builds an rdkafka config from properties (over [`CLIENT_DEFAULTS`] and the CA
-/// search of [`ca_probe`]); secret values never reach error text.
-pub(crate) fn client_config(props: &ClientProperties) -> ClientConfig {
-    let mut config = ClientConfig::new();
-    for (k, v) in CLIENT_DEFAULTS {
-        config.set(*k, *v);
-    }
-    for (k, v) in ca_probe(props) {
-        config.set(k, v);
-    }
-    for (k, v) in props.iter() {
-        config.set(k, v);
-    }
-    config
-}
-
-/// `ssl.ca.location=probe` when a TLS cluster's properties give no CA.
-///
-/// librdkafka links a vendored OpenSSL, whose built-in CA directory is not the
-/// system's: without a CA location, a broker whose certificate is signed by a public
-/// CA, as the managed services' are, would be refused. `probe` makes librdkafka look
-/// in the usual system places (`/etc/ssl/certs/ca-certificates.crt` and the like).
-/// (`https.ca.location`, for an OIDC token endpoint, is left to the properties: it is
-/// refused by a librdkafka built without libcurl, which would then name a property
-/// the user never set.)
-fn ca_probe(props: &ClientProperties) -> Vec<(&'static str, &'static str)> {
-    let mut out = Vec::new();
-    let tls = props
-        .get("security.protocol")
-        .is_some_and(|p| p.trim().to_ascii_uppercase().ends_with("SSL"));
-    let unset = |keys: &[&str]| keys.iter().all(|k| props.get(k).is_none());
-    if tls && unset(&["ssl.ca.location", "ssl.ca.pem", "ssl.ca.certificate.stores"]) {
-        out.push(("ssl.ca.location", "probe"));
-    }
-    out
 }
 
 impl ClusterClient {
@@ -523,6 +475,7 @@ impl ClusterClient {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kafka::config::client_config;
 
     #[test]
     fn client_defaults_apply_unless_the_properties_set_them() {
@@ -592,7 +545,7 @@ mod tests {
         // librdkafka raises "N/N brokers are down" (and re-bootstraps) only when its
         // rd_atomic32_set returns the previous value, which its CMake build gets
         // right only with HAVE_ATOMICS_32_ATOMIC defined (.cargo/config.toml).
-        use crate::kafka::hooks::{ClientHooks, KafkaError};
+        use crate::base::hooks::{ClientHooks, KafkaError};
         use rdkafka::error::RDKafkaErrorCode;
         struct Seen(std::sync::Mutex<Vec<(Option<RDKafkaErrorCode>, String)>>);
         impl ClientHooks for Seen {

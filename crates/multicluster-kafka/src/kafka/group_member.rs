@@ -21,10 +21,10 @@ use rdkafka::types::RDKafkaRespErr;
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use tokio::sync::mpsc;
 
+use crate::base::hooks::{ClientHooks, OAuthToken};
 use crate::base::properties::ClientProperties;
 use crate::error::SourceError;
-use crate::kafka::client::client_config;
-use crate::kafka::hooks::{ClientHooks, OAuthToken};
+use crate::kafka::config::client_config;
 
 /// How long a revocation waits for the enumerator's answer (the positions to commit)
 /// before it commits nothing and lets the partitions go.
@@ -398,7 +398,7 @@ impl GroupMember {
         } else {
             config.set("group.protocol", "consumer");
         }
-        crate::kafka::hooks::prepare(&mut config, &props, hooks.as_ref())
+        crate::kafka::config::prepare(&mut config, &props, hooks.as_ref())
             .map_err(|e| SourceError::cluster(&cluster, "create the group member", &e, &props))?;
         let provider = hooks.as_ref().is_some_and(|h| h.enable_token_refresh());
         let (tx, rx) = std_mpsc::channel();
@@ -413,7 +413,7 @@ impl GroupMember {
             hooks,
             secrets: props.secret_texts(),
         };
-        crate::kafka::hooks::init_tls();
+        crate::kafka::config::init_tls();
         let consumer: BaseConsumer<MemberContext> = config
             .create_with_context(context)
             .map_err(|e| SourceError::cluster(&cluster, "create the group member", &e, &props))?;
@@ -424,7 +424,7 @@ impl GroupMember {
             let client = consumer.client().native_ptr();
             let queue = rdkafka::bindings::rd_kafka_queue_get_consumer(client);
             if !queue.is_null() {
-                crate::kafka::hooks::route_token_requests(client, queue, provider, &cluster);
+                crate::kafka::events::route_token_requests(client, queue, provider, &cluster);
                 rdkafka::bindings::rd_kafka_queue_destroy(queue);
             }
         }

@@ -3,10 +3,9 @@
 //! offsets they are made from are plain data in `base`.
 
 pub(crate) mod client;
-mod config;
-mod event_hub;
+pub(crate) mod config;
+pub(crate) mod events;
 pub(crate) mod group_describe;
 pub(crate) mod group_member;
-pub mod hooks;
 pub(crate) mod shard_lock;
 pub(crate) mod shared;

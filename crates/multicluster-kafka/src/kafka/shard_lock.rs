@@ -15,8 +15,9 @@ use rdkafka::types::RDKafkaErrorCode;
 use crate::base::properties::ClientProperties;
 use crate::base::shard::Shard;
 use crate::error::SourceError;
-use crate::kafka::client::client_config;
-use crate::kafka::hooks::{ClientRole, ClientSetup, Served, SourceContext};
+use crate::kafka::config::ClientSetup;
+use crate::kafka::config::client_config;
+use crate::kafka::events::{ClientRole, Served, SourceContext};
 
 /// The topic the membership subscribes to. Never created: a subscription to a
 /// missing topic keeps the member in the group with nothing assigned.
@@ -147,7 +148,7 @@ impl ShardLock {
             .set("enable.auto.commit", "false")
             .set("allow.auto.create.topics", "false");
         let what = "create the shard membership client";
-        crate::kafka::hooks::prepare(&mut config, &props, hooks.as_ref())
+        crate::kafka::config::prepare(&mut config, &props, hooks.as_ref())
             .map_err(|e| SourceError::cluster(&cluster, what, &e, &props))?;
         let context =
             SourceContext::new(cluster.clone(), ClientRole::Lookup, hooks).for_properties(&props);

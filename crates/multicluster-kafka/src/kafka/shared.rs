@@ -26,45 +26,9 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 
 use crate::base::properties::ClientProperties;
 use crate::error::SourceError;
-use crate::kafka::client::client_config;
-use crate::kafka::hooks::{ClientRole, ClientSetup, Served, SourceContext};
-
-/// librdkafka settings the readers' consumers use (besides [`CLIENT_DEFAULTS`](crate::CLIENT_DEFAULTS))
-/// unless the cluster's properties set them.
-///
-/// `fetch.queue.backoff.ms`: when the application applies back-pressure, librdkafka's
-/// prefetch queue fills and it postpones the next fetch by this much (1000 ms by
-/// default), which stalls a partition for a second after every burst. 10 ms keeps it
-/// flowing.
-pub const READER_DEFAULTS: &[(&str, &str)] = &[("fetch.queue.backoff.ms", "10")];
-
-/// The group id of a source that has none: librdkafka wants one for manual assignment
-/// and committed-offset lookups, and never joins it.
-const FALLBACK_GROUP: &str = "multicluster-kafka";
-
-/// The settings of every client of a cluster that reads and looks up: the cluster's
-/// properties over the defaults, and the settings of a consumer with manual
-/// assignment that never commits by itself. `group` overrides the properties' group
-/// id. Two clients made from equal properties get equal settings, which is what lets
-/// them be one.
-pub(crate) fn consumer_config(props: &ClientProperties, group: Option<&str>) -> ClientConfig {
-    let mut config = client_config(props);
-    for (key, value) in READER_DEFAULTS {
-        if props.get(key).is_none() {
-            config.set(*key, *value);
-        }
-    }
-    let group = group
-        .or_else(|| props.get("group.id"))
-        .unwrap_or(FALLBACK_GROUP);
-    config
-        .set("group.id", group)
-        .set("enable.auto.commit", "false")
-        .set("enable.auto.offset.store", "false")
-        .set("auto.offset.reset", "error")
-        .set("enable.partition.eof", "false");
-    config
-}
+use crate::kafka::config::ClientSetup;
+use crate::kafka::config::consumer_config;
+use crate::kafka::events::{ClientRole, Served, SourceContext};
 
 /// A client of one cluster, held by the enumerator, a reader, or both.
 pub(crate) struct SharedClient {
@@ -162,7 +126,7 @@ impl Made {
         cluster: &str,
     ) -> Result<Self, SourceError> {
         let mut config = consumer_config(props, group);
-        crate::kafka::hooks::prepare(&mut config, props, setup.hooks.as_ref())
+        crate::kafka::config::prepare(&mut config, props, setup.hooks.as_ref())
             .map_err(|e| SourceError::cluster(cluster, what, &e, props))?;
         Ok(Self { config, what })
     }

@@ -9,9 +9,10 @@ use rdkafka::admin::AdminClient;
 use rdkafka::types::RDKafkaRespErr;
 
 use super::{ClusterMetadata, KafkaMetadataService, KafkaStream, MetadataError};
+use crate::base::hooks::ClientHooks;
 use crate::base::properties::ClientProperties;
-use crate::client_context::{ClientHooks, ClientRole, SourceContext};
-use crate::kafka::hooks::Served;
+use crate::kafka::events::Served;
+use crate::kafka::events::{ClientRole, SourceContext};
 
 /// The admin client and the thread serving its events (log lines, errors, token
 /// requests); the thread is declared first, so it stops before the client goes.
@@ -121,8 +122,7 @@ impl SingleClusterMetadataService {
             message: redact(&properties, format!("cannot create a Kafka client: {e}")),
             cluster: cluster_id.clone(),
         };
-        crate::client_context::prepare(&mut config, &properties, hooks.as_ref())
-            .map_err(refused)?;
+        crate::kafka::config::prepare(&mut config, &properties, hooks.as_ref()).map_err(refused)?;
         let context =
             SourceContext::new(Arc::from(cluster_id.as_str()), ClientRole::Metadata, hooks)
                 .for_properties(&properties);
@@ -302,7 +302,7 @@ impl KafkaMetadataService for SingleClusterMetadataService {
 /// once instead of 50 ms later, the system's CAs for a TLS cluster whose properties
 /// name none), then the properties.
 fn client_settings(properties: &ClientProperties) -> rdkafka::ClientConfig {
-    crate::kafka::client::client_config(properties)
+    crate::kafka::config::client_config(properties)
 }
 
 impl Drop for SingleClusterMetadataService {

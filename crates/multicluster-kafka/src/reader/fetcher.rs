@@ -82,7 +82,7 @@ pub(crate) struct FetcherSettings {
     /// Woken after every answer (the reader sleeps on it).
     pub reader: Arc<Notify>,
     /// The program's hooks for the cluster's clients.
-    pub hooks: Option<Arc<dyn crate::kafka::hooks::ClientHooks>>,
+    pub hooks: Option<Arc<dyn crate::base::hooks::ClientHooks>>,
     /// The source's clients, one of which the consumer may be.
     pub clients: Arc<crate::kafka::shared::ClientShare>,
 }

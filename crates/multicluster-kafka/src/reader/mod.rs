@@ -102,7 +102,7 @@ pub struct SourceReader<D: Deserializer> {
     include_headers: bool,
     policy: ReadPolicy,
     /// The program's hooks for each cluster's librdkafka clients.
-    client_hooks: Option<crate::kafka::hooks::ClientHooksFactory>,
+    client_hooks: Option<crate::base::hooks::ClientHooksFactory>,
     /// The source's librdkafka clients, shared with the enumerator.
     clients: Arc<crate::kafka::shared::ClientShare>,
     retained: crate::base::retention::Retained,
@@ -134,7 +134,7 @@ pub(crate) struct ReaderParts<D: Deserializer> {
     pub poll_timeout: Duration,
     pub include_headers: bool,
     pub policy: ReadPolicy,
-    pub client_hooks: Option<crate::kafka::hooks::ClientHooksFactory>,
+    pub client_hooks: Option<crate::base::hooks::ClientHooksFactory>,
     pub clients: Arc<crate::kafka::shared::ClientShare>,
     pub retained: crate::base::retention::Retained,
     pub active: crate::base::active::ActiveClusters,

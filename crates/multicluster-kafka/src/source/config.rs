@@ -5,6 +5,7 @@ use std::time::Duration;
 use std::sync::Arc;
 
 use crate::base::assignment::AssignmentStrategy;
+use crate::base::hooks::ClientHooksFactory;
 use crate::base::metadata::KafkaMetadataService;
 use crate::base::offsets::{StartingOffsets, StoppingOffsets};
 use crate::base::plan::ClusterView;
@@ -12,7 +13,6 @@ use crate::base::properties::ClientProperties;
 use crate::base::shard::{ScaleOut, Shard};
 use crate::checkpoint::Checkpoint;
 use crate::error::{ConfigError, SourceError};
-use crate::kafka::hooks::ClientHooksFactory;
 use crate::reader::ReadPolicy;
 
 /// Which streams a source reads.
@@ -57,7 +57,7 @@ pub(crate) struct SourceConfig {
     /// Shortest time between two client rebuilds of one cluster.
     pub rebuild_interval: Duration,
     /// The program's hooks for each cluster's librdkafka clients.
-    pub client_hooks: Option<crate::kafka::hooks::ClientHooksFactory>,
+    pub client_hooks: Option<crate::base::hooks::ClientHooksFactory>,
     /// The shard this source reads, when the stream is sharded.
     pub shard: Option<Shard>,
     /// Group mode: the clusters' group coordinators assign the partitions.

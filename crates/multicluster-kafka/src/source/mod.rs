@@ -6,10 +6,10 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::base::assignment::AssignmentStrategy;
+use crate::base::hooks::{ClientHooks, ClientHooksFactory};
 use crate::checkpoint::Checkpoint;
 use crate::deserializer::{Deserializer, RawValue};
 use crate::enumerator::{Command, Enumerator};
-use crate::kafka::hooks::{ClientHooks, ClientHooksFactory};
 
 mod builder;
 pub(crate) mod config;

@@ -26,7 +26,7 @@ use crate::base::properties::ClientProperties;
 use crate::base::retention::{Retained, now_ms};
 use crate::checkpoint::{ClusterCheckpoint, SplitCheckpoint};
 use crate::kafka::client::ClusterClient;
-use crate::kafka::hooks::ClientSetup;
+use crate::kafka::config::ClientSetup;
 use crate::metadata::{ClusterMetadata, MetadataError, StaticMetadataService};
 use crate::source::config::Subscription;
 

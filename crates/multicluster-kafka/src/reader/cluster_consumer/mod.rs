@@ -24,11 +24,13 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{Offset, TopicPartitionList};
 
 use super::ReadPolicy;
+use crate::base::hooks::ClientHooks;
 use crate::base::offsets::OffsetReset;
 use crate::base::properties::ClientProperties;
 use crate::deserializer::{DeserializeError, Deserializer};
 use crate::error::SourceError;
-use crate::kafka::hooks::{ClientHooks, ClientSetup, SourceContext};
+use crate::kafka::config::ClientSetup;
+use crate::kafka::events::SourceContext;
 use crate::kafka::shared::{ClientShare, SharedClient};
 use crate::record::{BatchEntry, RawRecord, RecordBatch};
 use crate::split::{KafkaSplit, SplitId};
@@ -38,7 +40,7 @@ use super::native::MessageBatch;
 mod out_of_range;
 mod poll;
 
-pub use crate::kafka::shared::READER_DEFAULTS;
+pub use crate::kafka::config::READER_DEFAULTS;
 
 /// A record whose value could not be deserialized: handed out as an error after the
 /// records fetched before it.

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use rdkafka::bindings as rd;
 
-use super::hooks::SourceContext;
+use super::SourceContext;
 
 /// How often every registered queue is looked at even without a wake-up: a safety
 /// net only (librdkafka wakes us for each queue that gets an event while empty).
@@ -59,7 +59,7 @@ impl Entry {
                     return false;
                 }
                 // SAFETY: a live event of this live client.
-                unsafe { super::hooks::handle(self.client, event, &self.context) };
+                unsafe { super::handle(self.client, event, &self.context) };
             }
             true
         })

@@ -1,0 +1,146 @@
+//! The librdkafka client context of every client the source makes, and the hooks a
+//! program can give it per cluster ([`ClientHooks`]).
+//!
+//! rdkafka makes the context a type parameter of each client. Rather than making the
+//! source generic over it, every client of the source (the lookup client of each
+//! cluster, each reader's consumers, the [`SingleClusterMetadataService`]'s client)
+//! uses one context of this crate, which
+//!
+//! - forwards librdkafka's log lines to `tracing` (target `librdkafka`, with the
+//!   logical cluster id as the field `cluster`);
+//! - reports librdkafka's client errors (all brokers down, authentication failed, …):
+//!   a reader warns once per streak of the same error, lookups leave that to the
+//!   error their request returns;
+//! - hands statistics, errors and OAUTHBEARER token requests to the [`ClientHooks`]
+//!   a program set for the cluster ([`SourceBuilder::client_hooks`]).
+//!
+//! Those events are served as they come, whether or not the program is reading
+//! records at that moment: by one thread of the process (`mck-events`) for every
+//! client without hooks, and by a thread of its own (`mck-events-<cluster>`) for a
+//! client with hooks, whose code (a token provider asking an identity provider) may
+//! take its time without holding other clusters' events.
+//!
+//! ## OAUTHBEARER tokens
+//!
+//! A cluster with `sasl.mechanism=OAUTHBEARER` gets its tokens from one of:
+//!
+//! - librdkafka's own OIDC client-credentials flow (`sasl.oauthbearer.method=oidc`,
+//!   `sasl.oauthbearer.token.endpoint.url`, `sasl.oauthbearer.client.id`, …);
+//! - librdkafka's unsecured JWT builder (`enable.sasl.oauthbearer.unsecure.jwt=true`,
+//!   for tests only);
+//! - a [`ClientHooks`] whose [`enable_token_refresh`](ClientHooks::enable_token_refresh)
+//!   is true: its [`generate_oauth_token`](ClientHooks::generate_oauth_token) is
+//!   called for the first token and again when librdkafka wants a new one (at 80% of
+//!   the previous token's lifetime). AWS MSK IAM works this way, with a signer crate
+//!   making the token.
+//!
+//! A cluster with OAUTHBEARER and none of these is refused when its client is made,
+//! and so is a token provider together with one of the first two.
+//!
+//! [`SingleClusterMetadataService`]: crate::metadata::SingleClusterMetadataService
+//! [`SourceBuilder::client_hooks`]: crate::SourceBuilder::client_hooks
+
+use std::error::Error;
+use std::fmt;
+use std::sync::Arc;
+
+pub use rdkafka::client::OAuthToken;
+pub use rdkafka::error::KafkaError;
+pub use rdkafka::statistics::Statistics;
+
+/// What a program can plug into the librdkafka clients of one cluster: an OAUTHBEARER
+/// token provider, a statistics receiver, an error observer. Every method has a
+/// default that does nothing (or, for tokens, is not used), so an implementation
+/// overrides only what it needs.
+///
+/// The methods are called on the client's event thread, never on a reader's task: a
+/// slow token provider delays that client's token and nothing else. They must not
+/// panic.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::sync::atomic::{AtomicU64, Ordering};
+/// use multicluster_kafka::client_context::{ClientHooks, Statistics};
+///
+/// /// Counts the statistics reports of one cluster's clients.
+/// #[derive(Default)]
+/// struct StatsCounter(AtomicU64);
+///
+/// impl ClientHooks for StatsCounter {
+///     fn stats(&self, statistics: Statistics) {
+///         self.0.fetch_add(1, Ordering::Relaxed);
+///         let _ = statistics.brokers.len();
+///     }
+/// }
+///
+/// let hooks: Arc<dyn ClientHooks> = Arc::new(StatsCounter::default());
+/// # let _ = hooks;
+/// ```
+pub trait ClientHooks: Send + Sync {
+    /// True when [`generate_oauth_token`](Self::generate_oauth_token) provides the
+    /// OAUTHBEARER tokens of the cluster (default false: librdkafka's own OIDC or
+    /// unsecured-JWT handling, as the properties say).
+    fn enable_token_refresh(&self) -> bool {
+        false
+    }
+
+    /// Makes a new OAUTHBEARER token. `oauthbearer_config` is the cluster's
+    /// `sasl.oauthbearer.config` property, if set. An error is handed to librdkafka as
+    /// the reason the token is missing (it retries later); its text must not contain
+    /// a secret or a NUL character.
+    fn generate_oauth_token(
+        &self,
+        oauthbearer_config: Option<&str>,
+    ) -> Result<OAuthToken, Box<dyn Error>> {
+        let _ = oauthbearer_config;
+        Err("this ClientHooks does not provide OAUTHBEARER tokens".into())
+    }
+
+    /// librdkafka's statistics, decoded, every `statistics.interval.ms` (a property of
+    /// the cluster; statistics are off unless it is set). Called by the default
+    /// [`stats_raw`](Self::stats_raw).
+    fn stats(&self, statistics: Statistics) {
+        let _ = statistics;
+    }
+
+    /// librdkafka's statistics as the JSON it emits. The default decodes them and
+    /// calls [`stats`](Self::stats); override this one to keep the JSON.
+    fn stats_raw(&self, statistics: &[u8]) {
+        match serde_json::from_slice(statistics) {
+            Ok(decoded) => self.stats(decoded),
+            Err(e) => tracing::warn!(error = %e, "cannot decode librdkafka's statistics"),
+        }
+    }
+
+    /// A client-level error librdkafka reported (brokers down, authentication
+    /// failed, …), besides the source's own logging of it. `reason` is librdkafka's
+    /// text; it never contains a property value.
+    fn error(&self, error: KafkaError, reason: &str) {
+        let _ = (error, reason);
+    }
+}
+
+type HooksFn = dyn Fn(&str) -> Option<Arc<dyn ClientHooks>> + Send + Sync;
+
+/// Gives each cluster its [`ClientHooks`] (or none); see
+/// [`SourceBuilder::client_hooks`](crate::SourceBuilder::client_hooks).
+#[derive(Clone)]
+pub struct ClientHooksFactory(Arc<HooksFn>);
+
+impl ClientHooksFactory {
+    /// A factory from a function of the logical cluster id.
+    pub fn new(f: impl Fn(&str) -> Option<Arc<dyn ClientHooks>> + Send + Sync + 'static) -> Self {
+        Self(Arc::new(f))
+    }
+
+    /// The hooks for the clients of this cluster.
+    pub fn for_cluster(&self, cluster: &str) -> Option<Arc<dyn ClientHooks>> {
+        (self.0)(cluster)
+    }
+}
+
+impl fmt::Debug for ClientHooksFactory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ClientHooksFactory")
+    }
+}
