@@ -4,6 +4,7 @@
 
 pub mod active;
 pub mod assignment;
+pub(crate) mod config;
 pub mod hooks;
 pub mod metadata;
 pub mod offsets;

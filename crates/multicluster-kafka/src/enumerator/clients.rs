@@ -3,12 +3,12 @@
 
 use std::sync::Arc;
 
+use crate::base::config::SourceConfig;
 use crate::base::properties::ClientProperties;
 use crate::error::SourceError;
 use crate::kafka::client::ClusterClient;
 use crate::kafka::config::ClientSetup;
 use crate::kafka::shared::ClientShare;
-use crate::source::config::SourceConfig;
 
 /// Makes the lookup client of `cluster` (the one of the source's clients a reader of
 /// the cluster will fetch with), on the caller's (blocking) thread. A client

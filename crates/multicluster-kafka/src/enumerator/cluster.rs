@@ -4,11 +4,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use crate::base::config::SourceConfig;
 use crate::base::offsets::{StartingOffsets, StoppingOffsets};
 use crate::base::plan::ClusterView;
 use crate::base::properties::ClientProperties;
 use crate::kafka::client::ClusterClient;
-use crate::source::config::SourceConfig;
 
 /// One cluster being read.
 pub(super) struct ClusterState {

@@ -10,13 +10,13 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::base::assignment::assign;
+use crate::base::config::SourceConfig;
 use crate::base::metadata::{KafkaMetadataService, KafkaStream};
 use crate::base::plan::{ClusterView, clusters_of_streams};
 use crate::base::protocol::{ReaderEvent, ReaderNotice};
 use crate::checkpoint::Checkpoint;
 use crate::error::SourceError;
 use crate::metrics as m;
-use crate::source::config::SourceConfig;
 use crate::split::{KafkaSplit, SplitId};
 
 mod changes;

@@ -4,10 +4,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::Enumerator;
+use crate::base::config::{SourceConfig, Subscription};
 use crate::base::metadata::{KafkaMetadataService, KafkaStream};
 use crate::base::plan::ClusterView;
 use crate::error::SourceError;
-use crate::source::config::{SourceConfig, Subscription};
 
 /// Resolves the subscription against the metadata service. With `strict` (start-up)
 /// an unknown stream id is an error; while running it counts as a stream with no

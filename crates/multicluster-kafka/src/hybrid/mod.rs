@@ -386,7 +386,7 @@ impl<D: Deserializer> HybridStream<D> {
     /// A handle that commits the Kafka offsets of checkpoints while this stream goes
     /// on reading, once it reads Kafka (`None` before: files have nothing to commit).
     /// See [`Committer`](crate::Committer).
-    pub fn committer(&self) -> Option<crate::Committer> {
+    pub fn committer(&self) -> Option<crate::source::Committer> {
         match &self.stage {
             Stage::Kafka { stream, .. } => Some(stream.committer()),
             _ => None,

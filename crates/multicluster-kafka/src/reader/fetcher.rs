@@ -76,7 +76,7 @@ pub(crate) struct FetcherSettings {
     pub max_batch: usize,
     pub include_headers: bool,
     /// What a split does when its position is outside the log or its topic is gone.
-    pub policy: super::ReadPolicy,
+    pub policy: crate::base::config::ReadPolicy,
     /// How long the thread sleeps when librdkafka has nothing, unless woken sooner.
     pub idle: Duration,
     /// Woken after every answer (the reader sleeps on it).

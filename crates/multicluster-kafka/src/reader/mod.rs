@@ -10,6 +10,7 @@ mod handout;
 mod positions;
 mod split_state;
 
+use crate::base::config::ReadPolicy;
 pub(crate) use crate::base::protocol::{ReaderEvent, ReaderNotice};
 use split_state::{Buffered, ClusterInfo, SplitState};
 
@@ -25,27 +26,6 @@ use crate::error::SourceError;
 use crate::record::{Record, RecordBatch};
 use crate::split::{KafkaSplit, SplitId};
 use fetcher::{Answer, Fetcher};
-
-/// What a split does when it cannot reach its stop by reading: its position is
-/// outside the log, or (bounded) its topic was deleted.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct ReadPolicy {
-    /// Outside the log: fail ([`OffsetReset::None`](crate::base::offsets::OffsetReset))
-    /// or jump to the log's start or end.
-    pub out_of_range: crate::base::offsets::OffsetReset,
-    /// A topic deleted during a bounded run ends its splits with a warning instead of
-    /// an error.
-    pub allow_missing_topics: bool,
-}
-
-impl Default for ReadPolicy {
-    fn default() -> Self {
-        ReadPolicy {
-            out_of_range: crate::base::offsets::OffsetReset::None,
-            allow_missing_topics: false,
-        }
-    }
-}
 
 /// A cluster's splits waiting for its fetcher.
 struct ToStart {

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::config::{Interval, Settings, SourceConfig, Subscription};
 use super::*;
+use crate::base::config::{Interval, Settings, SourceConfig, Subscription};
 use crate::error::ConfigError;
 
 impl MultiClusterKafkaSource<RawValue> {

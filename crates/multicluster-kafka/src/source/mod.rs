@@ -12,7 +12,12 @@ use crate::deserializer::{Deserializer, RawValue};
 use crate::enumerator::{Command, Enumerator};
 
 mod builder;
-pub(crate) mod config;
+use crate::base::config::SourceConfig;
+pub use crate::base::config::{
+    DEFAULT_BOUNDED_STARTUP_TIMEOUT, DEFAULT_METADATA_DISCOVERY,
+    DEFAULT_METADATA_FAILURE_THRESHOLD, DEFAULT_PARTITION_DISCOVERY, DEFAULT_REBUILD_INTERVAL,
+    DEFAULT_RETENTION, DEFAULT_SHARD_LOCK_WAIT,
+};
 use crate::base::metadata::KafkaMetadataService;
 use crate::base::offsets::{OffsetReset, StartingOffsets, StoppingOffsets};
 use crate::base::properties::ClientProperties;
@@ -21,12 +26,6 @@ use crate::error::{ConfigError, SourceError};
 use crate::reader::{ReaderParts, SourceReader};
 use crate::record::{Record, RecordBatch};
 pub use builder::SourceBuilder;
-use config::SourceConfig;
-pub use config::{
-    DEFAULT_BOUNDED_STARTUP_TIMEOUT, DEFAULT_METADATA_DISCOVERY,
-    DEFAULT_METADATA_FAILURE_THRESHOLD, DEFAULT_PARTITION_DISCOVERY, DEFAULT_REBUILD_INTERVAL,
-    DEFAULT_RETENTION, DEFAULT_SHARD_LOCK_WAIT,
-};
 
 /// Reads one logical stream from many Kafka clusters. Built with
 /// [`MultiClusterKafkaSource::builder`], then opened as a single stream

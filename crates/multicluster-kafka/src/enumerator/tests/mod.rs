@@ -20,6 +20,7 @@ use super::discovery::Absent;
 use super::*;
 use crate::base::active::ActiveClusters;
 use crate::base::assignment::AssignmentStrategy;
+use crate::base::config::Subscription;
 use crate::base::offsets::{StartingOffsets, StoppingOffsets};
 use crate::base::plan::{ClusterView, clusters_of_streams, plan};
 use crate::base::properties::ClientProperties;
@@ -28,7 +29,6 @@ use crate::checkpoint::{ClusterCheckpoint, SplitCheckpoint};
 use crate::kafka::client::ClusterClient;
 use crate::kafka::config::ClientSetup;
 use crate::metadata::{ClusterMetadata, MetadataError, StaticMetadataService};
-use crate::source::config::Subscription;
 
 const STREAM: &str = "s";
 

@@ -23,7 +23,7 @@ use rdkafka::bindings as rd;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{Offset, TopicPartitionList};
 
-use super::ReadPolicy;
+use crate::base::config::ReadPolicy;
 use crate::base::hooks::ClientHooks;
 use crate::base::offsets::OffsetReset;
 use crate::base::properties::ClientProperties;

@@ -13,7 +13,6 @@ use crate::base::properties::ClientProperties;
 use crate::base::shard::{ScaleOut, Shard};
 use crate::checkpoint::Checkpoint;
 use crate::error::{ConfigError, SourceError};
-use crate::reader::ReadPolicy;
 
 /// Which streams a source reads.
 #[derive(Clone, Debug)]
@@ -44,7 +43,7 @@ pub(crate) struct SourceConfig {
     pub include_headers: bool,
     /// What a split does when its position is outside the log, or its topic is
     /// deleted during a bounded run.
-    pub policy: crate::reader::ReadPolicy,
+    pub policy: ReadPolicy,
     /// How often to re-read the metadata service (unbounded mode).
     pub metadata_discovery: Option<Duration>,
     /// Consecutive metadata failures tolerated on the last good metadata.
@@ -63,7 +62,7 @@ pub(crate) struct SourceConfig {
     /// Group mode: the clusters' group coordinators assign the partitions.
     pub group_mode: bool,
     /// How long start-up waits for the shard's membership (see
-    /// [`SourceBuilder::shard_lock_wait`](super::SourceBuilder::shard_lock_wait)).
+    /// [`SourceBuilder::shard_lock_wait`](crate::SourceBuilder::shard_lock_wait)).
     pub shard_lock_wait: Duration,
 }
 
@@ -130,7 +129,7 @@ pub const DEFAULT_PARTITION_DISCOVERY: Duration = Duration::from_secs(30);
 
 /// A discovery interval as the user set it.
 #[derive(Clone, Copy, Debug)]
-pub(super) enum Interval {
+pub(crate) enum Interval {
     Default,
     Every(Duration),
     Off,
@@ -139,7 +138,7 @@ pub(super) enum Interval {
 impl Interval {
     /// The interval in force: none in bounded mode (where setting one is an error),
     /// `default` unless set.
-    pub(super) fn resolve(
+    pub(crate) fn resolve(
         self,
         what: &str,
         bounded: bool,
@@ -172,32 +171,32 @@ impl Interval {
 
 /// Everything the builder is told but the deserializer, with the defaults. It moves as
 /// a whole when the deserializer (and so the builder's type) changes.
-pub(super) struct Settings {
-    pub(super) service: Option<Arc<dyn KafkaMetadataService>>,
-    pub(super) stream_ids: Vec<String>,
-    pub(super) pattern: Option<String>,
-    pub(super) group_id: Option<String>,
-    pub(super) starting: StartingOffsets,
-    pub(super) stopping: Option<StoppingOffsets>,
-    pub(super) properties: ClientProperties,
-    pub(super) parallelism: usize,
-    pub(super) partition_discovery: Interval,
-    pub(super) strategy: AssignmentStrategy,
-    pub(super) restore: Option<Checkpoint>,
-    pub(super) discard_mismatched_positions: bool,
-    pub(super) client_timeout: Duration,
-    pub(super) startup_timeout: Option<Option<Duration>>,
-    pub(super) max_batch: usize,
-    pub(super) include_headers: bool,
-    pub(super) policy: ReadPolicy,
-    pub(super) metadata_discovery: Interval,
-    pub(super) metadata_failure_threshold: u32,
-    pub(super) new_partition_start: StartingOffsets,
-    pub(super) retention: Duration,
-    pub(super) rebuild_interval: Duration,
-    pub(super) client_hooks: Option<ClientHooksFactory>,
-    pub(super) scale_out: ScaleOut,
-    pub(super) shard_lock_wait: Duration,
+pub(crate) struct Settings {
+    pub(crate) service: Option<Arc<dyn KafkaMetadataService>>,
+    pub(crate) stream_ids: Vec<String>,
+    pub(crate) pattern: Option<String>,
+    pub(crate) group_id: Option<String>,
+    pub(crate) starting: StartingOffsets,
+    pub(crate) stopping: Option<StoppingOffsets>,
+    pub(crate) properties: ClientProperties,
+    pub(crate) parallelism: usize,
+    pub(crate) partition_discovery: Interval,
+    pub(crate) strategy: AssignmentStrategy,
+    pub(crate) restore: Option<Checkpoint>,
+    pub(crate) discard_mismatched_positions: bool,
+    pub(crate) client_timeout: Duration,
+    pub(crate) startup_timeout: Option<Option<Duration>>,
+    pub(crate) max_batch: usize,
+    pub(crate) include_headers: bool,
+    pub(crate) policy: ReadPolicy,
+    pub(crate) metadata_discovery: Interval,
+    pub(crate) metadata_failure_threshold: u32,
+    pub(crate) new_partition_start: StartingOffsets,
+    pub(crate) retention: Duration,
+    pub(crate) rebuild_interval: Duration,
+    pub(crate) client_hooks: Option<ClientHooksFactory>,
+    pub(crate) scale_out: ScaleOut,
+    pub(crate) shard_lock_wait: Duration,
 }
 
 impl Default for Settings {
@@ -228,6 +227,27 @@ impl Default for Settings {
             client_hooks: None,
             scale_out: ScaleOut::Whole,
             shard_lock_wait: DEFAULT_SHARD_LOCK_WAIT,
+        }
+    }
+}
+
+/// What a split does when it cannot reach its stop by reading: its position is
+/// outside the log, or (bounded) its topic was deleted.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ReadPolicy {
+    /// Outside the log: fail ([`OffsetReset::None`](crate::base::offsets::OffsetReset))
+    /// or jump to the log's start or end.
+    pub out_of_range: crate::base::offsets::OffsetReset,
+    /// A topic deleted during a bounded run ends its splits with a warning instead of
+    /// an error.
+    pub allow_missing_topics: bool,
+}
+
+impl Default for ReadPolicy {
+    fn default() -> Self {
+        ReadPolicy {
+            out_of_range: crate::base::offsets::OffsetReset::None,
+            allow_missing_topics: false,
         }
     }
 }
