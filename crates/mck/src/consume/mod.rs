@@ -38,7 +38,9 @@ use multicluster_kafka::metadata::{
 use multicluster_kafka::offsets::{OffsetReset, StartingOffsets, StoppingOffsets};
 use multicluster_kafka::properties::{BOOTSTRAP_SERVERS, ClientProperties};
 use multicluster_kafka::record::{Record, RecordBatch};
-use multicluster_kafka::{Bytes, Committer, KafkaSourceStream, MultiClusterKafkaSource, ScaleOut};
+use multicluster_kafka::{
+    Bytes, Committer, KafkaSourceStream, MultiClusterKafkaSource, ScaleOut, SourceBuilder,
+};
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::args::{self, MetadataFile};
@@ -50,10 +52,18 @@ use crate::progress::{self, Progress};
 mod args_def;
 mod commits;
 mod files;
+mod input;
+mod open;
+mod read_loop;
+mod service;
 
 pub use args_def::ConsumeArgs;
 use commits::Commits;
 use files::{checkpoint, lock_error, open_output};
+use input::{Input, Item, Read};
+use open::{open_input, source_builder};
+use read_loop::{Run, read_loop};
+use service::{Service, located};
 
 /// The checkpoint's user-data key holding the output file's length.
 pub const OUTPUT_LENGTH: &str = "output-length";
@@ -69,81 +79,6 @@ pub const OUTPUT_MARKER: &str = "output-file";
 
 /// The logical cluster id of quick mode (`-b … -t …`).
 pub const QUICK_CLUSTER: &str = "kafka";
-
-/// What the command reads: Kafka alone, or history files then Kafka.
-enum Input {
-    Kafka(Box<KafkaSourceStream<NullableValue>>),
-    Hybrid(Box<HybridStream<NullableValue>>),
-}
-
-/// One record from either.
-enum Item {
-    Kafka(Record<Option<Bytes>>),
-    File(FileRecord),
-}
-
-/// What one read gives: a batch of Kafka records, or one record.
-enum Read {
-    Batch(RecordBatch<Option<Bytes>>),
-    One(Item),
-}
-
-impl Input {
-    /// The next records: a whole batch when `batch` is true and the input reads Kafka
-    /// alone, else one record (a --backfill run has no batches).
-    async fn next(&mut self, batch: bool) -> Option<Result<Read, SourceError>> {
-        match self {
-            Input::Kafka(s) if batch => s.next_batch().await.map(|r| r.map(Read::Batch)),
-            Input::Kafka(s) => s.next().await.map(|r| r.map(|r| Read::One(Item::Kafka(r)))),
-            Input::Hybrid(s) => s.next().await.map(|r| {
-                r.map(|r| {
-                    Read::One(match r {
-                        HybridRecord::Kafka(r) => Item::Kafka(r),
-                        HybridRecord::File(r) => Item::File(r),
-                    })
-                })
-            }),
-        }
-    }
-
-    fn checkpoint(&mut self) -> Result<Checkpoint, SourceError> {
-        match self {
-            Input::Kafka(s) => s.checkpoint(),
-            Input::Hybrid(s) => s.checkpoint().map(HybridCheckpoint::into_checkpoint),
-        }
-    }
-
-    /// What commits `cp`'s offsets, and the checkpoint to give it: none while a
-    /// --backfill run still reads files (nothing to commit there).
-    fn commit_job(&self, cp: &Checkpoint) -> Result<Option<(Committer, Checkpoint)>, SourceError> {
-        match self {
-            Input::Kafka(s) => Ok(Some((s.committer(), cp.clone()))),
-            Input::Hybrid(s) => match (
-                s.committer(),
-                HybridCheckpoint::from_checkpoint(cp.clone())?,
-            ) {
-                (Some(c), Some(HybridCheckpoint::Kafka { kafka, .. })) => Ok(Some((c, kafka))),
-                _ => Ok(None),
-            },
-        }
-    }
-
-    /// Group mode: partitions taken back wait for what was written of them to be
-    /// acknowledged (checkpointed and committed).
-    fn acknowledgement_wanted(&self) -> bool {
-        match self {
-            Input::Kafka(s) => s.acknowledgement_wanted(),
-            Input::Hybrid(_) => false,
-        }
-    }
-
-    async fn close(self) {
-        match self {
-            Input::Kafka(s) => s.close().await,
-            Input::Hybrid(s) => s.close().await,
-        }
-    }
-}
 
 /// Runs the command on its own runtime.
 pub fn run(args: ConsumeArgs) -> Result<ExitCode, String> {
@@ -221,61 +156,6 @@ const MAX_BATCH: usize = 1024;
 /// Rendered lines collected from a batch before they are handed to the output.
 const WRITE_CHUNK: usize = 1 << 16;
 
-/// The metadata service of the run: the file (followed), or quick mode's one cluster.
-enum Service {
-    File(Arc<FileMetadataService>),
-    Quick(Arc<SingleClusterMetadataService>),
-}
-
-impl Service {
-    fn open(args: &ConsumeArgs) -> Result<Self, String> {
-        if let Some(brokers) = &args.brokers {
-            // The metadata client needs the same properties as the readers (TLS, SASL).
-            let props: ClientProperties = std::iter::once((BOOTSTRAP_SERVERS, brokers.as_str()))
-                .chain(
-                    args.properties
-                        .iter()
-                        .map(|(k, v)| (k.as_str(), v.as_str())),
-                )
-                .collect();
-            // A property librdkafka refuses is named by its key, never its value.
-            props.check().map_err(|r| format!("-b {brokers} -X: {r}"))?;
-            return SingleClusterMetadataService::new(QUICK_CLUSTER, props)
-                .map(|s| Service::Quick(Arc::new(s)))
-                .map_err(|e| format!("-b {brokers}: {e}"));
-        }
-        let path = args.metadata.path().unwrap_or_else(|| {
-            args::usage_error(
-                "nothing to read: give a metadata file (FILE or --metadata FILE) with --stream, \
-                 or brokers and topics (-b HOST:PORT -t TOPIC)",
-            )
-        });
-        if args.streams.is_empty() && args.stream_pattern.is_none() {
-            args::usage_error(format!(
-                "which streams of {}? give --stream ID (repeatable) or --stream-pattern REGEX",
-                path.display()
-            ));
-        }
-        FileMetadataService::watch(path)
-            .map(|s| Service::File(Arc::new(s)))
-            .map_err(|e| format!("metadata: {e}"))
-    }
-
-    fn shared(&self) -> Arc<dyn KafkaMetadataService> {
-        match self {
-            Service::File(s) => s.clone(),
-            Service::Quick(s) => s.clone(),
-        }
-    }
-
-    fn last_error(&self) -> Option<String> {
-        match self {
-            Service::File(s) => s.last_error().map(|e| e.to_string()),
-            Service::Quick(_) => None,
-        }
-    }
-}
-
 /// What a write, flush or checkpoint means for the loop: go on, end quietly (the
 /// reader of stdout has gone), or fail.
 fn keep_going(r: Result<(), WriteError>) -> Result<(), Result<End, String>> {
@@ -283,63 +163,6 @@ fn keep_going(r: Result<(), WriteError>) -> Result<(), Result<End, String>> {
         Ok(()) => Ok(()),
         Err(WriteError::Closed) => Err(Ok(End::OutputClosed)),
         Err(WriteError::Failed(e)) => Err(Err(e)),
-    }
-}
-
-/// A source error as the run's error line. A cluster whose client could not be made
-/// is checked again here ([`ClientProperties::check`]) so the line names the metadata
-/// file, the cluster and the property librdkafka refuses (or `-X` when the property
-/// came from the command line), with librdkafka's reason and never the value.
-async fn located(e: SourceError, service: &Service, args: &ConsumeArgs) -> String {
-    let (SourceError::Cluster { cluster, message }
-    | SourceError::Kafka {
-        cluster, message, ..
-    }) = &e
-    else {
-        return e.to_string();
-    };
-    let (Service::File(file), Some(path)) = (service, args.metadata.path()) else {
-        return e.to_string();
-    };
-    let Ok(streams) = file.all_streams().await else {
-        return e.to_string();
-    };
-    let Some(own) = streams
-        .values()
-        .find_map(|s| s.clusters.get(cluster.as_str()))
-        .map(|m| m.properties.clone())
-    else {
-        return e.to_string();
-    };
-    let cli: ClientProperties = args
-        .properties
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
-    let mut props = cli.merged_with(&own);
-    if let Some(g) = &args.group {
-        props.set("group.id", g.clone());
-    }
-    // Loading certificate files blocks.
-    let checked = props.clone();
-    let refused = match tokio::task::spawn_blocking(move || checked.check()).await {
-        Ok(Err(r)) => r,
-        // librdkafka takes the properties alone: a client refused for another reason
-        // (reader settings, hooks) keeps the source's words, without any value.
-        Ok(Ok(())) if message.starts_with("create client") => props.refusal(message),
-        _ => return e.to_string(),
-    };
-    let from_cli = refused
-        .key
-        .as_deref()
-        .is_some_and(|k| own.get(k).is_none() && cli.get(k).is_some());
-    if from_cli {
-        format!(
-            "-X (for cluster `{cluster}` of {}): {refused}",
-            path.display()
-        )
-    } else {
-        crate::describe::refused_line(path, cluster, &refused)
     }
 }
 
@@ -367,240 +190,49 @@ async fn consume(args: ConsumeArgs) -> Result<ExitCode, String> {
         None => Output::stdout(),
         Some(path) => open_output(path, restored.as_ref(), store.as_deref(), args.overwrite)?,
     };
-
-    let mut builder = MultiClusterKafkaSource::builder()
-        .shared_metadata_service(service.shared())
-        .deserializer(NullableValue)
-        .starting_offsets(args.from.clone());
-    builder = match (&args.stream_pattern, args.brokers.is_some()) {
-        (_, true) => builder.stream_ids(args.topics.iter().cloned()),
-        (Some(p), false) => builder.stream_pattern(p),
-        (None, false) => builder.stream_ids(args.streams.iter().cloned()),
-    };
-    if let Some(g) = &args.group {
-        builder = builder.group_id(g);
-    }
-    if matches!(args.scale_out, ScaleOut::KafkaGroup) {
-        if args.group.is_none() {
-            return Err(
-                "--scale-out group needs --group: the instances share the stream through it".into(),
-            );
-        }
-        builder = builder.scale_out(args.scale_out);
-    }
-    if let ScaleOut::Shard(shard) = args.scale_out {
-        if args.group.is_none() {
-            return Err(format!(
-                "--scale-out shard:{shard} needs --group: each shard commits its positions to the group, and a run with another number of shards starts from them"
-            ));
-        }
-        builder = builder
-            .scale_out(args.scale_out)
-            .shard_lock_wait(args.shard_lock_wait);
-    }
-    if let Some(until) = args.stop() {
-        builder = builder.stopping_offsets(until);
-    }
-    for (k, v) in &args.properties {
-        builder = builder.property(k, v);
-    }
-    if let Some(t) = args.startup_timeout {
-        builder = builder.startup_timeout(t.0);
-    }
-    builder = builder
-        .allow_missing_topics(args.allow_missing_topics)
-        .max_batch_size(MAX_BATCH)
-        .include_headers(layout.shows_headers());
-    builder = builder.on_offset_out_of_range(match args.on_missing_offset.as_str() {
-        "earliest" => OffsetReset::Earliest,
-        "latest" => OffsetReset::Latest,
-        _ => OffsetReset::None,
-    });
-    let mut stream = match (&args.backfill, restored) {
-        (None, restored) => {
-            if let Some(cp) = restored {
-                if cp.user_data.contains_key(HYBRID_KEY) {
-                    return Err(
-                        "the checkpoint was written by a --backfill run; run with the same --backfill"
-                            .into(),
-                    );
-                }
-                builder = builder.restore_from(cp);
-            }
-            let source = builder.build().map_err(|e| e.to_string())?;
-            let open = async {
-                match source.open().await {
-                    Ok(stream) => Ok(stream),
-                    Err(e) => Err(located(e, &service, &args).await),
-                }
-            };
-            match or_signal(open, &mut sigint, &mut sigterm).await? {
-                Some(stream) => Input::Kafka(Box::new(stream)),
-                None => return Ok(ExitCode::SUCCESS),
-            }
-        }
-        (Some(dir), restored) => {
-            let files = FileSource::builder(dir)
-                .timestamp_field(args.backfill_timestamp_field.clone().unwrap_or_default())
-                .parallelism(args.backfill_threads)
-                .malformed_lines(if args.backfill_skip_malformed {
-                    MalformedLines::Skip
-                } else {
-                    MalformedLines::Fail
-                });
-            let mut hybrid = HybridSource::new(files, builder);
-            if let Some(cp) = restored {
-                match HybridCheckpoint::from_checkpoint(cp).map_err(|e| e.to_string())? {
-                    Some(h) => hybrid = hybrid.restore_from(h),
-                    None => {
-                        return Err("the checkpoint was written without --backfill; use a new --checkpoint-dir".into());
-                    }
-                }
-            }
-            let open = async {
-                match hybrid.open().await {
-                    Ok(stream) => Ok(stream),
-                    Err(e) => Err(located(e, &service, &args).await),
-                }
-            };
-            match or_signal(open, &mut sigint, &mut sigterm).await? {
-                Some(stream) => Input::Hybrid(Box::new(stream)),
-                None => return Ok(ExitCode::SUCCESS),
-            }
-        }
+    let builder = source_builder(&args, &service, &layout)?;
+    let opened = open_input(
+        builder,
+        restored,
+        &service,
+        &args,
+        &mut sigint,
+        &mut sigterm,
+    );
+    let Some(mut stream) = opened.await? else {
+        return Ok(ExitCode::SUCCESS);
     };
 
-    let checkpointing = store.is_some() || args.group.is_some();
     let commits = args.group.is_some().then(Commits::start);
-    let mut ticker = tokio::time::interval(args.checkpoint_interval);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    ticker.tick().await;
-    // Wakes the loop to redraw progress, notice metadata-file errors and a pipe whose
-    // reader has gone while no record comes.
-    let mut status = tokio::time::interval(Duration::from_millis(250));
-    // The live line is drawn on stderr when records do not go to the same terminal.
-    let records_elsewhere = args.output.is_some() || !std::io::stdout().is_terminal();
-    let mut progress = Progress::new(records_elsewhere);
-    let mut line = Vec::with_capacity(512);
-    let mut records: u64 = 0;
-    let mut metadata_error: Option<String> = None;
-    // Lines written since the last flush, and when that flush was.
-    let mut unflushed: u32 = 0;
-    let mut flushed_at = Instant::now();
-    let partitions: BTreeSet<i32> = args.partitions.iter().copied().collect();
-    let group_mode = matches!(args.scale_out, ScaleOut::KafkaGroup);
-    let mut ack_check = tokio::time::interval(Duration::from_millis(100));
-    ack_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-
-    let end: Result<End, String> = loop {
-        if args.count.is_some_and(|n| records >= n) {
-            break Ok(End::Completed);
-        }
-        // A batch is taken only when all of it may be written.
-        let whole = args.count.is_none_or(|n| n - records >= MAX_BATCH as u64);
-        tokio::select! {
-            biased;
-            _ = sigint.recv() => break Ok(End::Signal("SIGINT")),
-            _ = sigterm.recv() => break Ok(End::Signal("SIGTERM")),
-            _ = ticker.tick(), if checkpointing => {
-                (unflushed, flushed_at) = (0, Instant::now());
-                let done = checkpoint(&mut stream, &mut output, store.as_ref(), commits.as_ref()).await;
-                if let Err(end) = keep_going(done) {
-                    break end;
-                }
-            }
-            // Group mode: a cluster's group takes partitions back once what was
-            // written of them is acknowledged; checkpoint (and commit) now.
-            _ = ack_check.tick(), if group_mode && checkpointing => {
-                if stream.acknowledgement_wanted() {
-                    (unflushed, flushed_at) = (0, Instant::now());
-                    let done = checkpoint(&mut stream, &mut output, store.as_ref(), commits.as_ref()).await;
-                    if let Err(end) = keep_going(done) {
-                        break end;
-                    }
-                }
-            }
-            next = stream.next(whole) => match next {
-                None => break Ok(End::Completed),
-                Some(Ok(Read::Batch(batch))) => {
-                    let mut written = 0;
-                    let done = write_batch(&batch, &partitions, &layout, &mut line, &mut output, &mut written);
-                    if let Err(end) = keep_going(done) {
-                        break end;
-                    }
-                    records += u64::from(written);
-                    unflushed += written;
-                    // While batches keep coming, the buffer still goes out every
-                    // FLUSH_EVERY.
-                    if unflushed > 0 && flushed_at.elapsed() >= FLUSH_EVERY {
-                        if let Err(end) = keep_going(output.flush()) {
-                            break end;
-                        }
-                        (unflushed, flushed_at) = (0, Instant::now());
-                    }
-                    continue;
-                }
-                Some(Ok(Read::One(item))) => {
-                    match &item {
-                        Item::Kafka(r) if !partitions.is_empty() && !partitions.contains(&r.partition) => continue,
-                        Item::Kafka(r) => render(r, &layout, &mut line),
-                        Item::File(r) => render_file(r, &layout, &mut line),
-                    }
-                    if let Err(end) = keep_going(output.write(&line)) {
-                        break end;
-                    }
-                    records += 1;
-                    unflushed += 1;
-                    // While records keep coming, the buffer still goes out every
-                    // FLUSH_EVERY; the clock is read only every CLOCK_EVERY lines.
-                    if unflushed.is_multiple_of(CLOCK_EVERY) && flushed_at.elapsed() >= FLUSH_EVERY {
-                        if let Err(end) = keep_going(output.flush()) {
-                            break end;
-                        }
-                        (unflushed, flushed_at) = (0, Instant::now());
-                    }
-                    continue;
-                }
-                Some(Err(e)) if is_transient(&e) => {
-                    progress.finish();
-                    eprintln!("mck: warning: {e} (reading on)");
-                    progress = Progress::new(records_elsewhere);
-                }
-                // The Kafka stage of a --backfill run starts here.
-                Some(Err(e)) => break Err(located(e, &service, &args).await),
-            },
-            // Taken only when no record is ready: the reader is idle, so what was
-            // written goes out now.
-            () = std::future::ready(()), if unflushed > 0 => {
-                if let Err(end) = keep_going(output.flush()) {
-                    break end;
-                }
-                (unflushed, flushed_at) = (0, Instant::now());
-            }
-            _ = status.tick() => {
-                if output.reader_gone() {
-                    break Ok(End::OutputClosed);
-                }
-            }
-        }
-        // The file service warns about a rejected edit itself; the run says when the
-        // file is in force again, and the progress line shows the state meanwhile.
-        let now_error = service.last_error();
-        if now_error != metadata_error {
-            if now_error.is_none() {
-                progress.finish();
-                eprintln!("mck: metadata: the file is valid again and in force");
-                progress = Progress::new(records_elsewhere);
-            }
-            metadata_error = now_error;
-        }
-        progress.tick(
-            records,
-            metadata_error.as_deref().map(|_| "metadata file invalid"),
-        );
+    let run = Run {
+        args: &args,
+        service: &service,
+        layout: &layout,
+        store: store.as_ref(),
+        commits: commits.as_ref(),
+        checkpointing: store.is_some() || args.group.is_some(),
     };
-    progress.finish();
-    // A second signal while the run winds down exits at once.
+    let end = read_loop(&run, &mut stream, &mut output, &mut sigint, &mut sigterm).await;
+    exit_on_second_signal(sigint, sigterm);
+    let result = wind_down(end, &run, &mut stream, &mut output).await;
+    // The last checkpoint's commit, before the source that commits it closes.
+    if let Some(commits) = commits {
+        commits.finish().await;
+    }
+    if tokio::time::timeout(SHUTDOWN_GRACE, stream.close())
+        .await
+        .is_err()
+    {
+        eprintln!("mck: warning: closing the clients took over {SHUTDOWN_GRACE:?}; left behind");
+    }
+    result
+}
+
+/// A second signal while the run winds down exits at once.
+fn exit_on_second_signal(
+    mut sigint: tokio::signal::unix::Signal,
+    mut sigterm: tokio::signal::unix::Signal,
+) {
     tokio::spawn(async move {
         tokio::select! {
             _ = sigint.recv() => {}
@@ -609,16 +241,25 @@ async fn consume(args: ConsumeArgs) -> Result<ExitCode, String> {
         eprintln!("mck: second signal: exiting now, without a final checkpoint");
         std::process::exit(130);
     });
+}
 
-    let result = match end {
+/// The end of the run's output: a last checkpoint (or a sync of the output) when the
+/// loop ended well, else a sync of what was written; the run's exit code or error.
+async fn wind_down(
+    end: Result<End, String>,
+    run: &Run<'_>,
+    stream: &mut Input,
+    output: &mut Output,
+) -> Result<ExitCode, String> {
+    match end {
         Ok(end) => {
             match end {
                 End::Signal(name) => tracing::info!("{name}: checkpointing and stopping"),
                 End::OutputClosed => tracing::info!("stdout closed: checkpointing and stopping"),
                 End::Completed => {}
             }
-            let done = if checkpointing {
-                checkpoint(&mut stream, &mut output, store.as_ref(), commits.as_ref()).await
+            let done = if run.checkpointing {
+                checkpoint(stream, output, run.store, run.commits).await
             } else {
                 output.sync().map(|_| ())
             };
@@ -634,47 +275,6 @@ async fn consume(args: ConsumeArgs) -> Result<ExitCode, String> {
             let _ = output.sync();
             Err(e)
         }
-    };
-    // The last checkpoint's commit, before the source that commits it closes.
-    if let Some(commits) = commits {
-        commits.finish().await;
-    }
-    if tokio::time::timeout(SHUTDOWN_GRACE, stream.close())
-        .await
-        .is_err()
-    {
-        eprintln!("mck: warning: closing the clients took over {SHUTDOWN_GRACE:?}; left behind");
-    }
-    result
-}
-
-/// Writes the records of `batch` that pass the partition filter (all when it is
-/// empty) in `layout`: rendered in place into `lines`, handed to `output` in chunks
-/// of about [`WRITE_CHUNK`] bytes. `written` counts the records rendered.
-fn write_batch(
-    batch: &RecordBatch<Option<Bytes>>,
-    partitions: &BTreeSet<i32>,
-    layout: &Layout,
-    lines: &mut Vec<u8>,
-    output: &mut Output,
-    written: &mut u32,
-) -> Result<(), WriteError> {
-    lines.clear();
-    for r in batch {
-        if !partitions.is_empty() && !partitions.contains(&r.partition) {
-            continue;
-        }
-        append(&r, layout, lines);
-        *written += 1;
-        if lines.len() >= WRITE_CHUNK {
-            output.write(lines)?;
-            lines.clear();
-        }
-    }
-    if lines.is_empty() {
-        Ok(())
-    } else {
-        output.write(lines)
     }
 }
 

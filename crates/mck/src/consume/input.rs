@@ -1,0 +1,82 @@
+//! What the command reads, Kafka alone or history files then Kafka, behind one
+//! interface for the read loop.
+
+use super::*;
+
+/// What the command reads: Kafka alone, or history files then Kafka.
+pub(super) enum Input {
+    Kafka(Box<KafkaSourceStream<NullableValue>>),
+    Hybrid(Box<HybridStream<NullableValue>>),
+}
+
+/// One record from either.
+pub(super) enum Item {
+    Kafka(Record<Option<Bytes>>),
+    File(FileRecord),
+}
+
+/// What one read gives: a batch of Kafka records, or one record.
+pub(super) enum Read {
+    Batch(RecordBatch<Option<Bytes>>),
+    One(Item),
+}
+
+impl Input {
+    /// The next records: a whole batch when `batch` is true and the input reads Kafka
+    /// alone, else one record (a --backfill run has no batches).
+    pub(super) async fn next(&mut self, batch: bool) -> Option<Result<Read, SourceError>> {
+        match self {
+            Input::Kafka(s) if batch => s.next_batch().await.map(|r| r.map(Read::Batch)),
+            Input::Kafka(s) => s.next().await.map(|r| r.map(|r| Read::One(Item::Kafka(r)))),
+            Input::Hybrid(s) => s.next().await.map(|r| {
+                r.map(|r| {
+                    Read::One(match r {
+                        HybridRecord::Kafka(r) => Item::Kafka(r),
+                        HybridRecord::File(r) => Item::File(r),
+                    })
+                })
+            }),
+        }
+    }
+
+    pub(super) fn checkpoint(&mut self) -> Result<Checkpoint, SourceError> {
+        match self {
+            Input::Kafka(s) => s.checkpoint(),
+            Input::Hybrid(s) => s.checkpoint().map(HybridCheckpoint::into_checkpoint),
+        }
+    }
+
+    /// What commits `cp`'s offsets, and the checkpoint to give it: none while a
+    /// --backfill run still reads files (nothing to commit there).
+    pub(super) fn commit_job(
+        &self,
+        cp: &Checkpoint,
+    ) -> Result<Option<(Committer, Checkpoint)>, SourceError> {
+        match self {
+            Input::Kafka(s) => Ok(Some((s.committer(), cp.clone()))),
+            Input::Hybrid(s) => match (
+                s.committer(),
+                HybridCheckpoint::from_checkpoint(cp.clone())?,
+            ) {
+                (Some(c), Some(HybridCheckpoint::Kafka { kafka, .. })) => Ok(Some((c, kafka))),
+                _ => Ok(None),
+            },
+        }
+    }
+
+    /// Group mode: partitions taken back wait for what was written of them to be
+    /// acknowledged (checkpointed and committed).
+    pub(super) fn acknowledgement_wanted(&self) -> bool {
+        match self {
+            Input::Kafka(s) => s.acknowledgement_wanted(),
+            Input::Hybrid(_) => false,
+        }
+    }
+
+    pub(super) async fn close(self) {
+        match self {
+            Input::Kafka(s) => s.close().await,
+            Input::Hybrid(s) => s.close().await,
+        }
+    }
+}

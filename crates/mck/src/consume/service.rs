@@ -1,0 +1,115 @@
+//! The run's metadata service, and source errors located in its file.
+
+use super::*;
+
+/// The metadata service of the run: the file (followed), or quick mode's one cluster.
+pub(super) enum Service {
+    File(Arc<FileMetadataService>),
+    Quick(Arc<SingleClusterMetadataService>),
+}
+
+impl Service {
+    pub(super) fn open(args: &ConsumeArgs) -> Result<Self, String> {
+        if let Some(brokers) = &args.brokers {
+            // The metadata client needs the same properties as the readers (TLS, SASL).
+            let props: ClientProperties = std::iter::once((BOOTSTRAP_SERVERS, brokers.as_str()))
+                .chain(
+                    args.properties
+                        .iter()
+                        .map(|(k, v)| (k.as_str(), v.as_str())),
+                )
+                .collect();
+            // A property librdkafka refuses is named by its key, never its value.
+            props.check().map_err(|r| format!("-b {brokers} -X: {r}"))?;
+            return SingleClusterMetadataService::new(QUICK_CLUSTER, props)
+                .map(|s| Service::Quick(Arc::new(s)))
+                .map_err(|e| format!("-b {brokers}: {e}"));
+        }
+        let path = args.metadata.path().unwrap_or_else(|| {
+            args::usage_error(
+                "nothing to read: give a metadata file (FILE or --metadata FILE) with --stream, \
+                 or brokers and topics (-b HOST:PORT -t TOPIC)",
+            )
+        });
+        if args.streams.is_empty() && args.stream_pattern.is_none() {
+            args::usage_error(format!(
+                "which streams of {}? give --stream ID (repeatable) or --stream-pattern REGEX",
+                path.display()
+            ));
+        }
+        FileMetadataService::watch(path)
+            .map(|s| Service::File(Arc::new(s)))
+            .map_err(|e| format!("metadata: {e}"))
+    }
+
+    pub(super) fn shared(&self) -> Arc<dyn KafkaMetadataService> {
+        match self {
+            Service::File(s) => s.clone(),
+            Service::Quick(s) => s.clone(),
+        }
+    }
+
+    pub(super) fn last_error(&self) -> Option<String> {
+        match self {
+            Service::File(s) => s.last_error().map(|e| e.to_string()),
+            Service::Quick(_) => None,
+        }
+    }
+}
+
+/// A source error as the run's error line. A cluster whose client could not be made
+/// is checked again here ([`ClientProperties::check`]) so the line names the metadata
+/// file, the cluster and the property librdkafka refuses (or `-X` when the property
+/// came from the command line), with librdkafka's reason and never the value.
+pub(super) async fn located(e: SourceError, service: &Service, args: &ConsumeArgs) -> String {
+    let (SourceError::Cluster { cluster, message }
+    | SourceError::Kafka {
+        cluster, message, ..
+    }) = &e
+    else {
+        return e.to_string();
+    };
+    let (Service::File(file), Some(path)) = (service, args.metadata.path()) else {
+        return e.to_string();
+    };
+    let Ok(streams) = file.all_streams().await else {
+        return e.to_string();
+    };
+    let Some(own) = streams
+        .values()
+        .find_map(|s| s.clusters.get(cluster.as_str()))
+        .map(|m| m.properties.clone())
+    else {
+        return e.to_string();
+    };
+    let cli: ClientProperties = args
+        .properties
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    let mut props = cli.merged_with(&own);
+    if let Some(g) = &args.group {
+        props.set("group.id", g.clone());
+    }
+    // Loading certificate files blocks.
+    let checked = props.clone();
+    let refused = match tokio::task::spawn_blocking(move || checked.check()).await {
+        Ok(Err(r)) => r,
+        // librdkafka takes the properties alone: a client refused for another reason
+        // (reader settings, hooks) keeps the source's words, without any value.
+        Ok(Ok(())) if message.starts_with("create client") => props.refusal(message),
+        _ => return e.to_string(),
+    };
+    let from_cli = refused
+        .key
+        .as_deref()
+        .is_some_and(|k| own.get(k).is_none() && cli.get(k).is_some());
+    if from_cli {
+        format!(
+            "-X (for cluster `{cluster}` of {}): {refused}",
+            path.display()
+        )
+    } else {
+        crate::describe::refused_line(path, cluster, &refused)
+    }
+}
