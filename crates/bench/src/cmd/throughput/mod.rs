@@ -1,0 +1,323 @@
+//! Read throughput: this project's source against a plain rdkafka consumer per
+//! cluster, alternating in the same run over the same data.
+
+mod sides;
+
+pub use sides::{ours, plain};
+
+use std::time::Instant;
+
+use mck_bench::peers::{self, PeerCluster};
+
+use super::{TOPIC, median};
+use crate::cpu::{ThreadsCpu, process_cpu, threads_cpu};
+
+/// Options of the throughput benchmark.
+#[derive(clap::Args, Clone, Copy)]
+pub struct ThroughputArgs {
+    /// Records per cluster.
+    #[arg(long, default_value_t = 400_000)]
+    records: usize,
+    /// Value size in bytes.
+    #[arg(long, default_value_t = 100)]
+    value_size: usize,
+    /// Partitions per cluster.
+    #[arg(long, default_value_t = 8)]
+    partitions: i32,
+    /// Alternating rounds (each reads everything once with each reader).
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    /// Parallel readers of this project's source.
+    #[arg(long, default_value_t = 1)]
+    readers: usize,
+    /// Run only one side (to profile it): `ours` or `plain`. No ratio is printed.
+    #[arg(long)]
+    only: Option<Side>,
+    /// How this project's side takes records: `batch` (`next_batch`) or `record`
+    /// (`next`).
+    #[arg(long, value_enum, default_value_t = Api::Batch)]
+    api: Api,
+    /// How the plain consumer takes records: `poll` (`BaseConsumer::poll`, one
+    /// message per call, the usual rust-rdkafka loop) or `batch`
+    /// (`rd_kafka_consume_batch_queue` through the raw bindings, as the library
+    /// does).
+    #[arg(long, value_enum, default_value_t = Peer::Poll)]
+    peer: Peer,
+    /// The source's `max_batch_size` (records per batch); the library's default
+    /// unless set.
+    #[arg(long)]
+    max_batch: Option<usize>,
+}
+
+/// One side of the throughput comparison.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Side {
+    /// This project's source.
+    Ours,
+    /// The plain rdkafka consumer.
+    Plain,
+}
+
+/// How the library side takes records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Api {
+    /// `SourceReader::next_batch`.
+    Batch,
+    /// `SourceReader::next`.
+    Record,
+}
+
+/// How the plain consumer takes records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Peer {
+    /// `BaseConsumer::poll`.
+    Poll,
+    /// `rd_kafka_consume_batch_queue`.
+    Batch,
+}
+
+/// What the benchmark's application does with each record, the same on both sides:
+/// reads its timestamp and copies its key and value into one reused buffer (so
+/// without an allocation per record). Returns the key + value size.
+#[inline]
+pub(crate) fn touch(
+    scratch: &mut Vec<u8>,
+    key: Option<&[u8]>,
+    value: &[u8],
+    timestamp: Option<i64>,
+) -> u64 {
+    scratch.clear();
+    scratch.extend_from_slice(key.unwrap_or_default());
+    scratch.extend_from_slice(value);
+    std::hint::black_box(timestamp);
+    std::hint::black_box(&*scratch).len() as u64
+}
+
+/// What one side read in one pass over the data.
+#[derive(Clone, Copy, Debug)]
+pub struct Pass {
+    pub records: u64,
+    /// Key + value bytes.
+    pub bytes: u64,
+    /// When the first record of the pass arrived (the earliest over the consumers or
+    /// readers): the clock a tool starts once it has joined its group.
+    pub first: Instant,
+    /// When the last record arrived.
+    pub end: Instant,
+}
+
+impl Pass {
+    /// Folds the passes of concurrent consumers or readers into one.
+    pub fn combine(parts: impl IntoIterator<Item = Pass>) -> Pass {
+        parts
+            .into_iter()
+            .reduce(|a, b| Pass {
+                records: a.records + b.records,
+                bytes: a.bytes + b.bytes,
+                first: a.first.min(b.first),
+                end: a.end.max(b.end),
+            })
+            .expect("at least one consumer")
+    }
+
+    /// (records/s, MB/s) over the window from `start` to the last record.
+    pub fn rate_since(&self, start: Instant) -> (f64, f64) {
+        let secs = (self.end - start).as_secs_f64().max(1e-9);
+        (self.records as f64 / secs, self.bytes as f64 / secs / 1e6)
+    }
+
+    /// (records/s, MB/s) from the first record to the last.
+    pub fn reading_rate(&self) -> (f64, f64) {
+        self.rate_since(self.first)
+    }
+}
+
+/// One side's figures over the rounds.
+#[derive(Default)]
+struct Figures {
+    /// From the side's start (client creation) to its last record.
+    rps: Vec<f64>,
+    mbps: Vec<f64>,
+    /// From its first record to its last.
+    rps_reading: Vec<f64>,
+    cpu_ns: Vec<f64>,
+    /// CPU ns per record of each thread group (ours only; see [`threads_cpu`]).
+    threads_cpu_ns: std::collections::BTreeMap<String, Vec<f64>>,
+}
+
+impl Figures {
+    fn push(&mut self, pass: &Pass, started: Instant, cpu_secs: f64) {
+        let (rps, mbps) = pass.rate_since(started);
+        self.rps.push(rps);
+        self.mbps.push(mbps);
+        self.rps_reading.push(pass.reading_rate().0);
+        self.cpu_ns.push(cpu_secs / pass.records as f64 * 1e9);
+    }
+
+    fn last(&self) -> String {
+        match (self.rps.last(), self.rps_reading.last(), self.cpu_ns.last()) {
+            (Some(r), Some(f), Some(c)) => {
+                format!("{r:.0} rec/s ({f:.0} from the first record) {c:.0} ns CPU/rec")
+            }
+            _ => "-".into(),
+        }
+    }
+
+    /// Medians of records/s, MB/s, records/s from the first record, and CPU
+    /// ns/record.
+    fn medians(&self) -> (f64, f64, f64, f64) {
+        (
+            median(self.rps.clone()),
+            median(self.mbps.clone()),
+            median(self.rps_reading.clone()),
+            median(self.cpu_ns.clone()),
+        )
+    }
+}
+
+/// Runs the throughput benchmark and prints its table.
+pub fn throughput(args: &ThroughputArgs) {
+    let (a, b) = mck_bench::start_clusters();
+    let started = Instant::now();
+    let ThroughputArgs {
+        records,
+        value_size,
+        partitions,
+        ..
+    } = *args;
+    std::thread::scope(|s| {
+        s.spawn(|| peers::prefill(&a, TOPIC, partitions, records, value_size).expect("fill a"));
+        s.spawn(|| peers::prefill(&b, TOPIC, partitions, records, value_size).expect("fill b"));
+    });
+    eprintln!(
+        "prefilled 2 × {records} records of {value_size} B in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    let rt = mck_testkit::runtime();
+    let clusters = [PeerCluster::of(&a), PeerCluster::of(&b)];
+    let (ours_f, plain_f) = measure(args, &rt, &clusters);
+    print_figures(args, &ours_f, &plain_f);
+}
+
+/// Every round of each side; the figures of ours, then of plain.
+fn measure(
+    args: &ThroughputArgs,
+    rt: &tokio::runtime::Runtime,
+    clusters: &[PeerCluster; 2],
+) -> (Figures, Figures) {
+    let partitions = args.partitions;
+    let expected = (2 * args.records) as u64;
+    let (mut ours_f, mut plain_f) = (Figures::default(), Figures::default());
+    // Warm the brokers' page cache and JIT once before measuring.
+    plain(clusters, TOPIC, partitions, Peer::Poll);
+    eprintln!("measuring (pid {})", std::process::id());
+    let sides: &[Side] = match args.only {
+        Some(Side::Ours) => &[Side::Ours],
+        Some(Side::Plain) => &[Side::Plain],
+        None => &[Side::Plain, Side::Ours],
+    };
+    for round in 0..args.rounds {
+        // Alternate which reader goes first, so neither always gets the warmer broker.
+        let order: Vec<Side> = if round % 2 == 0 {
+            sides.to_vec()
+        } else {
+            sides.iter().rev().copied().collect()
+        };
+        for side in order {
+            let t = Instant::now();
+            let cpu0 = process_cpu();
+            let threads0 = threads_cpu();
+            let (pass, threads, figures) = match side {
+                Side::Plain => (
+                    plain(clusters, TOPIC, partitions, args.peer),
+                    ThreadsCpu::new(),
+                    &mut plain_f,
+                ),
+                Side::Ours => {
+                    let (pass, threads) =
+                        ours(rt, clusters, TOPIC, args.readers, args.api, args.max_batch);
+                    (pass, threads, &mut ours_f)
+                }
+            };
+            assert_eq!(pass.records, expected, "{side:?} read everything");
+            figures.push(&pass, t, process_cpu() - cpu0);
+            if side == Side::Ours {
+                for (group, secs) in threads {
+                    // Threads that lived before the pass (the runtime's, the main thread)
+                    // count from where they were.
+                    let before = threads0.get(&group).copied().unwrap_or(0.0);
+                    figures
+                        .threads_cpu_ns
+                        .entry(group)
+                        .or_default()
+                        .push((secs - before) / pass.records as f64 * 1e9);
+                }
+            }
+        }
+        eprintln!(
+            "round {round}: plain {}, multicluster-kafka {}",
+            plain_f.last(),
+            ours_f.last()
+        );
+    }
+    (ours_f, plain_f)
+}
+
+/// The workload, the table of both sides, ours by thread group, and the ratio.
+fn print_figures(args: &ThroughputArgs, ours_f: &Figures, plain_f: &Figures) {
+    let ThroughputArgs {
+        records,
+        value_size,
+        partitions,
+        rounds,
+        readers,
+        only,
+        api,
+        peer,
+        ..
+    } = *args;
+    println!(
+        "workload: 2 clusters x {partitions} partitions, {records} records/cluster, {value_size} B values, {readers} reader(s), library API {api:?}, plain consumer {peer:?}"
+    );
+    println!(
+        "| reader | records/s (median of {rounds}) | MB/s | records/s from the first record | client CPU ns/record |"
+    );
+    println!("|---|---|---|---|---|");
+    if !ours_f.rps.is_empty() {
+        let (o, mb, of, oc) = ours_f.medians();
+        println!(
+            "| multicluster-kafka (library, {readers} reader(s)) | {o:.0} | {mb:.1} | {of:.0} | {oc:.0} |"
+        );
+    }
+    if !plain_f.rps.is_empty() {
+        let (p, mb, pf, pc) = plain_f.medians();
+        let how = match peer {
+            Peer::Poll => "BaseConsumer::poll",
+            Peer::Batch => "rd_kafka_consume_batch_queue",
+        };
+        println!(
+            "| plain rdkafka, {how} (1 consumer per cluster) | {p:.0} | {mb:.1} | {pf:.0} | {pc:.0} |"
+        );
+    }
+    if !ours_f.threads_cpu_ns.is_empty() {
+        let groups: Vec<String> = ours_f
+            .threads_cpu_ns
+            .iter()
+            .map(|(group, ns)| format!("{group} {:.0}", median(ns.clone())))
+            .collect();
+        println!(
+            "multicluster-kafka, CPU ns per record by thread (medians; mck-fetch: the fetcher threads, tokio-r: the readers' tasks and the bench's loop, rdk:*: librdkafka's; threads that ended before the pass did are not counted): {}",
+            groups.join(", ")
+        );
+    }
+    if only.is_none() {
+        let (o, _, of, oc) = ours_f.medians();
+        let (p, _, pf, pc) = plain_f.medians();
+        println!(
+            "ratio multicluster-kafka / plain rdkafka: throughput {:.2} ({:.2} from the first record), CPU per record {:.2}",
+            o / p,
+            of / pf,
+            oc / pc
+        );
+    }
+}
