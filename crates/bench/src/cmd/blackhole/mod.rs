@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 
 use mck_bench::peers;
 use mck_testkit::proxy::ProxiedCluster;
-use mck_testkit::{ClusterOptions, KafkaCluster, TestCluster};
+use mck_testkit::{KafkaCluster, TestCluster};
 
 use super::mck_binary;
 use library::{Round, round};
@@ -101,14 +101,7 @@ pub fn blackhole(args: &BlackholeArgs) {
 
 /// A reached directly and B behind its proxy, started at once.
 fn start_clusters() -> (KafkaCluster, ProxiedCluster) {
-    let opts = |id: &str| {
-        ClusterOptions::new(id).jvm_options([
-            "-Xms1g",
-            "-Xmx1g",
-            "-XX:+UseG1GC",
-            "-Djava.awt.headless=true",
-        ])
-    };
+    let opts = mck_bench::cluster_options;
     std::thread::scope(|s| {
         let a = s.spawn(|| KafkaCluster::start(opts("bench-a")));
         let b = s.spawn(|| ProxiedCluster::start(opts("bench-b")));
