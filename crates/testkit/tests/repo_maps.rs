@@ -1,0 +1,156 @@
+//! The repository's maps stay true: every path that CONTRIBUTING.md's "Where things
+//! live" names exists, every crate and every part of the library's `src/` is named
+//! there, and the relative links of the top-level documents and `docs/` lead to files.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
+}
+
+/// The paths in the first column of the map's table, with `…/` read as the library's
+/// folder.
+fn map_paths(contributing: &str) -> Vec<String> {
+    let section = contributing
+        .split("\n## ")
+        .find(|s| s.starts_with("Where things live"))
+        .expect("CONTRIBUTING.md has no \"## Where things live\" section");
+    let mut paths = Vec::new();
+    for line in section.lines().filter(|l| l.starts_with('|')) {
+        let first = line.split('|').nth(1).unwrap_or("");
+        for (i, piece) in first.split('`').enumerate() {
+            if i % 2 == 1 {
+                paths.push(piece.replace("…/", "crates/multicluster-kafka/"));
+            }
+        }
+    }
+    paths
+}
+
+#[test]
+fn every_path_the_map_names_exists() {
+    let root = root();
+    let text = fs::read_to_string(root.join("CONTRIBUTING.md")).unwrap();
+    let paths = map_paths(&text);
+    assert!(paths.len() > 10, "the map names only {paths:?}");
+    let missing: Vec<&String> = paths
+        .iter()
+        .filter(|p| !root.join(p.trim_end_matches('/')).exists())
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "CONTRIBUTING.md's map names paths that do not exist: {missing:?}"
+    );
+}
+
+#[test]
+fn the_map_names_every_crate_and_every_part_of_the_library() {
+    let root = root();
+    let text = fs::read_to_string(root.join("CONTRIBUTING.md")).unwrap();
+    let named = map_paths(&text);
+    let is_named = |path: &str| named.iter().any(|n| n.trim_end_matches('/') == path);
+    let mut unnamed = Vec::new();
+    for entry in fs::read_dir(root.join("crates")).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        let path = format!("crates/{name}");
+        if !is_named(&path) {
+            unnamed.push(path);
+        }
+    }
+    let src = root.join("crates/multicluster-kafka/src");
+    for entry in fs::read_dir(&src).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        if name == "lib.rs" {
+            continue;
+        }
+        let path = format!("crates/multicluster-kafka/src/{name}");
+        if !is_named(&path) {
+            unnamed.push(path);
+        }
+    }
+    assert!(
+        unnamed.is_empty(),
+        "CONTRIBUTING.md's map does not name: {unnamed:?}"
+    );
+}
+
+#[test]
+fn relative_links_in_the_documents_lead_somewhere() {
+    let root = root();
+    let mut documents: Vec<PathBuf> = [
+        "README.md",
+        "CONTRIBUTING.md",
+        "BENCHMARKS.md",
+        "CHANGELOG.md",
+    ]
+    .iter()
+    .map(|d| root.join(d))
+    .collect();
+    for entry in fs::read_dir(root.join("docs")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "md") {
+            documents.push(path);
+        }
+    }
+    let mut broken = Vec::new();
+    for document in &documents {
+        let text = fs::read_to_string(document).unwrap();
+        for target in links(&text) {
+            let file = target.split('#').next().unwrap();
+            if file.is_empty() || file.contains("://") || file.starts_with("mailto:") {
+                continue;
+            }
+            if !document.parent().unwrap().join(file).exists() {
+                broken.push(format!(
+                    "{}: {target}",
+                    document.strip_prefix(&root).unwrap().display()
+                ));
+            }
+        }
+    }
+    assert!(documents.len() > 5);
+    assert!(
+        broken.is_empty(),
+        "links to files that do not exist: {broken:?}"
+    );
+}
+
+/// The targets of the Markdown links `[text](target)` outside code blocks.
+fn links(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut in_code = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            in_code = !in_code;
+            continue;
+        }
+        if in_code {
+            continue;
+        }
+        let mut rest = line;
+        while let Some(at) = rest.find("](") {
+            let after = &rest[at + 2..];
+            let Some(end) = after.find(')') else { break };
+            out.push(after[..end].trim().to_string());
+            rest = &after[end..];
+        }
+    }
+    out
+}
+
+#[test]
+fn the_map_parser_reads_backticked_paths_of_the_first_column() {
+    let text = "# C\n\n## Where things live\n\n| path | what |\n|---|---|\n| `crates/a`, `…/src/b.rs` | `not/this` |\n\n## Next\n| `nor/this` | x |\n";
+    assert_eq!(
+        map_paths(text),
+        ["crates/a", "crates/multicluster-kafka/src/b.rs"]
+    );
+    assert_eq!(
+        links("see [x](docs/a.md#b) and [y](https://e.org)\n```\n[z](no.md)\n```"),
+        ["docs/a.md#b", "https://e.org"]
+    );
+}
