@@ -4,26 +4,26 @@
 //! clusters and topics change, without a restart and without losing or repeating a
 //! record. The design follows Apache Flink's FLIP-246 (`DynamicKafkaSource`).
 //!
-//! The crate is organised by concept, one folder per layer:
+//! The crate is organised in layers, each using only those below it (drawn in the
+//! repository's `docs/design.md`), bottom to top:
 //!
-//! - [`metadata`]: the model (`KafkaStream`, `ClusterMetadata`) and the metadata
-//!   services that answer "which clusters and topics make up this stream now?"
-//!   (file, static, single-cluster, or your own);
-//! - `source/`: the builder ([`SourceBuilder`]), its configuration with every default
-//!   in one place, and the running handles ([`KafkaSourceStream`],
-//!   [`SourceCoordinator`], [`SourceReader`]);
-//! - `enumerator/`: the single coordinator: subscription, connecting to clusters in
-//!   the background, partition discovery, restore from a checkpoint, live
-//!   reconciliation (`plan`), split assignment (`assignment`), commits; the pure parts
-//!   are in [`unstable`] for the CLI and benchmarks;
-//! - `reader/`: the parallel readers: applying assignments, a fetcher per cluster on
-//!   at most one thread per core, handing records out in order, positions;
-//! - `kafka/`: one cluster's clients, [`properties`] (secrets redacted), where
-//!   reading starts and stops ([`offsets`]), and hooks into each librdkafka client
-//!   ([`client_context`]: OAUTHBEARER tokens, statistics, errors);
-//! - [`checkpoint`]: positions that survive a restart, and their file store;
-//! - [`hybrid`]: files first, then Kafka ([`file_source`]);
-//! - [`inspect`]: what a stream looks like now (the CLI's `describe` and `plan`).
+//! - plain data and pure decisions: [`split`]s, [`record`]s, [`error`]s, the
+//!   [`deserializer`], [`metrics`] names, [`checkpoint`]s, where reading starts and
+//!   stops ([`offsets`]), client [`properties`] (secrets redacted), the hooks a program
+//!   puts into each librdkafka client ([`client_context`]: OAUTHBEARER tokens,
+//!   statistics, errors), the metadata model, and the pure parts in [`unstable`];
+//! - `kafka/`: one cluster's librdkafka clients, their configuration and their events;
+//! - `reader/` (the parallel readers: applying assignments, a fetcher per cluster on
+//!   at most one thread per core, handing records out in order) and `enumerator/` (the
+//!   single coordinator: subscription, connecting in the background, partition
+//!   discovery, restore, live reconciliation, assignment, commits);
+//! - `source/`: the builder ([`SourceBuilder`]) and the running handles
+//!   ([`KafkaSourceStream`], [`SourceCoordinator`], [`SourceReader`]);
+//! - [`metadata`] (the model, `KafkaStream` and `ClusterMetadata`, and the services that
+//!   answer "which clusters and topics make up this stream now?": file, static,
+//!   single-cluster, or your own), [`hybrid`] (files first, then Kafka:
+//!   [`file_source`]) and [`inspect`] (what a stream looks like now, for the CLI's
+//!   `describe` and `plan`).
 //!
 //! ```
 //! use multicluster_kafka::metadata::{ClusterMetadata, KafkaStream};

@@ -254,7 +254,7 @@ impl<D: Deserializer> SourceBuilder<D> {
     ///
     /// This is how a program supplies OAUTHBEARER tokens librdkafka cannot make
     /// itself (AWS MSK IAM, a company token service): see
-    /// [`client_context`](crate::kafka::hooks) and the `oauth_token` example.
+    /// [`client_context`](crate::client_context) and the `oauth_token` example.
     /// Statistics come every `statistics.interval.ms` when that property is set.
     ///
     /// ```no_run

@@ -136,7 +136,7 @@ pub(crate) struct ClientEvents {
     client: *mut rd::rd_kafka_t,
     queue: *mut rd::rd_kafka_queue_t,
     consumer: bool,
-    /// Served by the process's event thread ([`super::event_hub`]) …
+    /// Served by the process's event thread ([`hub`]) …
     registration: Option<hub::Registration>,
     /// … or by a thread of its own.
     stop: Arc<AtomicBool>,
