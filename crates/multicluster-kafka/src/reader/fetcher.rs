@@ -37,7 +37,7 @@ use crate::error::SourceError;
 use crate::record::RecordBatch;
 use crate::split::{KafkaSplit, SplitId};
 
-use super::cluster_consumer::{ClusterConsumer, Polled, Wake};
+use super::fetch_path::{self, FetchPath, Opening, Polled, Wake};
 
 /// How many requests for a batch the reader keeps open with each fetcher.
 const DEPTH: u32 = 2;
@@ -385,7 +385,7 @@ impl<D: Deserializer> Worker<D> {
 struct Running<D: Deserializer> {
     cluster: Arc<str>,
     wake: Arc<Wake>,
-    consumer: ClusterConsumer,
+    consumer: Box<dyn FetchPath<D>>,
     deserializer: Arc<D>,
     settings: FetcherSettings,
     inbox: Receiver<Command>,
@@ -490,8 +490,7 @@ impl<D: Deserializer> Running<D> {
     /// cluster that does not answer holds no other fetcher. `closed` disconnects
     /// after that.
     fn end(self) {
-        let client = self.consumer.release_client();
-        crate::kafka::client::close_detached((client, self.closed));
+        self.consumer.close(self.closed);
     }
 }
 
@@ -513,15 +512,15 @@ fn serve<D: Deserializer>(
             match arrivals.try_recv() {
                 Ok(new) => {
                     idle = new.settings.idle;
-                    match ClusterConsumer::create(
-                        new.cluster.clone(),
-                        &new.props,
-                        new.wake.clone(),
-                        new.settings.include_headers,
-                        new.settings.policy,
-                        new.settings.hooks.clone(),
-                        &new.settings.clients,
-                    ) {
+                    match fetch_path::open::<D>(Opening {
+                        cluster: new.cluster.clone(),
+                        props: &new.props,
+                        wake: new.wake.clone(),
+                        include_headers: new.settings.include_headers,
+                        policy: new.settings.policy,
+                        hooks: new.settings.hooks.clone(),
+                        clients: &new.settings.clients,
+                    }) {
                         Ok(consumer) => running.push(Running {
                             cluster: new.cluster,
                             wake: new.wake,
@@ -622,7 +621,7 @@ fn serve<D: Deserializer>(
 mod tests {
     use super::*;
     use crate::deserializer::DeserializeError;
-    use crate::reader::cluster_consumer::Failed;
+    use crate::reader::fetch_path::Failed;
     use crate::record::BatchEntry;
 
     fn id(topic: &str, partition: i32) -> SplitId {

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::cluster_consumer::Polled;
+use super::fetch_path::Polled;
 use super::fetcher::Answer;
 use super::{ReaderNotice, SourceReader};
 use crate::deserializer::Deserializer;

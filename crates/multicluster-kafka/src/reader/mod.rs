@@ -2,6 +2,7 @@
 //! splits on, and hand records out in order while tracking positions.
 
 pub(crate) mod cluster_consumer;
+mod fetch_path;
 mod fetcher;
 mod native;
 
@@ -282,7 +283,7 @@ mod tests {
     use super::*;
     use crate::metrics as m;
     use crate::record::BatchEntry;
-    use cluster_consumer::Polled;
+    use fetch_path::Polled;
 
     fn reader() -> SourceReader<crate::deserializer::Utf8> {
         let (_events_tx, events) = mpsc::unbounded_channel();

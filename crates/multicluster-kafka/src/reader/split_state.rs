@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::cluster_consumer::Failed;
+use super::fetch_path::Failed;
 use crate::metrics as m;
 use crate::split::SplitId;
 

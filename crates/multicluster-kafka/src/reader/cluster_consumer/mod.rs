@@ -27,7 +27,7 @@ use crate::base::config::ReadPolicy;
 use crate::base::hooks::ClientHooks;
 use crate::base::offsets::OffsetReset;
 use crate::base::properties::ClientProperties;
-use crate::deserializer::{DeserializeError, Deserializer};
+use crate::deserializer::Deserializer;
 use crate::error::SourceError;
 use crate::kafka::config::ClientSetup;
 use crate::kafka::events::SourceContext;
@@ -40,33 +40,8 @@ use super::native::MessageBatch;
 mod out_of_range;
 mod poll;
 
+pub(crate) use super::fetch_path::{Failed, Polled, Wake};
 pub use crate::kafka::config::READER_DEFAULTS;
-
-/// A record whose value could not be deserialized: handed out as an error after the
-/// records fetched before it.
-#[derive(Debug)]
-pub(crate) struct Failed {
-    pub topic: Arc<str>,
-    pub partition: i32,
-    pub offset: i64,
-    /// Key + value bytes, for the metrics.
-    pub bytes: u32,
-    pub error: DeserializeError,
-}
-
-/// What one non-blocking poll found.
-#[derive(Default)]
-pub(crate) struct Polled {
-    /// Records added to the batch.
-    pub records: usize,
-    /// A record after those that failed to deserialize (the batch stopped there).
-    pub failed: Option<Failed>,
-    /// Splits that reached their stop offset.
-    pub finished: Vec<SplitId>,
-    /// `(topic, partition, high watermark)` of every assigned partition, about once a
-    /// second (empty in between).
-    pub high_watermarks: Vec<(Arc<str>, i32, i64)>,
-}
 
 /// A record taken from librdkafka, its key and value copied into the batch's buffer
 /// (start and length), not yet deserialized.
@@ -98,38 +73,6 @@ struct Leftover {
 
 /// How often per-split lag is refreshed from librdkafka's cached high watermarks.
 const LAG_REPORT_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
-
-/// What wakes a fetcher: its thread, and a flag that says this fetcher (not another
-/// of the thread's) has something to do.
-pub(crate) struct Wake {
-    thread: std::thread::Thread,
-    ready: std::sync::atomic::AtomicBool,
-}
-
-impl Wake {
-    pub fn new(thread: std::thread::Thread) -> Self {
-        Self {
-            thread,
-            ready: std::sync::atomic::AtomicBool::new(true),
-        }
-    }
-
-    /// Marks the fetcher ready and wakes its thread.
-    pub fn wake(&self) {
-        self.ready.store(true, std::sync::atomic::Ordering::Release);
-        self.thread.unpark();
-    }
-
-    /// Marks the fetcher ready without waking the thread (which is awake).
-    pub fn again(&self) {
-        self.ready.store(true, std::sync::atomic::Ordering::Release);
-    }
-
-    /// Whether the fetcher was woken since the last call.
-    pub fn take(&self) -> bool {
-        self.ready.swap(false, std::sync::atomic::Ordering::AcqRel)
-    }
-}
 
 /// The queue-event callback: librdkafka calls it (on one of its threads) when the
 /// consumer queue gets an event while the fetch thread may be asleep.

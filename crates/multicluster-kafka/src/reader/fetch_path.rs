@@ -1,0 +1,168 @@
+//! The seam between a fetcher and the client that fetches for it: [`FetchPath`], one
+//! cluster's splits read in offset order, a batch at a time, never waiting. Everything
+//! above it (positions, stops met on the way, hand-out in order, checkpoints) belongs
+//! to the reader and does not change with the path; the path only adds and removes
+//! splits, copies and deserializes what arrived, and says which bounded splits reached
+//! their stop.
+//!
+//! One path today: librdkafka's consumer ([`ClusterConsumer`]), shared with the
+//! enumerator's lookups through the source's client share. A second one (the source's
+//! own Fetch requests) is added beside it by implementing the trait and choosing it in
+//! [`open`].
+
+use std::sync::Arc;
+
+use crate::base::config::ReadPolicy;
+use crate::base::hooks::ClientHooks;
+use crate::base::properties::ClientProperties;
+use crate::deserializer::{DeserializeError, Deserializer};
+use crate::error::SourceError;
+use crate::kafka::shared::ClientShare;
+use crate::record::RecordBatch;
+use crate::split::{KafkaSplit, SplitId};
+
+use super::cluster_consumer::ClusterConsumer;
+
+/// Where one fetcher's records come from: one cluster's splits.
+///
+/// Called from the fetcher's thread only, one call at a time.
+pub(crate) trait FetchPath<D: Deserializer>: Send {
+    /// Starts reading `splits` at their positions (each split's start, or its
+    /// restored position). Returns the ids of those that are already at their stop
+    /// (nothing to read). An error leaves none of them read: the reader makes a new
+    /// fetcher for all of the cluster's splits.
+    fn add(&mut self, splits: Vec<KafkaSplit>) -> Result<Vec<SplitId>, SourceError>;
+
+    /// Stops reading these splits; records of theirs already taken are not handed out
+    /// by the path again.
+    fn remove(&mut self, ids: &[SplitId]);
+
+    /// Takes what already arrived (never waits), up to `max` records, into `out` (an
+    /// empty batch of this cluster), keys and values deserialized with `deserializer`.
+    /// A fatal error (a position outside the log, by the read policy) comes after the
+    /// records before it, at the next call; a record that fails to deserialize ends
+    /// the batch.
+    fn poll(
+        &mut self,
+        deserializer: &D,
+        max: usize,
+        out: &mut RecordBatch<D::Value>,
+    ) -> Result<Polled, SourceError>;
+
+    /// Stops reading. Closing what the path holds must not block the fetch thread on
+    /// a cluster that does not answer: it happens on a thread of its own, and `closed`
+    /// is dropped once it is done.
+    fn close(self: Box<Self>, closed: std::sync::mpsc::Sender<()>);
+}
+
+/// What a path is opened with.
+pub(crate) struct Opening<'a> {
+    pub cluster: Arc<str>,
+    pub props: &'a ClientProperties,
+    /// Woken whenever records arrive.
+    pub wake: Arc<Wake>,
+    pub include_headers: bool,
+    pub policy: ReadPolicy,
+    pub hooks: Option<Arc<dyn ClientHooks>>,
+    pub clients: &'a ClientShare,
+}
+
+/// Opens the fetch path of one cluster for a fetcher.
+pub(crate) fn open<D: Deserializer>(
+    opening: Opening<'_>,
+) -> Result<Box<dyn FetchPath<D>>, SourceError> {
+    let consumer = ClusterConsumer::create(
+        opening.cluster,
+        opening.props,
+        opening.wake,
+        opening.include_headers,
+        opening.policy,
+        opening.hooks,
+        opening.clients,
+    )?;
+    Ok(Box::new(consumer))
+}
+
+impl<D: Deserializer> FetchPath<D> for ClusterConsumer {
+    fn add(&mut self, splits: Vec<KafkaSplit>) -> Result<Vec<SplitId>, SourceError> {
+        ClusterConsumer::add(self, splits)
+    }
+
+    fn remove(&mut self, ids: &[SplitId]) {
+        ClusterConsumer::remove(self, ids)
+    }
+
+    fn poll(
+        &mut self,
+        deserializer: &D,
+        max: usize,
+        out: &mut RecordBatch<D::Value>,
+    ) -> Result<Polled, SourceError> {
+        ClusterConsumer::poll(self, deserializer, max, out)
+    }
+
+    fn close(self: Box<Self>, closed: std::sync::mpsc::Sender<()>) {
+        // What the reader read with the client is unassigned at once; the client,
+        // when this was its last holder, is closed on a thread of its own.
+        let client = self.release_client();
+        crate::kafka::client::close_detached((client, closed));
+    }
+}
+
+/// A record whose value could not be deserialized: handed out as an error after the
+/// records fetched before it.
+#[derive(Debug)]
+pub(crate) struct Failed {
+    pub topic: Arc<str>,
+    pub partition: i32,
+    pub offset: i64,
+    /// Key + value bytes, for the metrics.
+    pub bytes: u32,
+    pub error: DeserializeError,
+}
+
+/// What one non-blocking poll found.
+#[derive(Default)]
+pub(crate) struct Polled {
+    /// Records added to the batch.
+    pub records: usize,
+    /// A record after those that failed to deserialize (the batch stopped there).
+    pub failed: Option<Failed>,
+    /// Splits that reached their stop offset.
+    pub finished: Vec<SplitId>,
+    /// `(topic, partition, high watermark)` of every assigned partition, about once a
+    /// second (empty in between).
+    pub high_watermarks: Vec<(Arc<str>, i32, i64)>,
+}
+
+/// What wakes a fetcher: its thread, and a flag that says this fetcher (not another
+/// of the thread's) has something to do.
+pub(crate) struct Wake {
+    thread: std::thread::Thread,
+    ready: std::sync::atomic::AtomicBool,
+}
+
+impl Wake {
+    pub fn new(thread: std::thread::Thread) -> Self {
+        Self {
+            thread,
+            ready: std::sync::atomic::AtomicBool::new(true),
+        }
+    }
+
+    /// Marks the fetcher ready and wakes its thread.
+    pub fn wake(&self) {
+        self.ready.store(true, std::sync::atomic::Ordering::Release);
+        self.thread.unpark();
+    }
+
+    /// Marks the fetcher ready without waking the thread (which is awake).
+    pub fn again(&self) {
+        self.ready.store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Whether the fetcher was woken since the last call.
+    pub fn take(&self) -> bool {
+        self.ready.swap(false, std::sync::atomic::Ordering::AcqRel)
+    }
+}
