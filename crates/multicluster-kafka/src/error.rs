@@ -85,7 +85,7 @@ pub enum SourceError {
     /// retention or `kafka-delete-records`, a topic re-created), and the out-of-range
     /// policy is to fail. The split is read no further.
     #[error(
-        "{split}: position {offset} is outside the log{}; records were deleted or the topic re-created (reset with --on-missing-offset earliest|latest, or the builder's on_offset_out_of_range)",
+        "{split}: position {offset} is outside the log{}; records were deleted or the topic re-created (the builder's on_offset_out_of_range resets such a split to the log's earliest or latest offset)",
         match (log_start, log_end) {
             (Some(s), Some(e)) => format!(" (offsets {s} to {e})"),
             _ => String::new(),
@@ -104,7 +104,7 @@ pub enum SourceError {
     /// A topic was deleted while a bounded run read it: its split cannot reach its
     /// stop.
     #[error(
-        "{split}: the topic is gone ({reason}) before the split reached its stop at offset {stop}; the run cannot end as asked (allow missing topics, e.g. --allow-missing-topics, to end such splits with a warning)"
+        "{split}: the topic is gone ({reason}) before the split reached its stop at offset {stop}; the run cannot end as asked (the builder's allow_missing_topics ends such splits with a warning)"
     )]
     TopicGone {
         /// The split, as `cluster/topic/partition`.
@@ -117,7 +117,7 @@ pub enum SourceError {
     /// A bounded run's topic is no longer shown to the client's principal (topic
     /// authorization failed) before one of its splits reached its stop.
     #[error(
-        "{split}: the cluster refuses to describe the topic to this client's principal (topic authorization failed) before the split reached its stop at offset {stop}; grant it DESCRIBE and READ on the topic, or allow missing topics (e.g. --allow-missing-topics) to end such splits with a warning"
+        "{split}: the cluster refuses to describe the topic to this client's principal (topic authorization failed) before the split reached its stop at offset {stop}; grant it DESCRIBE and READ on the topic, or end such splits with a warning (the builder's allow_missing_topics)"
     )]
     TopicNotAuthorized {
         /// The split, as `cluster/topic/partition`.

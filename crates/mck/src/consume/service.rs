@@ -57,11 +57,40 @@ impl Service {
     }
 }
 
+/// The library's builder options that its errors name, as this command's flags.
+const BUILDER_TO_FLAGS: &[(&str, &str)] = &[
+    (
+        "the builder's on_offset_out_of_range",
+        "--on-missing-offset earliest|latest",
+    ),
+    (
+        "the builder's allow_missing_topics",
+        "--allow-missing-topics",
+    ),
+];
+
+/// An error line of the library with the builder options it names said as flags.
+fn in_flags(line: &str) -> String {
+    BUILDER_TO_FLAGS
+        .iter()
+        .fold(line.to_string(), |line, (builder, flag)| {
+            line.replace(builder, flag)
+        })
+}
+
 /// A source error as the run's error line. A cluster whose client could not be made
 /// is checked again here ([`ClientProperties::check`]) so the line names the metadata
 /// file, the cluster and the property librdkafka refuses (or `-X` when the property
 /// came from the command line), with librdkafka's reason and never the value.
 pub(super) async fn located(e: SourceError, service: &Service, args: &ConsumeArgs) -> String {
+    if matches!(
+        e,
+        SourceError::OffsetOutOfRange { .. }
+            | SourceError::TopicGone { .. }
+            | SourceError::TopicNotAuthorized { .. }
+    ) {
+        return in_flags(&e.to_string());
+    }
     let (SourceError::Cluster { cluster, message }
     | SourceError::Kafka {
         cluster, message, ..
@@ -111,5 +140,44 @@ pub(super) async fn located(e: SourceError, service: &Service, args: &ConsumeArg
         )
     } else {
         crate::describe::refused_line(path, cluster, &refused)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_errors_that_name_a_builder_option_name_the_flag_instead() {
+        let errors = [
+            SourceError::OffsetOutOfRange {
+                split: "east/orders/0".into(),
+                offset: 5,
+                log_start: Some(10),
+                log_end: Some(20),
+            },
+            SourceError::TopicGone {
+                split: "east/orders/0".into(),
+                stop: 9,
+                reason: "unknown topic".into(),
+            },
+            SourceError::TopicNotAuthorized {
+                split: "east/orders/0".into(),
+                stop: 9,
+            },
+        ];
+        let flags = [
+            "--on-missing-offset",
+            "--allow-missing-topics",
+            "--allow-missing-topics",
+        ];
+        for (e, flag) in errors.iter().zip(flags) {
+            let library = e.to_string();
+            assert!(library.contains("the builder's "), "{library}");
+            assert!(!library.contains("--"), "{library}");
+            let line = in_flags(&library);
+            assert!(line.contains(flag), "{line}");
+            assert!(!line.contains("builder"), "{line}");
+        }
     }
 }
