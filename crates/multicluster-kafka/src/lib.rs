@@ -42,6 +42,7 @@ pub mod checkpoint;
 pub mod deserializer;
 mod enumerator;
 pub mod error;
+pub mod file_source;
 pub mod hybrid;
 pub mod inspect;
 mod kafka;
@@ -55,7 +56,6 @@ pub mod split;
 pub use base::assignment::AssignmentStrategy;
 pub use base::hooks as client_context;
 pub use base::{offsets, properties};
-pub use hybrid::file_source;
 
 pub use base::hooks::{ClientHooks, ClientHooksFactory};
 pub use bytes::Bytes;

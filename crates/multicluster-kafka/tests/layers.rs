@@ -36,6 +36,7 @@ const LAYERS: &[(&str, u8)] = &[
     // 4: the metadata services, history files first, inspection.
     ("metadata/", 4),
     ("hybrid/", 4),
+    ("file_source/", 4),
     ("inspect.rs", 4),
     // 5: the crate's root.
     ("lib.rs", 5),

@@ -19,15 +19,13 @@
 //! the right position. They travel in a regular [`Checkpoint`] (see
 //! [`HybridCheckpoint::into_checkpoint`]) so one checkpoint store serves both.
 
-pub mod file_source;
-
 use serde::{Deserialize, Serialize};
 
 use crate::base::offsets::StartingOffsets;
 use crate::checkpoint::Checkpoint;
 use crate::deserializer::Deserializer;
 use crate::error::SourceError;
-use crate::hybrid::file_source::{FileCheckpoint, FileRecord, FileSource, FileSourceBuilder};
+use crate::file_source::{FileCheckpoint, FileRecord, FileSource, FileSourceBuilder};
 use crate::record::Record;
 use crate::source::{KafkaSourceStream, SourceBuilder};
 
