@@ -78,3 +78,41 @@ pub fn resolve_stop(
             .unwrap_or(facts.latest),
     })
 }
+
+/// Where a record at `offset` stands against its split's `stop` (the first offset not
+/// read; `None` for an unbounded split): the fetch path and the hand-out both judge
+/// records by it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum AgainstStop {
+    /// Before the stop, and not the last record before it.
+    Before,
+    /// The last record before the stop: the split is finished once it is handed out.
+    Last,
+    /// At or after the stop: not the split's; the split is finished.
+    Beyond,
+}
+
+/// Judges a record at `offset` against `stop` (see [`AgainstStop`]).
+pub(crate) fn against_stop(offset: i64, stop: Option<i64>) -> AgainstStop {
+    match stop {
+        Some(stop) if offset >= stop => AgainstStop::Beyond,
+        Some(stop) if offset + 1 >= stop => AgainstStop::Last,
+        _ => AgainstStop::Before,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_is_before_its_stop_the_last_one_or_beyond() {
+        assert_eq!(against_stop(5, None), AgainstStop::Before);
+        assert_eq!(against_stop(3, Some(5)), AgainstStop::Before);
+        assert_eq!(against_stop(4, Some(5)), AgainstStop::Last);
+        assert_eq!(against_stop(5, Some(5)), AgainstStop::Beyond);
+        assert_eq!(against_stop(9, Some(5)), AgainstStop::Beyond);
+        // An empty range: the first record is already beyond.
+        assert_eq!(against_stop(0, Some(0)), AgainstStop::Beyond);
+    }
+}

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use super::fetch_path::Polled;
 use super::fetcher::Answer;
 use super::{ReaderNotice, SourceReader};
+use crate::base::resolve::{AgainstStop, against_stop};
 use crate::deserializer::Deserializer;
 use crate::error::SourceError;
 use crate::metrics as m;
@@ -188,15 +189,14 @@ impl<D: Deserializer> SourceReader<D> {
         if state.finished || offset < state.next_offset {
             return false; // already handed out (a rebuilt consumer re-fetched it)
         }
-        if let Some(stop) = state.stop
-            && offset >= stop
-        {
+        let against = against_stop(offset, state.stop);
+        if against == AgainstStop::Beyond {
             state.finished = true;
             self.split_finished();
             return false;
         }
         state.next_offset = offset + 1;
-        if state.stop.is_some_and(|stop| state.next_offset >= stop) {
+        if against == AgainstStop::Last {
             state.finished = true;
             self.split_finished();
         }

@@ -2,6 +2,7 @@
 //! the batch's buffer, deserializing them, and finishing bounded splits at their stops.
 
 use super::*;
+use crate::base::resolve::{AgainstStop, against_stop};
 
 impl ClusterConsumer {
     /// Reads what librdkafka already has (never waits), up to `max` records, into
@@ -80,13 +81,12 @@ impl ClusterConsumer {
                         stop
                     }
                 };
-                if let Some(stop) = stop {
-                    if offset >= stop {
+                match against_stop(offset, stop) {
+                    AgainstStop::Before => {}
+                    AgainstStop::Last => finished.push((topic.clone(), partition)),
+                    AgainstStop::Beyond => {
                         finished.push((topic.clone(), partition));
                         continue;
-                    }
-                    if offset + 1 >= stop {
-                        finished.push((topic.clone(), partition));
                     }
                 }
             }
