@@ -9,11 +9,8 @@ pub(super) enum Input {
     Hybrid(Box<HybridStream<NullableValue>>),
 }
 
-/// One record from either.
-pub(super) enum Item {
-    Kafka(Record<Option<Bytes>>),
-    File(FileRecord),
-}
+/// One record from either: the library's own record of a hybrid source.
+pub(super) type Item = HybridRecord<Option<Bytes>>;
 
 /// What one read gives: a batch of Kafka records, or one record.
 pub(super) enum Read {
@@ -27,15 +24,11 @@ impl Input {
     pub(super) async fn next(&mut self, batch: bool) -> Option<Result<Read, SourceError>> {
         match self {
             Input::Kafka(s) if batch => s.next_batch().await.map(|r| r.map(Read::Batch)),
-            Input::Kafka(s) => s.next().await.map(|r| r.map(|r| Read::One(Item::Kafka(r)))),
-            Input::Hybrid(s) => s.next().await.map(|r| {
-                r.map(|r| {
-                    Read::One(match r {
-                        HybridRecord::Kafka(r) => Item::Kafka(r),
-                        HybridRecord::File(r) => Item::File(r),
-                    })
-                })
-            }),
+            Input::Kafka(s) => s
+                .next()
+                .await
+                .map(|r| r.map(|r| Read::One(HybridRecord::Kafka(r)))),
+            Input::Hybrid(s) => s.next().await.map(|r| r.map(Read::One)),
         }
     }
 

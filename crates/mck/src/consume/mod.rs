@@ -28,7 +28,7 @@ use multicluster_kafka::checkpoint::{
 };
 use multicluster_kafka::deserializer::NullableValue;
 use multicluster_kafka::error::SourceError;
-use multicluster_kafka::file_source::{FileRecord, FileSource, MalformedLines};
+use multicluster_kafka::file_source::{FileSource, MalformedLines};
 use multicluster_kafka::hybrid::{
     HYBRID_KEY, HybridCheckpoint, HybridRecord, HybridSource, HybridStream,
 };
@@ -37,7 +37,7 @@ use multicluster_kafka::metadata::{
 };
 use multicluster_kafka::offsets::{OffsetReset, StartingOffsets, StoppingOffsets};
 use multicluster_kafka::properties::{BOOTSTRAP_SERVERS, ClientProperties};
-use multicluster_kafka::record::{Record, RecordBatch};
+use multicluster_kafka::record::RecordBatch;
 use multicluster_kafka::{
     Bytes, Committer, KafkaSourceStream, MultiClusterKafkaSource, ScaleOut, SourceBuilder,
 };

@@ -201,13 +201,13 @@ impl Lines<'_> {
     /// only every CLOCK_EVERY lines.
     fn one(&mut self, item: &Item) -> Result<(), WriteError> {
         match item {
-            Item::Kafka(r)
+            HybridRecord::Kafka(r)
                 if !self.partitions.is_empty() && !self.partitions.contains(&r.partition) =>
             {
                 return Ok(());
             }
-            Item::Kafka(r) => render(r, self.layout, &mut self.line),
-            Item::File(r) => render_file(r, self.layout, &mut self.line),
+            HybridRecord::Kafka(r) => render(r, self.layout, &mut self.line),
+            HybridRecord::File(r) => render_file(r, self.layout, &mut self.line),
         }
         self.output.write(&self.line)?;
         self.records += 1;
