@@ -228,6 +228,23 @@ impl SourceError {
         }
     }
 
+    /// Whether the source reads on after handing out this error from its stream, as
+    /// a warning rather than an end: it keeps the last good metadata when the
+    /// metadata service fails, goes on retrying a cluster that fails or refuses it
+    /// (the other clusters read on meanwhile), and hands out the record after one that
+    /// could not be deserialized. Every other error ends what it is about (a split, a
+    /// bounded run, the source). Independent of [`is_retriable`](Self::is_retriable),
+    /// which says whether the same request may succeed if tried again.
+    pub fn reads_on(&self) -> bool {
+        matches!(
+            self,
+            SourceError::Metadata(_)
+                | SourceError::Cluster { .. }
+                | SourceError::Kafka { .. }
+                | SourceError::Deserialize(_)
+        )
+    }
+
     /// The logical cluster an error is about, when it is about one.
     pub fn cluster_id(&self) -> Option<&str> {
         match self {
@@ -339,5 +356,28 @@ mod tests {
             retriable: true,
         };
         assert!(SourceError::Metadata(service).is_retriable());
+    }
+
+    #[test]
+    fn the_source_reads_on_after_a_cluster_or_metadata_failure_and_not_after_an_end() {
+        let cluster = SourceError::Cluster {
+            cluster: "east".into(),
+            message: "no answer".into(),
+        };
+        assert!(cluster.reads_on());
+        let refused = SourceError::Kafka {
+            cluster: "east".into(),
+            message: "authentication failed".into(),
+            code: None,
+            retriable: false,
+        };
+        assert!(refused.reads_on() && !refused.is_retriable());
+        let gone = SourceError::TopicGone {
+            split: "east/t/0".into(),
+            stop: 3,
+            reason: "deleted".into(),
+        };
+        assert!(!gone.reads_on());
+        assert!(!SourceError::Closed.reads_on());
     }
 }

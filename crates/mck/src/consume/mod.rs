@@ -131,15 +131,6 @@ enum End {
     OutputClosed,
 }
 
-/// Errors the run reports and reads on through: the source retries clusters and keeps
-/// the last good metadata.
-fn is_transient(e: &SourceError) -> bool {
-    matches!(
-        e,
-        SourceError::Metadata(_) | SourceError::Cluster { .. } | SourceError::Kafka { .. }
-    )
-}
-
 /// How long written lines may wait in the buffer while records keep coming.
 const FLUSH_EVERY: Duration = Duration::from_millis(100);
 

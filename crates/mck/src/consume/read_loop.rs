@@ -88,7 +88,7 @@ pub(super) async fn read_loop(
                     }
                     continue;
                 }
-                Some(Err(e)) if is_transient(&e) => {
+                Some(Err(e)) if e.reads_on() => {
                     progress.finish();
                     eprintln!("mck: warning: {e} (reading on)");
                     progress = Progress::new(records_elsewhere);
