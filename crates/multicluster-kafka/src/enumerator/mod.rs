@@ -27,6 +27,7 @@ mod connect;
 mod discovery;
 mod group;
 mod group_stop;
+mod lookups;
 mod reconcile;
 mod removal;
 mod restore;

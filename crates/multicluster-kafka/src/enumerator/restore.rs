@@ -1,14 +1,14 @@
 //! Positions that come back: from a checkpoint at start (with this run's stops), and
 //! retained positions of splits whose cluster and topic are read again.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use super::Enumerator;
 use super::discovery::stops_blocking;
+use super::lookups::{Lookup, key_of};
 use crate::base::protocol::ReaderEvent;
 use crate::error::SourceError;
-use crate::kafka::client::detached;
 use crate::split::{KafkaSplit, SplitId};
 
 impl Enumerator {
@@ -92,39 +92,18 @@ impl Enumerator {
         &self,
         mut splits: Vec<KafkaSplit>,
     ) -> Result<Vec<KafkaSplit>, SourceError> {
-        let mut by_cluster: BTreeMap<Arc<str>, Vec<(String, i32)>> = BTreeMap::new();
-        for s in &splits {
-            by_cluster
-                .entry(s.id.cluster.clone())
-                .or_default()
-                .push((s.id.topic.to_string(), s.id.partition));
-        }
-        let mut tasks = tokio::task::JoinSet::new();
-        for (cluster, partitions) in by_cluster {
-            let Some(state) = self.clusters.get(&cluster) else {
-                continue;
-            };
-            let Some(stop) = state.stop.clone() else {
-                continue;
-            };
-            let client = state.client.clone();
-            tasks.spawn(detached(move || {
-                let stops = stops_blocking(&cluster, &client, &stop, &partitions);
-                (cluster, partitions, stops)
-            }));
-        }
-        let mut stops: BTreeMap<(Arc<str>, String, i32), i64> = BTreeMap::new();
-        while let Some(joined) = tasks.join_next().await {
-            let (cluster, partitions, result) =
-                joined.map_err(|e| SourceError::internal("a stop lookup task", e))?;
-            for ((topic, partition), stop) in partitions.into_iter().zip(result?) {
-                stops.insert((cluster.clone(), topic, partition), stop);
-            }
-        }
+        let stops = self
+            .per_cluster(&splits, "a stop lookup task", |cluster, state| {
+                let stop = state.stop.clone()?;
+                let (cluster, client) = (cluster.clone(), state.client.clone());
+                Some(Box::new(move |partitions: &[(String, i32)]| {
+                    let stops = stops_blocking(&cluster, &client, &stop, partitions)?;
+                    Ok(partitions.iter().cloned().zip(stops).collect())
+                }) as Lookup<i64>)
+            })
+            .await?;
         for s in &mut splits {
-            s.stop_offset = stops
-                .get(&(s.id.cluster.clone(), s.id.topic.to_string(), s.id.partition))
-                .copied();
+            s.stop_offset = stops.get(&key_of(s)).copied();
         }
         Ok(splits)
     }

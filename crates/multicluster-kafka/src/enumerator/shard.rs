@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::Enumerator;
+use super::lookups::{Lookup, key_of};
 use crate::base::metadata::KafkaStream;
 use crate::base::plan::clusters_of_streams;
 use crate::base::protocol::ReaderEvent;
@@ -90,38 +91,21 @@ impl Enumerator {
             return Ok(splits);
         }
         splits.retain(|s| shard.owns(&s.id.cluster, &s.id.topic, s.id.partition));
-        let mut by_cluster: BTreeMap<Arc<str>, Vec<(String, i32)>> = BTreeMap::new();
-        for s in &splits {
-            by_cluster
-                .entry(s.id.cluster.clone())
-                .or_default()
-                .push((s.id.topic.to_string(), s.id.partition));
-        }
-        let mut tasks = tokio::task::JoinSet::new();
-        for (cluster, partitions) in by_cluster {
-            let Some(state) = self.clusters.get(&cluster) else {
-                continue;
-            };
-            let client = state.client.clone();
-            tasks.spawn(detached(move || {
-                let facts = client.facts(&partitions, true, None);
-                (cluster, facts)
-            }));
-        }
-        let mut committed: BTreeMap<(Arc<str>, String, i32), i64> = BTreeMap::new();
-        while let Some(joined) = tasks.join_next().await {
-            let (cluster, facts) =
-                joined.map_err(|e| SourceError::internal("a committed-offset lookup", e))?;
-            for ((topic, p), f) in facts? {
-                if let Some(c) = f.committed {
-                    committed.insert((cluster.clone(), topic, p), c);
-                }
-            }
-        }
+        let committed = self
+            .per_cluster(&splits, "a committed-offset lookup", |_, state| {
+                let client = state.client.clone();
+                Some(Box::new(move |partitions: &[(String, i32)]| {
+                    let facts = client.facts(partitions, true, None)?;
+                    Ok(facts
+                        .into_iter()
+                        .filter_map(|(partition, f)| f.committed.map(|c| (partition, c)))
+                        .collect())
+                }) as Lookup<i64>)
+            })
+            .await?;
         let mut moved = 0usize;
         for s in &mut splits {
-            let key = (s.id.cluster.clone(), s.id.topic.to_string(), s.id.partition);
-            if let Some(&c) = committed.get(&key)
+            if let Some(&c) = committed.get(&key_of(s))
                 && c > s.next_offset
             {
                 s.next_offset = c;
