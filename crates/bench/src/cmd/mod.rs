@@ -9,6 +9,7 @@ pub mod decode;
 pub mod group;
 pub mod handover;
 pub mod isolation;
+pub mod load;
 pub mod output;
 pub mod scale;
 pub mod shards;

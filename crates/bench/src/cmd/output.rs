@@ -49,18 +49,11 @@ const CONSOLE_JVM_OPTIONS: &[&str] = &[
 /// Options of `mck-bench output`.
 #[derive(clap::Args, Clone, Debug)]
 pub struct OutputArgs {
-    /// Records pre-filled.
+    /// Records pre-filled in each cluster's topic.
     #[arg(long, default_value_t = 1_000_000)]
     records: usize,
-    /// Value size in bytes (keys are 8 B).
-    #[arg(long, default_value_t = 100)]
-    value_size: usize,
-    /// Partitions of the topic.
-    #[arg(long, default_value_t = 8)]
-    partitions: i32,
-    /// Measured rounds (each runs every side once).
-    #[arg(long, default_value_t = 3)]
-    rounds: usize,
+    #[command(flatten)]
+    pub load: super::load::Load,
     /// Rounds run first and not counted; they count every side's lines (at least one
     /// is always run, for that check).
     #[arg(long, default_value_t = 1)]
@@ -281,16 +274,16 @@ pub fn output(args: &OutputArgs) {
     peers::prefill(
         &cluster,
         TOPIC,
-        args.partitions,
+        args.load.partitions,
         args.records,
-        args.value_size,
+        args.load.value_size,
     )
     .expect("pre-fill");
     eprintln!(
         "broker started and {} records of {} B in {} partitions filled in {:.1} s",
         args.records,
-        args.value_size,
-        args.partitions,
+        args.load.value_size,
+        args.load.partitions,
         t.elapsed().as_secs_f64()
     );
     let broker = broker_pids(&cluster);
@@ -305,7 +298,7 @@ pub fn output(args: &OutputArgs) {
     let expected = args.records as u64;
     let mut runs: Vec<Vec<Run>> = vec![Vec::new(); sides.len()];
     let warmup = args.warmup.max(1);
-    for round in 0..warmup + args.rounds.max(1) {
+    for round in 0..warmup + args.load.rounds.max(1) {
         // The order turns by one every round and is reversed every other round, so no
         // side always runs first or after the same one.
         let mut order: Vec<usize> = (0..sides.len()).collect();
@@ -357,8 +350,8 @@ fn print_table(args: &OutputArgs, sides: &[Side], runs: &[Vec<Run>], mck: &Path)
          {} records of {} B (8 B keys) in {} partitions, one broker; whole processes, \
          spawn to exit, output to /dev/null; {} rounds after {} warm-up, medians; mck: {}",
         args.records,
-        args.value_size,
-        args.partitions,
+        args.load.value_size,
+        args.load.partitions,
         runs[0].len(),
         args.warmup.max(1),
         mck.display(),

@@ -35,18 +35,11 @@ const LISTENER: Listener = Listener::Mtls;
 /// Options of `mck-bench tls`.
 #[derive(clap::Args, Clone, Debug)]
 pub struct TlsArgs {
-    /// Records pre-filled.
+    /// Records pre-filled in each cluster's topic.
     #[arg(long, default_value_t = 2_000_000)]
     records: usize,
-    /// Value size in bytes.
-    #[arg(long, default_value_t = 100)]
-    value_size: usize,
-    /// Partitions of the topic.
-    #[arg(long, default_value_t = 8)]
-    partitions: i32,
-    /// Alternating rounds (each runs every side once).
-    #[arg(long, default_value_t = 3)]
-    rounds: usize,
+    #[command(flatten)]
+    pub load: super::load::Load,
     /// Rounds run first and not counted (they warm the broker's JIT on both the
     /// plaintext and the TLS path).
     #[arg(long, default_value_t = 1)]
@@ -271,16 +264,16 @@ pub fn tls(args: &TlsArgs) {
     peers::prefill(
         &cluster,
         TOPIC,
-        args.partitions,
+        args.load.partitions,
         args.records,
-        args.value_size,
+        args.load.value_size,
     )
     .expect("pre-fill");
     eprintln!(
         "broker started and {} records of {} B in {} partitions filled in {:.1} s",
         args.records,
-        args.value_size,
-        args.partitions,
+        args.load.value_size,
+        args.load.partitions,
         t.elapsed().as_secs_f64()
     );
     let broker = broker_pids(&cluster);
@@ -303,7 +296,7 @@ pub fn tls(args: &TlsArgs) {
     let expected = args.records as u64;
     let mut runs: Vec<Vec<Run>> = vec![Vec::new(); Side::ALL.len()];
     let warmup = args.warmup;
-    for round in 0..warmup + args.rounds.max(1) {
+    for round in 0..warmup + args.load.rounds.max(1) {
         // The order turns by one every round and is reversed every other round, so no
         // side always runs first or after the same one.
         let mut order: Vec<usize> = (0..Side::ALL.len()).collect();
@@ -352,7 +345,7 @@ pub fn tls(args: &TlsArgs) {
 /// Prints the markdown table of medians and the ratios.
 fn print_table(args: &TlsArgs, runs: &[Vec<Run>], mck: &Path, props: &[(String, String)]) {
     let n = args.records as f64;
-    let bytes = (args.value_size + 8) as f64 * n;
+    let bytes = (args.load.value_size + 8) as f64 * n;
     let med = |i: usize, f: fn(&Run) -> f64| median(runs[i].iter().map(f).collect());
     let rate = |i: usize| median(runs[i].iter().map(|r| n / r.secs).collect());
     let date = super::utc_minute();
@@ -362,8 +355,8 @@ fn print_table(args: &TlsArgs, runs: &[Vec<Run>], mck: &Path, props: &[(String, 
         "TLS read throughput, {date}, {cores} cores, load average at the end {load}; \
          {} records of {} B (8 B keys) in {} partitions, {} rounds after {} warm-up, medians; mck: {} ({})",
         args.records,
-        args.value_size,
-        args.partitions,
+        args.load.value_size,
+        args.load.partitions,
         runs[0].len(),
         args.warmup,
         mck.display(),

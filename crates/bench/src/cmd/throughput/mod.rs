@@ -15,18 +15,11 @@ use crate::cpu::{ThreadsCpu, process_cpu, threads_cpu};
 /// Options of the throughput benchmark.
 #[derive(clap::Args, Clone, Copy)]
 pub struct ThroughputArgs {
-    /// Records per cluster.
+    /// Records pre-filled in each cluster's topic.
     #[arg(long, default_value_t = 400_000)]
     records: usize,
-    /// Value size in bytes.
-    #[arg(long, default_value_t = 100)]
-    value_size: usize,
-    /// Partitions per cluster.
-    #[arg(long, default_value_t = 8)]
-    partitions: i32,
-    /// Alternating rounds (each reads everything once with each reader).
-    #[arg(long, default_value_t = 3)]
-    rounds: usize,
+    #[command(flatten)]
+    pub load: super::load::Load,
     /// Parallel readers of this project's source.
     #[arg(long, default_value_t = 1)]
     readers: usize,
@@ -180,9 +173,13 @@ pub fn throughput(args: &ThroughputArgs) {
     let (a, b) = mck_bench::start_clusters();
     let started = Instant::now();
     let ThroughputArgs {
+        load:
+            super::load::Load {
+                value_size,
+                partitions,
+                ..
+            },
         records,
-        value_size,
-        partitions,
         ..
     } = *args;
     std::thread::scope(|s| {
@@ -205,7 +202,7 @@ fn measure(
     rt: &tokio::runtime::Runtime,
     clusters: &[PeerCluster; 2],
 ) -> (Figures, Figures) {
-    let partitions = args.partitions;
+    let partitions = args.load.partitions;
     let expected = (2 * args.records) as u64;
     let (mut ours_f, mut plain_f) = (Figures::default(), Figures::default());
     // Warm the brokers' page cache and JIT once before measuring.
@@ -216,7 +213,7 @@ fn measure(
         Some(Side::Plain) => &[Side::Plain],
         None => &[Side::Plain, Side::Ours],
     };
-    for round in 0..args.rounds {
+    for round in 0..args.load.rounds {
         // Alternate which reader goes first, so neither always gets the warmer broker.
         let order: Vec<Side> = if round % 2 == 0 {
             sides.to_vec()
@@ -266,10 +263,14 @@ fn measure(
 /// The workload, the table of both sides, ours by thread group, and the ratio.
 fn print_figures(args: &ThroughputArgs, ours_f: &Figures, plain_f: &Figures) {
     let ThroughputArgs {
+        load:
+            super::load::Load {
+                value_size,
+                partitions,
+                rounds,
+                ..
+            },
         records,
-        value_size,
-        partitions,
-        rounds,
         readers,
         only,
         api,
