@@ -2,18 +2,14 @@
 //! the others (in-process librdkafka mock clusters; a round-trip delay on one cluster's
 //! broker makes its commit slow).
 
+mod support;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use mck_testkit::{MockKafkaCluster, TestCluster, TestRecord};
 use multicluster_kafka::prelude::*;
-
-fn meta(c: &MockKafkaCluster, topics: &[&str]) -> ClusterMetadata {
-    ClusterMetadata::builder(c.bootstrap_servers())
-        .topics(topics.iter().copied())
-        .build()
-        .unwrap()
-}
+use support::meta;
 
 #[test]
 fn a_slow_commit_does_not_hold_a_metadata_change_of_another_cluster() {

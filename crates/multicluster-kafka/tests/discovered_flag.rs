@@ -3,19 +3,15 @@
 //! were listed must not make a restore treat those partitions as new (they would
 //! start at the new-partition position instead of the cluster's starting offsets).
 
+mod support;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use mck_testkit::{MockKafkaCluster, TestCluster, TestRecord};
 use multicluster_kafka::prelude::*;
 use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
-
-fn meta(c: &MockKafkaCluster) -> ClusterMetadata {
-    ClusterMetadata::builder(c.bootstrap_servers())
-        .topic("t")
-        .build()
-        .unwrap()
-}
+use support::meta;
 
 #[test]
 fn an_added_cluster_is_not_discovered_in_checkpoints_until_its_splits_are_out() {
@@ -33,7 +29,8 @@ fn an_added_cluster_is_not_discovered_in_checkpoints_until_its_splits_are_out() 
     )
     .unwrap();
     let svc = Arc::new(
-        StaticMetadataService::new([KafkaStream::new("s").with_cluster("a", meta(&a))]).unwrap(),
+        StaticMetadataService::new([KafkaStream::new("s").with_cluster("a", meta(&a, &["t"]))])
+            .unwrap(),
     );
     mck_testkit::runtime().block_on(async {
         let mut s = MultiClusterKafkaSource::builder()
@@ -48,8 +45,8 @@ fn an_added_cluster_is_not_discovered_in_checkpoints_until_its_splits_are_out() 
             .unwrap();
         assert_eq!(s.next().await.unwrap().unwrap().value, "flag-a");
         svc.replace([KafkaStream::new("s")
-            .with_cluster("a", meta(&a))
-            .with_cluster("b", meta(&b))])
+            .with_cluster("a", meta(&a, &["t"]))
+            .with_cluster("b", meta(&b, &["t"]))])
             .unwrap();
         // Wait until the readers know B (its cluster.id is in the checkpoint).
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);

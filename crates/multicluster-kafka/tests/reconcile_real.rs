@@ -13,17 +13,10 @@ use mck_testkit::{
     shared_cluster,
 };
 use multicluster_kafka::prelude::*;
-use support::{PATIENCE, read_until, stream};
+use support::{PATIENCE, meta, read_until, stream};
 
 fn cluster(id: &str) -> &'static KafkaCluster {
     shared_cluster(id).expect("cluster starts")
-}
-
-fn meta(c: &dyn TestCluster, topics: &[&str]) -> ClusterMetadata {
-    ClusterMetadata::builder(c.bootstrap_servers())
-        .topics(topics.iter().copied())
-        .build()
-        .unwrap()
 }
 
 /// Opens a source of UTF-8 values reading stream `s` from `svc`, with the defaults.

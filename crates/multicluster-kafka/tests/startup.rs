@@ -8,12 +8,11 @@ use std::time::Duration;
 
 use mck_testkit::{MockKafkaCluster, TestCluster, TestRecord};
 use multicluster_kafka::prelude::*;
+use support::meta_at;
 
+/// What to read on the cluster at `bootstrap`: topic `t`.
 fn meta(bootstrap: &str) -> ClusterMetadata {
-    ClusterMetadata::builder(bootstrap)
-        .topic("t")
-        .build()
-        .unwrap()
+    meta_at(bootstrap, &["t"])
 }
 
 /// Opens a source whose start fails: its error and the warnings said meanwhile.

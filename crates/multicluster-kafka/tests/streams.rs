@@ -1,22 +1,16 @@
 //! The source as a `futures` stream: the same records as `next`, and the end of a
 //! bounded input ends the stream (in-process mock clusters).
 
+mod support;
+
 use futures_util::StreamExt;
 use mck_testkit::{MockKafkaCluster, TestCluster, TestRecord};
 use multicluster_kafka::prelude::*;
+use support::one_topic_source;
 
+/// Reads topic `t` of `c` to its latest offsets.
 fn bounded(c: &MockKafkaCluster) -> SourceBuilder<Utf8> {
-    let meta = ClusterMetadata::builder(c.bootstrap_servers())
-        .topic("t")
-        .build()
-        .unwrap();
-    MultiClusterKafkaSource::builder()
-        .metadata_service(
-            StaticMetadataService::new([KafkaStream::new("s").with_cluster("c", meta)]).unwrap(),
-        )
-        .stream_ids(["s"])
-        .deserializer(Utf8)
-        .stopping_offsets(StoppingOffsets::Latest)
+    one_topic_source(&c.bootstrap_servers(), "t").stopping_offsets(StoppingOffsets::Latest)
 }
 
 #[test]

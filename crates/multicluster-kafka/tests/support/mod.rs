@@ -9,7 +9,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use mck_testkit::{
-    KafkaCluster, Listener, Seen, assert_each_once, assert_in_partition_order, shared_cluster,
+    KafkaCluster, Listener, Seen, TestCluster, assert_each_once, assert_in_partition_order,
+    shared_cluster,
 };
 use multicluster_kafka::client_context::OAuthToken;
 use multicluster_kafka::prelude::*;
@@ -27,6 +28,13 @@ pub fn east() -> &'static KafkaCluster {
 /// The shared cluster `west`.
 pub fn west() -> &'static KafkaCluster {
     shared_cluster("west").expect("cluster west starts")
+}
+
+/// A stream `id` reading `topic` on the shared clusters `east` and `west`.
+pub fn east_and_west(id: &str, topic: &str) -> KafkaStream {
+    KafkaStream::new(id)
+        .with_cluster("east", meta(east(), &[topic]))
+        .with_cluster("west", meta(west(), &[topic]))
 }
 
 /// A stream `id` over these clusters.
@@ -139,19 +147,33 @@ pub fn base64url(bytes: &[u8]) -> String {
     out
 }
 
+/// What to read on the cluster at `bootstrap`: these topics, nothing else set.
+pub fn meta_at(bootstrap: impl Into<String>, topics: &[&str]) -> ClusterMetadata {
+    ClusterMetadata::builder(bootstrap)
+        .topics(topics.iter().copied())
+        .build()
+        .unwrap()
+}
+
+/// What to read on cluster `c`: these topics, nothing else set.
+pub fn meta(c: &dyn TestCluster, topics: &[&str]) -> ClusterMetadata {
+    meta_at(c.bootstrap_servers(), topics)
+}
+
+/// A source builder subscribed to the one stream `stream`, which a static metadata
+/// service holds; values as UTF-8.
+pub fn source_over(stream: KafkaStream) -> SourceBuilder<Utf8> {
+    let id = stream.stream_id.clone();
+    MultiClusterKafkaSource::builder()
+        .metadata_service(StaticMetadataService::new([stream]).unwrap())
+        .stream_ids([id])
+        .deserializer(Utf8)
+}
+
 /// A source builder over one stream `s` with one cluster `c` (at `bootstrap`) and
 /// one topic, values as UTF-8.
 pub fn one_topic_source(bootstrap: &str, topic: &str) -> SourceBuilder<Utf8> {
-    let meta = ClusterMetadata::builder(bootstrap)
-        .topic(topic)
-        .build()
-        .unwrap();
-    MultiClusterKafkaSource::builder()
-        .metadata_service(
-            StaticMetadataService::new([KafkaStream::new("s").with_cluster("c", meta)]).unwrap(),
-        )
-        .stream_ids(["s"])
-        .deserializer(Utf8)
+    source_over(KafkaStream::new("s").with_cluster("c", meta_at(bootstrap, &[topic])))
 }
 
 /// A record [`Reading`] got, and when.
