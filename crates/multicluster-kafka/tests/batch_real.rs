@@ -9,7 +9,7 @@ use std::time::Duration;
 use mck_testkit::{KafkaCluster, TestCluster};
 use multicluster_kafka::prelude::*;
 use multicluster_kafka::record::RecordBatch;
-use support::{east, west};
+use support::{east, east_and_west, source_over, west};
 
 /// A guard against hangs, not a timing assertion.
 const PATIENCE: Duration = Duration::from_secs(90);
@@ -23,19 +23,7 @@ fn fill(c: &KafkaCluster, topic: &str, partitions: i32, n: usize, prefix: &str) 
 
 /// A bounded source of UTF-8 values over `topic` on both clusters.
 fn source(topic: &str, max_batch: usize, restore: Option<Checkpoint>) -> SourceBuilder<Utf8> {
-    let meta = |c: &KafkaCluster| {
-        ClusterMetadata::builder(c.bootstrap_servers())
-            .topic(topic)
-            .build()
-            .unwrap()
-    };
-    let stream = KafkaStream::new("s")
-        .with_cluster("east", meta(east()))
-        .with_cluster("west", meta(west()));
-    let mut b = MultiClusterKafkaSource::builder()
-        .metadata_service(StaticMetadataService::new([stream]).unwrap())
-        .stream_ids(["s"])
-        .deserializer(Utf8)
+    let mut b = source_over(east_and_west("s", topic))
         .max_batch_size(max_batch)
         .stopping_offsets(StoppingOffsets::Latest);
     if let Some(cp) = restore {

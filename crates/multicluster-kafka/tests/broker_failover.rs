@@ -24,7 +24,7 @@ use mck_testkit::{
     java_produce_until_stopped, three_broker_options,
 };
 use multicluster_kafka::prelude::*;
-use support::{Reading, assert_read_once};
+use support::{Reading, assert_read_once, meta, source_over};
 
 const TOPIC: &str = "failover";
 const PARTITIONS: i32 = 6;
@@ -76,24 +76,9 @@ fn solo_feed(
 
 fn source(three: &KafkaCluster, solo: &KafkaCluster) -> MultiClusterKafkaSource<Utf8> {
     let stream = KafkaStream::new("bf")
-        .with_cluster(
-            "three",
-            ClusterMetadata::builder(three.bootstrap_servers())
-                .topic(TOPIC)
-                .build()
-                .unwrap(),
-        )
-        .with_cluster(
-            "solo",
-            ClusterMetadata::builder(solo.bootstrap_servers())
-                .topic(TOPIC)
-                .build()
-                .unwrap(),
-        );
-    MultiClusterKafkaSource::builder()
-        .metadata_service(StaticMetadataService::new([stream]).unwrap())
-        .stream_ids(["bf"])
-        .deserializer(ValueOnly::<String>::utf8())
+        .with_cluster("three", meta(three, &[TOPIC]))
+        .with_cluster("solo", meta(solo, &[TOPIC]));
+    source_over(stream)
         .starting_offsets(StartingOffsets::Earliest)
         .build()
         .unwrap()

@@ -3,6 +3,8 @@
 //! first, which commits what it acknowledged before letting them go; together they
 //! read every record exactly once when each acknowledges (commits) what it read.
 
+mod support;
+
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
@@ -10,20 +12,11 @@ use mck_testkit::{TestCluster, TestRecord, shared_cluster};
 use multicluster_kafka::inspect::GroupProtocol;
 use multicluster_kafka::prelude::*;
 use multicluster_kafka::{KafkaSourceStream, ScaleOut};
+use support::{meta_at, source_over};
 
 fn source(bootstrap: &str) -> MultiClusterKafkaSource<Utf8> {
-    let stream = KafkaStream::new("s").with_cluster(
-        "only",
-        ClusterMetadata::builder(bootstrap)
-            .topic("group-t")
-            .build()
-            .unwrap(),
-    );
-    MultiClusterKafkaSource::builder()
-        .metadata_service(StaticMetadataService::new([stream]).unwrap())
-        .stream_ids(["s"])
+    source_over(KafkaStream::new("s").with_cluster("only", meta_at(bootstrap, &["group-t"])))
         .group_id("group-mode-g")
-        .deserializer(Utf8)
         .scale_out(ScaleOut::KafkaGroup)
         .build()
         .unwrap()

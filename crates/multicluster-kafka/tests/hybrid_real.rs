@@ -9,11 +9,11 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 
-use mck_testkit::{KafkaCluster, TestCluster, TestRecord};
+use mck_testkit::{TestCluster, TestRecord};
 use multicluster_kafka::file_source::{FileSource, FileSourceBuilder};
 use multicluster_kafka::hybrid::{HybridCheckpoint, HybridRecord, HybridSource, Switch};
 use multicluster_kafka::prelude::*;
-use support::{PATIENCE, east, west};
+use support::{PATIENCE, east, east_and_west, source_over, west};
 
 const BASE: i64 = 1_700_000_000_000;
 /// The largest timestamp in the files.
@@ -68,20 +68,7 @@ fn fill_kafka(c: &dyn TestCluster, topic: &str) -> Vec<String> {
 }
 
 fn kafka(topic: &str) -> SourceBuilder<Utf8> {
-    let md = |c: &KafkaCluster| {
-        ClusterMetadata::builder(c.bootstrap_servers())
-            .topic(topic)
-            .build()
-            .unwrap()
-    };
-    let stream = KafkaStream::new("orders")
-        .with_cluster("east", md(east()))
-        .with_cluster("west", md(west()));
-    MultiClusterKafkaSource::builder()
-        .metadata_service(StaticMetadataService::new([stream]).unwrap())
-        .stream_ids(["orders"])
-        .deserializer(ValueOnly::<String>::utf8())
-        .stopping_offsets(StoppingOffsets::Latest)
+    source_over(east_and_west("orders", topic)).stopping_offsets(StoppingOffsets::Latest)
 }
 
 fn files(dir: &Path) -> FileSourceBuilder {

@@ -31,7 +31,7 @@ use mck_testkit::{
 use multicluster_kafka::prelude::*;
 use rdkafka::ClientConfig;
 use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
-use support::{Got, Reading, assert_read_once};
+use support::{Got, Reading, assert_read_once, meta, meta_at, source_over};
 
 /// Partitions of every topic on each cluster.
 const PARTITIONS: i32 = 3;
@@ -255,24 +255,12 @@ impl Drop for Feed {
 
 fn source(topic: &str) -> MultiClusterKafkaSource<Utf8> {
     let stream = KafkaStream::new("nf")
-        .with_cluster(
-            "east",
-            ClusterMetadata::builder(east().bootstrap_servers())
-                .topic(topic)
-                .build()
-                .unwrap(),
-        )
+        .with_cluster("east", meta(east(), &[topic]))
         .with_cluster(
             "west",
-            ClusterMetadata::builder(west().proxied_bootstrap_servers())
-                .topic(topic)
-                .build()
-                .unwrap(),
+            meta_at(west().proxied_bootstrap_servers(), &[topic]),
         );
-    MultiClusterKafkaSource::builder()
-        .metadata_service(StaticMetadataService::new([stream]).unwrap())
-        .stream_ids(["nf"])
-        .deserializer(ValueOnly::<String>::utf8())
+    source_over(stream)
         .starting_offsets(StartingOffsets::Earliest)
         // Discovery runs often, so it runs while the network fails too.
         .partition_discovery_interval(Duration::from_secs(1))

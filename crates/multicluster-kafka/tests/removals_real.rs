@@ -11,22 +11,12 @@ use mck_testkit::{TestCluster, TestRecord};
 use multicluster_kafka::prelude::*;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
-use support::{PATIENCE, east, west};
+use support::{PATIENCE, east, meta as on, west};
 
 fn values(prefix: &str, n: usize) -> Vec<TestRecord> {
     (0..n)
         .map(|i| TestRecord::value(format!("{prefix}{i}")))
         .collect()
-}
-
-fn on(c: &dyn TestCluster, topics: &[&str]) -> ClusterMetadata {
-    topics
-        .iter()
-        .fold(ClusterMetadata::builder(c.bootstrap_servers()), |b, t| {
-            b.topic(*t)
-        })
-        .build()
-        .unwrap()
 }
 
 async fn next_value(s: &mut KafkaSourceStream<Utf8>) -> String {

@@ -2,26 +2,19 @@
 //! second live instance of a shard is refused, another shard is not, and a shard
 //! stopped gracefully is free for its next instance at once.
 
+mod support;
+
 use std::time::{Duration, Instant};
 
 use mck_testkit::{KafkaCluster, TestCluster, shared_cluster};
 use multicluster_kafka::error::SourceError;
 use multicluster_kafka::prelude::*;
 use multicluster_kafka::{ScaleOut, Shard};
+use support::{meta, source_over};
 
 fn source(cluster: &KafkaCluster, shard: &str, wait: Duration) -> MultiClusterKafkaSource<Utf8> {
-    let stream = KafkaStream::new("s").with_cluster(
-        "only",
-        ClusterMetadata::builder(cluster.bootstrap_servers())
-            .topic("lock-t")
-            .build()
-            .unwrap(),
-    );
-    MultiClusterKafkaSource::builder()
-        .metadata_service(StaticMetadataService::new([stream]).unwrap())
-        .stream_ids(["s"])
+    source_over(KafkaStream::new("s").with_cluster("only", meta(cluster, &["lock-t"])))
         .group_id("lock-g")
-        .deserializer(Utf8)
         .scale_out(ScaleOut::Shard(shard.parse::<Shard>().unwrap()))
         .shard_lock_wait(wait)
         .build()
