@@ -3,74 +3,30 @@
 //! cluster lacks, is not warned about by the source at every read. Mock clusters; its own binary because it
 //! installs a global tracing subscriber.
 
+mod support;
+
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use mck_testkit::{MockKafkaCluster, TestCluster};
 use multicluster_kafka::metadata::{KafkaMetadataService, MetadataError};
 use multicluster_kafka::prelude::*;
+use support::Capture;
 use tokio::sync::watch;
-use tracing::field::{Field, Visit};
-use tracing::span::{Attributes, Id, Record};
-use tracing::{Event, Level, Metadata, Subscriber};
+use tracing::Level;
 
-/// Events of the library kept as (target, level, message).
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Vec<(String, Level, String)>>>);
-
-struct Message(String);
-
-impl Visit for Message {
-    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        if field.name() == "message" {
-            self.0 = format!("{value:?}");
-        }
-    }
+/// What the library's change log said, one message a change.
+fn changes(capture: &Capture) -> Vec<String> {
+    capture.messages(|target, _| target == "multicluster_kafka::changes")
 }
 
-impl Subscriber for Capture {
-    fn enabled(&self, metadata: &Metadata<'_>) -> bool {
-        metadata.target().starts_with("multicluster_kafka")
-    }
-    fn new_span(&self, _: &Attributes<'_>) -> Id {
-        Id::from_u64(1)
-    }
-    fn record(&self, _: &Id, _: &Record<'_>) {}
-    fn record_follows_from(&self, _: &Id, _: &Id) {}
-    fn event(&self, event: &Event<'_>) {
-        let mut message = Message(String::new());
-        event.record(&mut message);
-        let meta = event.metadata();
-        self.0
-            .lock()
-            .unwrap()
-            .push((meta.target().to_string(), *meta.level(), message.0));
-    }
-    fn enter(&self, _: &Id) {}
-    fn exit(&self, _: &Id) {}
-}
-
-impl Capture {
-    fn changes(&self) -> Vec<String> {
-        let events = self.0.lock().unwrap();
-        events
-            .iter()
-            .filter(|(target, _, _)| target == "multicluster_kafka::changes")
-            .map(|(_, _, m)| m.clone())
-            .collect()
-    }
-    fn enumerator_warnings(&self) -> Vec<String> {
-        let events = self.0.lock().unwrap();
-        events
-            .iter()
-            .filter(|(t, l, _)| {
-                t.starts_with("multicluster_kafka::enumerator") && *l == Level::WARN
-            })
-            .map(|(_, _, m)| m.clone())
-            .collect()
-    }
+/// What the library's enumerator warned of.
+fn enumerator_warnings(capture: &Capture) -> Vec<String> {
+    capture.messages(|target, level| {
+        target.starts_with("multicluster_kafka::enumerator") && level == Level::WARN
+    })
 }
 
 /// A static service that fails every read while `failing` is set.
@@ -148,7 +104,7 @@ async fn read_until(s: &mut KafkaSourceStream<Utf8>, what: &str, done: impl Fn()
 
 #[test]
 fn each_applied_change_is_one_line_and_failing_reads_are_not_warned_at_every_read() {
-    let capture = Capture::default();
+    let capture = Capture::under("multicluster_kafka");
     tracing::subscriber::set_global_default(capture.clone()).expect("the only subscriber");
     let a = MockKafkaCluster::start("lines-a", 1).unwrap();
     let b = MockKafkaCluster::start("lines-b", 1).unwrap();
@@ -176,16 +132,16 @@ fn each_applied_change_is_one_line_and_failing_reads_are_not_warned_at_every_rea
             .unwrap();
         idle(&mut s, 500).await;
         assert_eq!(
-            capture.changes(),
+            changes(&capture),
             Vec::<String>::new(),
             "nothing changed yet"
         );
 
         svc.inner.replace(stream(&[&a, &b])).unwrap();
-        read_until(&mut s, "B added", || !capture.changes().is_empty()).await;
+        read_until(&mut s, "B added", || !changes(&capture).is_empty()).await;
         idle(&mut s, 500).await;
         assert_eq!(
-            capture.changes(),
+            changes(&capture),
             ["stream s: + cluster lines-b (3 splits)"]
         );
 
@@ -193,23 +149,21 @@ fn each_applied_change_is_one_line_and_failing_reads_are_not_warned_at_every_rea
         // warns about none of them.
         svc.failing.store(true, Ordering::Relaxed);
         idle(&mut s, 1500).await;
-        assert_eq!(capture.enumerator_warnings(), Vec::<String>::new());
+        assert_eq!(enumerator_warnings(&capture), Vec::<String>::new());
         let failed_reads = capture
-            .0
-            .lock()
-            .unwrap()
+            .messages(|_, l| l == Level::DEBUG)
             .iter()
-            .filter(|(_, l, m)| *l == Level::DEBUG && m.starts_with("metadata service failed"))
+            .filter(|m| m.starts_with("metadata service failed"))
             .count();
         assert!(failed_reads >= 5, "the reads did fail ({failed_reads})");
         svc.failing.store(false, Ordering::Relaxed);
 
         // B removed: one more line, and only one.
         svc.inner.replace(stream(&[&a])).unwrap();
-        read_until(&mut s, "B removed", || capture.changes().len() == 2).await;
+        read_until(&mut s, "B removed", || changes(&capture).len() == 2).await;
         idle(&mut s, 500).await;
         assert_eq!(
-            capture.changes(),
+            changes(&capture),
             [
                 "stream s: + cluster lines-b (3 splits)",
                 "stream s: - cluster lines-b"
@@ -225,14 +179,13 @@ fn each_applied_change_is_one_line_and_failing_reads_are_not_warned_at_every_rea
                 .unwrap(),
         );
         svc.inner.replace([with_absent]).unwrap();
-        read_until(&mut s, "the topic added", || capture.changes().len() == 3).await;
+        read_until(&mut s, "the topic added", || changes(&capture).len() == 3).await;
         idle(&mut s, 1500).await;
-        let missing = capture
-            .enumerator_warnings()
+        let missing = enumerator_warnings(&capture)
             .into_iter()
             .filter(|m| m.starts_with("topics not found"))
             .count();
-        assert_eq!(missing, 1, "{:?}", capture.enumerator_warnings());
+        assert_eq!(missing, 1, "{:?}", enumerator_warnings(&capture));
         s.close().await;
     });
 }

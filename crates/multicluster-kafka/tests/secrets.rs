@@ -3,14 +3,16 @@
 //! log lines (librdkafka's own debug lines included), errors, `Debug` output,
 //! checkpoints or metrics. Its own binary: it installs a global metrics recorder.
 
+mod support;
+
 use std::collections::BTreeSet;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
 
 use mck_testkit::{MockKafkaCluster, TestCluster, TestRecord};
 use metrics_util::debugging::DebuggingRecorder;
 use multicluster_kafka::prelude::*;
 use multicluster_kafka::properties::{LIBRDKAFKA_SENSITIVE, is_secret_key};
+use support::Capture;
 
 /// The host's target triple, as rustc names it.
 fn host_triple() -> String {
@@ -116,52 +118,6 @@ fn every_property_librdkafka_treats_as_sensitive_is_a_secret_key() {
         "LIBRDKAFKA_SENSITIVE differs from {}",
         path.display()
     );
-}
-
-/// Collects every `tracing` event as text: target, level and fields.
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Vec<String>>>);
-
-impl Capture {
-    fn lines(&self) -> Vec<String> {
-        self.0.lock().unwrap().clone()
-    }
-}
-
-impl tracing::Subscriber for Capture {
-    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
-        true
-    }
-    fn new_span(&self, span: &tracing::span::Attributes<'_>) -> tracing::span::Id {
-        let mut fields = Fields(String::new());
-        span.record(&mut fields);
-        self.0.lock().unwrap().push(format!("span {}", fields.0));
-        tracing::span::Id::from_u64(1)
-    }
-    fn record(&self, _: &tracing::span::Id, values: &tracing::span::Record<'_>) {
-        let mut fields = Fields(String::new());
-        values.record(&mut fields);
-        self.0.lock().unwrap().push(format!("record {}", fields.0));
-    }
-    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
-    fn event(&self, event: &tracing::Event<'_>) {
-        let mut fields = Fields(String::new());
-        event.record(&mut fields);
-        let m = event.metadata();
-        self.0
-            .lock()
-            .unwrap()
-            .push(format!("{} {} {}", m.target(), m.level(), fields.0));
-    }
-    fn enter(&self, _: &tracing::span::Id) {}
-    fn exit(&self, _: &tracing::span::Id) {}
-}
-
-struct Fields(String);
-impl tracing::field::Visit for Fields {
-    fn record_debug(&mut self, f: &tracing::field::Field, v: &dyn std::fmt::Debug) {
-        self.0.push_str(&format!("{}={v:?} ", f.name()));
-    }
 }
 
 /// Secret values of the test, each unlike anything else in a log line.

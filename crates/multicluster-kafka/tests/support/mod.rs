@@ -340,40 +340,143 @@ pub fn assert_read_once<'a>(
     assert_each_once(mine.iter().map(|g| g.value.as_str()), sent);
 }
 
-/// Collects `tracing` events: (target, level, fields).
+/// What [`Capture`] kept of one `tracing` event, or of a span's fields.
+#[derive(Clone)]
+enum Captured {
+    Event {
+        target: String,
+        level: tracing::Level,
+        /// Every field as `name=value `, the message among them.
+        fields: String,
+        /// The `message` field alone.
+        message: String,
+    },
+    /// A new span's fields (`span ...`) or fields recorded later (`record ...`).
+    Span(String),
+}
+
+/// Collects `tracing` events (target, level, fields, message) and spans' fields, of
+/// every target or of those under one prefix ([`Capture::under`]).
 #[derive(Clone, Default)]
-pub struct Capture(std::sync::Arc<std::sync::Mutex<Vec<(String, tracing::Level, String)>>>);
+pub struct Capture {
+    kept: Arc<Mutex<Vec<Captured>>>,
+    under: Option<&'static str>,
+}
 
 impl Capture {
-    /// The events so far.
+    /// Collects only what targets starting with `prefix` say; the others are not
+    /// enabled at all.
+    pub fn under(prefix: &'static str) -> Capture {
+        Capture {
+            under: Some(prefix),
+            ..Capture::default()
+        }
+    }
+
+    /// The events so far: (target, level, fields).
     pub fn events(&self) -> Vec<(String, tracing::Level, String)> {
-        self.0.lock().unwrap().clone()
+        self.kept
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|c| match c {
+                Captured::Event {
+                    target,
+                    level,
+                    fields,
+                    ..
+                } => Some((target.clone(), *level, fields.clone())),
+                Captured::Span(_) => None,
+            })
+            .collect()
+    }
+
+    /// The messages of the events so far for which `keep(target, level)` holds.
+    pub fn messages(&self, keep: impl Fn(&str, tracing::Level) -> bool) -> Vec<String> {
+        self.kept
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|c| match c {
+                Captured::Event {
+                    target,
+                    level,
+                    message,
+                    ..
+                } if keep(target, *level) => Some(message.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Everything so far as text, in order: `<target> <level> <fields>` an event,
+    /// `span <fields>` a new span, `record <fields>` fields recorded on a span.
+    pub fn lines(&self) -> Vec<String> {
+        self.kept
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|c| match c {
+                Captured::Event {
+                    target,
+                    level,
+                    fields,
+                    ..
+                } => format!("{target} {level} {fields}"),
+                Captured::Span(text) => text.clone(),
+            })
+            .collect()
+    }
+}
+
+/// A span's or event's fields as `name=value `, and the `message` field alone.
+#[derive(Default)]
+struct Fields {
+    all: String,
+    message: String,
+}
+
+impl tracing::field::Visit for Fields {
+    fn record_debug(&mut self, f: &tracing::field::Field, v: &dyn std::fmt::Debug) {
+        self.all.push_str(&format!("{}={v:?} ", f.name()));
+        if f.name() == "message" {
+            self.message = format!("{v:?}");
+        }
     }
 }
 
 impl tracing::Subscriber for Capture {
-    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
-        true
+    fn enabled(&self, m: &tracing::Metadata<'_>) -> bool {
+        self.under.is_none_or(|p| m.target().starts_with(p))
     }
-    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
-        tracing::span::Id::from_u64(1)
-    }
-    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
-    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
-    fn event(&self, event: &tracing::Event<'_>) {
-        struct Fields(String);
-        impl tracing::field::Visit for Fields {
-            fn record_debug(&mut self, f: &tracing::field::Field, v: &dyn std::fmt::Debug) {
-                self.0.push_str(&format!("{}={v:?} ", f.name()));
-            }
-        }
-        let mut fields = Fields(String::new());
-        event.record(&mut fields);
-        let m = event.metadata();
-        self.0
+    fn new_span(&self, span: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        let mut fields = Fields::default();
+        span.record(&mut fields);
+        self.kept
             .lock()
             .unwrap()
-            .push((m.target().to_string(), *m.level(), fields.0));
+            .push(Captured::Span(format!("span {}", fields.all)));
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, values: &tracing::span::Record<'_>) {
+        let mut fields = Fields::default();
+        values.record(&mut fields);
+        self.kept
+            .lock()
+            .unwrap()
+            .push(Captured::Span(format!("record {}", fields.all)));
+    }
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        let mut fields = Fields::default();
+        event.record(&mut fields);
+        let m = event.metadata();
+        self.kept.lock().unwrap().push(Captured::Event {
+            target: m.target().to_string(),
+            level: *m.level(),
+            fields: fields.all,
+            message: fields.message,
+        });
     }
     fn enter(&self, _: &tracing::span::Id) {}
     fn exit(&self, _: &tracing::span::Id) {}
