@@ -3,6 +3,8 @@
 //! mock clusters; token requests are made before any broker is asked, so the mock's
 //! lack of SASL does not matter to them).
 
+mod support;
+
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -13,6 +15,7 @@ use multicluster_kafka::client_context::{ClientHooks, OAuthToken, Statistics};
 use multicluster_kafka::metadata::SingleClusterMetadataService;
 use multicluster_kafka::prelude::*;
 use multicluster_kafka::properties::ClientProperties;
+use support::meta;
 
 #[derive(Default)]
 struct Recorder {
@@ -85,20 +88,8 @@ fn statistics_of_each_clusters_clients_reach_that_clusters_hooks() {
         c.produce("t", &[TestRecord::value("v")]).unwrap();
     }
     let stream = KafkaStream::new("s")
-        .with_cluster(
-            "east",
-            ClusterMetadata::builder(east.bootstrap_servers())
-                .topic("t")
-                .build()
-                .unwrap(),
-        )
-        .with_cluster(
-            "west",
-            ClusterMetadata::builder(west.bootstrap_servers())
-                .topic("t")
-                .build()
-                .unwrap(),
-        );
+        .with_cluster("east", meta(&east, &["t"]))
+        .with_cluster("west", meta(&west, &["t"]));
     let recorders: Arc<Mutex<Recorders>> = Arc::default();
     let made = recorders.clone();
     let rt = mck_testkit::runtime();

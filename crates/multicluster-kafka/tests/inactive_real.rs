@@ -4,6 +4,8 @@
 //! a fatal error (offset out of range) on an inactive cluster does not reach the
 //! caller, while the same error on an active cluster does.
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,6 +19,7 @@ use multicluster_kafka::split::{KafkaSplit, SplitId};
 use rdkafka::admin::{AdminClient, AdminOptions};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::{Offset, TopicPartitionList};
+use support::meta;
 
 /// A guard against hangs, not a timing assertion.
 const PATIENCE: Duration = Duration::from_secs(90);
@@ -81,12 +84,7 @@ async fn run(inactive: Option<&'static str>, tag: &str) -> (Vec<String>, Option<
     produce(&truncated, 10);
     delete_before(&truncated, 5).await;
     let want = produce(&live_topic, 20);
-    let md = |t: &str| {
-        ClusterMetadata::builder(kafka().bootstrap_servers())
-            .topic(t)
-            .build()
-            .unwrap()
-    };
+    let md = |t: &str| meta(kafka(), &[t]);
     let stream = KafkaStream::new("s")
         .with_cluster("gone", md(&truncated))
         .with_cluster("live", md(&live_topic));

@@ -3,6 +3,8 @@
 //! removed (NaN). Mock clusters, in-process; its own binary because it installs a
 //! global recorder.
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -12,6 +14,7 @@ use mck_testkit::{MockKafkaCluster, TestCluster, TestRecord};
 use metrics::{Counter, Gauge, GaugeFn, Histogram, Key, KeyName, Metadata, SharedString, Unit};
 use multicluster_kafka::metrics as m;
 use multicluster_kafka::prelude::*;
+use support::meta;
 
 /// A gauge's last value (the debugging recorder of metrics-util resets gauges at
 /// every snapshot, which would hide a value that stopped changing).
@@ -117,16 +120,10 @@ fn lag_falls_to_zero_once_everything_is_read_and_a_removed_clusters_series_go() 
             .collect();
         c.produce("t", &records).unwrap();
     }
-    let meta = |c: &MockKafkaCluster| {
-        ClusterMetadata::builder(c.bootstrap_servers())
-            .topic("t")
-            .build()
-            .unwrap()
-    };
     let both = KafkaStream::new("s")
-        .with_cluster(a.logical_id(), meta(&a))
-        .with_cluster(b.logical_id(), meta(&b));
-    let only_a = KafkaStream::new("s").with_cluster(a.logical_id(), meta(&a));
+        .with_cluster(a.logical_id(), meta(&a, &["t"]))
+        .with_cluster(b.logical_id(), meta(&b, &["t"]));
+    let only_a = KafkaStream::new("s").with_cluster(a.logical_id(), meta(&a, &["t"]));
     let svc = Arc::new(StaticMetadataService::new([both]).unwrap());
     let key = |c: &str, p: &str| (c.to_string(), p.to_string());
     let all = [

@@ -1,6 +1,8 @@
 //! The source reports its metrics through the `metrics` facade (mock cluster, so it
 //! runs in-process; its own binary because it installs a global recorder).
 
+mod support;
+
 use mck_testkit::{MockKafkaCluster, TestCluster, TestRecord};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -8,6 +10,7 @@ use std::time::Duration;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use multicluster_kafka::metrics as m;
 use multicluster_kafka::prelude::*;
+use support::meta;
 
 fn value_of(
     snapshot: &[(
@@ -115,13 +118,7 @@ fn records_bytes_splits_lag_and_commits_are_reported() {
         .map(|i| TestRecord::value(format!("value-{i}")).to_partition(i % 2))
         .collect();
     cluster.produce("t", &records).unwrap();
-    let stream = KafkaStream::new("s").with_cluster(
-        "metered",
-        ClusterMetadata::builder(cluster.bootstrap_servers())
-            .topic("t")
-            .build()
-            .unwrap(),
-    );
+    let stream = KafkaStream::new("s").with_cluster("metered", meta(&cluster, &["t"]));
     let rt = mck_testkit::runtime();
     rt.block_on(async {
         let source = MultiClusterKafkaSource::builder()
@@ -410,13 +407,8 @@ fn a_topic_added_to_a_read_cluster_reports_each_phase_of_the_change_once() {
         cluster.create_topic(topic, 1).unwrap();
         cluster.produce(topic, &[TestRecord::value(topic)]).unwrap();
     }
-    let streams = |topics: &[&str]| {
-        let mut meta = ClusterMetadata::builder(cluster.bootstrap_servers());
-        for t in topics {
-            meta = meta.topic(*t);
-        }
-        [KafkaStream::new("s").with_cluster("phased", meta.build().unwrap())]
-    };
+    let streams =
+        |topics: &[&str]| [KafkaStream::new("s").with_cluster("phased", meta(&cluster, topics))];
     let svc = Arc::new(StaticMetadataService::new(streams(&["t"])).unwrap());
     // What the tests before left.
     let _ = snapshotter().snapshot();

@@ -4,12 +4,15 @@
 //! threads (at most one per core). The tests of this binary take turns, so no other
 //! test's clients are counted.
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use mck_testkit::{MockKafkaCluster, TestCluster, TestRecord};
 use multicluster_kafka::prelude::*;
+use support::meta;
 
 /// The process's threads by name.
 fn threads() -> BTreeMap<String, usize> {
@@ -60,13 +63,7 @@ fn each_cluster_read_costs_one_client_and_the_events_share_a_thread() {
     for c in &clusters {
         c.create_topic("t", 2).unwrap();
         c.produce("t", &[TestRecord::value("v")]).unwrap();
-        stream = stream.with_cluster(
-            c.logical_id(),
-            ClusterMetadata::builder(c.bootstrap_servers())
-                .topic("t")
-                .build()
-                .unwrap(),
-        );
+        stream = stream.with_cluster(c.logical_id(), meta(c, &["t"]));
     }
     let rt = mck_testkit::runtime();
     // Threads after the clusters and the runtime exist (the clusters' producers are
@@ -133,15 +130,9 @@ fn a_cluster_that_leaves_is_let_go_and_closing_ends_the_fetch_threads() {
         c.produce("t", &[TestRecord::value(c.logical_id())])
             .unwrap();
     }
-    let meta = |c: &MockKafkaCluster| {
-        ClusterMetadata::builder(c.bootstrap_servers())
-            .topic("t")
-            .build()
-            .unwrap()
-    };
     let both = KafkaStream::new("s")
-        .with_cluster("fta", meta(&a))
-        .with_cluster("ftb", meta(&b));
+        .with_cluster("fta", meta(&a, &["t"]))
+        .with_cluster("ftb", meta(&b, &["t"]));
     let svc = std::sync::Arc::new(StaticMetadataService::new([both]).unwrap());
     let rt = mck_testkit::runtime();
     let before = threads();
@@ -168,7 +159,7 @@ fn a_cluster_that_leaves_is_let_go_and_closing_ends_the_fetch_threads() {
 
         // B leaves the metadata: the reader lets its consumer go and the enumerator
         // its lookups, so B's one client is closed; A is still read.
-        svc.replace([KafkaStream::new("s").with_cluster("fta", meta(&a))])
+        svc.replace([KafkaStream::new("s").with_cluster("fta", meta(&a, &["t"]))])
             .unwrap();
         let patience = Instant::now();
         while clients() != 1 {
