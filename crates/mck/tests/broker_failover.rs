@@ -51,10 +51,9 @@ fn leaders_and_mck_killed_under_load_leave_each_record_in_the_file_once() {
     let md = dir.path().join("streams.yaml");
     std::fs::write(
         &md,
-        format!(
-            "- streamId: orders\n  clusterMetadataList:\n    - clusterId: three\n      \
-             bootstrapServers: {}\n      topics: [{TOPIC}]\n",
-            three.bootstrap_servers()
+        mck_testkit::flink_metadata_at(
+            "orders",
+            &[("three", &three.bootstrap_servers(), &[TOPIC])],
         ),
     )
     .unwrap();

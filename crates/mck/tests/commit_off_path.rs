@@ -110,12 +110,12 @@ fn a_blackholed_coordinator_delays_neither_checkpoints_nor_records() {
     let md = dir.path().join("streams.yaml");
     std::fs::write(
         &md,
-        format!(
-            "- streamId: orders\n  clusterMetadataList:\n    - clusterId: east\n      \
-             bootstrapServers: {}\n      topics: [{TOPIC}]\n    - clusterId: west\n      \
-             bootstrapServers: {}\n      topics: [{TOPIC}]\n",
-            east.bootstrap_servers(),
-            west.proxied_bootstrap_servers()
+        mck_testkit::flink_metadata_at(
+            "orders",
+            &[
+                ("east", &east.bootstrap_servers(), &[TOPIC]),
+                ("west", &west.proxied_bootstrap_servers(), &[TOPIC]),
+            ],
         ),
     )
     .unwrap();

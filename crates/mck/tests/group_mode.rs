@@ -61,18 +61,12 @@ fn committed_offsets(cluster: &KafkaCluster, group: &str) -> BTreeMap<i32, i64> 
 }
 
 fn write_metadata(md: &Path, clusters: &[&KafkaCluster]) {
-    let mut yaml = format!("- streamId: {TOPIC}\n  clusterMetadataList:\n");
-    for c in clusters {
-        yaml += &format!(
-            "    - clusterId: {}\n      bootstrapServers: {}\n      topics: [{TOPIC}]\n",
-            c.logical_id(),
-            c.bootstrap_servers()
-        );
-    }
+    let clusters: Vec<(&dyn TestCluster, &[&str])> = clusters
+        .iter()
+        .map(|c| (*c as &dyn TestCluster, &[TOPIC][..]))
+        .collect();
     // Replaced in one step, as an editor's save would.
-    let tmp = md.with_extension("tmp");
-    std::fs::write(&tmp, yaml).unwrap();
-    std::fs::rename(&tmp, md).unwrap();
+    mck_testkit::write_atomically(md, &mck_testkit::flink_metadata(TOPIC, &clusters));
 }
 
 struct Instance {

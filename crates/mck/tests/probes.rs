@@ -59,15 +59,12 @@ fn ready_waits_for_every_cluster_and_live_answers_all_along() {
     };
     let dir = tempfile::tempdir().unwrap();
     let md = dir.path().join("streams.yaml");
-    let entry = |id: &str, bootstrap: &str| {
-        format!(
-            "    - clusterId: {id}\n      bootstrapServers: {bootstrap}\n      topics: [probed]\n"
-        )
-    };
-    let both = format!(
-        "- streamId: s\n  clusterMetadataList:\n{}{}",
-        entry("live", &live.bootstrap_servers()),
-        entry("dead", &format!("127.0.0.1:{dead}"))
+    let both = mck_testkit::flink_metadata_at(
+        "s",
+        &[
+            ("live", &live.bootstrap_servers(), &["probed"]),
+            ("dead", &format!("127.0.0.1:{dead}"), &["probed"]),
+        ],
     );
     std::fs::write(&md, &both).unwrap();
     let addr = format!("127.0.0.1:{}", mck_testkit::free_ports(1).unwrap()[0]);
@@ -98,10 +95,7 @@ fn ready_waits_for_every_cluster_and_live_answers_all_along() {
     // The metadata drops the dead cluster: ready.
     std::fs::write(
         &md,
-        format!(
-            "- streamId: s\n  clusterMetadataList:\n{}",
-            entry("live", &live.bootstrap_servers())
-        ),
+        mck_testkit::flink_metadata_at("s", &[("live", &live.bootstrap_servers(), &["probed"])]),
     )
     .unwrap();
     let body = await_status(&mut run, &addr, "/ready", 200);

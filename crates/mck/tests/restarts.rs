@@ -43,19 +43,6 @@ fn os(s: impl AsRef<std::ffi::OsStr>) -> OsString {
     s.as_ref().to_owned()
 }
 
-/// A metadata file in Flink's layout: one stream on these clusters, one topic each.
-fn flink_metadata(stream: &str, clusters: &[&KafkaCluster], topic: &str) -> String {
-    let mut text = format!("- streamId: {stream}\n  clusterMetadataList:\n");
-    for c in clusters {
-        text.push_str(&format!(
-            "    - clusterId: {}\n      bootstrapServers: {}\n      topics: [{topic}]\n",
-            c.logical_id(),
-            c.bootstrap_servers()
-        ));
-    }
-    text
-}
-
 /// Replaces a file the way config tools do: a temporary file renamed over it.
 fn write_atomically(path: &Path, text: &str) {
     let tmp = path.with_extension("tmp");
@@ -325,7 +312,11 @@ fn kill_nines_of_bounded_and_follow_runs_on_one_checkpoint_dir_leave_each_record
     eprintln!("clusters ready after {:?}", began.elapsed());
     let dir = tempfile::tempdir().unwrap();
     let md = dir.path().join("streams.yaml");
-    std::fs::write(&md, flink_metadata("orders", &[a, b], TOPIC)).unwrap();
+    std::fs::write(
+        &md,
+        mck_testkit::flink_metadata("orders", &[(a, &[TOPIC]), (b, &[TOPIC])]),
+    )
+    .unwrap();
     let out = dir.path().join("out.txt");
     let args: Vec<OsString> = vec![
         os(&md),
@@ -528,7 +519,7 @@ fn the_same_bounded_command_again_appends_what_is_new_and_a_follow_run_goes_on()
     };
     let dir = tempfile::tempdir().unwrap();
     let md = dir.path().join("streams.yaml");
-    std::fs::write(&md, flink_metadata("rerun", &[a], TOPIC)).unwrap();
+    std::fs::write(&md, mck_testkit::flink_metadata("rerun", &[(a, &[TOPIC])])).unwrap();
     let out = dir.path().join("export.txt");
     let args: Vec<OsString> = vec![
         os(&md),

@@ -69,12 +69,12 @@ fn shards_survive_kills_refuse_a_twin_and_reshard_exactly_once() {
     let md = dir.path().join("streams.yaml");
     std::fs::write(
         &md,
-        format!(
-            "- streamId: {TOPIC}\n  clusterMetadataList:\n    \
-             - clusterId: east\n      bootstrapServers: {}\n      topics: [{TOPIC}]\n    \
-             - clusterId: west\n      bootstrapServers: {}\n      topics: [{TOPIC}]\n",
-            east.bootstrap_servers(),
-            west.bootstrap_servers()
+        mck_testkit::flink_metadata_at(
+            TOPIC,
+            &[
+                ("east", &east.bootstrap_servers(), &[TOPIC]),
+                ("west", &west.bootstrap_servers(), &[TOPIC]),
+            ],
         ),
     )
     .unwrap();

@@ -35,7 +35,8 @@ pub use error::TestkitError;
 pub use failover::{busiest_leader, java_produce_until_stopped, three_broker_options};
 pub use jars::{KAFKA_VERSION, kafka_libs};
 pub use metadata_file::{
-    flink_metadata, listener_properties_in, rich_cluster_entry, rich_metadata, write_atomically,
+    flink_metadata, flink_metadata_at, listener_properties_in, rich_cluster_entry, rich_metadata,
+    write_atomically,
 };
 pub use mock::MockKafkaCluster;
 pub use real::{

@@ -61,16 +61,33 @@ pub fn rich_metadata(clusters: &[(&str, String, Vec<String>)]) -> String {
 /// A metadata file in Flink's layout mapping `stream` to the given clusters' topics,
 /// each cluster under its logical id.
 pub fn flink_metadata(stream: &str, clusters: &[(&dyn TestCluster, &[&str])]) -> String {
-    let mut yaml = format!("- streamId: {stream}\n  clusterMetadataList:\n");
+    let mut yaml = flink_header(stream);
     for (c, topics) in clusters {
-        yaml.push_str(&format!(
-            "    - clusterId: {}\n      bootstrapServers: {}\n      topics: [{}]\n",
-            c.logical_id(),
-            c.bootstrap_servers(),
-            topics.join(", ")
-        ));
+        yaml.push_str(&flink_entry(c.logical_id(), &c.bootstrap_servers(), topics));
     }
     yaml
+}
+
+/// Like [`flink_metadata`], with each cluster given as (logical id, bootstrap servers,
+/// topics): for an address that is not the cluster's own (a proxy's, one where
+/// nothing answers) or an id other than its logical one.
+pub fn flink_metadata_at(stream: &str, clusters: &[(&str, &str, &[&str])]) -> String {
+    let mut yaml = flink_header(stream);
+    for (id, bootstrap, topics) in clusters {
+        yaml.push_str(&flink_entry(id, bootstrap, topics));
+    }
+    yaml
+}
+
+fn flink_header(stream: &str) -> String {
+    format!("- streamId: {stream}\n  clusterMetadataList:\n")
+}
+
+fn flink_entry(id: &str, bootstrap: &str, topics: &[&str]) -> String {
+    format!(
+        "    - clusterId: {id}\n      bootstrapServers: {bootstrap}\n      topics: [{}]\n",
+        topics.join(", ")
+    )
 }
 
 /// Writes `text` to `path` through a temporary file beside it and a rename, so a
