@@ -7,16 +7,10 @@ mod support;
 use std::time::Duration;
 
 use mck_testkit::tools::add_acl;
-use mck_testkit::{ClusterOptions, KafkaCluster, Listener, TestCluster, TestRecord};
+use mck_testkit::{ClusterOptions, KafkaCluster, Listener, TestCluster};
 use multicluster_kafka::offsets::PartitionOffset;
 use multicluster_kafka::prelude::*;
-use support::{Capture, PATIENCE};
-
-fn values(prefix: &str, n: usize) -> Vec<TestRecord> {
-    (0..n)
-        .map(|i| TestRecord::value(format!("{prefix}{i}")))
-        .collect()
-}
+use support::{Capture, PATIENCE, values};
 
 /// A source reading `topics` as the PLAIN user of the secured listener.
 fn as_plain_user(c: &KafkaCluster, topics: &[&str]) -> SourceBuilder<Utf8> {

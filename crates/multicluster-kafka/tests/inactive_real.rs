@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use mck_testkit::{KafkaCluster, TestCluster, TestRecord, shared_cluster};
+use mck_testkit::{KafkaCluster, TestCluster, TestRecord};
 use multicluster_kafka::checkpoint::Checkpoint;
 use multicluster_kafka::metadata::MetadataError;
 use multicluster_kafka::prelude::*;
@@ -19,13 +19,14 @@ use multicluster_kafka::split::{KafkaSplit, SplitId};
 use rdkafka::admin::{AdminClient, AdminOptions};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::{Offset, TopicPartitionList};
-use support::meta;
+use support::{cluster, meta};
 
 /// A guard against hangs, not a timing assertion.
 const PATIENCE: Duration = Duration::from_secs(90);
 
+/// The one cluster this test reads.
 fn kafka() -> &'static KafkaCluster {
-    shared_cluster("one").expect("the cluster starts")
+    cluster("one")
 }
 
 /// Static metadata whose `is_cluster_active` says no for one cluster id.

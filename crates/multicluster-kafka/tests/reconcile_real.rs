@@ -10,14 +10,9 @@ use std::time::Duration;
 
 use mck_testkit::{
     KafkaCluster, TestCluster, TestRecord, assert_exactly_once, produce_until_stopped,
-    shared_cluster,
 };
 use multicluster_kafka::prelude::*;
-use support::{PATIENCE, meta, read_until, stream};
-
-fn cluster(id: &str) -> &'static KafkaCluster {
-    shared_cluster(id).expect("cluster starts")
-}
+use support::{PATIENCE, cluster, meta, read_until, stream};
 
 /// Opens a source of UTF-8 values reading stream `s` from `svc`, with the defaults.
 async fn open_on(svc: Arc<StaticMetadataService>) -> KafkaSourceStream<Utf8> {

@@ -11,13 +11,7 @@ use mck_testkit::{TestCluster, TestRecord};
 use multicluster_kafka::prelude::*;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
-use support::{PATIENCE, east, meta as on, west};
-
-fn values(prefix: &str, n: usize) -> Vec<TestRecord> {
-    (0..n)
-        .map(|i| TestRecord::value(format!("{prefix}{i}")))
-        .collect()
-}
+use support::{PATIENCE, east, meta as on, values, west};
 
 async fn next_value(s: &mut KafkaSourceStream<Utf8>) -> String {
     tokio::time::timeout(PATIENCE, s.next())

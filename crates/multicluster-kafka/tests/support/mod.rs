@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use mck_testkit::{
-    KafkaCluster, Listener, Seen, TestCluster, assert_each_once, assert_in_partition_order,
-    shared_cluster,
+    KafkaCluster, Listener, Seen, TestCluster, TestRecord, assert_each_once,
+    assert_in_partition_order, shared_cluster,
 };
 use multicluster_kafka::client_context::OAuthToken;
 use multicluster_kafka::prelude::*;
@@ -20,14 +20,27 @@ use tokio::sync::oneshot;
 /// assertion.
 pub const PATIENCE: Duration = Duration::from_secs(120);
 
+/// The shared cluster `id`, started on first use.
+pub fn cluster(id: &str) -> &'static KafkaCluster {
+    shared_cluster(id).unwrap_or_else(|e| panic!("cluster {id} starts: {e:?}"))
+}
+
 /// The shared cluster `east`.
 pub fn east() -> &'static KafkaCluster {
-    shared_cluster("east").expect("cluster east starts")
+    cluster("east")
 }
 
 /// The shared cluster `west`.
 pub fn west() -> &'static KafkaCluster {
-    shared_cluster("west").expect("cluster west starts")
+    cluster("west")
+}
+
+/// Records with the values `<prefix>0` to `<prefix><n - 1>`, without keys or
+/// partitions.
+pub fn values(prefix: &str, n: usize) -> Vec<TestRecord> {
+    (0..n)
+        .map(|i| TestRecord::value(format!("{prefix}{i}")))
+        .collect()
 }
 
 /// A stream `id` reading `topic` on the shared clusters `east` and `west`.
