@@ -4,11 +4,14 @@
 //! it fresh there; the same at a restart from a checkpoint of the old cluster
 //! (in-process mock clusters, each with its own Kafka cluster.id).
 
+mod support;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use mck_testkit::{MockKafkaCluster, TestCluster, TestRecord};
 use multicluster_kafka::prelude::*;
+use support::shared_source;
 
 fn east_on(c: &MockKafkaCluster, start: Option<StartingOffsets>) -> [KafkaStream; 1] {
     east_replacing(c, start, None)
@@ -40,11 +43,7 @@ fn filled(id: &str, n: usize) -> MockKafkaCluster {
 }
 
 fn source(svc: &Arc<StaticMetadataService>) -> SourceBuilder<Utf8> {
-    MultiClusterKafkaSource::builder()
-        .shared_metadata_service(svc.clone())
-        .stream_ids(["s"])
-        .deserializer(Utf8)
-        .rebuild_interval(Duration::ZERO)
+    shared_source(svc.clone()).rebuild_interval(Duration::ZERO)
 }
 
 async fn read_for(s: &mut KafkaSourceStream<Utf8>, d: Duration) -> Vec<String> {
@@ -71,10 +70,7 @@ fn a_bootstrap_list_leading_to_another_cluster_is_refused_unless_marked_replaced
     }
     let svc = Arc::new(StaticMetadataService::new(east_on(&old, None)).unwrap());
     mck_testkit::runtime().block_on(async {
-        let mut s = MultiClusterKafkaSource::builder()
-            .shared_metadata_service(svc.clone())
-            .stream_ids(["s"])
-            .deserializer(Utf8)
+        let mut s = shared_source(svc.clone())
             .rebuild_interval(Duration::ZERO)
             .build()
             .unwrap()

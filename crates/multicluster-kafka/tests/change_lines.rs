@@ -13,7 +13,7 @@ use std::time::Duration;
 use mck_testkit::{MockKafkaCluster, TestCluster};
 use multicluster_kafka::metadata::{KafkaMetadataService, MetadataError};
 use multicluster_kafka::prelude::*;
-use support::Capture;
+use support::{Capture, shared_source};
 use tokio::sync::watch;
 use tracing::Level;
 
@@ -116,10 +116,7 @@ fn each_applied_change_is_one_line_and_failing_reads_are_not_warned_at_every_rea
     });
     let rt = mck_testkit::runtime();
     rt.block_on(async {
-        let mut s = MultiClusterKafkaSource::builder()
-            .shared_metadata_service(svc.clone())
-            .stream_ids(["s"])
-            .deserializer(ValueOnly::<String>::utf8())
+        let mut s = shared_source(svc.clone())
             // Reads the metadata often: a failing service meets many reads.
             .metadata_discovery_interval(Duration::from_millis(100))
             .metadata_failure_threshold(1000)

@@ -11,7 +11,7 @@ use std::time::Duration;
 use mck_testkit::{MockKafkaCluster, TestCluster, TestRecord};
 use multicluster_kafka::prelude::*;
 use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
-use support::meta;
+use support::{meta, shared_source};
 
 #[test]
 fn an_added_cluster_is_not_discovered_in_checkpoints_until_its_splits_are_out() {
@@ -33,10 +33,7 @@ fn an_added_cluster_is_not_discovered_in_checkpoints_until_its_splits_are_out() 
             .unwrap(),
     );
     mck_testkit::runtime().block_on(async {
-        let mut s = MultiClusterKafkaSource::builder()
-            .shared_metadata_service(svc.clone())
-            .stream_ids(["s"])
-            .deserializer(Utf8)
+        let mut s = shared_source(svc.clone())
             .partition_discovery_interval(Duration::from_millis(200))
             .build()
             .unwrap()

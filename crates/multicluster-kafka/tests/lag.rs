@@ -14,7 +14,7 @@ use mck_testkit::{MockKafkaCluster, TestCluster, TestRecord};
 use metrics::{Counter, Gauge, GaugeFn, Histogram, Key, KeyName, Metadata, SharedString, Unit};
 use multicluster_kafka::metrics as m;
 use multicluster_kafka::prelude::*;
-use support::meta;
+use support::{meta, shared_source};
 
 /// A gauge's last value (the debugging recorder of metrics-util resets gauges at
 /// every snapshot, which would hide a value that stopped changing).
@@ -134,10 +134,7 @@ fn lag_falls_to_zero_once_everything_is_read_and_a_removed_clusters_series_go() 
     ];
     let rt = mck_testkit::runtime();
     rt.block_on(async {
-        let mut s = MultiClusterKafkaSource::builder()
-            .shared_metadata_service(svc.clone())
-            .stream_ids(["s"])
-            .deserializer(ValueOnly::<String>::utf8())
+        let mut s = shared_source(svc.clone())
             // Several batches per split.
             .max_batch_size(8)
             .build()

@@ -10,7 +10,7 @@ use std::time::Duration;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use multicluster_kafka::metrics as m;
 use multicluster_kafka::prelude::*;
-use support::meta;
+use support::{meta, shared_source};
 
 fn value_of(
     snapshot: &[(
@@ -192,10 +192,7 @@ fn a_change_to_one_cluster_leaves_the_other_clusters_consumer_alone() {
     let created = || clusters.created_since_last_snapshot();
     let rt = mck_testkit::runtime();
     rt.block_on(async {
-        let mut s = MultiClusterKafkaSource::builder()
-            .shared_metadata_service(svc.clone())
-            .stream_ids(["s"])
-            .deserializer(ValueOnly::<String>::utf8())
+        let mut s = shared_source(svc.clone())
             .build()
             .unwrap()
             .open()
@@ -242,10 +239,7 @@ fn property_changes_in_quick_succession_cost_one_rebuild_per_interval_and_none_i
     let rt = mck_testkit::runtime();
     rt.block_on(async {
         let interval = Duration::from_millis(1500);
-        let mut s = MultiClusterKafkaSource::builder()
-            .shared_metadata_service(svc.clone())
-            .stream_ids(["s"])
-            .deserializer(ValueOnly::<String>::utf8())
+        let mut s = shared_source(svc.clone())
             .rebuild_interval(interval)
             .build()
             .unwrap()
@@ -332,10 +326,7 @@ fn properties_librdkafka_refuses_leave_the_old_client_counted_once_until_they_ch
         (errors.unwrap_or(0.0), created.unwrap_or(0.0))
     };
     mck_testkit::runtime().block_on(async {
-        let mut s = MultiClusterKafkaSource::builder()
-            .shared_metadata_service(svc.clone())
-            .stream_ids(["s"])
-            .deserializer(ValueOnly::<String>::utf8())
+        let mut s = shared_source(svc.clone())
             .metadata_discovery_interval(Duration::from_millis(100))
             .rebuild_interval(Duration::ZERO)
             .build()
@@ -413,10 +404,7 @@ fn a_topic_added_to_a_read_cluster_reports_each_phase_of_the_change_once() {
     // What the tests before left.
     let _ = snapshotter().snapshot();
     mck_testkit::runtime().block_on(async {
-        let mut s = MultiClusterKafkaSource::builder()
-            .shared_metadata_service(svc.clone())
-            .stream_ids(["s"])
-            .deserializer(ValueOnly::<String>::utf8())
+        let mut s = shared_source(svc.clone())
             .build()
             .unwrap()
             .open()

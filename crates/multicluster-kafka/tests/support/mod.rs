@@ -13,6 +13,7 @@ use mck_testkit::{
     assert_in_partition_order, shared_cluster,
 };
 use multicluster_kafka::client_context::OAuthToken;
+use multicluster_kafka::metadata::KafkaMetadataService;
 use multicluster_kafka::prelude::*;
 use tokio::sync::oneshot;
 
@@ -180,6 +181,15 @@ pub fn source_over(stream: KafkaStream) -> SourceBuilder<Utf8> {
     MultiClusterKafkaSource::builder()
         .metadata_service(StaticMetadataService::new([stream]).unwrap())
         .stream_ids([id])
+        .deserializer(Utf8)
+}
+
+/// A source builder subscribed to stream `s` of `svc`, a service the test keeps so as
+/// to change the metadata while the source reads; values as UTF-8.
+pub fn shared_source(svc: Arc<dyn KafkaMetadataService>) -> SourceBuilder<Utf8> {
+    MultiClusterKafkaSource::builder()
+        .shared_metadata_service(svc)
+        .stream_ids(["s"])
         .deserializer(Utf8)
 }
 
