@@ -19,7 +19,7 @@ use multicluster_kafka::split::{KafkaSplit, SplitId};
 use rdkafka::admin::{AdminClient, AdminOptions};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::{Offset, TopicPartitionList};
-use support::{cluster, meta};
+use support::{cluster, meta, shared_source};
 
 /// A guard against hangs, not a timing assertion.
 const PATIENCE: Duration = Duration::from_secs(90);
@@ -98,10 +98,7 @@ async fn run(inactive: Option<&'static str>, tag: &str) -> (Vec<String>, Option<
         next_offset: 0,
         stop_offset: None,
     }]);
-    let mut source = MultiClusterKafkaSource::builder()
-        .shared_metadata_service(Arc::new(svc))
-        .stream_ids(["s"])
-        .deserializer(ValueOnly::<String>::utf8())
+    let mut source = shared_source(Arc::new(svc))
         .restore_from(checkpoint)
         .build()
         .unwrap()

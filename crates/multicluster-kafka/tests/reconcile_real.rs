@@ -12,19 +12,11 @@ use mck_testkit::{
     KafkaCluster, TestCluster, TestRecord, assert_exactly_once, produce_until_stopped,
 };
 use multicluster_kafka::prelude::*;
-use support::{PATIENCE, cluster, meta, read_until, stream};
+use support::{PATIENCE, cluster, meta, read_until, shared_source, stream};
 
 /// Opens a source of UTF-8 values reading stream `s` from `svc`, with the defaults.
 async fn open_on(svc: Arc<StaticMetadataService>) -> KafkaSourceStream<Utf8> {
-    MultiClusterKafkaSource::builder()
-        .shared_metadata_service(svc)
-        .stream_ids(["s"])
-        .deserializer(ValueOnly::<String>::utf8())
-        .build()
-        .unwrap()
-        .open()
-        .await
-        .unwrap()
+    shared_source(svc).build().unwrap().open().await.unwrap()
 }
 
 #[test]
@@ -37,10 +29,7 @@ fn a_stream_migrates_from_one_cluster_to_another_without_restart() {
     );
     let rt = mck_testkit::runtime();
     rt.block_on(async {
-        let mut source = MultiClusterKafkaSource::builder()
-            .shared_metadata_service(svc.clone())
-            .stream_ids(["s"])
-            .deserializer(ValueOnly::<String>::utf8())
+        let mut source = shared_source(svc.clone())
             .metadata_discovery_interval(Duration::from_secs(60))
             .build()
             .unwrap()
@@ -302,10 +291,7 @@ fn flap(name: &str, retention: Duration) -> Vec<String> {
     let svc = Arc::new(StaticMetadataService::new(svc_streams(a, true)).unwrap());
     let rt = mck_testkit::runtime();
     rt.block_on(async {
-        let mut source = MultiClusterKafkaSource::builder()
-            .shared_metadata_service(svc.clone())
-            .stream_ids(["s"])
-            .deserializer(ValueOnly::<String>::utf8())
+        let mut source = shared_source(svc.clone())
             .removed_position_retention(retention)
             .build()
             .unwrap()
@@ -449,15 +435,7 @@ fn an_invalid_metadata_file_mid_run_keeps_the_last_good_metadata_and_shows_the_e
     let shared: Arc<dyn KafkaMetadataService> = file.clone();
     let rt = mck_testkit::runtime();
     rt.block_on(async {
-        let mut source = MultiClusterKafkaSource::builder()
-            .shared_metadata_service(shared)
-            .stream_ids(["s"])
-            .deserializer(ValueOnly::<String>::utf8())
-            .build()
-            .unwrap()
-            .open()
-            .await
-            .unwrap();
+        let mut source = shared_source(shared).build().unwrap().open().await.unwrap();
         a.produce("f", &[TestRecord::value("before")]).unwrap();
         let mut seen = Vec::new();
         read_until(&mut source, &mut seen, |s| s.len() == 1).await;
@@ -510,10 +488,7 @@ fn a_checkpoint_taken_during_a_migration_restores_to_exactly_once_output() {
         let open =
             |svc: Arc<StaticMetadataService>,
              restore: Option<multicluster_kafka::checkpoint::Checkpoint>| async move {
-                let mut b = MultiClusterKafkaSource::builder()
-                    .shared_metadata_service(svc)
-                    .stream_ids(["s"])
-                    .deserializer(ValueOnly::<String>::utf8());
+                let mut b = shared_source(svc);
                 if let Some(cp) = restore {
                     b = b.restore_from(cp);
                 }

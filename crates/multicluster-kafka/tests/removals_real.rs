@@ -11,7 +11,7 @@ use mck_testkit::{TestCluster, TestRecord};
 use multicluster_kafka::prelude::*;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
-use support::{PATIENCE, east, meta as on, values, west};
+use support::{PATIENCE, east, meta as on, shared_source, values, west};
 
 async fn next_value(s: &mut KafkaSourceStream<Utf8>) -> String {
     tokio::time::timeout(PATIENCE, s.next())
@@ -53,10 +53,7 @@ fn a_topic_removed_and_added_back_before_its_reader_looked_resumes_where_it_was(
         .unwrap(),
     );
     mck_testkit::runtime().block_on(async {
-        let mut s = MultiClusterKafkaSource::builder()
-            .shared_metadata_service(svc.clone())
-            .stream_ids(["s"])
-            .deserializer(Utf8)
+        let mut s = shared_source(svc.clone())
             .build()
             .unwrap()
             .open()

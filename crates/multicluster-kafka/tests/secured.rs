@@ -16,7 +16,7 @@ use mck_testkit::{
     KafkaCluster, Listener, TestCluster, assert_exactly_once, fill_values, produce_until_stopped,
 };
 use multicluster_kafka::prelude::*;
-use support::{drain, read_until};
+use support::{drain, read_until, shared_source};
 
 fn secure() -> &'static KafkaCluster {
     mck_testkit::shared_secured_cluster().expect("the secured cluster starts")
@@ -179,10 +179,7 @@ fn a_migration_from_a_plaintext_cluster_to_a_sasl_ssl_cluster_under_load_is_exac
     };
     let svc = Arc::new(StaticMetadataService::new([stream(vec![on_old()])]).unwrap());
     mck_testkit::runtime().block_on(async {
-        let mut source = MultiClusterKafkaSource::builder()
-            .shared_metadata_service(svc.clone())
-            .stream_ids(["s"])
-            .deserializer(ValueOnly::<String>::utf8())
+        let mut source = shared_source(svc.clone())
             .metadata_discovery_interval(Duration::from_secs(60))
             .build()
             .unwrap()
@@ -442,10 +439,7 @@ fn a_running_source_goes_on_with_other_clusters_while_one_refuses_its_credential
         StaticMetadataService::new([stream(vec![on_good(), on_guarded(&scram)])]).unwrap(),
     );
     mck_testkit::runtime().block_on(async {
-        let mut source = MultiClusterKafkaSource::builder()
-            .shared_metadata_service(svc.clone())
-            .stream_ids(["s"])
-            .deserializer(ValueOnly::<String>::utf8())
+        let mut source = shared_source(svc.clone())
             .client_timeout(Duration::from_secs(5))
             .build()
             .unwrap()

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use mck_testkit::{MockKafkaCluster, TestCluster, TestRecord};
 use multicluster_kafka::checkpoint::Checkpoint;
 use multicluster_kafka::prelude::*;
-use support::Capture;
+use support::{Capture, shared_source};
 
 fn stream_on(
     id: &str,
@@ -219,10 +219,7 @@ fn an_unreachable_added_cluster_does_not_stall_the_others() {
         StaticMetadataService::new([KafkaStream::new("s").with_cluster("alive", alive())]).unwrap(),
     );
     mck_testkit::runtime().block_on(async {
-        let mut s = MultiClusterKafkaSource::builder()
-            .shared_metadata_service(svc.clone())
-            .stream_ids(["s"])
-            .deserializer(Utf8)
+        let mut s = shared_source(svc.clone())
             .client_timeout(std::time::Duration::from_secs(2))
             .build()
             .unwrap()
@@ -279,10 +276,7 @@ fn retained_positions_are_refused_when_a_readded_cluster_is_another_physical_clu
         .unwrap(),
     );
     mck_testkit::runtime().block_on(async {
-        let mut s = MultiClusterKafkaSource::builder()
-            .shared_metadata_service(svc.clone())
-            .stream_ids(["s"])
-            .deserializer(Utf8)
+        let mut s = shared_source(svc.clone())
             .build()
             .unwrap()
             .open()

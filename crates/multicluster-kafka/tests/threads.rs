@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use mck_testkit::{MockKafkaCluster, TestCluster, TestRecord};
 use multicluster_kafka::prelude::*;
-use support::meta;
+use support::{meta, shared_source};
 
 /// The process's threads by name.
 fn threads() -> BTreeMap<String, usize> {
@@ -138,10 +138,7 @@ fn a_cluster_that_leaves_is_let_go_and_closing_ends_the_fetch_threads() {
     let before = threads();
     let clients = move || named(&threads(), "rdk:main") - named(&before, "rdk:main");
     rt.block_on(async {
-        let mut s = MultiClusterKafkaSource::builder()
-            .shared_metadata_service(svc.clone())
-            .stream_ids(["s"])
-            .deserializer(Utf8)
+        let mut s = shared_source(svc.clone())
             .parallelism(1)
             .build()
             .unwrap()
