@@ -5,7 +5,7 @@ mod support;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use mck_testkit::{KafkaCluster, Seen, TestCluster, TestRecord, fill_values};
+use mck_testkit::{KafkaCluster, Seen, TestCluster, TestRecord, assert_seen_in_order, fill_values};
 use multicluster_kafka::offsets::PartitionOffset;
 use multicluster_kafka::prelude::*;
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -82,13 +82,6 @@ fn values(seen: &[Seen]) -> BTreeSet<String> {
     seen.iter().map(|s| s.4.clone()).collect()
 }
 
-fn assert_exactly_once_in_order(seen: &[Seen]) {
-    mck_testkit::assert_in_partition_order(
-        seen.iter()
-            .map(|(c, t, p, o, _)| (c.as_str(), t.as_str(), *p, *o)),
-    );
-}
-
 #[test]
 fn every_record_of_two_clusters_is_read_exactly_once() {
     let (e, w) = (east(), west());
@@ -100,7 +93,7 @@ fn every_record_of_two_clusters_is_read_exactly_once() {
             .unwrap();
         let mut stream = source.open().await.unwrap();
         let seen = drain(&mut stream).await;
-        assert_exactly_once_in_order(&seen);
+        assert_seen_in_order(&seen);
         assert_eq!(values(&seen), want);
         // The same topic name on two clusters gives two distinct sets of splits, and
         // every record names its cluster.
@@ -161,7 +154,7 @@ fn per_cluster_starting_offsets_earliest_on_one_latest_on_the_other() {
             want,
             "west starts at latest: none of its earlier records"
         );
-        assert_exactly_once_in_order(&seen);
+        assert_seen_in_order(&seen);
     });
 }
 
@@ -204,7 +197,7 @@ fn per_cluster_stopping_offsets_bound_each_cluster() {
         want.extend((0..5).map(|i| format!("west-0-{i}")));
         want.extend((0..7).map(|i| format!("west-1-{i}")));
         assert_eq!(values(&seen), want);
-        assert_exactly_once_in_order(&seen);
+        assert_seen_in_order(&seen);
     });
 }
 
@@ -340,7 +333,7 @@ fn a_checkpoint_taken_mid_stream_restores_to_exactly_once_output_and_commits_off
         let after = drain(&mut second).await;
         let mut all = before.clone();
         all.extend(after);
-        assert_exactly_once_in_order(&all);
+        assert_seen_in_order(&all);
         assert_eq!(values(&all), want);
 
         let done = second.checkpoint().unwrap();
@@ -383,7 +376,7 @@ fn partitions_added_while_running_are_read() {
         let mut want: BTreeSet<String> = first.into_iter().collect();
         want.extend((1..3).flat_map(|p| (0..5).map(move |i| format!("new-{p}-{i}"))));
         assert_eq!(values(&seen), want);
-        assert_exactly_once_in_order(&seen);
+        assert_seen_in_order(&seen);
     });
 }
 
@@ -421,7 +414,7 @@ fn splits_of_a_dropped_reader_move_to_the_others_without_loss_or_repeat() {
         .await
         .expect("the survivor finishes");
         seen.extend(rest);
-        assert_exactly_once_in_order(&seen);
+        assert_seen_in_order(&seen);
         assert_eq!(values(&seen), want);
     });
 }

@@ -47,13 +47,19 @@ pub fn assert_each_once<T: Ord + Debug>(
     );
 }
 
-/// Asserts that `seen` is in partition order (see [`assert_in_partition_order`]) and
-/// holds each value of `want` exactly once and nothing else.
-pub fn assert_exactly_once(seen: &[Seen], want: &BTreeSet<String>) {
+/// Asserts that the records of `seen` are in partition order (see
+/// [`assert_in_partition_order`]): no position twice, none out of order.
+pub fn assert_seen_in_order(seen: &[Seen]) {
     assert_in_partition_order(
         seen.iter()
             .map(|(c, t, p, o, _)| (c.as_str(), t.as_str(), *p, *o)),
     );
+}
+
+/// Asserts that `seen` is in partition order (see [`assert_seen_in_order`]) and
+/// holds each value of `want` exactly once and nothing else.
+pub fn assert_exactly_once(seen: &[Seen], want: &BTreeSet<String>) {
+    assert_seen_in_order(seen);
     assert_each_once(seen.iter().map(|s| &s.4), want);
 }
 

@@ -30,6 +30,7 @@ mod verify;
 
 pub use assertions::{
     Seen, assert_each_once, assert_exactly_once, assert_flowed_during, assert_in_partition_order,
+    assert_seen_in_order,
 };
 pub use error::TestkitError;
 pub use failover::{busiest_leader, java_produce_until_stopped, three_broker_options};
