@@ -13,7 +13,7 @@ use std::time::Duration;
 use mck_testkit::{MockKafkaCluster, TestCluster};
 use multicluster_kafka::metadata::{KafkaMetadataService, MetadataError};
 use multicluster_kafka::prelude::*;
-use support::{Capture, shared_source};
+use support::{Capture, meta_at, shared_source};
 use tokio::sync::watch;
 use tracing::Level;
 
@@ -72,10 +72,7 @@ impl KafkaMetadataService for Flaky {
 fn stream(clusters: &[&MockKafkaCluster]) -> [KafkaStream; 1] {
     let mut s = KafkaStream::new("s");
     for c in clusters {
-        let meta = ClusterMetadata::builder(c.bootstrap_servers())
-            .topic("t")
-            .build()
-            .unwrap();
+        let meta = meta_at(c.bootstrap_servers(), &["t"]);
         s = s.with_cluster(c.logical_id(), meta);
     }
     [s]

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use mck_testkit::{MockKafkaCluster, TestCluster, TestRecord};
 use multicluster_kafka::checkpoint::Checkpoint;
 use multicluster_kafka::prelude::*;
-use support::{Capture, shared_source};
+use support::{Capture, meta_at, shared_source};
 
 fn stream_on(
     id: &str,
@@ -16,13 +16,7 @@ fn stream_on(
     c: &MockKafkaCluster,
     topic: &str,
 ) -> StaticMetadataService {
-    let s = KafkaStream::new(id).with_cluster(
-        cluster_id,
-        ClusterMetadata::builder(c.bootstrap_servers())
-            .topic(topic)
-            .build()
-            .unwrap(),
-    );
+    let s = KafkaStream::new(id).with_cluster(cluster_id, meta_at(c.bootstrap_servers(), &[topic]));
     StaticMetadataService::new([s]).unwrap()
 }
 
@@ -205,16 +199,8 @@ fn builder_rejects_invalid_combinations_with_clear_messages() {
 fn an_unreachable_added_cluster_does_not_stall_the_others() {
     let a = MockKafkaCluster::start("alive", 1).unwrap();
     a.create_topic("t", 1).unwrap();
-    let alive = || {
-        ClusterMetadata::builder(a.bootstrap_servers())
-            .topic("t")
-            .build()
-            .unwrap()
-    };
-    let dead = ClusterMetadata::builder("127.0.0.1:1")
-        .topic("t")
-        .build()
-        .unwrap();
+    let alive = || meta_at(a.bootstrap_servers(), &["t"]);
+    let dead = meta_at("127.0.0.1:1", &["t"]);
     let svc = std::sync::Arc::new(
         StaticMetadataService::new([KafkaStream::new("s").with_cluster("alive", alive())]).unwrap(),
     );
@@ -263,12 +249,7 @@ fn retained_positions_are_refused_when_a_readded_cluster_is_another_physical_clu
     }
     let keep = MockKafkaCluster::start("keep", 1).unwrap();
     keep.create_topic("t", 1).unwrap();
-    let m = |c: &MockKafkaCluster| {
-        ClusterMetadata::builder(c.bootstrap_servers())
-            .topic("t")
-            .build()
-            .unwrap()
-    };
+    let m = |c: &MockKafkaCluster| meta_at(c.bootstrap_servers(), &["t"]);
     let svc = std::sync::Arc::new(
         StaticMetadataService::new([KafkaStream::new("s")
             .with_cluster("x", m(&real_a))
@@ -561,12 +542,7 @@ fn a_follow_run_starts_without_a_cluster_that_is_down_and_takes_it_up_when_it_re
     b.create_topic("t", 1).unwrap();
     b.produce("t", &[TestRecord::value("b-0")]).unwrap();
     b.kill_broker(0).unwrap();
-    let meta = |c: &MockKafkaCluster| {
-        ClusterMetadata::builder(c.bootstrap_servers())
-            .topic("t")
-            .build()
-            .unwrap()
-    };
+    let meta = |c: &MockKafkaCluster| meta_at(c.bootstrap_servers(), &["t"]);
     let svc = StaticMetadataService::new([KafkaStream::new("s")
         .with_cluster("up", meta(&a))
         .with_cluster("down", meta(&b))])
@@ -679,12 +655,7 @@ fn each_record_names_the_streams_that_read_its_topic() {
         c.create_topic(t, 1).unwrap();
         c.produce(t, &[TestRecord::value(t)]).unwrap();
     }
-    let on = |topics: &[&str]| {
-        ClusterMetadata::builder(c.bootstrap_servers())
-            .topics(topics.iter().copied())
-            .build()
-            .unwrap()
-    };
+    let on = |topics: &[&str]| meta_at(c.bootstrap_servers(), topics);
     let svc = StaticMetadataService::new([
         KafkaStream::new("orders").with_cluster("c", on(&["orders", "shared"])),
         KafkaStream::new("audit").with_cluster("c", on(&["shared"])),

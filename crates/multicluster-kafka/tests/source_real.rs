@@ -10,7 +10,7 @@ use multicluster_kafka::offsets::PartitionOffset;
 use multicluster_kafka::prelude::*;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
-use support::{PATIENCE, drain, east, seen_of, take, west};
+use support::{PATIENCE, drain, east, meta_at, seen_of, take, west};
 
 fn cluster(c: &dyn TestCluster, topics: &[&str]) -> ClusterMetadataBuilderExt {
     ClusterMetadataBuilderExt(
@@ -434,10 +434,7 @@ fn unknown_streams_unreachable_clusters_and_bad_patterns_are_clear_errors() {
             .unwrap_err();
         assert_eq!(err.to_string(), "unknown stream id(s): nope");
 
-        let dead = ClusterMetadata::builder("127.0.0.1:1")
-            .topic("t")
-            .build()
-            .unwrap();
+        let dead = meta_at("127.0.0.1:1", &["t"]);
         let svc = service("dead-stream", vec![("dead", dead)]);
         // A bounded run cannot end without the cluster (a follow run starts without
         // it and retries it).
