@@ -17,8 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use mck_testkit::proxy::ProxiedCluster;
-use mck_testkit::{ClusterOptions, KafkaCluster, TestCluster, TestRecord, assert_each_once};
+use mck_testkit::{KafkaCluster, TestCluster, TestRecord, assert_each_once};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{Offset, TopicPartitionList};
 use support::{Run, newest_checkpoint, output_values};
@@ -30,19 +29,6 @@ const GROUP: &str = "cop-group";
 const HOLE: Duration = Duration::from_secs(8);
 /// A guard against hangs, not a timing assertion.
 const PATIENCE: Duration = Duration::from_secs(90);
-
-fn start_clusters() -> (KafkaCluster, ProxiedCluster) {
-    std::thread::scope(|s| {
-        let east = s.spawn(|| KafkaCluster::start(ClusterOptions::new("cop-east")));
-        let west = ProxiedCluster::start(ClusterOptions::new("cop-west"))
-            .expect("cluster cop-west starts behind a proxy");
-        let east = east
-            .join()
-            .expect("no panic")
-            .expect("cluster cop-east starts");
-        (east, west)
-    })
-}
 
 /// Values produced so far, with when each was acknowledged.
 type Sent = Arc<Mutex<Vec<(String, Instant)>>>;
@@ -100,9 +86,7 @@ fn committed(cluster: &KafkaCluster) -> Vec<Offset> {
 
 #[test]
 fn a_blackholed_coordinator_delays_neither_checkpoints_nor_records() {
-    let (east, west) = start_clusters();
-    let east: &'static KafkaCluster = Box::leak(Box::new(east));
-    let west: &'static ProxiedCluster = Box::leak(Box::new(west));
+    let (east, west) = support::east_and_proxied_west("cop");
     east.create_topic(TOPIC, PARTITIONS).unwrap();
     west.cluster().create_topic(TOPIC, PARTITIONS).unwrap();
 

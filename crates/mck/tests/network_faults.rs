@@ -20,10 +20,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use mck_testkit::proxy::{Mode, ProxiedCluster};
-use mck_testkit::{
-    ClusterOptions, KafkaCluster, TestCluster, TestRecord, assert_each_once, assert_flowed_during,
-};
+use mck_testkit::proxy::Mode;
+use mck_testkit::{TestCluster, TestRecord, assert_each_once, assert_flowed_during};
 use support::{Run, checkpointed_args, newest_checkpoint, output_values};
 
 const TOPIC: &str = "nf";
@@ -38,19 +36,6 @@ const MAX_HEALTHY_LAG: Duration = Duration::from_secs(5);
 const PROMPT: Duration = Duration::from_secs(10);
 /// A guard against hangs, not a timing assertion.
 const PATIENCE: Duration = Duration::from_secs(90);
-
-fn start_clusters() -> (KafkaCluster, ProxiedCluster) {
-    std::thread::scope(|s| {
-        let east = s.spawn(|| KafkaCluster::start(ClusterOptions::new("nff-east")));
-        let west = ProxiedCluster::start(ClusterOptions::new("nff-west"))
-            .expect("cluster nff-west starts behind a proxy");
-        let east = east
-            .join()
-            .expect("starting nff-east panicked")
-            .expect("cluster nff-east starts");
-        (east, west)
-    })
-}
 
 /// A record a feed produced, and when its acknowledgement came.
 type Sent = (String, Instant);
@@ -102,9 +87,7 @@ fn assert_exactly_once(cluster: &str, sent: &[Sent], got: &[(String, String)]) {
 #[test]
 fn a_blackholed_cluster_neither_stalls_the_file_nor_holds_a_sigint() {
     let began = Instant::now();
-    let (east, west) = start_clusters();
-    let east: &'static KafkaCluster = Box::leak(Box::new(east));
-    let west: &'static ProxiedCluster = Box::leak(Box::new(west));
+    let (east, west) = support::east_and_proxied_west("nff");
     east.create_topic(TOPIC, PARTITIONS).unwrap();
     west.cluster().create_topic(TOPIC, PARTITIONS).unwrap();
     eprintln!("clusters ready after {:?}", began.elapsed());

@@ -282,3 +282,27 @@ pub fn group_cluster(id: &str, topic: &str, partitions: i32) -> mck_testkit::Kaf
     cluster.create_topic(topic, partitions).unwrap();
     cluster
 }
+
+/// Starts, side by side, a cluster `<prefix>-east` and a cluster `<prefix>-west`
+/// behind a proxy (so that a test can cut or slow west's network), both kept for the
+/// rest of the test binary.
+pub fn east_and_proxied_west(
+    prefix: &str,
+) -> (
+    &'static mck_testkit::KafkaCluster,
+    &'static mck_testkit::proxy::ProxiedCluster,
+) {
+    use mck_testkit::ClusterOptions;
+    let (east, west) = (format!("{prefix}-east"), format!("{prefix}-west"));
+    let (east, west) = std::thread::scope(|s| {
+        let started = s.spawn(|| mck_testkit::KafkaCluster::start(ClusterOptions::new(&east)));
+        let west = mck_testkit::proxy::ProxiedCluster::start(ClusterOptions::new(&west))
+            .unwrap_or_else(|e| panic!("cluster {west} starts behind a proxy: {e:?}"));
+        let east = started
+            .join()
+            .unwrap_or_else(|_| panic!("starting {east} panicked"))
+            .unwrap_or_else(|e| panic!("cluster {east} starts: {e:?}"));
+        (east, west)
+    });
+    (Box::leak(Box::new(east)), Box::leak(Box::new(west)))
+}
