@@ -138,10 +138,10 @@ struct Graph {
     modules: BTreeMap<Vec<String>, String>,
     /// File → files it uses.
     edges: BTreeMap<String, BTreeSet<String>>,
-    /// File → files it depends on, for the circles: what it uses, except what it only
-    /// re-exports (`pub use`) and its folder's `mod.rs`. A folder's `mod.rs` is the core
-    /// its files share (`super::`), and it may use them in turn; a circle between two of
-    /// them, or out of the folder and back, counts.
+    /// File → files it depends on, for the circles: what it uses, except its folder's
+    /// `mod.rs` and, for a `mod.rs`, what it re-exports (`pub use`) from its own folder.
+    /// A folder's `mod.rs` is the core its files share (`super::`) and their interface;
+    /// a circle between two of them, or out of the folder and back, counts.
     depends: BTreeMap<String, BTreeSet<String>>,
 }
 
@@ -182,7 +182,8 @@ impl Graph {
                 };
                 if target != file {
                     uses.insert(target.clone());
-                    if !reexport && target != parent_module(&file) {
+                    let own_child = reexport && is_within(&target, &file);
+                    if !own_child && target != parent_module(&file) {
                         depends.insert(target);
                     }
                 }
@@ -394,6 +395,16 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
             out.push(path);
         }
     }
+}
+
+/// Whether `target` lies inside the folder of the module file `file` (a `mod.rs` or
+/// `lib.rs` and its folder's other files).
+fn is_within(target: &str, file: &str) -> bool {
+    if file == "lib.rs" {
+        return true;
+    }
+    file.strip_suffix("mod.rs")
+        .is_some_and(|folder| target.starts_with(folder))
 }
 
 /// The `mod.rs` of the folder that `file` is in (`lib.rs` at the top).

@@ -5,10 +5,11 @@
 //! splits, copies and deserializes what arrived, and says which bounded splits reached
 //! their stop.
 //!
-//! One path today: librdkafka's consumer ([`ClusterConsumer`]), shared with the
+//! One path today: librdkafka's consumer (`cluster_consumer`), shared with the
 //! enumerator's lookups through the source's client share. A second one (the source's
-//! own Fetch requests) is added beside it by implementing the trait and choosing it in
-//! [`open`].
+//! own Fetch requests) is added beside it by implementing the trait; the fetch thread
+//! chooses the path when it opens a fetcher (`fetcher::thread::open`). The seam knows
+//! no implementation.
 
 use std::sync::Arc;
 
@@ -20,8 +21,6 @@ use crate::error::SourceError;
 use crate::kafka::shared::ClientShare;
 use crate::record::RecordBatch;
 use crate::split::{KafkaSplit, SplitId};
-
-use super::cluster_consumer::ClusterConsumer;
 
 /// Where one fetcher's records come from: one cluster's splits.
 ///
@@ -65,48 +64,6 @@ pub(crate) struct Opening<'a> {
     pub policy: ReadPolicy,
     pub hooks: Option<Arc<dyn ClientHooks>>,
     pub clients: &'a ClientShare,
-}
-
-/// Opens the fetch path of one cluster for a fetcher.
-pub(crate) fn open<D: Deserializer>(
-    opening: Opening<'_>,
-) -> Result<Box<dyn FetchPath<D>>, SourceError> {
-    let consumer = ClusterConsumer::create(
-        opening.cluster,
-        opening.props,
-        opening.wake,
-        opening.include_headers,
-        opening.policy,
-        opening.hooks,
-        opening.clients,
-    )?;
-    Ok(Box::new(consumer))
-}
-
-impl<D: Deserializer> FetchPath<D> for ClusterConsumer {
-    fn add(&mut self, splits: Vec<KafkaSplit>) -> Result<Vec<SplitId>, SourceError> {
-        ClusterConsumer::add(self, splits)
-    }
-
-    fn remove(&mut self, ids: &[SplitId]) {
-        ClusterConsumer::remove(self, ids)
-    }
-
-    fn poll(
-        &mut self,
-        deserializer: &D,
-        max: usize,
-        out: &mut RecordBatch<D::Value>,
-    ) -> Result<Polled, SourceError> {
-        ClusterConsumer::poll(self, deserializer, max, out)
-    }
-
-    fn close(self: Box<Self>, closed: std::sync::mpsc::Sender<()>) {
-        // What the reader read with the client is unassigned at once; the client,
-        // when this was its last holder, is closed on a thread of its own.
-        let client = self.release_client();
-        crate::kafka::client::close_detached((client, closed));
-    }
 }
 
 /// A record whose value could not be deserialized: handed out as an error after the

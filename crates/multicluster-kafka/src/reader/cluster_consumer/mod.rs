@@ -40,7 +40,7 @@ use super::native::MessageBatch;
 mod out_of_range;
 mod poll;
 
-pub(crate) use super::fetch_path::{Failed, Polled, Wake};
+pub(crate) use super::fetch_path::{Failed, FetchPath, Polled, Wake};
 pub use crate::kafka::config::READER_DEFAULTS;
 
 /// A record taken from librdkafka, its key and value copied into the batch's buffer
@@ -339,4 +339,31 @@ fn intern(topics: &mut HashMap<String, Arc<str>>, name: &str) -> Arc<str> {
     let t: Arc<str> = Arc::from(name);
     topics.insert(name.to_string(), t.clone());
     t
+}
+
+/// librdkafka's consumer as a fetch path.
+impl<D: Deserializer> FetchPath<D> for ClusterConsumer {
+    fn add(&mut self, splits: Vec<KafkaSplit>) -> Result<Vec<SplitId>, SourceError> {
+        ClusterConsumer::add(self, splits)
+    }
+
+    fn remove(&mut self, ids: &[SplitId]) {
+        ClusterConsumer::remove(self, ids)
+    }
+
+    fn poll(
+        &mut self,
+        deserializer: &D,
+        max: usize,
+        out: &mut RecordBatch<D::Value>,
+    ) -> Result<Polled, SourceError> {
+        ClusterConsumer::poll(self, deserializer, max, out)
+    }
+
+    fn close(self: Box<Self>, closed: std::sync::mpsc::Sender<()>) {
+        // What the reader read with the client is unassigned at once; the client,
+        // when this was its last holder, is closed on a thread of its own.
+        let client = self.release_client();
+        crate::kafka::client::close_detached((client, closed));
+    }
 }

@@ -37,7 +37,7 @@ use crate::error::SourceError;
 use crate::record::RecordBatch;
 use crate::split::{KafkaSplit, SplitId};
 
-use super::fetch_path::{self, FetchPath, Opening, Polled, Wake};
+use super::fetch_path::{FetchPath, Opening, Polled, Wake};
 
 mod pool;
 mod thread;

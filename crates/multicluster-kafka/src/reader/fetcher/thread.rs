@@ -2,6 +2,7 @@
 //! and answer a request for a batch from its fetch path.
 
 use super::*;
+use crate::reader::cluster_consumer::ClusterConsumer;
 
 /// A fetcher handed to a thread: its cluster, channels and what it needs to make its
 /// consumer.
@@ -147,7 +148,7 @@ pub(super) fn serve<D: Deserializer>(
             match arrivals.try_recv() {
                 Ok(new) => {
                     idle = new.settings.idle;
-                    match fetch_path::open::<D>(Opening {
+                    match open::<D>(Opening {
                         cluster: new.cluster.clone(),
                         props: &new.props,
                         wake: new.wake.clone(),
@@ -250,4 +251,19 @@ pub(super) fn serve<D: Deserializer>(
             std::thread::park();
         }
     }
+}
+
+/// Opens the fetch path of one cluster for a fetcher: librdkafka's consumer, the one
+/// path there is.
+fn open<D: Deserializer>(opening: Opening<'_>) -> Result<Box<dyn FetchPath<D>>, SourceError> {
+    let consumer = ClusterConsumer::create(
+        opening.cluster,
+        opening.props,
+        opening.wake,
+        opening.include_headers,
+        opening.policy,
+        opening.hooks,
+        opening.clients,
+    )?;
+    Ok(Box::new(consumer))
 }
