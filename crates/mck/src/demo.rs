@@ -47,12 +47,33 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, String> {
     runtime.block_on(demo(args))
 }
 
+/// Writes one line of the demo's output (see [`out`]).
+macro_rules! say_line {
+    ($($arg:tt)*) => {
+        out(format_args!($($arg)*))
+    };
+}
+
 /// Prints a line with the time since start.
 struct Narrator(Instant);
 
 impl Narrator {
     fn say(&self, what: impl std::fmt::Display) {
-        println!("[{:5.1}s] {what}", self.0.elapsed().as_secs_f64());
+        say_line!("[{:5.1}s] {what}", self.0.elapsed().as_secs_f64());
+    }
+}
+
+/// Writes one line of the demo's output. When standard output's reader has gone
+/// (`mck demo | head`) the demo ends there, quietly and successfully, as kcat does;
+/// another write error ends it with the error on stderr.
+fn out(text: std::fmt::Arguments<'_>) {
+    use std::io::Write as _;
+    if let Err(e) = writeln!(std::io::stdout(), "{text}") {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("mck: error: stdout: {e}");
+        std::process::exit(1);
     }
 }
 
@@ -317,23 +338,23 @@ async fn demo(args: DemoArgs) -> Result<ExitCode, String> {
             .collect::<Vec<_>>()
             .join(", ")
     };
-    println!();
-    println!("summary");
-    println!(
+    say_line!("");
+    say_line!("summary");
+    say_line!(
         "  produced         {total} ({})",
         per(&produced.per_cluster)
     );
-    println!(
+    say_line!(
         "  read             {} ({})",
         read_per_cluster.values().sum::<u64>(),
         per(&read_per_cluster)
     );
-    println!("  distinct read    {}", seen.len());
-    println!("  missing          {missing}");
-    println!("  duplicates       {duplicates}");
-    println!("  out of order     {out_of_order}");
+    say_line!("  distinct read    {}", seen.len());
+    say_line!("  missing          {missing}");
+    say_line!("  duplicates       {duplicates}");
+    say_line!("  out of order     {out_of_order}");
     if let Some(h) = handover {
-        println!(
+        say_line!(
             "  handover         {} ms (metadata write -> first record from west)",
             h.as_millis()
         );
@@ -346,12 +367,12 @@ async fn demo(args: DemoArgs) -> Result<ExitCode, String> {
         && produced.per_cluster.get("east").copied().unwrap_or(0) > 0
         && produced.per_cluster.get("west").copied().unwrap_or(0) > 0;
     if ok {
-        println!(
+        say_line!(
             "PASS: every record produced to east and west was read exactly once, in order, across the migration"
         );
         Ok(ExitCode::SUCCESS)
     } else {
-        println!("FAIL: the migration lost, repeated or reordered records (see above)");
+        say_line!("FAIL: the migration lost, repeated or reordered records (see above)");
         Ok(ExitCode::from(1))
     }
 }

@@ -39,3 +39,30 @@ fn the_demo_migrates_between_two_mock_clusters_and_reads_every_record_once() {
         "{metadata}"
     );
 }
+
+#[test]
+fn the_demo_read_through_head_ends_quietly_when_the_pipe_closes() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = support::mck()
+        .args(["demo", "--phase-seconds", "2", "--rate", "1000", "--dir"])
+        .arg(dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Like `| head -n 2`: two lines, then the reader goes away.
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    for _ in 0..2 {
+        let mut line = String::new();
+        assert!(
+            stdout.read_line(&mut line).unwrap() > 0,
+            "the demo printed less than two lines"
+        );
+    }
+    drop(stdout);
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?}\n{stderr}", out.status);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
