@@ -13,10 +13,26 @@ use crate::TestkitError;
 /// The Apache Kafka version the test kit runs.
 pub const KAFKA_VERSION: &str = "4.1.1";
 
-/// The pom that names the broker and tools artifacts.
-fn pom_path() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("maven/kafka/pom.xml")
+/// One set of jars the test kit fetches: the pom naming them (relative to this crate)
+/// and the cache folder they land in.
+struct JarSet {
+    /// The pom, relative to the crate's directory.
+    pom: &'static str,
+    /// The folder under [`cache_root`], without the version.
+    folder: &'static str,
 }
+
+/// The broker and the Kafka tools.
+const KAFKA: JarSet = JarSet {
+    pom: "maven/kafka/pom.xml",
+    folder: "kafka",
+};
+
+/// MirrorMaker 2 (`connect-mirror`) and the Connect runtime it runs on.
+const MIRROR: JarSet = JarSet {
+    pom: "maven/mirror/pom.xml",
+    folder: "kafka-mirror",
+};
 
 /// Root of the cache: `$MCK_CACHE_DIR`, else `$XDG_CACHE_HOME/multicluster-kafka`, else
 /// `~/.cache/multicluster-kafka`.
@@ -38,7 +54,23 @@ pub fn cache_root() -> PathBuf {
 /// it. Concurrent test binaries serialize on a lock file.
 pub fn kafka_libs() -> Result<PathBuf, TestkitError> {
     static LIBS: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    LIBS.get_or_init(|| fetch(&cache_root()).map_err(|e| e.to_string()))
+    libs_of(&KAFKA, &LIBS)
+}
+
+/// The folder holding MirrorMaker 2 (`org.apache.kafka:connect-mirror` of
+/// [`KAFKA_VERSION`]) with the Connect runtime and everything else it needs, fetched
+/// and cached like [`kafka_libs`] but into a folder of its own.
+pub fn mirror_libs() -> Result<PathBuf, TestkitError> {
+    static LIBS: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    libs_of(&MIRROR, &LIBS)
+}
+
+/// The cached folder of `set`, fetched once per process (a failure too is remembered).
+fn libs_of(
+    set: &JarSet,
+    once: &OnceLock<Result<PathBuf, String>>,
+) -> Result<PathBuf, TestkitError> {
+    once.get_or_init(|| fetch(&cache_root(), set).map_err(|e| e.to_string()))
         .clone()
         .map_err(|output| TestkitError::Maven {
             command: "mvn dependency:copy-dependencies".into(),
@@ -53,8 +85,10 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> TestkitError + '_ {
     }
 }
 
-fn fetch(root: &Path) -> Result<PathBuf, TestkitError> {
-    let dir = root.join(format!("kafka-{KAFKA_VERSION}"));
+/// Fetches `set` into `<root>/<folder>-<version>/libs` unless a `complete` marker says
+/// an earlier fetch finished; the jars land in a staging folder renamed into place.
+fn fetch(root: &Path, set: &JarSet) -> Result<PathBuf, TestkitError> {
+    let dir = root.join(format!("{}-{KAFKA_VERSION}", set.folder));
     let libs = dir.join("libs");
     let marker = dir.join("complete");
     if marker.exists() {
@@ -72,7 +106,7 @@ fn fetch(root: &Path) -> Result<PathBuf, TestkitError> {
     }
     let staging = dir.join("libs.partial");
     let _ = fs::remove_dir_all(&staging);
-    let pom = pom_path();
+    let pom = Path::new(env!("CARGO_MANIFEST_DIR")).join(set.pom);
     let mut cmd = Command::new("mvn");
     cmd.arg("-q")
         .arg("-B")
@@ -97,6 +131,6 @@ fn fetch(root: &Path) -> Result<PathBuf, TestkitError> {
     let _ = fs::remove_dir_all(&libs);
     fs::rename(&staging, &libs).map_err(io(&libs))?;
     let mut m = File::create(&marker).map_err(io(&marker))?;
-    writeln!(m, "kafka {KAFKA_VERSION}").map_err(io(&marker))?;
+    writeln!(m, "{} {KAFKA_VERSION}", set.folder).map_err(io(&marker))?;
     Ok(libs)
 }

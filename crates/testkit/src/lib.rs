@@ -34,7 +34,7 @@ pub use assertions::{
 };
 pub use error::TestkitError;
 pub use failover::{busiest_leader, java_produce_until_stopped, three_broker_options};
-pub use jars::{KAFKA_VERSION, kafka_libs};
+pub use jars::{KAFKA_VERSION, kafka_libs, mirror_libs};
 pub use metadata_file::{
     flink_metadata, flink_metadata_at, listener_properties_in, rich_cluster_entry, rich_metadata,
     write_atomically,
