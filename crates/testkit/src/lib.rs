@@ -46,7 +46,7 @@ pub use real::{
 };
 pub use secured::{Listener, Security};
 pub use util::free_ports;
-pub use verify::{ReadRecord, read_topic};
+pub use verify::{ReadRecord, read_topic, read_topic_committed};
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

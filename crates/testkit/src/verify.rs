@@ -24,17 +24,58 @@ pub struct ReadRecord {
 }
 
 /// Reads every record of `topic` from the start of each partition up to its current
-/// high watermark with a plain rdkafka consumer (manual assignment, no group).
+/// high watermark with a plain rdkafka consumer (manual assignment, no group), records
+/// of aborted transactions included (`read_uncommitted`).
 pub fn read_topic(cluster: &dyn TestCluster, topic: &str) -> Result<Vec<ReadRecord>, TestkitError> {
+    read_topic_at(
+        cluster.logical_id(),
+        &cluster.bootstrap_servers(),
+        topic,
+        false,
+    )
+}
+
+/// Like [`read_topic`], `read_committed`: what a consumer of committed data sees, so
+/// no record of an aborted transaction (their offsets, and those of the transaction
+/// markers, are gaps).
+pub fn read_topic_committed(
+    cluster: &dyn TestCluster,
+    topic: &str,
+) -> Result<Vec<ReadRecord>, TestkitError> {
+    read_topic_at(
+        cluster.logical_id(),
+        &cluster.bootstrap_servers(),
+        topic,
+        true,
+    )
+}
+
+/// [`read_topic`] of the cluster at `bootstrap` (`name` names it in errors). A
+/// partition is done when a record at its end is read or, as a partition may end with
+/// a transaction marker that no consumer sees, when the consumer's position reaches it.
+pub(crate) fn read_topic_at(
+    name: &str,
+    bootstrap: &str,
+    topic: &str,
+    committed: bool,
+) -> Result<Vec<ReadRecord>, TestkitError> {
     let fail = |message: String| TestkitError::Kafka {
-        cluster: cluster.logical_id().to_string(),
+        cluster: name.to_string(),
         message,
     };
     let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", cluster.bootstrap_servers())
+        .set("bootstrap.servers", bootstrap)
         .set("group.id", "mck-testkit-verify")
         .set("enable.auto.commit", "false")
         .set("enable.partition.eof", "false")
+        .set(
+            "isolation.level",
+            if committed {
+                "read_committed"
+            } else {
+                "read_uncommitted"
+            },
+        )
         .create()
         .map_err(|e| fail(format!("cannot create consumer: {e}")))?;
     let md = consumer
@@ -84,7 +125,18 @@ pub fn read_topic(cluster: &dyn TestCluster, topic: &str) -> Result<Vec<ReadReco
                 }
             }
             Some(Err(e)) => return Err(fail(format!("reading {topic}: {e}"))),
-            None => {}
+            None => {
+                let positions = consumer
+                    .position()
+                    .map_err(|e| fail(format!("positions in {topic}: {e}")))?;
+                for e in positions.elements() {
+                    if let Offset::Offset(o) = e.offset()
+                        && ends.get(&e.partition()).is_some_and(|end| o >= *end)
+                    {
+                        done.insert(e.partition(), true);
+                    }
+                }
+            }
         }
     }
     out.sort_by_key(|r| (r.partition, r.offset));
