@@ -10,6 +10,9 @@
 //!
 //! - [`ClusterOptions::secured`] adds TLS and SASL listeners ([`Listener`]) with
 //!   certificates and credentials generated at start ([`Security`]).
+//! - [`stage_offset_gaps`] and [`produce_transaction`] give a partition the offset gaps
+//!   (transaction markers, aborted records, deleted records) that make a copy's
+//!   offsets differ from the source's.
 //!
 //! Both implement [`TestCluster`], so a test written against the trait runs on either.
 //! Every call here blocks; call it from a plain thread or `spawn_blocking`.
@@ -17,6 +20,7 @@
 mod assertions;
 mod error;
 mod failover;
+mod gaps;
 mod jars;
 mod metadata_file;
 mod mock;
@@ -34,6 +38,9 @@ pub use assertions::{
 };
 pub use error::TestkitError;
 pub use failover::{busiest_leader, java_produce_until_stopped, three_broker_options};
+pub use gaps::{
+    StagedGaps, TransactionEnd, delete_records_before, produce_transaction, stage_offset_gaps,
+};
 pub use jars::{KAFKA_VERSION, kafka_libs, mirror_libs};
 pub use metadata_file::{
     flink_metadata, flink_metadata_at, listener_properties_in, rich_cluster_entry, rich_metadata,

@@ -11,7 +11,7 @@ use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
 use rdkafka::{ClientContext, Message};
 
-use crate::{Produced, TestRecord, TestkitError};
+use crate::{Produced, TestRecord, TestkitError, TransactionEnd};
 
 /// The last `n` lines of `text`.
 pub(crate) fn tail_lines(text: &str, n: usize) -> String {
@@ -92,6 +92,20 @@ pub(crate) fn produce_records(
     records: &[TestRecord],
     extra: &[(&str, &str)],
 ) -> Result<Vec<Produced>, TestkitError> {
+    produce_records_in(cluster, bootstrap, topic, records, extra, None)
+}
+
+/// [`produce_records`], inside one transaction of a producer with this
+/// `transactional.id` when `transaction` is given: begun before the first record,
+/// ended as it says once every record is acknowledged.
+pub(crate) fn produce_records_in(
+    cluster: &str,
+    bootstrap: &str,
+    topic: &str,
+    records: &[TestRecord],
+    extra: &[(&str, &str)],
+    transaction: Option<(&str, TransactionEnd)>,
+) -> Result<Vec<Produced>, TestkitError> {
     let fail = |message: String| TestkitError::Kafka {
         cluster: cluster.to_string(),
         message,
@@ -105,11 +119,20 @@ pub(crate) fn produce_records(
     for (k, v) in extra {
         config.set(*k, *v);
     }
+    if let Some((id, _)) = transaction {
+        config.set("transactional.id", id);
+    }
     let producer: ThreadedProducer<Collect> = config
         .create_with_context(Collect {
             results: Mutex::new(HashMap::new()),
         })
         .map_err(|e| fail(format!("cannot create producer: {e}")))?;
+    if transaction.is_some() {
+        producer
+            .init_transactions(Duration::from_secs(60))
+            .and_then(|()| producer.begin_transaction())
+            .map_err(|e| fail(format!("begin a transaction on {topic}: {e}")))?;
+    }
     for (i, r) in records.iter().enumerate() {
         let mut rec: BaseRecord<'_, [u8], [u8], Box<usize>> =
             BaseRecord::with_opaque_to(topic, Box::new(i)).payload(r.value.as_slice());
@@ -153,6 +176,17 @@ pub(crate) fn produce_records(
     producer
         .flush(Duration::from_secs(90))
         .map_err(|e| fail(format!("flush to {topic}: {e}")))?;
+    match transaction {
+        Some((_, TransactionEnd::Commit)) => {
+            producer
+                .commit_transaction(Duration::from_secs(60))
+                .map_err(|e| fail(format!("commit the transaction on {topic}: {e}")))?
+        }
+        Some((_, TransactionEnd::Abort)) => producer
+            .abort_transaction(Duration::from_secs(60))
+            .map_err(|e| fail(format!("abort the transaction on {topic}: {e}")))?,
+        None => {}
+    }
     let mut results = producer
         .context()
         .results
