@@ -1,19 +1,15 @@
 //! Kafka's own command-line tools, run from the test kit's jars against any cluster:
 //! what a user would run by hand, so tests meet the same broker behaviour.
 
-use std::path::PathBuf;
 use std::process::Command;
 
 use crate::error::TestkitError;
 use crate::jars::kafka_libs;
+use crate::real::java_binary;
 
 /// A JVM with the Kafka jars on its class path.
 fn kafka_tool(class: &str) -> Result<Command, TestkitError> {
-    let java = std::env::var_os("JAVA_HOME")
-        .map(|h| PathBuf::from(h).join("bin/java"))
-        .filter(|p| p.exists())
-        .unwrap_or_else(|| PathBuf::from("java"));
-    let mut cmd = Command::new(java);
+    let mut cmd = Command::new(java_binary());
     cmd.args(["-Xms64m", "-Xmx256m"])
         .arg("-cp")
         .arg(format!("{}/*", kafka_libs()?.display()))

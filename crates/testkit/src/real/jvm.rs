@@ -15,20 +15,32 @@ use crate::process::spawn_tied;
 use crate::secured::Security;
 use crate::util::tail_lines;
 
+/// The `java` of `$JAVA_HOME`, else the one on the `PATH`.
+pub(crate) fn java_binary() -> PathBuf {
+    std::env::var_os("JAVA_HOME")
+        .map(|h| PathBuf::from(h).join("bin/java"))
+        .filter(|p| p.exists())
+        .unwrap_or_else(|| PathBuf::from("java"))
+}
+
+/// A `java` command with `jvm_options`, the log4j2 configuration that
+/// [`prepare_run_dirs`](super::start::prepare_run_dirs) wrote into `log_root`, and every
+/// jar of `libs` on the class path; the caller adds `-Dkafka.logs.dir`, the main class
+/// and its arguments.
+pub(crate) fn java_command(jvm_options: &[String], log_root: &Path, libs: &Path) -> Command {
+    let mut cmd = Command::new(java_binary());
+    cmd.args(jvm_options);
+    cmd.arg(format!(
+        "-Dlog4j2.configurationFile={}",
+        log_root.join("log4j2.properties").display()
+    ));
+    cmd.arg("-cp").arg(format!("{}/*", libs.display()));
+    cmd
+}
+
 impl KafkaCluster {
     pub(super) fn java(&self) -> Command {
-        let java = std::env::var_os("JAVA_HOME")
-            .map(|h| PathBuf::from(h).join("bin/java"))
-            .filter(|p| p.exists())
-            .unwrap_or_else(|| PathBuf::from("java"));
-        let mut cmd = Command::new(java);
-        cmd.args(&self.options.jvm_options);
-        cmd.arg(format!(
-            "-Dlog4j2.configurationFile={}",
-            self.log_root.join("log4j2.properties").display()
-        ));
-        cmd.arg("-cp").arg(format!("{}/*", self.libs.display()));
-        cmd
+        java_command(&self.options.jvm_options, &self.log_root, &self.libs)
     }
 
     /// Formats every node's log dir (in parallel; each format is one short JVM).

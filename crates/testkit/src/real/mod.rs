@@ -14,6 +14,7 @@ mod start;
 mod topics;
 
 pub use java_producer::JavaProducer;
+pub(crate) use jvm::java_binary;
 pub use options::ClusterOptions;
 pub use shared::{
     shared_cluster, shared_cluster_with, shared_plain_and_secured, shared_secured_cluster,

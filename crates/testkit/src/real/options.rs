@@ -6,6 +6,21 @@ use crate::DEFAULT_READY_TIMEOUT;
 #[cfg(doc)]
 use crate::{KafkaCluster, Listener};
 
+/// The options of the test kit's JVMs: a small heap and quick start-up over peak speed.
+pub(crate) fn small_jvm_options() -> Vec<String> {
+    [
+        "-Xms256m",
+        "-Xmx512m",
+        "-XX:+UseSerialGC",
+        "-XX:TieredStopAtLevel=1",
+        "-Xshare:auto",
+        "-Djava.awt.headless=true",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
 /// How to start a [`KafkaCluster`].
 #[derive(Clone, Debug)]
 pub struct ClusterOptions {
@@ -35,17 +50,7 @@ impl ClusterOptions {
         Self {
             logical_id: logical_id.into(),
             brokers: 1,
-            jvm_options: [
-                "-Xms256m",
-                "-Xmx512m",
-                "-XX:+UseSerialGC",
-                "-XX:TieredStopAtLevel=1",
-                "-Xshare:auto",
-                "-Djava.awt.headless=true",
-            ]
-            .iter()
-            .map(|s| s.to_string())
-            .collect(),
+            jvm_options: small_jvm_options(),
             broker_config: Vec::new(),
             ready_timeout: DEFAULT_READY_TIMEOUT,
             secured: false,

@@ -127,9 +127,10 @@ impl KafkaCluster {
 }
 
 /// Creates this start's data and log directories (under `target/kafka-tests/`, named
-/// by process, sequence number and logical id) with the brokers' log4j configuration,
-/// after removing what dead test processes left. Returns `(data root, log root)`.
-fn prepare_run_dirs(logical_id: &str) -> Result<(PathBuf, PathBuf), TestkitError> {
+/// by process, sequence number and logical id) with the log4j configuration of the
+/// JVMs it starts (each logs to `server.log` in its `-Dkafka.logs.dir`), after removing
+/// what dead test processes left. Returns `(data root, log root)`.
+pub(crate) fn prepare_run_dirs(logical_id: &str) -> Result<(PathBuf, PathBuf), TestkitError> {
     static SEQ: AtomicUsize = AtomicUsize::new(0);
     let base = target_dir().join("kafka-tests");
     let data_base = base.join("data");
