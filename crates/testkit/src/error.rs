@@ -31,6 +31,18 @@ pub enum TestkitError {
         /// Its last lines.
         tail: String,
     },
+    /// MirrorMaker 2 did not start, died, or did not do what a test waited for.
+    #[error("MirrorMaker 2 {flow}: {reason}\n--- log tail ({log}) ---\n{tail}")]
+    Mirror {
+        /// The replication flow, `<source alias>-><target alias>`.
+        flow: String,
+        /// What was observed.
+        reason: String,
+        /// Its log file.
+        log: PathBuf,
+        /// Its last lines.
+        tail: String,
+    },
     /// A Kafka client call failed.
     #[error("cluster `{cluster}`: {message}")]
     Kafka {

@@ -10,9 +10,10 @@
 //!
 //! - [`ClusterOptions::secured`] adds TLS and SASL listeners ([`Listener`]) with
 //!   certificates and credentials generated at start ([`Security`]).
-//! - [`stage_offset_gaps`] and [`produce_transaction`] give a partition the offset gaps
-//!   (transaction markers, aborted records, deleted records) that make a copy's
-//!   offsets differ from the source's.
+//! - [`MirrorMaker`] runs Apache Kafka's MirrorMaker 2 between two clusters, and
+//!   [`mirror`] decodes what it writes to its internal topics; [`stage_offset_gaps`]
+//!   and [`produce_transaction`] give a source partition the offset gaps that make a
+//!   copy's offsets differ from the source's.
 //!
 //! Both implement [`TestCluster`], so a test written against the trait runs on either.
 //! Every call here blocks; call it from a plain thread or `spawn_blocking`.
@@ -23,6 +24,7 @@ mod failover;
 mod gaps;
 mod jars;
 mod metadata_file;
+pub mod mirror;
 mod mock;
 mod process;
 pub mod proxy;
@@ -46,6 +48,7 @@ pub use metadata_file::{
     flink_metadata, flink_metadata_at, listener_properties_in, rich_cluster_entry, rich_metadata,
     write_atomically,
 };
+pub use mirror::{MirrorMaker, MirrorOptions};
 pub use mock::MockKafkaCluster;
 pub use real::{
     ClusterOptions, JavaProducer, KafkaCluster, shared_cluster, shared_cluster_with,

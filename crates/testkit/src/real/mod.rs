@@ -14,11 +14,13 @@ mod start;
 mod topics;
 
 pub use java_producer::JavaProducer;
-pub(crate) use jvm::java_binary;
+pub(crate) use jvm::{java_binary, java_command};
 pub use options::ClusterOptions;
+pub(crate) use options::small_jvm_options;
 pub use shared::{
     shared_cluster, shared_cluster_with, shared_plain_and_secured, shared_secured_cluster,
 };
+pub(crate) use start::prepare_run_dirs;
 
 use std::fs;
 use std::path::{Path, PathBuf};
