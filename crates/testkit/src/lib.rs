@@ -22,6 +22,7 @@ mod assertions;
 mod error;
 mod failover;
 mod gaps;
+mod groups;
 mod jars;
 mod metadata_file;
 pub mod mirror;
@@ -43,6 +44,7 @@ pub use failover::{busiest_leader, java_produce_until_stopped, three_broker_opti
 pub use gaps::{
     StagedGaps, TransactionEnd, delete_records_before, produce_transaction, stage_offset_gaps,
 };
+pub use groups::{commit_group_offsets, committed_group_offset};
 pub use jars::{KAFKA_VERSION, kafka_libs, mirror_libs};
 pub use metadata_file::{
     flink_metadata, flink_metadata_at, listener_properties_in, rich_cluster_entry, rich_metadata,

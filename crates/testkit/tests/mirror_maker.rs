@@ -20,11 +20,10 @@ use std::time::{Duration, Instant};
 
 use mck_testkit::mirror::{Checkpoint, OffsetSync, OffsetSyncsLocation, ReplicationPolicy};
 use mck_testkit::{
-    KafkaCluster, MirrorMaker, MirrorOptions, ReadRecord, TestCluster, TestRecord, fill_partitions,
-    read_topic, read_topic_committed, shared_cluster, stage_offset_gaps,
+    KafkaCluster, MirrorMaker, MirrorOptions, ReadRecord, TestCluster, TestRecord,
+    commit_group_offsets, committed_group_offset, fill_partitions, read_topic,
+    read_topic_committed, shared_cluster, stage_offset_gaps,
 };
-use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
-use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 
 const WAIT: Duration = Duration::from_secs(120);
 
@@ -49,46 +48,12 @@ fn by_partition(records: &[ReadRecord]) -> BTreeMap<i32, Vec<(i64, String)>> {
     out
 }
 
-/// Commits `offset` for `group` on each partition of `topic` with a consumer that never
-/// joins the group (so the group stays empty, as MirrorMaker 2 wants to sync it).
-fn commit(cluster: &dyn TestCluster, group: &str, topic: &str, offsets: &[(i32, i64)]) {
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", cluster.bootstrap_servers())
-        .set("group.id", group)
-        .create()
-        .unwrap();
-    let mut tpl = TopicPartitionList::new();
-    for (p, o) in offsets {
-        tpl.add_partition_offset(topic, *p, Offset::Offset(*o))
-            .unwrap();
-    }
-    consumer.commit(&tpl, CommitMode::Sync).unwrap();
-}
-
-/// The offset `group` committed on `topic`/`partition`, if any.
-fn committed(cluster: &dyn TestCluster, group: &str, topic: &str, partition: i32) -> Option<i64> {
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", cluster.bootstrap_servers())
-        .set("group.id", group)
-        .create()
-        .unwrap();
-    let mut tpl = TopicPartitionList::new();
-    tpl.add_partition(topic, partition);
-    let got = consumer
-        .committed_offsets(tpl, Duration::from_secs(10))
-        .ok()?;
-    match got.find_partition(topic, partition)?.offset() {
-        Offset::Offset(o) => Some(o),
-        _ => None,
-    }
-}
-
 #[test]
 fn mm2_copies_a_topic_in_order_and_writes_offset_syncs_and_checkpoints() {
     let (source, target) = clusters();
     source.create_topic("orders", 3).unwrap();
     let produced = fill_partitions(source, "orders", 3, 20, "order").unwrap();
-    commit(source, "orders-app", "orders", &[(0, 20), (1, 20), (2, 20)]);
+    commit_group_offsets(source, "orders-app", "orders", &[(0, 20), (1, 20), (2, 20)]).unwrap();
 
     let began = Instant::now();
     let mm =
@@ -207,7 +172,7 @@ fn aborted_transactions_and_deleted_records_give_the_copy_other_offsets() {
         .map(|r| (r.offset, String::from_utf8(r.value).unwrap()))
         .collect();
     assert_eq!(seen, staged.visible);
-    commit(source, "gaps-app", "orders-gaps", &[(0, staged.end)]);
+    commit_group_offsets(source, "gaps-app", "orders-gaps", &[(0, staged.end)]).unwrap();
 
     let mm = MirrorMaker::start(
         MirrorOptions::between("gsrc", source, "gdst", target)
@@ -288,11 +253,12 @@ fn aborted_transactions_and_deleted_records_give_the_copy_other_offsets() {
         (copy.as_str(), staged.end, end)
     );
     let deadline = Instant::now() + WAIT;
-    while committed(target, "gaps-app", &copy, 0) != Some(end) {
+    let on_target = || committed_group_offset(target, "gaps-app", &copy, 0).unwrap();
+    while on_target() != Some(end) {
         assert!(
             Instant::now() < deadline,
             "gaps-app has {:?} on the target, not {end}",
-            committed(target, "gaps-app", &copy, 0)
+            on_target()
         );
         std::thread::sleep(Duration::from_millis(250));
     }
