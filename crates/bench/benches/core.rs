@@ -19,6 +19,7 @@ fn splits(n: usize) -> Vec<KafkaSplit> {
             ),
             next_offset: i as i64 * 1000,
             stop_offset: None,
+            last: None,
         })
         .collect()
 }

@@ -44,6 +44,10 @@ pub enum SourceError {
         /// authorization, an invalid property).
         retriable: bool,
     },
+    /// A mirror does not hold the last record handed out from its source where it
+    /// must be (it diverged, or records were deleted): the split ends here.
+    #[error("{0}")]
+    MirrorDiverged(Box<MirrorDivergence>),
     /// A Kafka cluster failed (a condition the source found, not an error code of
     /// librdkafka: no answer within a timeout, an incomplete answer).
     #[error("cluster `{cluster}`: {message}")]
@@ -213,6 +217,7 @@ impl SourceError {
             SourceError::Cluster { .. } | SourceError::Commit { .. } => true,
             SourceError::Metadata(m) => m.is_retriable(),
             SourceError::Config(_)
+            | SourceError::MirrorDiverged(_)
             | SourceError::Internal { .. }
             | SourceError::UnknownStreams(_)
             | SourceError::Offset(_)
@@ -242,6 +247,7 @@ impl SourceError {
                 | SourceError::Cluster { .. }
                 | SourceError::Kafka { .. }
                 | SourceError::Deserialize(_)
+                | SourceError::MirrorDiverged(_)
         )
     }
 
@@ -254,6 +260,32 @@ impl SourceError {
             _ => None,
         }
     }
+}
+
+/// Where a mirror was searched for the last record handed out from its source, and
+/// what was expected (see [`SourceError::MirrorDiverged`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "split `{split}`: the mirror does not hold the last record handed out from `{source_split}` \
+     ({expected}) where it must be: looked at {looked_at} record(s) from offset {lower_bound} \
+     (lower bound by {found_by}) up to offset {last_offset}; the mirror diverged or records were \
+     deleted (mirrorOf.onMismatch: lowerBound continues at the lower bound instead)"
+)]
+pub struct MirrorDivergence {
+    /// The split on the mirror (`cluster/topic/partition`).
+    pub split: String,
+    /// The split on the source the record was handed out from.
+    pub source_split: String,
+    /// The record looked for (offset on the source, timestamp, hash).
+    pub expected: String,
+    /// Where the search started on the mirror.
+    pub lower_bound: i64,
+    /// How the lower bound was found (`identical`, `sync`, `checkpoint`, `timestamp`).
+    pub found_by: String,
+    /// Records looked at.
+    pub looked_at: u64,
+    /// The last offset looked at.
+    pub last_offset: i64,
 }
 
 /// librdkafka errors that a later attempt may not meet: the network, timeouts,

@@ -81,6 +81,7 @@ pub mod unstable {
     pub use crate::base::assignment::{assign, per_cluster_owner};
     pub use crate::base::plan;
     pub use crate::base::resolve::{resolve_start, resolve_stop};
+    pub use crate::base::translate;
 }
 
 /// The names most programs need.

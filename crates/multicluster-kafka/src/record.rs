@@ -123,7 +123,12 @@ pub(crate) struct BatchEntry<V> {
     pub topic: u32,
     pub partition: i32,
     pub offset: i64,
-    pub timestamp: Option<i64>,
+    /// The timestamp, [`NO_TIMESTAMP`] for none (an `Option` would add 8 bytes to
+    /// every entry).
+    timestamp: i64,
+    /// [`record_hash`](crate::split::record_hash) of key, value and headers: the
+    /// record's fingerprint with its timestamp.
+    pub hash: u64,
     /// Where the key is in the batch's data: start and length ([`NO_KEY`] without
     /// a key). Two fields, not `Option<(usize, u32)>` (24 bytes, where these take 12
     /// beside `bytes`): an entry is written for every record, and its size showed in
@@ -137,11 +142,12 @@ pub(crate) struct BatchEntry<V> {
 }
 
 impl<V> BatchEntry<V> {
-    /// An entry; `at` is its topic index, partition and offset, `key` where its key
-    /// is in the batch's data (start, length).
+    /// An entry; `at` is its topic index, partition and offset, `mark` its timestamp
+    /// and fingerprint hash, `key` where its key is in the batch's data (start,
+    /// length).
     pub(crate) fn new(
         at: (u32, i32, i64),
-        timestamp: Option<i64>,
+        (timestamp, hash): (Option<i64>, u64),
         key: Option<(usize, u32)>,
         bytes: u32,
         headers: EntryHeaders,
@@ -156,7 +162,8 @@ impl<V> BatchEntry<V> {
             topic,
             partition,
             offset,
-            timestamp,
+            timestamp: timestamp.unwrap_or(NO_TIMESTAMP),
+            hash,
             key_start,
             key_len,
             bytes,
@@ -165,11 +172,20 @@ impl<V> BatchEntry<V> {
         }
     }
 
+    /// The record's timestamp, if it has one.
+    pub(crate) fn timestamp(&self) -> Option<i64> {
+        (self.timestamp != NO_TIMESTAMP).then_some(self.timestamp)
+    }
+
     /// Where the key is in the batch's data (start, length), if the record has one.
     pub(crate) fn key(&self) -> Option<(usize, u32)> {
         (self.key_len != NO_KEY).then_some((self.key_start, self.key_len))
     }
 }
+
+/// A [`BatchEntry`]'s timestamp when the record has none (Kafka's own "no
+/// timestamp" is -1, which a record may still carry; this one it cannot).
+const NO_TIMESTAMP: i64 = i64::MIN;
 
 /// No record's key is this long ([`BatchEntry`]'s key length of a record without a key).
 const NO_KEY: u32 = u32::MAX;
@@ -204,7 +220,7 @@ impl<V> BatchEntry<V> {
     pub(crate) fn bare(topic: u32, partition: i32, offset: i64, bytes: u32, value: V) -> Self {
         Self::new(
             (topic, partition, offset),
-            None,
+            (None, 0),
             None,
             bytes,
             EntryHeaders::default(),
@@ -287,7 +303,7 @@ impl<V> RecordBatch<V> {
             topic: &self.topics[e.topic as usize],
             partition: e.partition,
             offset: e.offset,
-            timestamp: e.timestamp,
+            timestamp: e.timestamp(),
             key: e.key().map(|k| &self.data[key_range(k)]),
             headers: e.headers.as_slice(),
             value: &e.value,
@@ -308,7 +324,7 @@ impl<V> RecordBatch<V> {
             topic: topics[e.topic as usize].clone(),
             partition: e.partition,
             offset: e.offset,
-            timestamp: e.timestamp,
+            timestamp: e.timestamp(),
             key: e.key().map(|k| data.slice(key_range(k))),
             headers: e.headers.into_vec(),
             value: e.value,
@@ -499,10 +515,10 @@ impl<V> IntoIter<V> {
         }
     }
 
-    /// The next record with its key + value size.
-    pub(crate) fn next_counted(&mut self) -> Option<(Record<V>, u32)> {
+    /// The next record with its key + value size and fingerprint hash.
+    pub(crate) fn next_counted(&mut self) -> Option<(Record<V>, u32, u64)> {
         let e = self.entries.next()?;
-        let bytes = e.bytes;
+        let (bytes, hash) = (e.bytes, e.hash);
         let streams = self
             .streams
             .get(e.topic as usize)
@@ -510,6 +526,7 @@ impl<V> IntoIter<V> {
         Some((
             RecordBatch::owned(&self.cluster, &self.topics, streams, &self.data, e),
             bytes,
+            hash,
         ))
     }
 }
@@ -527,7 +544,7 @@ mod tests {
     ) -> BatchEntry<String> {
         BatchEntry::new(
             (topic, partition, offset),
-            Some(offset * 10),
+            (Some(offset * 10), 0),
             key,
             0,
             EntryHeaders::default(),
@@ -589,7 +606,7 @@ mod tests {
     #[test]
     fn a_partly_iterated_batch_gives_back_the_rest() {
         let mut it = batch().into_iter();
-        let (first, _) = it.next_counted().unwrap();
+        let (first, _, _) = it.next_counted().unwrap();
         assert_eq!(first.value, "x");
         let rest = it.into_batch();
         assert_eq!(
@@ -607,7 +624,7 @@ mod tests {
         let with_key = |key| {
             BatchEntry::new(
                 (0, 0, 0),
-                None,
+                (None, 0),
                 key,
                 0,
                 EntryHeaders::default(),

@@ -7,6 +7,8 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::base::fingerprint::{Fingerprint, LastRecord, Search, Within, record_hash};
+
 /// Identifies a split: `(cluster, topic, partition)`.
 ///
 /// Its text form is `cluster/topic/partition`. Kafka topic names cannot contain `/`
@@ -76,6 +78,10 @@ pub struct KafkaSplit {
     pub next_offset: i64,
     /// First offset not to read; `None` when unbounded.
     pub stop_offset: Option<i64>,
+    /// The last record handed out for this split's place in the stream, when known:
+    /// what a mirror continues after (see [`LastRecord`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last: Option<LastRecord>,
 }
 
 impl KafkaSplit {

@@ -191,6 +191,7 @@ fn checkpoints() -> impl Strategy<Value = Checkpoint> {
                 partition,
                 next_offset,
                 retained_until_ms: retained,
+                last: None,
             },
         );
     let cluster = (

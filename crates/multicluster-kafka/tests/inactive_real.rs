@@ -97,6 +97,7 @@ async fn run(inactive: Option<&'static str>, tag: &str) -> (Vec<String>, Option<
         id: SplitId::new("gone", truncated.as_str(), 0),
         next_offset: 0,
         stop_offset: None,
+        last: None,
     }]);
     let mut source = shared_source(Arc::new(svc))
         .restore_from(checkpoint)

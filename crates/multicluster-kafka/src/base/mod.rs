@@ -5,6 +5,7 @@
 pub mod active;
 pub mod assignment;
 pub(crate) mod config;
+pub mod fingerprint;
 pub mod hooks;
 pub mod metadata;
 pub mod offsets;
@@ -15,3 +16,4 @@ pub(crate) mod resolve;
 pub mod retention;
 pub mod setting;
 pub mod shard;
+pub mod translate;

@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::base::metadata::KafkaStream;
+use crate::base::metadata::{ClusterMetadata, KafkaStream, MirrorOf};
 use crate::base::offsets::{StartingOffsets, StoppingOffsets};
 use crate::base::properties::ClientProperties;
 
@@ -23,11 +23,17 @@ pub struct ClusterView {
     /// The Kafka `cluster.id` this cluster replaces, if set
     /// ([`ClusterMetadata::replaces`](crate::base::metadata::ClusterMetadata::replaces)).
     pub replaces: Option<String>,
+    /// The cluster whose topics this one copies, and how positions translate
+    /// ([`ClusterMetadata::mirror_of`](crate::base::metadata::ClusterMetadata::mirror_of)).
+    pub mirror_of: Option<MirrorOf>,
 }
 
 /// Merges streams into one view per logical cluster: topics are united; properties
 /// and offsets come from the first stream (by id) that names the cluster, since the
 /// metadata services guarantee one bootstrap list per cluster id.
+///
+/// A mirror entry (`mirrorOf`) of a stream that also names the mirror's source is a
+/// standby: it is not read, and so not in the view.
 ///
 /// ```
 /// use multicluster_kafka::metadata::{ClusterMetadata, KafkaStream};
@@ -46,17 +52,29 @@ pub fn clusters_of_streams<'a>(
     streams.sort_by(|a, b| a.stream_id.cmp(&b.stream_id));
     for stream in streams {
         for (cluster, meta) in &stream.clusters {
+            if is_standby(stream, meta) {
+                continue;
+            }
             let view = out.entry(cluster.clone()).or_insert_with(|| ClusterView {
                 topics: BTreeSet::new(),
                 properties: meta.properties.clone(),
                 starting_offsets: meta.starting_offsets.clone(),
                 stopping_offsets: meta.stopping_offsets.clone(),
                 replaces: meta.replaces.clone(),
+                mirror_of: meta.mirror_of.clone(),
             });
             view.topics.extend(meta.topics.iter().cloned());
         }
     }
     out
+}
+
+/// Whether `meta`, an entry of `stream`, is a standby mirror: its source is in the
+/// stream too.
+pub fn is_standby(stream: &KafkaStream, meta: &ClusterMetadata) -> bool {
+    meta.mirror_of
+        .as_ref()
+        .is_some_and(|m| stream.clusters.contains_key(&m.cluster))
 }
 
 /// The change to one cluster that stays.
@@ -165,7 +183,38 @@ mod tests {
             starting_offsets: None,
             stopping_offsets: None,
             replaces: None,
+            mirror_of: None,
         }
+    }
+
+    #[test]
+    fn a_mirror_is_a_standby_while_its_source_is_in_the_stream() {
+        use crate::base::metadata::Translate;
+        let east = ClusterMetadata::builder("e:1")
+            .topic("orders")
+            .build()
+            .unwrap();
+        let west = ClusterMetadata::builder("w:1")
+            .topic("east.orders")
+            .mirror_of(MirrorOf::new("east", Translate::Mm2))
+            .build()
+            .unwrap();
+        let both = KafkaStream::new("s")
+            .with_cluster("east", east)
+            .with_cluster("west", west.clone());
+        let view = clusters_of_streams([&both]);
+        assert_eq!(view.keys().collect::<Vec<_>>(), ["east"]);
+        let moved = KafkaStream::new("s").with_cluster("west", west.clone());
+        let view = clusters_of_streams([&moved]);
+        assert_eq!(view.keys().collect::<Vec<_>>(), ["west"]);
+        assert_eq!(
+            view["west"].mirror_of.as_ref().map(|m| m.cluster.as_str()),
+            Some("east")
+        );
+        // Another stream that reads the mirror without its source reads it.
+        let view = clusters_of_streams([&both, &moved.clone()]);
+        assert!(view.contains_key("west") && view.contains_key("east"));
+        let _ = KafkaStream::new("t").with_cluster("west", west);
     }
 
     #[test]

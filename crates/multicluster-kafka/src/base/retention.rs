@@ -19,6 +19,8 @@ pub(crate) struct RetainedSplit {
     pub until_ms: i64,
     /// The Kafka `cluster.id` the position belongs to.
     pub kafka_cluster_id: Option<String>,
+    /// The last record handed out (what a mirror continues after).
+    pub last: Option<crate::split::LastRecord>,
 }
 
 /// Shared between the enumerator and the readers of one source.
@@ -46,6 +48,7 @@ impl Retained {
                 stop_offset: split.stop_offset,
                 until_ms,
                 kafka_cluster_id,
+                last: split.last.clone(),
             },
         );
     }

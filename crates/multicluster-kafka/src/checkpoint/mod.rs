@@ -13,13 +13,13 @@ use serde::{Deserialize, Serialize};
 
 pub use store::{CheckpointStore, FileCheckpointStore};
 
-use crate::split::{KafkaSplit, SplitId};
+use crate::split::{KafkaSplit, LastRecord, SplitId};
 
 /// The format name written into every encoded checkpoint.
 pub const CHECKPOINT_FORMAT: &str = "multicluster-kafka/checkpoint";
 
 /// The version [`Checkpoint::encode`] writes. Every earlier version stays readable.
-pub const CHECKPOINT_VERSION: u32 = 2;
+pub const CHECKPOINT_VERSION: u32 = 3;
 
 /// Why a checkpoint could not be read, written or applied.
 #[derive(Debug, thiserror::Error)]
@@ -59,6 +59,10 @@ pub struct SplitCheckpoint {
     /// returns in time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retained_until_ms: Option<i64>,
+    /// The last record handed out for this split (version 3): what a mirror of the
+    /// cluster continues after, and on a mirror still looking for it, the search.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last: Option<LastRecord>,
 }
 
 /// One logical cluster's part of a checkpoint.
@@ -83,7 +87,7 @@ pub struct ClusterCheckpoint {
 /// use multicluster_kafka::checkpoint::Checkpoint;
 /// use multicluster_kafka::split::{KafkaSplit, SplitId};
 /// let cp = Checkpoint::from_splits([KafkaSplit {
-///     id: SplitId::new("east", "orders", 0), next_offset: 42, stop_offset: None }]);
+///     id: SplitId::new("east", "orders", 0), next_offset: 42, stop_offset: None, last: None }]);
 /// let bytes = cp.encode();
 /// assert_eq!(Checkpoint::decode(&bytes).unwrap(), cp);
 /// ```
@@ -122,6 +126,7 @@ impl Checkpoint {
                 partition: s.id.partition,
                 next_offset: s.next_offset,
                 retained_until_ms: None,
+                last: s.last,
             };
             match clusters.get_mut(&*s.id.cluster) {
                 Some(c) => c.splits.push(entry),
@@ -161,6 +166,7 @@ impl Checkpoint {
             partition: split.id.partition,
             next_offset: split.next_offset,
             retained_until_ms: None,
+            last: split.last.clone(),
         };
         match cluster
             .splits
@@ -217,6 +223,7 @@ impl Checkpoint {
                 next_offset: s.next_offset,
                 // Where to stop belongs to the run reading it, not to the checkpoint.
                 stop_offset: None,
+                last: s.last.clone(),
             })
         })
     }
@@ -277,9 +284,11 @@ impl Checkpoint {
                 cp.normalize();
                 Ok(cp)
             }
-            2 => {
+            // Version 3 added each split's last record (`last`); version 2 is the
+            // same without it.
+            v @ (2 | 3) => {
                 let mut cp: Checkpoint = serde_json::from_value(head.checkpoint)
-                    .map_err(|e| err(format!("version 2: {e}")))?;
+                    .map_err(|e| err(format!("version {v}: {e}")))?;
                 cp.normalize();
                 Ok(cp)
             }
@@ -318,6 +327,7 @@ mod tests {
             id: SplitId::new(cluster, topic, partition),
             next_offset,
             stop_offset: None,
+            last: None,
         };
         let cp = Checkpoint::from_splits([
             split("west", "t", 1, 10),
@@ -361,9 +371,9 @@ mod tests {
         assert_eq!(east.splits[0].partition, 0, "splits are sorted");
         assert_eq!(east.splits[0].next_offset, 7);
         assert_eq!(cp.split_count(), 2);
-        // Written again, it is version 2, without the old run's stop.
+        // Written again, it is the current version, without the old run's stop.
         let again = String::from_utf8(cp.encode()).unwrap();
-        assert!(again.contains(r#""version":2"#), "{again}");
+        assert!(again.contains(r#""version":3"#), "{again}");
         assert!(!again.contains("stopOffset"), "{again}");
         assert_eq!(Checkpoint::decode(again.as_bytes()).unwrap(), cp);
     }
@@ -407,11 +417,13 @@ mod tests {
             id: id.clone(),
             next_offset: 1,
             stop_offset: None,
+            last: None,
         });
         cp.put(&KafkaSplit {
             id,
             next_offset: 2,
             stop_offset: None,
+            last: None,
         });
         assert_eq!(cp.split_count(), 1);
         assert_eq!(cp.splits().next().unwrap().next_offset, 2);

@@ -286,6 +286,7 @@ mod tests {
             id: SplitId::new("c", "t", 0),
             next_offset: offset,
             stop_offset: None,
+            last: None,
         }])
     }
 

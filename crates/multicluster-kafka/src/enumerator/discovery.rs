@@ -1,17 +1,19 @@
 //! Partition discovery: the partitions of each cluster's topics that the enumerator
 //! does not know yet, with where they start and stop; run on every cluster at once.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use super::Enumerator;
+use crate::base::metadata::{MirrorOf, Translate};
 use crate::base::offsets::{StartingOffsets, StoppingOffsets};
 use crate::base::protocol::ReaderEvent;
 use crate::base::resolve::{resolve_start, resolve_stop};
+use crate::base::translate::{Carried, MirrorFacts, SourcePosition, carry};
 use crate::error::SourceError;
 use crate::kafka::client::ClusterClient;
 use crate::kafka::client::{close_detached, detached};
-use crate::split::{KafkaSplit, SplitId};
+use crate::split::{KafkaSplit, LastRecord, SplitId};
 
 /// Makes a client for one discovery (see [`Discovery::aside`]).
 type MakeClient = Box<dyn FnOnce() -> Result<ClusterClient, SourceError> + Send>;
@@ -33,6 +35,9 @@ struct Discovery {
     new_start: StartingOffsets,
     /// A sharded source's shard: only its partitions are looked at.
     shard: Option<crate::base::shard::Shard>,
+    /// On a mirror (`mirrorOf`): the source's positions, carried across for new
+    /// partitions whose source split left the stream.
+    mirror: Option<(MirrorOf, crate::base::retention::Retained)>,
 }
 
 /// Subscribed topics a cluster does not show.
@@ -78,6 +83,7 @@ fn discover_with(d: &Discovery, client: &ClusterClient) -> Result<Discovered, So
         initial_discovery_done,
         new_start,
         shard,
+        mirror,
         ..
     } = d;
     let cluster: &str = cluster;
@@ -117,11 +123,19 @@ fn discover_with(d: &Discovery, client: &ClusterClient) -> Result<Discovered, So
         Some(ts) => Some(client.facts(&new, false, Some(ts))?),
         None => None,
     };
+    let carried = match mirror {
+        Some((mirror, retained)) => {
+            carry_to_mirror(cluster, client, mirror, retained, &new, &start_facts)?
+        }
+        None => BTreeMap::new(),
+    };
     let mut out = Vec::with_capacity(new.len());
     for (topic, p) in new {
         let facts = &start_facts[&(topic.clone(), p)];
-        let next_offset = match facts.committed {
-            Some(committed) if shard.is_some() => committed,
+        let carried = carried.get(&(topic.clone(), p));
+        let next_offset = match (facts.committed, carried) {
+            (_, Some((next_offset, _))) => *next_offset,
+            (Some(committed), None) if shard.is_some() => committed,
             _ => resolve_start(start, &topic, cluster, p, facts)?,
         };
         let stop_offset = match stop {
@@ -138,9 +152,89 @@ fn discover_with(d: &Discovery, client: &ClusterClient) -> Result<Discovered, So
             id: SplitId::new(cluster, &topic, p),
             next_offset,
             stop_offset,
+            last: carried.and_then(|(_, last)| last.clone()),
         });
     }
     Ok((out, missing))
+}
+
+/// Where a mirror's partition starts: the offset, and the search for the last record
+/// handed out from the source.
+type CarriedStart = (i64, Option<LastRecord>);
+
+/// Where the new partitions of a mirror start, for those whose split on the source
+/// left the stream with a position (retained): translated (see
+/// [`carry`](crate::base::translate::carry)) and taken out of the retained positions.
+fn carry_to_mirror(
+    cluster: &str,
+    client: &ClusterClient,
+    mirror: &MirrorOf,
+    retained: &crate::base::retention::Retained,
+    new: &[(String, i32)],
+    facts: &BTreeMap<(String, i32), crate::base::offsets::PartitionFacts>,
+) -> Result<BTreeMap<(String, i32), CarriedStart>, SourceError> {
+    let live: BTreeMap<SplitId, crate::base::retention::RetainedSplit> =
+        retained.live().into_iter().collect();
+    let mut from: Vec<(String, i32, SplitId, SourcePosition)> = Vec::new();
+    for (topic, p) in new {
+        let Some(source_topic) = mirror.source_topic(topic) else {
+            continue;
+        };
+        let id = SplitId::new(&mirror.cluster, &source_topic, *p);
+        if let Some(r) = live.get(&id) {
+            let last = r.last.as_ref().map(|l| l.fingerprint);
+            from.push((
+                topic.clone(),
+                *p,
+                id,
+                SourcePosition {
+                    next_offset: r.next_offset,
+                    last,
+                },
+            ));
+        }
+    }
+    if from.is_empty() {
+        return Ok(BTreeMap::new());
+    }
+    let lookups: Vec<(String, i32, i64)> = from
+        .iter()
+        .filter_map(|(t, p, _, s)| Some((t.clone(), *p, s.last?.timestamp?)))
+        .collect();
+    let at_times = if mirror.translate == Translate::Identical {
+        BTreeMap::new()
+    } else {
+        client.offsets_at_times(&lookups)?
+    };
+    let mut out = BTreeMap::new();
+    let mut taken = BTreeSet::new();
+    for (topic, p, source_id, position) in from {
+        let key = (topic.clone(), p);
+        let f = &facts[&key];
+        let mirror_facts = MirrorFacts {
+            earliest: f.earliest,
+            latest: f.latest,
+            at_timestamp: at_times.get(&key).copied().flatten(),
+            sync: None,
+        };
+        let split = format!("{cluster}/{topic}/{p}");
+        match carry(mirror, &source_id.topic, position, &mirror_facts) {
+            Carried::At { next_offset, last } => {
+                tracing::info!(split, source = %source_id, next_offset, "continuing a split on its mirror from the source's position");
+                out.insert(key, (next_offset, last));
+            }
+            Carried::Unverified { next_offset, why } => {
+                tracing::warn!(split, source = %source_id, next_offset, "continuing a split on its mirror at the translated lower bound, unverified ({why}): records there may be read a second time");
+                out.insert(key, (next_offset, None));
+            }
+            Carried::NotFound { why } => {
+                tracing::warn!(split, source = %source_id, "cannot carry the source's position to its mirror ({why}); the split starts at its starting offsets");
+            }
+        }
+        taken.insert(source_id);
+    }
+    let _ = retained.take(|id| taken.contains(id));
+    Ok(out)
 }
 
 /// Where each of `partitions` stops under `stop` (in their order), from one lookup on
@@ -175,6 +269,17 @@ impl Enumerator {
     /// (see [`Discovery::aside`]).
     fn discovery_of(&self, cluster: &Arc<str>, urgent: bool) -> Option<Discovery> {
         let state = self.clusters.get(cluster)?;
+        if let Some(mirror) = self
+            .views
+            .get(&**cluster)
+            .and_then(|v| v.mirror_of.as_ref())
+            && !self.confirmed(&mirror.cluster)
+        {
+            // The source's readers have not said where they stopped yet: the mirror's
+            // splits wait for that (a confirmation starts the discovery again).
+            tracing::debug!(cluster = %cluster, source = %mirror.cluster, "the mirror's discovery waits for its source's last positions");
+            return None;
+        }
         let aside: Option<MakeClient> = (urgent && state.client.is_read()).then(|| {
             Box::new(super::clients::client_aside(
                 &self.cfg,
@@ -193,6 +298,11 @@ impl Enumerator {
             initial_discovery_done: state.initial_discovery_done,
             new_start: self.cfg.new_partition_start.clone(),
             shard: self.cfg.shard,
+            mirror: self
+                .views
+                .get(&**cluster)
+                .and_then(|v| v.mirror_of.clone())
+                .map(|m| (m, self.retained.clone())),
         })
     }
 

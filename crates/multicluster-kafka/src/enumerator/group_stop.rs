@@ -236,11 +236,13 @@ mod tests {
                 id: id(0),
                 next_offset: 3,
                 stop_offset: Some(8),
+                last: None,
             },
             KafkaSplit {
                 id: id(1),
                 next_offset: 0,
                 stop_offset: None,
+                last: None,
             },
         ];
         let mut stops = GroupStops::of(&splits);

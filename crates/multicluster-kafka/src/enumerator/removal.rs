@@ -128,6 +128,14 @@ impl Enumerator {
                     .insert((s.id.topic.to_string(), s.id.partition), s.next_offset);
             }
         }
+        // A mirror whose discovery waited for its source's last positions.
+        if self.views.values().any(|v| {
+            v.mirror_of
+                .as_ref()
+                .is_some_and(|m| ids.iter().any(|id| *id.cluster == *m.cluster))
+        }) {
+            self.discover_in_background();
+        }
         let (ready, wait): (Vec<_>, Vec<_>) = std::mem::take(&mut self.removals.deferred)
             .into_iter()
             .partition(|s| !self.removals.unconfirmed.contains(&s.id));
@@ -166,6 +174,7 @@ impl Enumerator {
         KafkaSplit {
             next_offset: r.next_offset,
             stop_offset: split.stop_offset.or(r.stop_offset),
+            last: r.last,
             id: split.id,
         }
     }

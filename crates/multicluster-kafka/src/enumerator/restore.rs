@@ -75,6 +75,7 @@ impl Enumerator {
                     id: SplitId::new(cluster, &s.topic, s.partition),
                     next_offset: s.next_offset,
                     stop_offset: None,
+                    last: s.last.clone(),
                 });
             }
             // Topics no longer subscribed on a subscribed cluster: retained too.
@@ -124,6 +125,7 @@ impl Enumerator {
             id: SplitId::new(cluster, &s.topic, s.partition),
             next_offset: s.next_offset,
             stop_offset: None,
+            last: s.last.clone(),
         };
         let until = s.retained_until_ms.unwrap_or(default_until);
         self.retained
@@ -170,6 +172,7 @@ impl Enumerator {
                     id,
                     next_offset: r.next_offset,
                     stop_offset: r.stop_offset,
+                    last: r.last,
                 });
             }
         }

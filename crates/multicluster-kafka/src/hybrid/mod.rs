@@ -424,6 +424,7 @@ mod tests {
             id: SplitId::new("east", "orders", 0),
             next_offset: 7,
             stop_offset: None,
+            last: None,
         }]);
         kafka.user_data.insert("output-length".into(), "9".into());
         let on_kafka = HybridCheckpoint::Kafka {

@@ -345,6 +345,36 @@ impl ClusterClient {
         Ok(out)
     }
 
+    /// The first offset at or after each partition's own timestamp (`None` where no
+    /// record is that late), in one ListOffsets round.
+    pub fn offsets_at_times(
+        &self,
+        queries: &[(String, i32, i64)],
+    ) -> Result<BTreeMap<(String, i32), Option<i64>>, SourceError> {
+        let mut out = BTreeMap::new();
+        if queries.is_empty() {
+            return Ok(out);
+        }
+        let mut tpl = TopicPartitionList::new();
+        for (topic, p, ts) in queries {
+            tpl.add_partition_offset(topic, *p, Offset::Offset(*ts))
+                .map_err(|e| self.err("timestamp lookup", &e))?;
+            out.insert((topic.clone(), *p), None);
+        }
+        let got = self
+            .consumer()
+            .offsets_for_times(tpl, self.timeout)
+            .map_err(|e| self.err("timestamp lookup", &e))?;
+        for e in got.elements() {
+            if let Offset::Offset(o) = e.offset()
+                && let Some(slot) = out.get_mut(&(e.topic().to_string(), e.partition()))
+            {
+                *slot = Some(o);
+            }
+        }
+        Ok(out)
+    }
+
     /// What the group's coordinator says of `group`: its protocol, state and members.
     pub(crate) fn describe_group(
         &self,

@@ -18,7 +18,7 @@ mod static_service;
 
 pub use crate::base::metadata::{
     ClusterMetadata, ClusterMetadataBuilder, KafkaMetadataService, KafkaStream, MetadataError,
-    SourceLocation, check_consistent,
+    MirrorOf, OnMismatch, SourceLocation, Translate, check_consistent,
 };
 pub use file::FileMetadataService;
 pub use single_cluster::SingleClusterMetadataService;

@@ -240,6 +240,7 @@ impl SingleClusterMetadataService {
             starting_offsets: None,
             stopping_offsets: None,
             replaces: None,
+            mirror_of: None,
         };
         KafkaStream::new(topic).with_cluster(self.cluster_id.clone(), metadata)
     }

@@ -105,12 +105,17 @@ impl<D: Deserializer> SourceReader<D> {
                     let i = match self.index.get(&s.id) {
                         Some(i) => *i,
                         None => {
-                            self.states.push(SplitState::new(
+                            let mut state = SplitState::new(
                                 s.id.clone(),
                                 s.next_offset,
                                 s.stop_offset,
                                 finished,
-                            ));
+                            );
+                            state.set_last(s.last.as_ref());
+                            if let Some(search) = s.last.as_ref().and_then(|l| l.search.as_ref()) {
+                                tracing::info!(split = %s.id, source = %search.cluster, lower_bound = search.lower_bound, found_by = %search.found_by, "reading forward on the mirror to the last record handed out from its source");
+                            }
+                            self.states.push(state);
                             self.index.insert(s.id.clone(), self.states.len() - 1);
                             self.states.len() - 1
                         }
@@ -121,6 +126,7 @@ impl<D: Deserializer> SourceReader<D> {
                         id: s.id,
                         next_offset: state.next_offset.max(s.next_offset),
                         stop_offset: state.stop,
+                        last: None,
                     };
                     state.next_offset = split.next_offset;
                     state.finished = split.is_finished();
@@ -228,6 +234,7 @@ impl<D: Deserializer> SourceReader<D> {
                 id: s.id.clone(),
                 next_offset: s.next_offset,
                 stop_offset: s.stop,
+                last: None,
             })
             .collect();
         if active.is_empty() && !self.to_start.contains_key(&cluster) {

@@ -73,6 +73,9 @@ pub(crate) struct Failed {
     pub topic: Arc<str>,
     pub partition: i32,
     pub offset: i64,
+    /// Its timestamp and fingerprint hash (it is handed out, as an error).
+    pub timestamp: Option<i64>,
+    pub hash: u64,
     /// Key + value bytes, for the metrics.
     pub bytes: u32,
     pub error: DeserializeError,
@@ -83,8 +86,9 @@ pub(crate) struct Failed {
 pub(crate) struct Polled {
     /// Records added to the batch.
     pub records: usize,
-    /// A record after those that failed to deserialize (the batch stopped there).
-    pub failed: Option<Failed>,
+    /// A record after those that failed to deserialize (the batch stopped there;
+    /// boxed: it is rare, and keeps every answer small).
+    pub failed: Option<Box<Failed>>,
     /// Splits that reached their stop offset.
     pub finished: Vec<SplitId>,
     /// `(topic, partition, high watermark)` of every assigned partition, about once a

@@ -7,12 +7,14 @@ use std::sync::Arc;
 use super::fetch_path::Polled;
 use super::fetcher::Answer;
 use super::{ReaderNotice, SourceReader};
+use crate::base::fingerprint::Step;
+use crate::base::metadata::OnMismatch;
 use crate::base::resolve::{AgainstStop, against_stop};
 use crate::deserializer::Deserializer;
-use crate::error::SourceError;
+use crate::error::{MirrorDivergence, SourceError};
 use crate::metrics as m;
 use crate::record::{Record, RecordBatch};
-use crate::split::SplitId;
+use crate::split::{Fingerprint, SplitId};
 
 impl<D: Deserializer> SourceReader<D> {
     pub(super) fn report_active(&self) {
@@ -155,19 +157,22 @@ impl<D: Deserializer> SourceReader<D> {
         let mut batch = batch;
         batch.set_streams(&self.stream_index);
         self.handout.records = Some(batch.into_iter());
-        self.handout.failed = polled.failed.map(|f| (cluster.clone(), f));
+        self.handout.failed = polled.failed.map(|f| (cluster.clone(), *f));
         self.handout.cluster = Some(cluster);
         Some(found)
     }
 
     /// Whether a polled record is handed out (a split this reader owns, not finished,
-    /// not handed out before); if so, its split's position moves past it.
+    /// not handed out before, and on a mirror, past the last record handed out from
+    /// its source); if so, its split's position moves past it. `mark` is the record's
+    /// timestamp and fingerprint hash.
     pub(super) fn accept(
         &mut self,
         cluster: &Arc<str>,
         topic: &Arc<str>,
         partition: i32,
         offset: i64,
+        mark: (Option<i64>, u64),
     ) -> bool {
         let i = match &self.last {
             Some((t, p, i)) if *p == partition && Arc::ptr_eq(t, topic) => *i,
@@ -189,6 +194,15 @@ impl<D: Deserializer> SourceReader<D> {
         if state.finished || offset < state.next_offset {
             return false; // already handed out (a rebuilt consumer re-fetched it)
         }
+        if state.search.is_some() {
+            return self.search_step(i, offset, mark);
+        }
+        if let Some(rewound) = state.rewound {
+            if offset > rewound {
+                return false; // fetched before the split went back to its lower bound
+            }
+            state.rewound = None;
+        }
         let against = against_stop(offset, state.stop);
         if against == AgainstStop::Beyond {
             state.finished = true;
@@ -196,6 +210,11 @@ impl<D: Deserializer> SourceReader<D> {
             return false;
         }
         state.next_offset = offset + 1;
+        state.last = Some(Fingerprint {
+            offset,
+            timestamp: mark.0,
+            hash: mark.1,
+        });
         if against == AgainstStop::Last {
             state.finished = true;
             self.split_finished();
@@ -203,9 +222,87 @@ impl<D: Deserializer> SourceReader<D> {
         true
     }
 
+    /// A record read on a mirror that looks for the last record handed out from its
+    /// source: never handed out itself (it was, from the source, or comes before).
+    fn search_step(
+        &mut self,
+        i: usize,
+        offset: i64,
+        (timestamp, hash): (Option<i64>, u64),
+    ) -> bool {
+        let state = &mut self.states[i];
+        let (Some(search), Some(want)) = (state.search.as_mut(), state.last) else {
+            return false;
+        };
+        state.next_offset = offset + 1;
+        if offset < search.lower_bound {
+            // A mirror that lagged at the switch: read from its end up to the bound.
+            return false;
+        }
+        match search.step(&want, timestamp, hash) {
+            Step::Before => {}
+            Step::Found => {
+                tracing::info!(split = %state.id, source = %search.cluster, offset, looked_at = search.looked_at, "found the last record handed out from the source on its mirror; continuing after it");
+                state.last = Some(Fingerprint {
+                    offset,
+                    timestamp,
+                    hash,
+                });
+                state.search = None;
+                metrics::counter!(m::MIRROR_SWITCHES, "cluster" => state.id.cluster.to_string(), "outcome" => "found").increment(1);
+            }
+            Step::Diverged => {
+                let error = SourceError::MirrorDiverged(Box::new(MirrorDivergence {
+                    split: state.id.to_string(),
+                    source_split: format!(
+                        "{}/{}/{}",
+                        search.cluster, search.topic, state.id.partition
+                    ),
+                    expected: format!(
+                        "offset {}, timestamp {}, hash {:016x}",
+                        want.offset,
+                        want.timestamp.map_or("none".to_string(), |t| t.to_string()),
+                        want.hash
+                    ),
+                    lower_bound: search.lower_bound,
+                    found_by: search.found_by.clone(),
+                    looked_at: search.looked_at,
+                    last_offset: offset,
+                }));
+                match search.on_mismatch {
+                    OnMismatch::Fail => {
+                        metrics::counter!(m::MIRROR_SWITCHES, "cluster" => state.id.cluster.to_string(), "outcome" => "diverged").increment(1);
+                        state.finished = true;
+                        self.handout.diverged.push(error);
+                        self.split_finished();
+                    }
+                    OnMismatch::LowerBound => {
+                        tracing::warn!(split = %state.id, lower_bound = search.lower_bound, "{error}; continuing at the lower bound as mirrorOf.onMismatch says (records from there may be handed out a second time)");
+                        metrics::counter!(m::MIRROR_SWITCHES, "cluster" => state.id.cluster.to_string(), "outcome" => "lower_bound").increment(1);
+                        state.next_offset = search.lower_bound;
+                        state.rewound = Some(offset);
+                        state.search = None;
+                        state.last = None;
+                        let cluster = state.id.cluster.clone();
+                        // The records read since the lower bound are read again.
+                        if let Some(properties) =
+                            self.consumers.get(&cluster).map(|f| f.properties.clone())
+                        {
+                            self.rebuild(cluster, properties);
+                        }
+                    }
+                }
+            }
+        }
+        false
+    }
+
     /// Hands out the next buffered record, if any, advancing its split's position.
     pub(super) fn pop(&mut self) -> Option<Result<Record<D::Value>, SourceError>> {
-        while let Some((record, bytes)) =
+        if let Some(e) = self.handout.diverged.pop() {
+            return Some(Err(e));
+        }
+        while let Some((record, bytes, hash)) =
             self.handout.records.as_mut().and_then(|b| b.next_counted())
         {
             if self.accept(
@@ -213,6 +310,7 @@ impl<D: Deserializer> SourceReader<D> {
                 &record.topic,
                 record.partition,
                 record.offset,
+                (record.timestamp, hash),
             ) {
                 self.handout.counts.0 += 1;
                 self.handout.counts.1 += u64::from(bytes);
@@ -229,7 +327,13 @@ impl<D: Deserializer> SourceReader<D> {
     /// wants it (its position moves past it).
     pub(super) fn take_failed(&mut self) -> Option<SourceError> {
         let (cluster, f) = self.handout.failed.take()?;
-        if !self.accept(&cluster, &f.topic, f.partition, f.offset) {
+        if !self.accept(
+            &cluster,
+            &f.topic,
+            f.partition,
+            f.offset,
+            (f.timestamp, f.hash),
+        ) {
             return None;
         }
         self.handout.counts.0 += 1;
@@ -240,6 +344,9 @@ impl<D: Deserializer> SourceReader<D> {
     /// Hands out the buffered records as one batch, advancing their splits'
     /// positions; then the deserialization failure after them, if any.
     pub(super) fn take_batch(&mut self) -> Option<Result<RecordBatch<D::Value>, SourceError>> {
+        if let Some(e) = self.handout.diverged.pop() {
+            return Some(Err(e));
+        }
         if let Some(rest) = self.handout.records.take() {
             let mut batch = rest.into_batch();
             self.accept_batch(&mut batch);
@@ -273,7 +380,13 @@ impl<D: Deserializer> SourceReader<D> {
         let mut bytes = 0u64;
         for (k, e) in batch.entries.iter().enumerate() {
             let topic = &batch.topics[e.topic as usize];
-            if self.accept(&batch.cluster, topic, e.partition, e.offset) {
+            if self.accept(
+                &batch.cluster,
+                topic,
+                e.partition,
+                e.offset,
+                (e.timestamp(), e.hash),
+            ) {
                 bytes += u64::from(e.bytes);
             } else {
                 rejected.push(k);

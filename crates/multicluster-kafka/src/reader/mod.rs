@@ -316,6 +316,7 @@ mod tests {
                     id: SplitId::new("a", "t", *p),
                     next_offset: *next_offset,
                     stop_offset: None,
+                    last: None,
                 })
                 .collect(),
             sent: std::time::Instant::now(),

@@ -1,6 +1,7 @@
 //! The reader's positions: the checkpoint of what it handed out.
 
 use super::SourceReader;
+use super::split_state::SplitState;
 use crate::checkpoint::Checkpoint;
 use crate::deserializer::Deserializer;
 use crate::error::SourceError;
@@ -29,6 +30,7 @@ impl<D: Deserializer> SourceReader<D> {
                     partition: id.partition,
                     next_offset: r.next_offset,
                     retained_until_ms: Some(r.until_ms),
+                    last: r.last.clone(),
                 });
             }
         }
@@ -43,13 +45,6 @@ impl<D: Deserializer> SourceReader<D> {
     }
 
     pub(super) fn positions(&self) -> Vec<KafkaSplit> {
-        self.states
-            .iter()
-            .map(|s| KafkaSplit {
-                id: s.id.clone(),
-                next_offset: s.next_offset,
-                stop_offset: s.stop,
-            })
-            .collect()
+        self.states.iter().map(SplitState::split).collect()
     }
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::fetch_path::Failed;
 use crate::metrics as m;
-use crate::split::SplitId;
+use crate::split::{Fingerprint, KafkaSplit, LastRecord, Search, SplitId};
 
 #[derive(Debug)]
 pub(super) struct SplitState {
@@ -17,6 +17,15 @@ pub(super) struct SplitState {
     pub(super) high_watermark: i64,
     /// This split's `mck_split_lag` series, once it has a value, and that value.
     pub(super) lag: Option<(metrics::Gauge, i64)>,
+    /// The last record handed out for this split (on the source, while `search` is
+    /// set).
+    pub(super) last: Option<Fingerprint>,
+    /// On a mirror that has not found `last` yet: the search for it.
+    pub(super) search: Option<Box<Search>>,
+    /// Set after a search sent the split back to its lower bound (a mirror that
+    /// diverged, `onMismatch: lowerBound`): records past this offset are left over
+    /// from before and not handed out, until the re-read reaches back to it.
+    pub(super) rewound: Option<i64>,
 }
 
 impl SplitState {
@@ -28,7 +37,29 @@ impl SplitState {
             finished,
             high_watermark: -1,
             lag: None,
+            last: None,
+            search: None,
+            rewound: None,
         }
+    }
+
+    /// The split as it stands: the position after the last record handed out.
+    pub(super) fn split(&self) -> KafkaSplit {
+        KafkaSplit {
+            id: self.id.clone(),
+            next_offset: self.next_offset,
+            stop_offset: self.stop,
+            last: self.last.map(|fingerprint| LastRecord {
+                fingerprint,
+                search: self.search.as_deref().cloned(),
+            }),
+        }
+    }
+
+    /// Takes a split's last record as it came with its assignment.
+    pub(super) fn set_last(&mut self, last: Option<&LastRecord>) {
+        self.last = last.map(|l| l.fingerprint);
+        self.search = last.and_then(|l| l.search.clone()).map(Box::new);
     }
 
     /// Sets `mck_split_lag` to what is left to hand out: the latest high watermark
@@ -84,6 +115,9 @@ pub(super) struct Buffered<V> {
     pub(super) cluster: Option<Arc<str>>,
     /// Splits whose consumer saw their stop, finished once everything is handed out.
     pub(super) finish_after: Vec<SplitId>,
+    /// A mirror found diverged while its records were taken: handed out (as an
+    /// error) before anything else.
+    pub(super) diverged: Vec<crate::error::SourceError>,
 }
 
 impl<V> Default for Buffered<V> {
@@ -94,6 +128,7 @@ impl<V> Default for Buffered<V> {
             counts: (0, 0),
             cluster: None,
             finish_after: Vec::new(),
+            diverged: Vec::new(),
         }
     }
 }

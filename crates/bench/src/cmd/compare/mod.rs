@@ -292,6 +292,7 @@ fn checkpoint_cost(n: usize, budget: Duration) -> (f64, usize) {
             ),
             next_offset: 1_000_000_000 + i as i64,
             stop_offset: None,
+            last: None,
         })
         .collect();
     let mut times = Vec::new();

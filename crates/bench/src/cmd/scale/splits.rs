@@ -64,6 +64,7 @@ fn make_splits(n: usize, clusters: usize, partitions: usize) -> Vec<KafkaSplit> 
                 id: SplitId::new(c, t, p),
                 next_offset: 1_000_000_000 + i as i64,
                 stop_offset: None,
+                last: None,
             }
         })
         .collect()

@@ -4,6 +4,7 @@
 
 mod error;
 pub(crate) mod index;
+mod mirror;
 mod model;
 
 use std::collections::BTreeMap;
@@ -12,6 +13,8 @@ use async_trait::async_trait;
 use tokio::sync::watch;
 
 pub use error::{MetadataError, SourceLocation};
+pub use mirror::{MirrorOf, OnMismatch, Translate};
+pub(crate) use model::check_mirror;
 pub use model::{ClusterMetadata, ClusterMetadataBuilder, KafkaStream, check_consistent};
 
 /// Answers which clusters and topics make up the streams a source reads.

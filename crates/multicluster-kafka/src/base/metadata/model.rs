@@ -2,7 +2,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::MetadataError;
+use super::{MetadataError, MirrorOf};
 use crate::base::offsets::{StartingOffsets, StoppingOffsets};
 use crate::base::properties::{BOOTSTRAP_SERVERS, ClientProperties};
 
@@ -65,6 +65,11 @@ pub struct ClusterMetadata {
     /// of the change being refused as a cluster identity mismatch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replaces: Option<String>,
+    /// This cluster's topics are a copy of another cluster's (see [`MirrorOf`]): while
+    /// that cluster is in the stream too, this one is a standby and is not read; when
+    /// it leaves, reading continues here right after the last record handed out there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mirror_of: Option<MirrorOf>,
 }
 
 impl ClusterMetadata {
@@ -79,6 +84,7 @@ impl ClusterMetadata {
                 starting_offsets: None,
                 stopping_offsets: None,
                 replaces: None,
+                mirror_of: None,
             },
         }
     }
@@ -124,6 +130,13 @@ impl ClusterMetadataBuilder {
     /// `cluster.id` is `kafka_cluster_id` (see [`ClusterMetadata::replaces`]).
     pub fn replaces(mut self, kafka_cluster_id: impl Into<String>) -> Self {
         self.inner.replaces = Some(kafka_cluster_id.into());
+        self
+    }
+
+    /// Marks this cluster's topics as a copy of another cluster's (see
+    /// [`ClusterMetadata::mirror_of`]).
+    pub fn mirror_of(mut self, mirror: MirrorOf) -> Self {
+        self.inner.mirror_of = Some(mirror);
         self
     }
 
@@ -190,7 +203,43 @@ where
                     seen.insert(cluster.as_str(), bootstrap);
                 }
             }
+            if let Some(mirror) = &meta.mirror_of {
+                check_mirror(&stream.stream_id, cluster, &meta.topics, mirror).map_err(
+                    |message| MetadataError::Invalid {
+                        location: None,
+                        message,
+                    },
+                )?;
+            }
         }
+    }
+    Ok(())
+}
+
+/// What is wrong with a `mirrorOf` on its own (not whether its cluster is defined,
+/// which only a whole file can tell): a mirror of itself, a topic that maps to no
+/// topic there, a topic map that names a topic the entry does not read.
+pub(crate) fn check_mirror(
+    stream: &str,
+    cluster: &str,
+    topics: &BTreeSet<String>,
+    mirror: &MirrorOf,
+) -> Result<(), String> {
+    if mirror.cluster == cluster {
+        return Err(format!(
+            "stream `{stream}`: cluster `{cluster}` cannot be a mirror of itself"
+        ));
+    }
+    if let Some(extra) = mirror.topics.keys().find(|t| !topics.contains(*t)) {
+        return Err(format!(
+            "stream `{stream}`: mirrorOf.topics of cluster `{cluster}` maps `{extra}`, which is not one of its topics"
+        ));
+    }
+    if let Some(unmapped) = topics.iter().find(|t| mirror.source_topic(t).is_none()) {
+        return Err(format!(
+            "stream `{stream}`: topic `{unmapped}` on cluster `{cluster}` is not named `{}.<topic>` as MirrorMaker names copies; map it in mirrorOf.topics",
+            mirror.alias()
+        ));
     }
     Ok(())
 }
@@ -220,6 +269,29 @@ mod tests {
         let json = serde_json::to_string(&s).unwrap();
         let back: KafkaStream = serde_json::from_str(&json).unwrap();
         assert_eq!(s, back);
+    }
+
+    #[test]
+    fn mirrors_of_themselves_or_with_unmatched_topic_maps_are_inconsistent() {
+        use crate::base::metadata::Translate;
+        let mirror = |m: MirrorOf, topic: &str| {
+            let meta = ClusterMetadata::builder("w:9092")
+                .topic(topic)
+                .mirror_of(m)
+                .build()
+                .unwrap();
+            check_consistent([&KafkaStream::new("s").with_cluster("west", meta)])
+        };
+        assert!(mirror(MirrorOf::new("east", Translate::Mm2), "east.orders").is_ok());
+        let err = mirror(MirrorOf::new("west", Translate::Identical), "orders").unwrap_err();
+        assert!(err.to_string().contains("mirror of itself"), "{err}");
+        let err = mirror(MirrorOf::new("east", Translate::Mm2), "orders").unwrap_err();
+        assert!(err.to_string().contains("`east.<topic>`"), "{err}");
+        let mut mapped = MirrorOf::new("east", Translate::Mm2);
+        mapped.topics.insert("copy".into(), "orders".into());
+        assert!(mirror(mapped.clone(), "copy").is_ok());
+        let err = mirror(mapped, "east.copy").unwrap_err();
+        assert!(err.to_string().contains("maps `copy`"), "{err}");
     }
 
     #[test]

@@ -470,6 +470,7 @@ impl Enumerator {
                 id,
                 next_offset,
                 stop_offset,
+                last: None,
             });
         }
         if let Some(group) = self.group.as_mut() {

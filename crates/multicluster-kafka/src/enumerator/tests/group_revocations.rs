@@ -71,6 +71,7 @@ fn checkpoint_at(at: i64) -> Checkpoint {
                 partition: T0.1,
                 next_offset: at,
                 retained_until_ms: None,
+                last: None,
             }],
             ..Default::default()
         },

@@ -99,6 +99,7 @@ fn checkpoint() -> Checkpoint {
         partition,
         next_offset,
         retained_until_ms: None,
+        last: None,
     };
     let mut cp = Checkpoint::default();
     cp.clusters.insert(
@@ -185,6 +186,7 @@ fn a_new_bootstrap_list_leading_to_another_cluster_is_read_afresh_only_when_the_
         starting_offsets: start,
         stopping_offsets: None,
         replaces: replaces.map(str::to_string),
+        mirror_of: None,
     };
     let latest = Some(StartingOffsets::Latest);
     assert_eq!(

@@ -109,6 +109,7 @@ fn split(cluster: &str, topic: &str, partition: i32, next_offset: i64) -> KafkaS
         id: SplitId::new(cluster, topic, partition),
         next_offset,
         stop_offset: None,
+        last: None,
     }
 }
 

@@ -10,7 +10,7 @@ use super::refs::Resolver;
 use super::syntax::{self, Document, FlinkStream, RawProperties, RichDocument};
 use crate::base::offsets::{StartingOffsets, StoppingOffsets};
 use crate::base::properties::{BOOTSTRAP_SERVERS, ClientProperties};
-use crate::metadata::{ClusterMetadata, KafkaStream, MetadataError, SourceLocation};
+use crate::metadata::{ClusterMetadata, KafkaStream, MetadataError, MirrorOf, SourceLocation};
 
 /// The only version of the richer layout.
 const VERSION: u32 = 1;
@@ -104,12 +104,23 @@ impl Context<'_> {
                 )?;
                 same_bootstrap_everywhere(&mut bootstraps, &cluster_id, &def.bootstrap)?;
                 let topics = self.topics(&stream_id, &cluster_id, &cluster.topics)?;
+                // Flink's layout defines a cluster only by listing it in a stream, so a
+                // source that left every stream is not defined anywhere: the name
+                // itself is not checked against definitions here.
+                let mirror_of = self.mirror(
+                    &stream_id,
+                    &cluster_id,
+                    &topics,
+                    cluster.mirror_of,
+                    None::<&BTreeMap<String, ()>>,
+                )?;
                 let metadata = ClusterMetadata {
                     topics,
                     properties: def.properties,
                     starting_offsets: cluster.starting_offsets.map(|o| o.value),
                     stopping_offsets: cluster.stopping_offsets.map(|o| o.value),
                     replaces: self.replaces(cluster.replaces.as_ref())?,
+                    mirror_of,
                 };
                 stream.clusters.insert(cluster_id, metadata);
             }
@@ -181,8 +192,16 @@ impl Context<'_> {
                     );
                     return Err(self.invalid(key, message));
                 }
+                let topics = self.topics(&stream_id, &cluster_id, &reading.topics)?;
+                let mirror_of = self.mirror(
+                    &stream_id,
+                    &cluster_id,
+                    &topics,
+                    reading.mirror_of,
+                    Some(&defs),
+                )?;
                 let metadata = ClusterMetadata {
-                    topics: self.topics(&stream_id, &cluster_id, &reading.topics)?,
+                    topics,
                     properties: def.properties.merged_with(&overrides),
                     starting_offsets: reading
                         .starting_offsets
@@ -193,6 +212,7 @@ impl Context<'_> {
                         .map(|o| o.value)
                         .or_else(|| def.stopping_offsets.clone()),
                     replaces: def.replaces.clone(),
+                    mirror_of,
                 };
                 stream.clusters.insert(cluster_id, metadata);
             }
@@ -309,6 +329,34 @@ impl Context<'_> {
             }
             None => Ok(text.to_string()),
         }
+    }
+
+    /// A `mirrorOf` value, checked: not a mirror of itself, topic map and names
+    /// matching the entry's topics and, where clusters are defined apart from streams
+    /// (`defs`), naming a defined cluster.
+    fn mirror<D>(
+        &self,
+        stream_id: &str,
+        cluster_id: &str,
+        topics: &BTreeSet<String>,
+        mirror: Option<Spanned<MirrorOf>>,
+        defs: Option<&BTreeMap<String, D>>,
+    ) -> Result<Option<MirrorOf>, MetadataError> {
+        let Some(mirror) = mirror else {
+            return Ok(None);
+        };
+        if let Some(defs) = defs
+            && !defs.contains_key(&mirror.value.cluster)
+        {
+            let message = format!(
+                "stream `{stream_id}`: mirrorOf of cluster `{cluster_id}` names undefined cluster `{}`",
+                mirror.value.cluster.escape_debug()
+            );
+            return Err(self.invalid(&mirror, message));
+        }
+        crate::base::metadata::check_mirror(stream_id, cluster_id, topics, &mirror.value)
+            .map_err(|message| self.invalid(&mirror, message))?;
+        Ok(Some(mirror.value))
     }
 
     /// A `replaces` value: a Kafka `cluster.id`, checked like an id.

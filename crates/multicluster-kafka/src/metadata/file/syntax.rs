@@ -12,7 +12,7 @@ use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_saphyr::{DuplicateKeyPolicy, Spanned};
 
 use crate::base::offsets::{StartingOffsets, StoppingOffsets};
-use crate::metadata::{MetadataError, SourceLocation};
+use crate::metadata::{MetadataError, MirrorOf, SourceLocation};
 
 /// What the top-level visitor expects; also recognises its own error message.
 const EXPECTING_DOCUMENT: &str =
@@ -102,6 +102,7 @@ pub(super) struct FlinkCluster {
     pub starting_offsets: Option<Spanned<StartingOffsets>>,
     pub stopping_offsets: Option<Spanned<StoppingOffsets>>,
     pub replaces: Option<Spanned<String>>,
+    pub mirror_of: Option<Spanned<MirrorOf>>,
 }
 
 /// The richer layout.
@@ -139,6 +140,7 @@ pub(super) struct RichStreamCluster {
     pub properties: Option<RawProperties>,
     pub starting_offsets: Option<Spanned<StartingOffsets>>,
     pub stopping_offsets: Option<Spanned<StoppingOffsets>>,
+    pub mirror_of: Option<Spanned<MirrorOf>>,
 }
 
 /// Converts a parser position to ours.

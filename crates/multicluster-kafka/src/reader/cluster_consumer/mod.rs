@@ -55,6 +55,8 @@ struct Slot {
     key: Option<(usize, u32)>,
     value: Option<(usize, u32)>,
     headers: Vec<(String, Option<Vec<u8>>)>,
+    /// [`record_hash`](crate::split::record_hash) of key, value and headers.
+    hash: u64,
 }
 
 fn span(data: &[u8], (start, len): (usize, u32)) -> &[u8] {

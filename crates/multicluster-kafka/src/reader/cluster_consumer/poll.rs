@@ -95,8 +95,14 @@ impl ClusterConsumer {
                 data.extend_from_slice(bytes);
                 (start, bytes.len() as u32)
             };
-            let key = m.key().map(&mut copy);
-            let value = m.payload().map(&mut copy);
+            let (raw_key, raw_value) = (m.key(), m.payload());
+            let key = raw_key.map(&mut copy);
+            let value = raw_value.map(&mut copy);
+            let headers = if self.include_headers {
+                m.headers()
+            } else {
+                Vec::new()
+            };
             slots.push(Slot {
                 topic: topic_index,
                 partition,
@@ -104,11 +110,8 @@ impl ClusterConsumer {
                 timestamp: m.timestamp(),
                 key,
                 value,
-                headers: if self.include_headers {
-                    m.headers()
-                } else {
-                    Vec::new()
-                },
+                hash: crate::split::record_hash(raw_key, raw_value, &headers),
+                headers,
             });
         }
         let took = self.messages.len();
@@ -209,7 +212,7 @@ impl ClusterConsumer {
                 Ok(value) => {
                     out.entries.push(BatchEntry::new(
                         (slot.topic, slot.partition, slot.offset),
-                        slot.timestamp,
+                        (slot.timestamp, slot.hash),
                         slot.key,
                         bytes,
                         slot.headers.into(),
@@ -218,13 +221,15 @@ impl ClusterConsumer {
                     polled.records += 1;
                 }
                 Err(error) => {
-                    polled.failed = Some(Failed {
+                    polled.failed = Some(Box::new(Failed {
                         topic: out.topics[slot.topic as usize].clone(),
                         partition: slot.partition,
                         offset: slot.offset,
+                        timestamp: slot.timestamp,
+                        hash: slot.hash,
                         bytes,
                         error,
-                    });
+                    }));
                     break;
                 }
             }

@@ -269,10 +269,12 @@ mod tests {
                 polled.records += 1;
             }
         }
-        polled.failed = Some(Failed {
+        polled.failed = Some(Box::new(Failed {
             topic: t.clone(),
             partition: 1,
             offset: 3,
+            timestamp: None,
+            hash: 0,
             bytes: 1,
             error: DeserializeError {
                 cluster: "a".into(),
@@ -281,7 +283,7 @@ mod tests {
                 offset: 3,
                 reason: "bad".into(),
             },
-        });
+        }));
         polled.finished = vec![id("t", 0), id("u", 0)];
         (batch, polled)
     }
