@@ -1,0 +1,335 @@
+//! A stream moved onto a mirror of its cluster continues at the same record, on real
+//! brokers: the mirror's copies are made by producing the same records (key, value,
+//! headers, timestamp) to it, with the offsets a mirror would give them (the same for
+//! an offset-preserving mirror, shifted for one that is not). MirrorMaker 2 itself is
+//! in the test kit's mirror tests.
+//!
+//! Every check is by content: each record the source cluster held is handed out
+//! exactly once across both clusters, in order per partition.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use mck_testkit::{KafkaCluster, TestCluster, TestRecord};
+use multicluster_kafka::error::SourceError;
+use multicluster_kafka::metadata::{MirrorOf, OnMismatch, Translate};
+use multicluster_kafka::prelude::*;
+use support::{PATIENCE, cluster, meta, shared_source, stream};
+
+/// Records `from..to` over two partitions, each with a key, a header and its own
+/// timestamp (one second apart, in the past).
+fn records_range(prefix: &str, from: usize, to: usize) -> Vec<TestRecord> {
+    let base = 1_700_000_000_000i64;
+    (from..to)
+        .map(|i| {
+            TestRecord::value(format!("{prefix}{i}"))
+                .to_partition((i % 2) as i32)
+                .with_key(format!("k{i}"))
+                .with_header("h", format!("{i}"))
+                .at(base + i as i64 * 1_000)
+        })
+        .collect()
+}
+
+fn records(prefix: &str, n: usize) -> Vec<TestRecord> {
+    records_range(prefix, 0, n)
+}
+
+fn mirror_meta(c: &KafkaCluster, topic: &str, translate: Translate) -> ClusterMetadata {
+    let mut m = meta(c, &[topic]);
+    m.mirror_of = Some(MirrorOf::new("east", translate));
+    m
+}
+
+/// A source of stream `s` from `svc`, with a short partition discovery interval.
+async fn open(svc: Arc<StaticMetadataService>) -> KafkaSourceStream<Utf8> {
+    shared_source(svc)
+        .partition_discovery_interval(Duration::from_secs(1))
+        .build()
+        .unwrap()
+        .open()
+        .await
+        .unwrap()
+}
+
+/// Reads `n` records (errors fail the test).
+async fn read(source: &mut KafkaSourceStream<Utf8>, n: usize, got: &mut Vec<Record<String>>) {
+    let done = tokio::time::timeout(PATIENCE, async {
+        for _ in 0..n {
+            let r = source.next().await.expect("the stream continues");
+            got.push(r.expect("a record"));
+        }
+    })
+    .await;
+    assert!(done.is_ok(), "gave up after {} records", got.len());
+}
+
+/// Every produced value handed out once, in order per partition; in each partition
+/// the source's records, then the mirror's, and some of the mirror's.
+fn assert_continued(got: &[Record<String>], produced: &[TestRecord]) {
+    let mut per_partition: BTreeMap<i32, Vec<String>> = BTreeMap::new();
+    for r in produced {
+        per_partition
+            .entry(r.partition.unwrap())
+            .or_default()
+            .push(String::from_utf8(r.value.clone()).unwrap());
+    }
+    let mut seen: BTreeMap<i32, Vec<String>> = BTreeMap::new();
+    let mut clusters: BTreeMap<i32, Vec<String>> = BTreeMap::new();
+    for r in got {
+        seen.entry(r.partition).or_default().push(r.value.clone());
+        clusters
+            .entry(r.partition)
+            .or_default()
+            .push(r.cluster.to_string());
+    }
+    assert_eq!(
+        seen, per_partition,
+        "each record exactly once, in order per partition"
+    );
+    for (p, cs) in clusters {
+        let first_west = cs.iter().position(|c| c == "west");
+        assert!(
+            first_west.is_some(),
+            "partition {p} continued on the mirror: {cs:?}"
+        );
+        assert!(
+            cs[first_west.unwrap()..].iter().all(|c| c == "west"),
+            "partition {p}: the source's records, then the mirror's: {cs:?}"
+        );
+    }
+}
+
+fn both(topic: &str, translate: Translate) -> KafkaStream {
+    stream(
+        "s",
+        vec![
+            ("east", meta(cluster("east"), &[topic])),
+            ("west", mirror_meta(cluster("west"), topic, translate)),
+        ],
+    )
+}
+
+/// The stream with only the mirror.
+fn moved(topic: &str, translate: Translate) -> KafkaStream {
+    stream(
+        "s",
+        vec![("west", mirror_meta(cluster("west"), topic, translate))],
+    )
+}
+
+/// Produces `records` to both clusters, as producers writing to the source and a
+/// mirror copying them do.
+async fn produce_to_both(topic: &'static str, records: Vec<TestRecord>) {
+    tokio::task::spawn_blocking(move || {
+        cluster("east").produce(topic, &records).unwrap();
+        cluster("west").produce(topic, &records).unwrap();
+    })
+    .await
+    .unwrap();
+}
+
+#[test]
+fn a_live_switch_to_an_identical_mirror_continues_at_the_next_record() {
+    let topic = "mirror-identical";
+    cluster("east").create_topic(topic, 2).unwrap();
+    cluster("west").create_topic(topic, 2).unwrap();
+    let svc = Arc::new(StaticMetadataService::new([both(topic, Translate::Identical)]).unwrap());
+    mck_testkit::runtime().block_on(async {
+        produce_to_both(topic, records("r", 40)).await;
+        let mut source = open(svc.clone()).await;
+        let mut got = Vec::new();
+        read(&mut source, 15, &mut got).await;
+        assert!(
+            got.iter().all(|r| &*r.cluster == "east"),
+            "the mirror is a standby"
+        );
+        // The switch comes while records of the source are buffered and more are
+        // produced: they are copied to the mirror as well.
+        svc.replace([moved(topic, Translate::Identical)]).unwrap();
+        produce_to_both(topic, records_range("r", 40, 60)).await;
+        read(&mut source, 45, &mut got).await;
+        assert_continued(&got, &records("r", 60));
+        source.close().await;
+    });
+}
+
+#[test]
+fn a_switch_by_timestamp_finds_the_record_on_a_mirror_with_other_offsets() {
+    let topic = "mirror-by-time";
+    cluster("east").create_topic(topic, 2).unwrap();
+    cluster("west").create_topic(topic, 2).unwrap();
+    // Records already on the mirror's topic, with the same timestamps: its offsets
+    // are shifted by them, and a timestamp alone does not find the record.
+    cluster("west").produce(topic, &records("old", 6)).unwrap();
+    let svc = Arc::new(StaticMetadataService::new([both(topic, Translate::Timestamp)]).unwrap());
+    mck_testkit::runtime().block_on(async {
+        produce_to_both(topic, records("r", 20)).await;
+        let mut source = open(svc.clone()).await;
+        let mut got = Vec::new();
+        read(&mut source, 20, &mut got).await;
+        svc.replace([moved(topic, Translate::Timestamp)]).unwrap();
+        produce_to_both(topic, records_range("r", 20, 40)).await;
+        read(&mut source, 20, &mut got).await;
+        assert_continued(&got, &records("r", 40));
+        let first = got.iter().find(|r| &*r.cluster == "west").unwrap();
+        assert!(
+            first.offset >= 13,
+            "{} at {}: offsets differ",
+            first.value,
+            first.offset
+        );
+        source.close().await;
+    });
+}
+
+#[test]
+fn a_restart_from_a_checkpoint_taken_before_the_switch_continues_on_the_mirror() {
+    let topic = "mirror-restart";
+    cluster("east").create_topic(topic, 2).unwrap();
+    cluster("west").create_topic(topic, 2).unwrap();
+    cluster("west").produce(topic, &records("old", 4)).unwrap();
+    mck_testkit::runtime().block_on(async {
+        produce_to_both(topic, records("r", 12)).await;
+        let svc =
+            Arc::new(StaticMetadataService::new([both(topic, Translate::Timestamp)]).unwrap());
+        let mut source = open(svc).await;
+        let mut got = Vec::new();
+        read(&mut source, 12, &mut got).await;
+        let checkpoint = Checkpoint::decode(&source.checkpoint().unwrap().encode()).unwrap();
+        source.close().await;
+        let lasts = checkpoint.clusters["east"]
+            .splits
+            .iter()
+            .filter(|s| s.last.is_some())
+            .count();
+        assert_eq!(lasts, 2, "each split's last record is in the checkpoint");
+        produce_to_both(topic, records_range("r", 12, 30)).await;
+
+        let svc =
+            Arc::new(StaticMetadataService::new([moved(topic, Translate::Timestamp)]).unwrap());
+        let mut source = shared_source(svc)
+            .restore_from(checkpoint)
+            .build()
+            .unwrap()
+            .open()
+            .await
+            .unwrap();
+        read(&mut source, 18, &mut got).await;
+        assert_continued(&got, &records("r", 30));
+        // A checkpoint after the switch holds the mirror's own last records.
+        let after = source.checkpoint().unwrap();
+        assert!(
+            after.clusters["west"]
+                .splits
+                .iter()
+                .all(|s| s.last.as_ref().is_some_and(|l| l.search.is_none()))
+        );
+        source.close().await;
+    });
+}
+
+#[test]
+fn a_mirror_that_lags_is_waited_for_and_never_skipped() {
+    let topic = "mirror-lag";
+    let (east, west) = (cluster("east"), cluster("west"));
+    east.create_topic(topic, 2).unwrap();
+    west.create_topic(topic, 2).unwrap();
+    let all = records("r", 30);
+    east.produce(topic, &all).unwrap();
+    // The mirror has copied only the first 8 records so far.
+    west.produce(topic, &all[..8]).unwrap();
+    let svc = Arc::new(StaticMetadataService::new([both(topic, Translate::Identical)]).unwrap());
+    mck_testkit::runtime().block_on(async {
+        let mut source = open(svc.clone()).await;
+        let mut got = Vec::new();
+        read(&mut source, 30, &mut got).await;
+        svc.replace([moved(topic, Translate::Identical)]).unwrap();
+        // The rest comes to the mirror, then new records to both.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let rest = all[8..].to_vec();
+        tokio::task::spawn_blocking(move || west.produce(topic, &rest).unwrap())
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        produce_to_both(topic, records_range("r", 30, 40)).await;
+        read(&mut source, 10, &mut got).await;
+        assert_continued(&got, &records("r", 40));
+        // Nothing more: the mirror's copies of what was handed out are not.
+        let more = tokio::time::timeout(Duration::from_secs(2), source.next()).await;
+        assert!(more.is_err(), "{more:?}");
+        source.close().await;
+    });
+}
+
+#[test]
+fn a_diverged_mirror_ends_the_partition_with_a_located_error_or_continues_at_the_lower_bound() {
+    let (east, west) = (cluster("east"), cluster("west"));
+    for (topic, on_mismatch) in [
+        ("mirror-diverged", OnMismatch::Fail),
+        ("mirror-lower", OnMismatch::LowerBound),
+    ] {
+        east.create_topic(topic, 1).unwrap();
+        west.create_topic(topic, 1).unwrap();
+        let all: Vec<TestRecord> = records("r", 20)
+            .into_iter()
+            .map(|r| r.to_partition(0))
+            .collect();
+        east.produce(topic, &all).unwrap();
+        // The mirror holds other records at the same offsets.
+        let other: Vec<TestRecord> = records("x", 20)
+            .into_iter()
+            .map(|r| r.to_partition(0))
+            .collect();
+        west.produce(topic, &other).unwrap();
+        let mut mirror = mirror_meta(west, topic, Translate::Identical);
+        mirror.mirror_of.as_mut().unwrap().on_mismatch = on_mismatch;
+        let svc = Arc::new(
+            StaticMetadataService::new([stream(
+                "s",
+                vec![("east", meta(east, &[topic])), ("west", mirror.clone())],
+            )])
+            .unwrap(),
+        );
+        mck_testkit::runtime().block_on(async {
+            let mut source = open(svc.clone()).await;
+            let mut got = Vec::new();
+            read(&mut source, 20, &mut got).await;
+            svc.replace([stream("s", vec![("west", mirror)])]).unwrap();
+            let next = tokio::time::timeout(PATIENCE, source.next())
+                .await
+                .expect("an answer")
+                .expect("the stream continues");
+            match on_mismatch {
+                OnMismatch::Fail => {
+                    let err = next.expect_err("a diverged mirror is an error");
+                    assert!(matches!(err, SourceError::MirrorDiverged(_)), "{err}");
+                    let text = err.to_string();
+                    for part in [
+                        &format!("west/{topic}/0"),
+                        &format!("east/{topic}/0"),
+                        "offset 19",
+                        "lower bound by identical",
+                    ] {
+                        assert!(text.contains(part), "{part} in: {text}");
+                    }
+                    assert!(!text.contains('\n'));
+                    // The partition ended: nothing more comes.
+                    let more = tokio::time::timeout(Duration::from_secs(2), source.next()).await;
+                    assert!(more.is_err(), "{more:?}");
+                }
+                OnMismatch::LowerBound => {
+                    let r = next.expect("a record at the lower bound");
+                    assert_eq!(
+                        (&*r.cluster, r.offset, r.value.as_str()),
+                        ("west", 19, "x19")
+                    );
+                }
+            }
+            source.close().await;
+        });
+    }
+}
