@@ -631,3 +631,73 @@ fn a_file_reference_to_a_device_a_fifo_or_a_directory_is_an_error_not_a_hang() {
     let err = read_metadata(dir.path()).unwrap_err();
     assert!(err.to_string().contains("not a regular file"), "{err}");
 }
+
+const MIRRORED: &str = "\
+clusters:
+  east:
+    bootstrapServers: east-1:9092
+  west:
+    bootstrapServers: west-1:9092
+streams:
+  orders:
+    clusters:
+      west:
+        topics: [east.orders]
+        mirrorOf:
+          cluster: east
+          translate: mm2
+          failoverAfter: 60s
+";
+
+#[test]
+fn mirror_of_is_read_in_the_richer_layout() {
+    let streams = parse(MIRRORED).unwrap();
+    let west = &streams["orders"].clusters["west"];
+    let mirror = west.mirror_of.as_ref().expect("mirrorOf");
+    assert_eq!(mirror.cluster, "east");
+    assert_eq!(mirror.translate, crate::metadata::Translate::Mm2);
+    assert_eq!(mirror.failover_after, Some(std::time::Duration::from_secs(60)));
+    assert_eq!(mirror.source_topic("east.orders").as_deref(), Some("orders"));
+}
+
+#[test]
+fn mirror_of_is_read_in_flink_s_layout_too() {
+    let text = "\
+- streamId: orders
+  clusterMetadataList:
+    - clusterId: west
+      bootstrapServers: west-1:9092
+      topics: [orders]
+      mirrorOf: {cluster: east, translate: identical, onMismatch: lowerBound}
+";
+    let streams = parse(text).unwrap();
+    let mirror = streams["orders"].clusters["west"].mirror_of.clone().unwrap();
+    assert_eq!(mirror.translate, crate::metadata::Translate::Identical);
+    assert_eq!(mirror.on_mismatch, crate::metadata::OnMismatch::LowerBound);
+}
+
+#[test]
+fn a_bad_mirror_of_is_a_located_one_line_error() {
+    let cases = [
+        // An undefined cluster.
+        (MIRRORED.replace("cluster: east", "cluster: north"), "undefined cluster `north`", 12),
+        // A mirror of itself.
+        (MIRRORED.replace("cluster: east", "cluster: west"), "mirror of itself", 12),
+        // A topic that does not follow MirrorMaker's names.
+        (MIRRORED.replace("[east.orders]", "[orders]"), "`east.<topic>`", 12),
+        // A topic map naming a topic the entry does not read.
+        (
+            MIRRORED.replace("translate: mm2", "translate: mm2\n          topics: {copy: orders}"),
+            "maps `copy`",
+            12,
+        ),
+        // A word that is not a translation, a duration that is not one.
+        (MIRRORED.replace("translate: mm2", "translate: copy"), "unknown variant", 13),
+        (MIRRORED.replace("60s", "soon"), "not a duration", 14),
+    ];
+    for (text, expected, line) in cases {
+        let (err, at) = error_line(&text);
+        assert!(err.to_string().contains(expected), "{expected} in {err}");
+        assert_eq!(at, line, "{err}");
+    }
+}
