@@ -1,0 +1,165 @@
+//! `mck consume` moving a stream onto a mirror of its cluster, through the binary:
+//! checkpointed runs ended by `kill -9` before, around and after the metadata edit
+//! that takes the source out of the stream, while records keep being produced to the
+//! source and copied to its mirror (an offset-preserving one: the same records in the
+//! same order). The output ends up with every record the source held exactly once, in
+//! order per partition.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use mck_testkit::{KafkaCluster, TestCluster, TestRecord, shared_cluster, write_atomically};
+use support::{PATIENCE, Run, checkpointed_args, output_values};
+
+const TOPIC: &str = "mirrored";
+
+fn metadata(east: &KafkaCluster, west: &KafkaCluster, with_source: bool) -> String {
+    let mut yaml = format!(
+        "clusters:\n  east: {{bootstrapServers: \"{}\"}}\n  west: {{bootstrapServers: \"{}\"}}\nstreams:\n  s:\n    clusters:\n",
+        east.bootstrap_servers(),
+        west.bootstrap_servers()
+    );
+    if with_source {
+        yaml.push_str(&format!("      east: {{topics: [{TOPIC}]}}\n"));
+    }
+    yaml.push_str(&format!(
+        "      west:\n        topics: [{TOPIC}]\n        mirrorOf: {{cluster: east, translate: identical}}\n"
+    ));
+    yaml
+}
+
+/// Produces `v0`, `v1`, … in bursts to the source and then the same burst to the
+/// mirror, until stopped; returns every value sent.
+fn feed(
+    east: &'static KafkaCluster,
+    west: &'static KafkaCluster,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<Vec<(i32, String)>> {
+    std::thread::spawn(move || {
+        let mut sent = Vec::new();
+        let mut n = 0usize;
+        while !stop.load(Ordering::Relaxed) {
+            // A mirror keeps each record's timestamp: both copies get the same.
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_millis() as i64;
+            let burst: Vec<TestRecord> = (n..n + 20)
+                .map(|i| {
+                    TestRecord::value(format!("v{i}"))
+                        .to_partition((i % 2) as i32)
+                        .with_key(format!("k{i}"))
+                        .at(now)
+                })
+                .collect();
+            east.produce(TOPIC, &burst).unwrap();
+            west.produce(TOPIC, &burst).unwrap();
+            sent.extend((n..n + 20).map(|i| ((i % 2) as i32, format!("v{i}"))));
+            n += 20;
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        sent
+    })
+}
+
+fn run_for(args: &[String], dir: &Path, i: usize, millis: u64) {
+    let mut run = Run::start(args, dir.join(format!("stderr-{i}")));
+    std::thread::sleep(Duration::from_millis(millis));
+    assert!(
+        run.child.try_wait().unwrap().is_none(),
+        "run {i} ended early: {}",
+        run.stderr()
+    );
+    run.child.kill().unwrap(); // SIGKILL
+    run.child.wait().unwrap();
+}
+
+#[test]
+fn kill_nines_around_a_switch_to_a_mirror_leave_each_record_once_in_order() {
+    let east = shared_cluster("mirror-east").unwrap();
+    let west = shared_cluster("mirror-west").unwrap();
+    east.create_topic(TOPIC, 2).unwrap();
+    west.create_topic(TOPIC, 2).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let md = dir.path().join("streams.yaml");
+    write_atomically(&md, &metadata(east, west, true));
+    let out = dir.path().join("out.jsonl");
+    let args = checkpointed_args(&md, "s", &out, &dir.path().join("ck"));
+    let stop = Arc::new(AtomicBool::new(false));
+    let producer = feed(east, west, stop.clone());
+
+    // On the source only (the mirror is a standby), killed twice.
+    run_for(&args, dir.path(), 0, 3000);
+    run_for(&args, dir.path(), 1, 1500);
+    // The switch while a run reads, which is then killed.
+    let mut run = Run::start(&args, dir.path().join("stderr-2"));
+    std::thread::sleep(Duration::from_millis(1500));
+    write_atomically(&md, &metadata(east, west, false));
+    std::thread::sleep(Duration::from_millis(1000));
+    run.child.kill().unwrap();
+    run.child.wait().unwrap();
+    // After the switch, killed again.
+    run_for(&args, dir.path(), 3, 2000);
+    stop.store(true, Ordering::Relaxed);
+    let sent = producer.join().unwrap();
+
+    // A bounded run reads the rest and ends by itself.
+    let mut bounded = args.clone();
+    bounded.push("--until=latest".into());
+    let mut last = Run::start(&bounded, dir.path().join("stderr-4"));
+    let status = last.exit_within(PATIENCE).expect("the bounded run ends");
+    assert!(status.success(), "{status}: {}", last.stderr());
+
+    let got = output_values(&out);
+    let mut want: BTreeMap<i32, Vec<String>> = BTreeMap::new();
+    for (p, v) in &sent {
+        want.entry(*p).or_default().push(v.clone());
+    }
+    let mut seen: BTreeMap<i32, Vec<String>> = BTreeMap::new();
+    for (_, v) in &got {
+        let n: usize = v[1..].parse().unwrap();
+        seen.entry((n % 2) as i32).or_default().push(v.clone());
+    }
+    let stderr: Vec<String> = (0..5)
+        .map(|i| {
+            std::fs::read_to_string(dir.path().join(format!("stderr-{i}"))).unwrap_or_default()
+        })
+        .collect();
+    assert_eq!(
+        seen.values().map(Vec::len).sum::<usize>(),
+        sent.len(),
+        "each record once; got {got:?}; the runs said: {stderr:?}"
+    );
+    assert!(!stderr.concat().contains("does not hold"), "{stderr:?}");
+    assert_eq!(
+        seen, want,
+        "each record exactly once, in order per partition"
+    );
+    let from_east = got.iter().filter(|(c, _)| c == "east").count();
+    let from_west = got.iter().filter(|(c, _)| c == "west").count();
+    assert!(
+        from_east > 0 && from_west > 0,
+        "east {from_east}, west {from_west}"
+    );
+    // Per partition: the source's records, then the mirror's.
+    for p in 0..2 {
+        let clusters: Vec<&str> = got
+            .iter()
+            .filter(|(_, v)| v[1..].parse::<usize>().unwrap() % 2 == p)
+            .map(|(c, _)| c.as_str())
+            .collect();
+        let first_west = clusters
+            .iter()
+            .position(|c| *c == "west")
+            .unwrap_or(clusters.len());
+        assert!(
+            clusters[first_west..].iter().all(|c| *c == "west"),
+            "partition {p}: {clusters:?}"
+        );
+    }
+}
