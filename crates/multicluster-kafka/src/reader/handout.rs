@@ -410,7 +410,7 @@ impl<D: Deserializer> SourceReader<D> {
     pub(super) async fn fill(&mut self) -> Result<bool, SourceError> {
         self.drain_events()?;
         self.start_pending()?;
-        if self.take_answers()? > 0 {
+        if self.take_answers()? > 0 || !self.handout.diverged.is_empty() {
             return Ok(false);
         }
         if self.is_done() {

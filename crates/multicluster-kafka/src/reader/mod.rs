@@ -172,6 +172,7 @@ impl<D: Deserializer> SourceReader<D> {
         self.no_more_splits
             && self.handout.records.is_none()
             && self.handout.failed.is_none()
+            && self.handout.diverged.is_empty()
             && self.to_start.is_empty()
             && self.states.iter().all(|s| s.finished)
     }
