@@ -163,3 +163,59 @@ fn kill_nines_around_a_switch_to_a_mirror_leave_each_record_once_in_order() {
         );
     }
 }
+
+#[test]
+fn a_bounded_run_onto_a_diverged_mirror_says_which_partition_ended_and_fails() {
+    const DIVERGED: &str = "mirror-diverged";
+    let east = shared_cluster("mirror-east").unwrap();
+    let west = shared_cluster("mirror-west").unwrap();
+    east.create_topic(DIVERGED, 1).unwrap();
+    west.create_topic(DIVERGED, 1).unwrap();
+    let records = |prefix: &str| -> Vec<TestRecord> {
+        (0..10)
+            .map(|i| {
+                TestRecord::value(format!("{prefix}{i}"))
+                    .to_partition(0)
+                    .at(1_700_000_000_000 + i)
+            })
+            .collect()
+    };
+    east.produce(DIVERGED, &records("r")).unwrap();
+    // The "mirror" holds other records at the same offsets.
+    west.produce(DIVERGED, &records("x")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let md = dir.path().join("streams.yaml");
+    let yaml = |with_source: bool| metadata(east, west, with_source).replace(TOPIC, DIVERGED);
+    write_atomically(&md, &yaml(true));
+    let out = dir.path().join("out.jsonl");
+    let mut args = checkpointed_args(&md, "s", &out, &dir.path().join("ck"));
+    args.push("--until=latest".into());
+    let mut first = Run::start(&args, dir.path().join("stderr-0"));
+    let status = first.exit_within(PATIENCE).expect("the bounded run ends");
+    assert!(status.success(), "{status}: {}", first.stderr());
+    assert_eq!(output_values(&out).len(), 10);
+
+    write_atomically(&md, &yaml(false));
+    let mut second = Run::start(&args, dir.path().join("stderr-1"));
+    let status = second.exit_within(PATIENCE).expect("the bounded run ends");
+    let stderr = second.stderr();
+    assert!(
+        !status.success(),
+        "a diverged mirror fails the run: {stderr}"
+    );
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("does not hold the last record"))
+        .unwrap_or_else(|| panic!("no line about the mirror: {stderr}"));
+    for part in [
+        "mck: error: split `west/mirror-diverged/0`",
+        "`east/mirror-diverged/0`",
+        "offset 9",
+        "identical",
+    ] {
+        assert!(line.contains(part), "{part} in {line}");
+    }
+    assert!(stderr.contains("1 partition(s) ended"), "{stderr}");
+    // Nothing of the mirror was written.
+    assert_eq!(output_values(&out).len(), 10);
+}

@@ -125,6 +125,9 @@ async fn or_signal<T>(
 enum End {
     /// A bounded run reached every stop, or `--count` records were written.
     Completed,
+    /// A bounded run reached every stop but these many partitions, which ended on a
+    /// mirror that diverged (said when it happened).
+    PartitionsEnded(usize),
     /// SIGINT or SIGTERM.
     Signal(&'static str),
     /// Standard output's reader went away (`| head`).
@@ -247,7 +250,7 @@ async fn wind_down(
             match end {
                 End::Signal(name) => tracing::info!("{name}: checkpointing and stopping"),
                 End::OutputClosed => tracing::info!("stdout closed: checkpointing and stopping"),
-                End::Completed => {}
+                End::Completed | End::PartitionsEnded(_) => {}
             }
             let done = if run.checkpointing {
                 checkpoint(stream, output, run.store, run.commits).await
@@ -255,6 +258,14 @@ async fn wind_down(
                 output.sync().map(|_| ())
             };
             match done {
+                Ok(()) | Err(WriteError::Closed) if matches!(end, End::PartitionsEnded(_)) => {
+                    let End::PartitionsEnded(n) = end else {
+                        unreachable!()
+                    };
+                    Err(format!(
+                        "{n} partition(s) ended on a mirror that diverged (said above); everything else was read and checkpointed"
+                    ))
+                }
                 // The reader went away after the last record: nothing more to tell.
                 Ok(()) | Err(WriteError::Closed) => Ok(ExitCode::SUCCESS),
                 Err(WriteError::Failed(e)) => Err(e),

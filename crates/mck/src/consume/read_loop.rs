@@ -48,6 +48,9 @@ pub(super) async fn read_loop(
     let mut ack_check = tokio::time::interval(Duration::from_millis(100));
     ack_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
 
+    // Partitions ended by a mirror that diverged: the run reads the others on, and a
+    // bounded run that completes says so in its exit status.
+    let mut ended_partitions = 0usize;
     let end: Result<End, String> = loop {
         if args.count.is_some_and(|n| lines.records >= n) {
             break Ok(End::Completed);
@@ -75,6 +78,7 @@ pub(super) async fn read_loop(
                 }
             }
             next = stream.next(whole) => match next {
+                None if ended_partitions > 0 => break Ok(End::PartitionsEnded(ended_partitions)),
                 None => break Ok(End::Completed),
                 Some(Ok(Read::Batch(batch))) => {
                     if let Err(end) = keep_going(lines.batch(&batch)) {
@@ -87,6 +91,12 @@ pub(super) async fn read_loop(
                         break end;
                     }
                     continue;
+                }
+                Some(Err(e @ SourceError::MirrorDiverged(_))) => {
+                    progress.finish();
+                    eprintln!("mck: error: {e} (this partition ends; the others read on)");
+                    ended_partitions += 1;
+                    progress = Progress::new(records_elsewhere);
                 }
                 Some(Err(e)) if e.reads_on() => {
                     progress.finish();

@@ -656,8 +656,14 @@ fn mirror_of_is_read_in_the_richer_layout() {
     let mirror = west.mirror_of.as_ref().expect("mirrorOf");
     assert_eq!(mirror.cluster, "east");
     assert_eq!(mirror.translate, crate::metadata::Translate::Mm2);
-    assert_eq!(mirror.failover_after, Some(std::time::Duration::from_secs(60)));
-    assert_eq!(mirror.source_topic("east.orders").as_deref(), Some("orders"));
+    assert_eq!(
+        mirror.failover_after,
+        Some(std::time::Duration::from_secs(60))
+    );
+    assert_eq!(
+        mirror.source_topic("east.orders").as_deref(),
+        Some("orders")
+    );
 }
 
 #[test]
@@ -671,7 +677,10 @@ fn mirror_of_is_read_in_flink_s_layout_too() {
       mirrorOf: {cluster: east, translate: identical, onMismatch: lowerBound}
 ";
     let streams = parse(text).unwrap();
-    let mirror = streams["orders"].clusters["west"].mirror_of.clone().unwrap();
+    let mirror = streams["orders"].clusters["west"]
+        .mirror_of
+        .clone()
+        .unwrap();
     assert_eq!(mirror.translate, crate::metadata::Translate::Identical);
     assert_eq!(mirror.on_mismatch, crate::metadata::OnMismatch::LowerBound);
 }
@@ -680,19 +689,38 @@ fn mirror_of_is_read_in_flink_s_layout_too() {
 fn a_bad_mirror_of_is_a_located_one_line_error() {
     let cases = [
         // An undefined cluster.
-        (MIRRORED.replace("cluster: east", "cluster: north"), "undefined cluster `north`", 12),
+        (
+            MIRRORED.replace("cluster: east", "cluster: north"),
+            "undefined cluster `north`",
+            12,
+        ),
         // A mirror of itself.
-        (MIRRORED.replace("cluster: east", "cluster: west"), "mirror of itself", 12),
+        (
+            MIRRORED.replace("cluster: east", "cluster: west"),
+            "mirror of itself",
+            12,
+        ),
         // A topic that does not follow MirrorMaker's names.
-        (MIRRORED.replace("[east.orders]", "[orders]"), "`east.<topic>`", 12),
+        (
+            MIRRORED.replace("[east.orders]", "[orders]"),
+            "`east.<topic>`",
+            12,
+        ),
         // A topic map naming a topic the entry does not read.
         (
-            MIRRORED.replace("translate: mm2", "translate: mm2\n          topics: {copy: orders}"),
+            MIRRORED.replace(
+                "translate: mm2",
+                "translate: mm2\n          topics: {copy: orders}",
+            ),
             "maps `copy`",
             12,
         ),
         // A word that is not a translation, a duration that is not one.
-        (MIRRORED.replace("translate: mm2", "translate: copy"), "unknown variant", 13),
+        (
+            MIRRORED.replace("translate: mm2", "translate: copy"),
+            "unknown variant",
+            13,
+        ),
         (MIRRORED.replace("60s", "soon"), "not a duration", 14),
     ];
     for (text, expected, line) in cases {
