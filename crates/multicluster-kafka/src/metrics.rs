@@ -17,6 +17,7 @@
 //! | `mck_reconciliation_phase_seconds` | histogram | `phase` | each phase of a metadata change: `read`, `plan`, `apply`, `discover`, `assign` (see [`RECONCILIATION_PHASE_SECONDS`]) |
 //! | `mck_cluster_active` | gauge | `cluster` | 1 while a cluster is read, 0 once it left the metadata |
 //! | `mck_consumers_created_total` | counter | `cluster` | consumers created |
+//! | `mck_mirror_failovers_total` | counter | `cluster`, `mirror` | failovers of a source cluster to its mirror after `failoverAfter` unreachable |
 //! | `mck_mirror_switches_total` | counter | `cluster`, `outcome` | splits on a mirror that ended their search for the last record handed out from the source: `found`, `diverged`, `lower_bound` (see [`MIRROR_SWITCHES`]) |
 
 /// Splits on a mirror (`cluster`) whose search for the last record handed out from
@@ -24,6 +25,9 @@
 /// `diverged` (the split ended with an error) or `lower_bound` (reading continues at
 /// the translated lower bound, as `mirrorOf.onMismatch: lowerBound` asks).
 pub const MIRROR_SWITCHES: &str = "mck_mirror_switches_total";
+/// Failovers to a mirror, by source `cluster` and `mirror`: the source had been
+/// unreachable for longer than the mirror's `failoverAfter`.
+pub const MIRROR_FAILOVERS: &str = "mck_mirror_failovers_total";
 /// Records handed out, per cluster.
 pub const RECORDS: &str = "mck_records_total";
 /// Key + value bytes handed out, per cluster.

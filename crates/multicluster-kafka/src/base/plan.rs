@@ -47,12 +47,27 @@ pub struct ClusterView {
 pub fn clusters_of_streams<'a>(
     streams: impl IntoIterator<Item = &'a KafkaStream>,
 ) -> BTreeMap<String, ClusterView> {
+    clusters_of_streams_with(streams, &BTreeSet::new())
+}
+
+/// [`clusters_of_streams`] after failovers: a cluster in `taken_over` is not read in
+/// a stream that has a mirror of it, and that mirror is read instead.
+pub fn clusters_of_streams_with<'a>(
+    streams: impl IntoIterator<Item = &'a KafkaStream>,
+    taken_over: &BTreeSet<String>,
+) -> BTreeMap<String, ClusterView> {
     let mut out: BTreeMap<String, ClusterView> = BTreeMap::new();
     let mut streams: Vec<&KafkaStream> = streams.into_iter().collect();
     streams.sort_by(|a, b| a.stream_id.cmp(&b.stream_id));
     for stream in streams {
         for (cluster, meta) in &stream.clusters {
-            if is_standby(stream, meta) {
+            let failed_over = taken_over.contains(cluster) && has_mirror_of(stream, cluster);
+            let standby = is_standby(stream, meta)
+                && !meta
+                    .mirror_of
+                    .as_ref()
+                    .is_some_and(|m| taken_over.contains(&m.cluster));
+            if standby || failed_over {
                 continue;
             }
             let view = out.entry(cluster.clone()).or_insert_with(|| ClusterView {
@@ -75,6 +90,14 @@ pub fn is_standby(stream: &KafkaStream, meta: &ClusterMetadata) -> bool {
     meta.mirror_of
         .as_ref()
         .is_some_and(|m| stream.clusters.contains_key(&m.cluster))
+}
+
+/// Whether `stream` has a mirror of `cluster`.
+pub fn has_mirror_of(stream: &KafkaStream, cluster: &str) -> bool {
+    stream
+        .clusters
+        .values()
+        .any(|m| m.mirror_of.as_ref().is_some_and(|m| m.cluster == cluster))
 }
 
 /// The change to one cluster that stays.
@@ -211,6 +234,10 @@ mod tests {
             view["west"].mirror_of.as_ref().map(|m| m.cluster.as_str()),
             Some("east")
         );
+        // After a failover the mirror is read and its source is not.
+        let taken = BTreeSet::from(["east".to_string()]);
+        let view = clusters_of_streams_with([&both], &taken);
+        assert_eq!(view.keys().collect::<Vec<_>>(), ["west"]);
         // Another stream that reads the mirror without its source reads it.
         let view = clusters_of_streams([&both, &moved.clone()]);
         assert!(view.contains_key("west") && view.contains_key("east"));

@@ -12,7 +12,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::base::assignment::assign;
 use crate::base::config::SourceConfig;
 use crate::base::metadata::{KafkaMetadataService, KafkaStream};
-use crate::base::plan::{ClusterView, clusters_of_streams};
+use crate::base::plan::{ClusterView, clusters_of_streams_with};
 use crate::base::protocol::{ReaderEvent, ReaderNotice};
 use crate::checkpoint::Checkpoint;
 use crate::error::SourceError;
@@ -25,6 +25,7 @@ mod cluster;
 mod commit;
 mod connect;
 mod discovery;
+mod failover;
 mod group;
 mod group_stop;
 mod lookups;
@@ -114,6 +115,8 @@ pub(crate) struct Enumerator {
     )>,
     /// Group mode's members and assignments.
     group: Option<group::GroupState>,
+    /// Sources failed over to their mirrors, and the probes that watch them.
+    failover: failover::Failover,
 }
 
 /// What the enumerator shares with the readers of its source.
@@ -198,6 +201,7 @@ impl Enumerator {
             clients: Default::default(),
             shard: None,
             group: None,
+            failover: Default::default(),
         }
     }
 
@@ -239,7 +243,13 @@ impl Enumerator {
         if cfg.group_mode {
             e.group = Some(group::GroupState::new(ack_wanted));
         }
-        for (cluster, view) in clusters_of_streams(streams.values()) {
+        if let Some(cp) = &cfg.restore {
+            e.failover.taken_over = failover::taken_over_in(cp, &streams);
+            for source in &e.failover.taken_over {
+                tracing::info!(cluster = %source, "the checkpoint was taken on this cluster's mirror after a failover: the stream stays on the mirror");
+            }
+        }
+        for (cluster, view) in clusters_of_streams_with(streams.values(), &e.failover.taken_over) {
             e.want_cluster(Arc::from(cluster.as_str()), view);
         }
         e.connect_at_start().await?;
@@ -520,6 +530,9 @@ impl Enumerator {
         };
         let mut handles_open = true;
         let waiting = metrics::gauge!(m::CLUSTERS_WAITING);
+        let mut probe_ticker = tokio::time::interval(failover::PROBE_EVERY);
+        probe_ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let follow = !self.cfg.bounded();
         loop {
             waiting.set(self.pending.len() as f64);
             self.sync_group();
@@ -589,6 +602,12 @@ impl Enumerator {
                 },
                 _ = async { ticker.as_mut().expect("guarded").tick().await }, if ticker.is_some() => {
                     self.discover_in_background();
+                }
+                _ = probe_ticker.tick(), if follow => self.probe_sources(),
+                probed = self.failover.next_probe() => {
+                    if let Some((source, began, ok)) = probed {
+                        self.probed(source, began, ok).await;
+                    }
                 }
                 woke = async { self.group.as_mut().expect("guarded").next().await }, if self.group.is_some() => match woke {
                     Some(group::Woke::Member(event)) => self.member_event(event).await,

@@ -9,7 +9,7 @@ use super::changes::{CHANGES_TARGET, applied_streams, change_lines};
 use super::clients::client;
 use super::cluster::WantedCluster;
 use super::subscription::subscribed_streams;
-use crate::base::plan::{ClusterView, Plan, clusters_of_streams, plan};
+use crate::base::plan::{ClusterView, Plan, clusters_of_streams_with, plan};
 use crate::base::protocol::ReaderEvent;
 use crate::error::SourceError;
 use crate::kafka::client::{close_detached, detached};
@@ -81,7 +81,8 @@ impl Enumerator {
         let plan_began = std::time::Instant::now();
         self.report_missing(&streams);
         self.latest = streams.clone();
-        let mut new_views = clusters_of_streams(streams.values());
+        self.failover.prune(&streams);
+        let mut new_views = clusters_of_streams_with(streams.values(), &self.failover.taken_over);
         // Errors of clusters leaving (or reported inactive) are dropped from now on,
         // before the plan closes their consumers.
         self.refresh_active(&new_views).await;
