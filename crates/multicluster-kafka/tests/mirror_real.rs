@@ -333,3 +333,88 @@ fn a_diverged_mirror_ends_the_partition_with_a_located_error_or_continues_at_the
         });
     }
 }
+
+/// The source's broker is killed: once it has been unreachable for `failoverAfter`,
+/// the stream continues on the mirror by itself, and stays there when the source
+/// comes back.
+fn failover_to_a_mirror(source: &str, mirror: &str, translate: Translate) {
+    let (east, west) = (cluster(source), cluster(mirror));
+    let topic = "failover";
+    east.create_topic(topic, 2).unwrap();
+    west.create_topic(topic, 2).unwrap();
+    if translate == Translate::Timestamp {
+        west.produce(topic, &records("old", 4)).unwrap();
+    }
+    let mirror_entry = |c: &KafkaCluster| {
+        let mut m = meta(c, &[topic]);
+        let mut of = MirrorOf::new(source, translate);
+        of.failover_after = Some(Duration::from_secs(3));
+        m.mirror_of = Some(of);
+        m
+    };
+    let pair = stream(
+        "s",
+        vec![(source, meta(east, &[topic])), (mirror, mirror_entry(west))],
+    );
+    let svc = Arc::new(StaticMetadataService::new([pair]).unwrap());
+    let first = records("r", 20);
+    east.produce(topic, &first).unwrap();
+    west.produce(topic, &first).unwrap();
+    mck_testkit::runtime().block_on(async {
+        let mut source_stream = shared_source(svc)
+            .partition_discovery_interval(Duration::from_secs(1))
+            .client_timeout(Duration::from_secs(5))
+            .build()
+            .unwrap()
+            .open()
+            .await
+            .unwrap();
+        let mut got = Vec::new();
+        read(&mut source_stream, 20, &mut got).await;
+        assert!(got.iter().all(|r| &*r.cluster == source));
+        // The source dies; what it held was copied; the mirror gets more.
+        tokio::task::spawn_blocking(move || {
+            east.kill_broker(0).unwrap();
+            west.produce(topic, &records_range("r", 20, 30)).unwrap();
+        })
+        .await
+        .unwrap();
+        let began = std::time::Instant::now();
+        read(&mut source_stream, 10, &mut got).await;
+        assert!(
+            began.elapsed() >= Duration::from_secs(3),
+            "failed over before failoverAfter"
+        );
+        // The source comes back: the stream stays on the mirror.
+        tokio::task::spawn_blocking(move || {
+            east.restart_broker(0).unwrap();
+            east.produce(topic, &records_range("r", 30, 40)).unwrap();
+            west.produce(topic, &records_range("r", 30, 40)).unwrap();
+        })
+        .await
+        .unwrap();
+        read(&mut source_stream, 10, &mut got).await;
+        let mut renamed = got.clone();
+        for r in &mut renamed {
+            r.cluster = if &*r.cluster == source {
+                "east".into()
+            } else {
+                "west".into()
+            };
+        }
+        assert_continued(&renamed, &records("r", 40));
+        let more = tokio::time::timeout(Duration::from_secs(3), source_stream.next()).await;
+        assert!(more.is_err(), "nothing more, from either cluster: {more:?}");
+        source_stream.close().await;
+    });
+}
+
+#[test]
+fn a_dead_source_fails_over_to_an_identical_mirror_and_stays_there() {
+    failover_to_a_mirror("fo-east", "fo-west", Translate::Identical);
+}
+
+#[test]
+fn a_dead_source_fails_over_by_timestamp_and_stays_there() {
+    failover_to_a_mirror("fot-east", "fot-west", Translate::Timestamp);
+}
