@@ -418,3 +418,41 @@ fn a_dead_source_fails_over_to_an_identical_mirror_and_stays_there() {
 fn a_dead_source_fails_over_by_timestamp_and_stays_there() {
     failover_to_a_mirror("fot-east", "fot-west", Translate::Timestamp);
 }
+
+#[test]
+fn after_a_switch_the_group_is_committed_on_the_mirror_at_the_translated_positions() {
+    let topic = "mirror-commits";
+    let (east, west) = (cluster("east"), cluster("west"));
+    east.create_topic(topic, 2).unwrap();
+    west.create_topic(topic, 2).unwrap();
+    // The mirror's offsets are 3 later per partition than the source's.
+    west.produce(topic, &records("old", 6)).unwrap();
+    let svc = Arc::new(StaticMetadataService::new([both(topic, Translate::Timestamp)]).unwrap());
+    mck_testkit::runtime().block_on(async {
+        produce_to_both(topic, records("r", 20)).await;
+        let mut source = shared_source(svc.clone())
+            .group_id("mirror-commits")
+            .build()
+            .unwrap()
+            .open()
+            .await
+            .unwrap();
+        let mut got = Vec::new();
+        read(&mut source, 20, &mut got).await;
+        svc.replace([moved(topic, Translate::Timestamp)]).unwrap();
+        produce_to_both(topic, records_range("r", 20, 30)).await;
+        read(&mut source, 10, &mut got).await;
+        let checkpoint = source.checkpoint().unwrap();
+        source.commit(&checkpoint).await.unwrap();
+        source.close().await;
+        // 15 records per partition on the source; 3 + 15 on the mirror.
+        for p in 0..2 {
+            let committed = tokio::task::spawn_blocking(move || {
+                mck_testkit::committed_group_offset(west, "mirror-commits", topic, p).unwrap()
+            })
+            .await
+            .unwrap();
+            assert_eq!(committed, Some(18), "partition {p} on the mirror");
+        }
+    });
+}
