@@ -9,10 +9,11 @@ use crate::base::metadata::{MirrorOf, Translate};
 use crate::base::offsets::{StartingOffsets, StoppingOffsets};
 use crate::base::protocol::ReaderEvent;
 use crate::base::resolve::{resolve_start, resolve_stop};
-use crate::base::translate::{Carried, MirrorFacts, SourcePosition, carry};
+use crate::base::translate::{Carried, MirrorFacts, OffsetSync, SourcePosition, carry};
 use crate::error::SourceError;
 use crate::kafka::client::ClusterClient;
 use crate::kafka::client::{close_detached, detached};
+use crate::kafka::mm2;
 use crate::split::{KafkaSplit, LastRecord, SplitId};
 
 /// Makes a client for one discovery (see [`Discovery::aside`]).
@@ -38,6 +39,11 @@ struct Discovery {
     /// On a mirror (`mirrorOf`): the source's positions, carried across for new
     /// partitions whose source split left the stream.
     mirror: Option<(MirrorOf, crate::base::retention::Retained)>,
+    /// On a MirrorMaker 2 mirror: makes the client MirrorMaker's offset syncs and
+    /// checkpoints are read with (a client of its own: reading assigns partitions,
+    /// and a reader may fetch with `client`), and the source's group, whose
+    /// checkpoints count. Made only when positions are carried.
+    mm2: Option<(MakeClient, Option<String>)>,
 }
 
 /// Subscribed topics a cluster does not show.
@@ -65,7 +71,8 @@ fn discover_blocking(d: &mut Discovery) -> Result<Discovered, SourceError> {
             })
             .ok()
     });
-    let found = discover_with(d, aside.as_ref().unwrap_or(&d.client));
+    let mm2 = d.mm2.take();
+    let found = discover_with(d, aside.as_ref().unwrap_or(&d.client), mm2);
     if let Some(client) = aside {
         // Closing waits for librdkafka's threads; the answer does not.
         close_detached(client);
@@ -73,7 +80,11 @@ fn discover_blocking(d: &mut Discovery) -> Result<Discovered, SourceError> {
     found
 }
 
-fn discover_with(d: &Discovery, client: &ClusterClient) -> Result<Discovered, SourceError> {
+fn discover_with(
+    d: &Discovery,
+    client: &ClusterClient,
+    mm2: Option<(MakeClient, Option<String>)>,
+) -> Result<Discovered, SourceError> {
     let Discovery {
         cluster,
         topics,
@@ -125,7 +136,7 @@ fn discover_with(d: &Discovery, client: &ClusterClient) -> Result<Discovered, So
     };
     let carried = match mirror {
         Some((mirror, retained)) => {
-            carry_to_mirror(cluster, client, mirror, retained, &new, &start_facts)?
+            carry_to_mirror(cluster, client, mirror, retained, &new, &start_facts, mm2)?
         }
         None => BTreeMap::new(),
     };
@@ -172,6 +183,7 @@ fn carry_to_mirror(
     retained: &crate::base::retention::Retained,
     new: &[(String, i32)],
     facts: &BTreeMap<(String, i32), crate::base::offsets::PartitionFacts>,
+    mm2: Option<(MakeClient, Option<String>)>,
 ) -> Result<BTreeMap<(String, i32), CarriedStart>, SourceError> {
     let live: BTreeMap<SplitId, crate::base::retention::RetainedSplit> =
         retained.live().into_iter().collect();
@@ -206,6 +218,21 @@ fn carry_to_mirror(
     } else {
         client.offsets_at_times(&lookups)?
     };
+    let syncs = match mm2 {
+        Some((make, group)) if mirror.translate == Translate::Mm2 => {
+            let wanted = from
+                .iter()
+                .map(|(topic, p, source_id, position)| mm2::Wanted {
+                    topic: topic.clone(),
+                    source_topic: source_id.topic.to_string(),
+                    partition: *p,
+                    upstream: position.last.map_or(position.next_offset, |l| l.offset),
+                })
+                .collect();
+            mm2_syncs(cluster, mirror, make, group.as_deref(), wanted)
+        }
+        _ => BTreeMap::new(),
+    };
     let mut out = BTreeMap::new();
     let mut taken = BTreeSet::new();
     for (topic, p, source_id, position) in from {
@@ -215,12 +242,22 @@ fn carry_to_mirror(
             earliest: f.earliest,
             latest: f.latest,
             at_timestamp: at_times.get(&key).copied().flatten(),
-            sync: None,
+            sync: syncs.get(&key).copied(),
         };
         let split = format!("{cluster}/{topic}/{p}");
         match carry(mirror, &source_id.topic, position, &mirror_facts) {
             Carried::At { next_offset, last } => {
-                tracing::info!(split, source = %source_id, next_offset, "continuing a split on its mirror from the source's position");
+                let search = last.as_ref().and_then(|l| l.search.as_ref());
+                tracing::info!(
+                    split,
+                    source = %source_id,
+                    next_offset,
+                    source_offset = ?position.last.map(|l| l.offset),
+                    found_by = ?search.map(|s| s.found_by.as_str()),
+                    lower_bound = ?search.map(|s| s.lower_bound),
+                    sync = ?mirror_facts.sync,
+                    "continuing a split on its mirror from the source's position"
+                );
                 out.insert(key, (next_offset, last));
             }
             Carried::Unverified { next_offset, why } => {
@@ -235,6 +272,62 @@ fn carry_to_mirror(
     }
     let _ = retained.take(|id| taken.contains(id));
     Ok(out)
+}
+
+/// MirrorMaker 2's newest offset sync (else the group's newest checkpoint) at or
+/// below each wanted source offset, by the mirror's topic and partition, read on the
+/// mirror cluster with a client of its own made by `make`. A read that fails is
+/// warned about and leaves timestamps to translate with: the last record is verified
+/// on the mirror either way.
+fn mm2_syncs(
+    cluster: &str,
+    mirror: &MirrorOf,
+    make: MakeClient,
+    group: Option<&str>,
+    wanted: Vec<mm2::Wanted>,
+) -> BTreeMap<(String, i32), (OffsetSync, bool)> {
+    // not yet: MirrorMaker's default `offset-syncs.topic.location=source` writes the
+    // offset syncs to the source cluster (`mm2-offset-syncs.<target alias>.internal`),
+    // which left the metadata before its positions are carried here, so there is no
+    // client of it to read them with. Reading them needs the source's connection
+    // settings kept with its retained positions (or a lookup before it leaves). Until
+    // then such a mirror translates by the group's checkpoints, else timestamps.
+    let alias = mirror.alias();
+    let client = match make() {
+        Ok(client) => client,
+        Err(e) => {
+            tracing::warn!(cluster, alias, error = %e, "no client to read MirrorMaker 2's offset syncs with; translating positions by timestamps");
+            return BTreeMap::new();
+        }
+    };
+    let looked = mm2::look_up(&client, alias, group, wanted);
+    // Closing waits for librdkafka's threads; the answer does not.
+    close_detached(client);
+    let lookup = match looked {
+        Ok(lookup) => lookup,
+        Err(e) => {
+            tracing::warn!(cluster, alias, error = %e, "cannot read MirrorMaker 2's offset syncs and checkpoints; translating positions by timestamps");
+            return BTreeMap::new();
+        }
+    };
+    if lookup.skipped_count > 0 {
+        let first: Vec<String> = lookup.skipped.iter().map(ToString::to_string).collect();
+        tracing::warn!(cluster, alias, skipped = lookup.skipped_count, first = %first.join("; "), "skipped records of MirrorMaker 2's topics that do not decode as offset syncs or checkpoints");
+    }
+    let found: BTreeMap<(String, i32), (OffsetSync, bool)> = lookup
+        .found()
+        .into_iter()
+        .filter_map(|(key, f)| f.best().map(|best| (key, best)))
+        .collect();
+    tracing::debug!(
+        cluster,
+        alias,
+        syncs = lookup.read.0,
+        checkpoints = lookup.read.1,
+        found = found.len(),
+        "read MirrorMaker 2's offset syncs and checkpoints"
+    );
+    found
 }
 
 /// Where each of `partitions` stops under `stop` (in their order), from one lookup on
@@ -287,6 +380,14 @@ impl Enumerator {
                 &state.reader_props,
             )) as MakeClient
         });
+        let mirror_of = self.views.get(&**cluster).and_then(|v| v.mirror_of.clone());
+        let mm2 = mirror_of
+            .as_ref()
+            .filter(|m| m.translate == Translate::Mm2)
+            .map(|_| {
+                let make = super::clients::client_aside(&self.cfg, cluster, &state.reader_props);
+                (Box::new(make) as MakeClient, self.cfg.group_id.clone())
+            });
         Some(Discovery {
             cluster: cluster.clone(),
             client: state.client.clone(),
@@ -298,11 +399,8 @@ impl Enumerator {
             initial_discovery_done: state.initial_discovery_done,
             new_start: self.cfg.new_partition_start.clone(),
             shard: self.cfg.shard,
-            mirror: self
-                .views
-                .get(&**cluster)
-                .and_then(|v| v.mirror_of.clone())
-                .map(|m| (m, self.retained.clone())),
+            mirror: mirror_of.map(|m| (m, self.retained.clone())),
+            mm2,
         })
     }
 

@@ -500,7 +500,103 @@ impl ClusterClient {
             .commit(&tpl, CommitMode::Sync)
             .map_err(|e| self.err("commit", &e))
     }
+
+    /// Reads `topic`/`partition` from its log start to its end as the read starts,
+    /// handing each record's offset, key and value to `each` in offset order, within
+    /// the client timeout; returns how many records it read. Records written after the
+    /// read started are not waited for.
+    ///
+    /// Assigns the partition to this client (and takes it away again): only for a
+    /// client of its own ([`crate::kafka::shared::standalone`]). The source's lookup
+    /// client may be the one a reader fetches with, whose assignment is the reader's.
+    pub(crate) fn read_partition(
+        &self,
+        topic: &str,
+        partition: i32,
+        each: &mut EachRecord<'_>,
+    ) -> Result<u64, SourceError> {
+        use rdkafka::Message as _;
+        use std::time::Instant;
+        let what = format!("reading {topic}/{partition}");
+        if self.is_read() {
+            return Err(SourceError::internal(
+                "a topic read",
+                format!("{what}: the client a reader fetches with cannot be assigned"),
+            ));
+        }
+        let deadline = Instant::now() + self.timeout;
+        let tp = [(topic.to_string(), partition)];
+        let key = (topic.to_string(), partition);
+        let offset = |which: Offset, of: &str| -> Result<i64, SourceError> {
+            self.list_offsets(&tp, which, of)?
+                .get(&key)
+                .copied()
+                .ok_or_else(|| SourceError::Cluster {
+                    cluster: self.cluster.to_string(),
+                    message: format!("{what}: {of} missing from the broker's answer"),
+                })
+        };
+        let start = offset(Offset::Beginning, "earliest offsets")?;
+        let end = offset(Offset::End, "latest offsets")?;
+        if start >= end {
+            return Ok(0);
+        }
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(topic, partition, Offset::Offset(start))
+            .map_err(|e| self.err(&what, &e))?;
+        self.consumer()
+            .assign(&tpl)
+            .map_err(|e| self.err(&what, &e))?;
+        let mut next = start;
+        let mut read = 0u64;
+        let outcome = loop {
+            if next >= end {
+                break Ok(read);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break Err(SourceError::Cluster {
+                    cluster: self.cluster.to_string(),
+                    message: self.with_cause(format!(
+                        "{what}: at offset {next} of {start}..{end} after {:?} (the client timeout)",
+                        self.timeout
+                    )),
+                });
+            }
+            match self.consumer().poll(left.min(Duration::from_millis(100))) {
+                Some(Ok(m)) => {
+                    if m.topic() == topic && m.partition() == partition && m.offset() >= next {
+                        each(m.offset(), m.key(), m.payload());
+                        read += 1;
+                        next = m.offset() + 1;
+                    }
+                }
+                Some(Err(e)) => break Err(self.err(&what, &e)),
+                None => {
+                    // Nothing more to hand out: transaction markers at the end take
+                    // offsets that no record is handed out for; the position passes
+                    // them.
+                    let position = self
+                        .consumer()
+                        .position()
+                        .ok()
+                        .and_then(|p| p.find_partition(topic, partition).map(|e| e.offset()));
+                    if let Some(Offset::Offset(o)) = position {
+                        next = next.max(o);
+                    }
+                }
+            }
+        };
+        if let Err(e) = self.consumer().unassign() {
+            tracing::debug!(cluster = %self.cluster, error = %e, "{what}: unassigning failed");
+        }
+        outcome
+    }
 }
+
+/// What [`ClusterClient::read_partition`] hands each record to: its offset, key and
+/// value.
+pub(crate) type EachRecord<'a> = dyn FnMut(i64, Option<&[u8]>, Option<&[u8]>) + 'a;
 
 #[cfg(test)]
 mod tests {

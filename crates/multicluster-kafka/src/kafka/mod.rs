@@ -7,5 +7,6 @@ pub(crate) mod config;
 pub(crate) mod events;
 pub(crate) mod group_describe;
 pub(crate) mod group_member;
+pub(crate) mod mm2;
 pub(crate) mod shard_lock;
 pub(crate) mod shared;

@@ -1,0 +1,767 @@
+//! MirrorMaker 2's offset syncs and checkpoints, read from the mirror cluster: where a
+//! record of the source is on its copy, for carrying a split's position across
+//! ([`crate::base::translate`]).
+//!
+//! Both are records of MirrorMaker's internal topics, written with the fixed-layout
+//! schemas of Kafka's own protocol: fields one after another, big-endian integers, a
+//! string an `INT16` byte length and that many bytes of UTF-8.
+//!
+//! | record | topic | key | value |
+//! |---|---|---|---|
+//! | offset sync | `mm2-offset-syncs.<source alias>.internal` on the target (partition 0) | source topic `STRING`, partition `INT32` | upstream offset `INT64`, downstream offset `INT64` |
+//! | checkpoint | `<source alias>.checkpoints.internal` on the target | group `STRING`, target topic `STRING`, partition `INT32` | version `INT16` (0), upstream offset `INT64`, downstream offset `INT64`, metadata `STRING` |
+//!
+//! With MirrorMaker's default `offset-syncs.topic.location=source` the offset syncs
+//! are on the source cluster instead (`mm2-offset-syncs.<target alias>.internal`),
+//! which this module does not read (see [`look_up`]).
+//!
+//! Broker data is never trusted: a record that does not decode is skipped and
+//! reported ([`Lookup::skipped`]) with where it is and what was wrong, byte by byte.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use crate::base::translate::OffsetSync;
+use crate::error::SourceError;
+use crate::kafka::client::ClusterClient;
+
+/// The offset-syncs topic MirrorMaker 2 writes on the *target* cluster of a flow from
+/// the cluster it calls `source_alias` (`offset-syncs.topic.location=target`).
+pub(crate) fn offset_syncs_topic(source_alias: &str) -> String {
+    format!("mm2-offset-syncs.{source_alias}.internal")
+}
+
+/// The checkpoints topic MirrorMaker 2 writes on the target cluster of a flow from
+/// the cluster it calls `source_alias`.
+pub(crate) fn checkpoints_topic(source_alias: &str) -> String {
+    format!("{source_alias}.checkpoints.internal")
+}
+
+/// Which part of which record failed to decode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Part {
+    SyncKey,
+    SyncValue,
+    CheckpointKey,
+    CheckpointValue,
+}
+
+impl fmt::Display for Part {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Part::SyncKey => "offset sync key",
+            Part::SyncValue => "offset sync value",
+            Part::CheckpointKey => "checkpoint key",
+            Part::CheckpointValue => "checkpoint value",
+        })
+    }
+}
+
+/// A record of MirrorMaker 2's internal topics that does not have the layout it must
+/// have, with the byte where that showed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum DecodeError {
+    /// The key or value is null.
+    #[error("{part}: missing (null)")]
+    Missing { part: Part },
+    /// It ends inside a field.
+    #[error("{part} at byte {at}: needs {needs} more byte(s), {left} left")]
+    Truncated {
+        part: Part,
+        at: usize,
+        needs: usize,
+        left: usize,
+    },
+    /// A string's length is negative (a null string, which these schemas never have).
+    #[error("{part} at byte {at}: string length {len}")]
+    BadLength { part: Part, at: usize, len: i16 },
+    /// A string's bytes are not UTF-8.
+    #[error("{part} at byte {at}: a string that is not UTF-8")]
+    NotUtf8 { part: Part, at: usize },
+    /// Bytes follow the last field.
+    #[error("{part} at byte {at}: {left} byte(s) after the last field")]
+    TrailingBytes { part: Part, at: usize, left: usize },
+    /// A checkpoint of a layout version this reader does not know.
+    #[error("{part} at byte 0: version {version}, only 0 is known")]
+    UnknownVersion { part: Part, version: i16 },
+}
+
+/// One decoded offset sync: the record at `upstream` of the source's
+/// `topic`/`partition` is at `downstream` on its copy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct SyncRecord {
+    /// The topic's name on the source.
+    pub topic: String,
+    pub partition: i32,
+    pub upstream: i64,
+    pub downstream: i64,
+}
+
+impl SyncRecord {
+    /// Decodes a record of the offset-syncs topic; every byte must be used.
+    pub fn decode(key: Option<&[u8]>, value: Option<&[u8]>) -> Result<Self, DecodeError> {
+        let mut k = Fields::of(Part::SyncKey, key)?;
+        let topic = k.string()?;
+        let partition = k.i32()?;
+        k.finish()?;
+        let mut v = Fields::of(Part::SyncValue, value)?;
+        let upstream = v.i64()?;
+        let downstream = v.i64()?;
+        v.finish()?;
+        Ok(Self {
+            topic,
+            partition,
+            upstream,
+            downstream,
+        })
+    }
+}
+
+/// One decoded checkpoint: `group` committed `upstream` on the source, which is
+/// `downstream` on the copy's `topic`/`partition`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct CheckpointRecord {
+    pub group: String,
+    /// The topic's name on the *target* (the copy).
+    pub topic: String,
+    pub partition: i32,
+    pub upstream: i64,
+    pub downstream: i64,
+    pub metadata: String,
+}
+
+impl CheckpointRecord {
+    /// Decodes a record of the checkpoints topic; the version must be 0 and every
+    /// byte must be used.
+    pub fn decode(key: Option<&[u8]>, value: Option<&[u8]>) -> Result<Self, DecodeError> {
+        let mut k = Fields::of(Part::CheckpointKey, key)?;
+        let group = k.string()?;
+        let topic = k.string()?;
+        let partition = k.i32()?;
+        k.finish()?;
+        let mut v = Fields::of(Part::CheckpointValue, value)?;
+        let version = v.i16()?;
+        if version != 0 {
+            return Err(DecodeError::UnknownVersion {
+                part: Part::CheckpointValue,
+                version,
+            });
+        }
+        let upstream = v.i64()?;
+        let downstream = v.i64()?;
+        let metadata = v.string()?;
+        v.finish()?;
+        Ok(Self {
+            group,
+            topic,
+            partition,
+            upstream,
+            downstream,
+            metadata,
+        })
+    }
+}
+
+/// Protocol fields read from the front of a record's key or value.
+struct Fields<'a> {
+    part: Part,
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Fields<'a> {
+    fn of(part: Part, bytes: Option<&'a [u8]>) -> Result<Self, DecodeError> {
+        let bytes = bytes.ok_or(DecodeError::Missing { part })?;
+        Ok(Self { part, bytes, at: 0 })
+    }
+
+    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+        let left = self.bytes.len() - self.at;
+        if n > left {
+            return Err(DecodeError::Truncated {
+                part: self.part,
+                at: self.at,
+                needs: n,
+                left,
+            });
+        }
+        let out = &self.bytes[self.at..self.at + n];
+        self.at += n;
+        Ok(out)
+    }
+
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
+        let mut out = [0u8; N];
+        out.copy_from_slice(self.take(N)?);
+        Ok(out)
+    }
+
+    fn i16(&mut self) -> Result<i16, DecodeError> {
+        self.array().map(i16::from_be_bytes)
+    }
+
+    fn i32(&mut self) -> Result<i32, DecodeError> {
+        self.array().map(i32::from_be_bytes)
+    }
+
+    fn i64(&mut self) -> Result<i64, DecodeError> {
+        self.array().map(i64::from_be_bytes)
+    }
+
+    fn string(&mut self) -> Result<String, DecodeError> {
+        let at = self.at;
+        let len = self.i16()?;
+        let n = usize::try_from(len).map_err(|_| DecodeError::BadLength {
+            part: self.part,
+            at,
+            len,
+        })?;
+        let at = self.at;
+        let bytes = self.take(n)?;
+        std::str::from_utf8(bytes)
+            .map(str::to_string)
+            .map_err(|_| DecodeError::NotUtf8 {
+                part: self.part,
+                at,
+            })
+    }
+
+    fn finish(&self) -> Result<(), DecodeError> {
+        match self.bytes.len() - self.at {
+            0 => Ok(()),
+            left => Err(DecodeError::TrailingBytes {
+                part: self.part,
+                at: self.at,
+                left,
+            }),
+        }
+    }
+}
+
+/// What a lower bound is wanted for: one partition of a mirror whose split on the
+/// source left the stream.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Wanted {
+    /// The topic on the mirror (checkpoints name it).
+    pub topic: String,
+    /// The topic on the source (offset syncs name it).
+    pub source_topic: String,
+    pub partition: i32,
+    /// The source offset to translate: the last record handed out there, or the next
+    /// offset when none was.
+    pub upstream: i64,
+}
+
+/// What was found for one wanted partition: the newest offset sync and the newest
+/// checkpoint of the group that are at or below the wanted upstream offset.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Found {
+    pub sync: Option<OffsetSync>,
+    pub checkpoint: Option<OffsetSync>,
+}
+
+impl Found {
+    /// The one to translate with, and whether it is the checkpoint: any offset sync
+    /// found, even one farther from the wanted offset than the checkpoint; the
+    /// checkpoint only without one.
+    ///
+    /// An offset sync pins one record: the records after it on the mirror are those
+    /// after it on the source, at most one per source offset, so the record looked for
+    /// is within as many records as there are source offsets between. A checkpoint
+    /// does not: MirrorMaker translates the group's offset to one past the newest sync
+    /// it kept below it, which may be far below, and the records between that sync and
+    /// the group's offset come after the checkpoint's downstream offset on the mirror
+    /// (MirrorMaker's consumers read them again). Its downstream offset is a lower
+    /// bound of the record, but how many records follow before it is not known from
+    /// the checkpoint.
+    pub fn best(&self) -> Option<(OffsetSync, bool)> {
+        match (self.sync, self.checkpoint) {
+            (Some(s), _) => Some((s, false)),
+            (None, Some(c)) => Some((c, true)),
+            (None, None) => None,
+        }
+    }
+}
+
+/// A record of MirrorMaker's topics that did not decode, and where it is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Skipped {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
+    pub error: DecodeError,
+}
+
+impl fmt::Display for Skipped {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}/{} offset {}: {}",
+            self.topic, self.partition, self.offset, self.error
+        )
+    }
+}
+
+/// At most this many undecodable records are kept to be reported (all are counted).
+const SKIPPED_KEPT: usize = 5;
+
+/// The newest offset sync and checkpoint of each wanted partition, folded from
+/// MirrorMaker's records in the order they were written (pure: [`look_up`] feeds it).
+///
+/// "Newest" is the last written of those at or below the wanted offset, not the one
+/// with the highest upstream offset: when MirrorMaker copied records again (it lost
+/// its own offsets, or the copy was truncated), a later sync points at the later
+/// copy, after which the records continue.
+#[derive(Debug)]
+pub(crate) struct Lookup {
+    group: Option<String>,
+    wanted: Vec<Wanted>,
+    /// (source topic, partition) → index in `wanted`.
+    by_source: BTreeMap<(String, i32), usize>,
+    /// (topic on the mirror, partition) → index in `wanted`.
+    by_mirror: BTreeMap<(String, i32), usize>,
+    found: Vec<Found>,
+    /// Records decoded, per kind: (offset syncs, checkpoints).
+    pub read: (u64, u64),
+    /// The first undecodable records (up to [`SKIPPED_KEPT`]).
+    pub skipped: Vec<Skipped>,
+    /// How many records did not decode.
+    pub skipped_count: u64,
+}
+
+impl Lookup {
+    /// A lookup of `wanted`, with the checkpoints of `group` (none without a group).
+    pub fn new(wanted: Vec<Wanted>, group: Option<&str>) -> Self {
+        let mut by_source = BTreeMap::new();
+        let mut by_mirror = BTreeMap::new();
+        for (i, w) in wanted.iter().enumerate() {
+            by_source.insert((w.source_topic.clone(), w.partition), i);
+            by_mirror.insert((w.topic.clone(), w.partition), i);
+        }
+        Self {
+            group: group.map(str::to_string),
+            found: vec![Found::default(); wanted.len()],
+            wanted,
+            by_source,
+            by_mirror,
+            read: (0, 0),
+            skipped: Vec::new(),
+            skipped_count: 0,
+        }
+    }
+
+    /// Whether checkpoints are looked at (the source has a group).
+    pub fn wants_checkpoints(&self) -> bool {
+        self.group.is_some()
+    }
+
+    /// Takes one record of the offset-syncs topic.
+    pub fn offer_sync(&mut self, at: (&str, i32, i64), key: Option<&[u8]>, value: Option<&[u8]>) {
+        match SyncRecord::decode(key, value) {
+            Ok(s) => {
+                self.read.0 += 1;
+                let Some(&i) = self.by_source.get(&(s.topic, s.partition)) else {
+                    return;
+                };
+                // Negative offsets say nothing of a record (MirrorMaker writes -1
+                // for an offset it cannot translate).
+                if s.upstream >= 0 && s.downstream >= 0 && s.upstream <= self.wanted[i].upstream {
+                    self.found[i].sync = Some(OffsetSync {
+                        upstream: s.upstream,
+                        downstream: s.downstream,
+                    });
+                }
+            }
+            Err(error) => self.skip(at, error),
+        }
+    }
+
+    /// Takes one record of the checkpoints topic.
+    pub fn offer_checkpoint(
+        &mut self,
+        at: (&str, i32, i64),
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+    ) {
+        match CheckpointRecord::decode(key, value) {
+            Ok(c) => {
+                self.read.1 += 1;
+                if self.group.as_deref() != Some(c.group.as_str()) {
+                    return;
+                }
+                let Some(&i) = self.by_mirror.get(&(c.topic, c.partition)) else {
+                    return;
+                };
+                if c.upstream >= 0 && c.downstream >= 0 && c.upstream <= self.wanted[i].upstream {
+                    self.found[i].checkpoint = Some(OffsetSync {
+                        upstream: c.upstream,
+                        downstream: c.downstream,
+                    });
+                }
+            }
+            Err(error) => self.skip(at, error),
+        }
+    }
+
+    fn skip(&mut self, (topic, partition, offset): (&str, i32, i64), error: DecodeError) {
+        self.skipped_count += 1;
+        if self.skipped.len() < SKIPPED_KEPT {
+            self.skipped.push(Skipped {
+                topic: topic.to_string(),
+                partition,
+                offset,
+                error,
+            });
+        }
+    }
+
+    /// What was found, by (topic on the mirror, partition); partitions with nothing
+    /// are left out.
+    pub fn found(&self) -> BTreeMap<(String, i32), Found> {
+        self.wanted
+            .iter()
+            .zip(&self.found)
+            .filter(|(_, f)| f.sync.is_some() || f.checkpoint.is_some())
+            .map(|(w, f)| ((w.topic.clone(), w.partition), *f))
+            .collect()
+    }
+}
+
+/// Reads MirrorMaker 2's offset syncs for the flow from `source_alias` (partition 0 of
+/// [`offset_syncs_topic`] on this cluster) and, with a `group`, that group's
+/// checkpoints ([`checkpoints_topic`], every partition), each from its beginning to
+/// its end as the read starts, within the client's timeout each, and returns what
+/// they say of `wanted`. A topic the cluster does not have holds nothing: no error.
+///
+/// Blocks. `client` must be a client of its own ([`ClusterClient::read_partition`]
+/// assigns partitions to it), never the source's shared lookup client, which a
+/// reader may fetch with.
+///
+/// Not read: offset syncs on the *source* cluster (MirrorMaker's default
+/// `offset-syncs.topic.location=source`), which the caller cannot reach here.
+pub(crate) fn look_up(
+    client: &ClusterClient,
+    source_alias: &str,
+    group: Option<&str>,
+    wanted: Vec<Wanted>,
+) -> Result<Lookup, SourceError> {
+    let mut lookup = Lookup::new(wanted, group);
+    let syncs = offset_syncs_topic(source_alias);
+    let checkpoints = checkpoints_topic(source_alias);
+    let mut topics = std::collections::BTreeSet::from([syncs.clone()]);
+    if lookup.wants_checkpoints() {
+        topics.insert(checkpoints.clone());
+    }
+    let present = client.describe(&topics)?;
+    if let Some(parts) = present.partitions.get(&syncs)
+        && parts.contains(&0)
+    {
+        client.read_partition(&syncs, 0, &mut |offset, key, value| {
+            lookup.offer_sync((&syncs, 0, offset), key, value);
+        })?;
+    }
+    if lookup.wants_checkpoints()
+        && let Some(parts) = present.partitions.get(&checkpoints)
+    {
+        for &p in parts {
+            client.read_partition(&checkpoints, p, &mut |offset, key, value| {
+                lookup.offer_checkpoint((&checkpoints, p, offset), key, value);
+            })?;
+        }
+    }
+    Ok(lookup)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn string(s: &str) -> Vec<u8> {
+        let mut out = (s.len() as i16).to_be_bytes().to_vec();
+        out.extend(s.as_bytes());
+        out
+    }
+
+    fn sync_key(topic: &str, p: i32) -> Vec<u8> {
+        let mut k = string(topic);
+        k.extend(p.to_be_bytes());
+        k
+    }
+
+    fn sync_value(up: i64, down: i64) -> Vec<u8> {
+        let mut v = up.to_be_bytes().to_vec();
+        v.extend(down.to_be_bytes());
+        v
+    }
+
+    fn cp_key(group: &str, topic: &str, p: i32) -> Vec<u8> {
+        let mut k = string(group);
+        k.extend(string(topic));
+        k.extend(p.to_be_bytes());
+        k
+    }
+
+    fn cp_value(up: i64, down: i64, meta: &str) -> Vec<u8> {
+        let mut v = 0i16.to_be_bytes().to_vec();
+        v.extend(up.to_be_bytes());
+        v.extend(down.to_be_bytes());
+        v.extend(string(meta));
+        v
+    }
+
+    #[test]
+    fn an_offset_sync_decodes_from_the_bytes_mirror_maker_writes() {
+        // What MirrorMaker 2 wrote for orders/2: upstream 9, downstream 4.
+        let key = b"\x00\x06orders\x00\x00\x00\x02";
+        let value = [0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 4];
+        assert_eq!(
+            SyncRecord::decode(Some(key), Some(&value)),
+            Ok(SyncRecord {
+                topic: "orders".into(),
+                partition: 2,
+                upstream: 9,
+                downstream: 4,
+            })
+        );
+        assert_eq!(
+            SyncRecord::decode(Some(&sync_key("t.x", -1)), Some(&sync_value(-1, i64::MAX))),
+            Ok(SyncRecord {
+                topic: "t.x".into(),
+                partition: -1,
+                upstream: -1,
+                downstream: i64::MAX,
+            })
+        );
+    }
+
+    #[test]
+    fn a_checkpoint_decodes_with_its_version_and_metadata() {
+        let key = b"\x00\x03app\x00\x0asrc.orders\x00\x00\x00\x00";
+        let value = cp_value(12, 7, "");
+        assert_eq!(value.len(), 2 + 8 + 8 + 2);
+        assert_eq!(
+            CheckpointRecord::decode(Some(key), Some(&value)),
+            Ok(CheckpointRecord {
+                group: "app".into(),
+                topic: "src.orders".into(),
+                partition: 0,
+                upstream: 12,
+                downstream: 7,
+                metadata: String::new(),
+            })
+        );
+        let with = CheckpointRecord::decode(Some(key), Some(&cp_value(1, 1, "ü"))).unwrap();
+        assert_eq!(with.metadata, "ü");
+    }
+
+    #[test]
+    fn truncated_long_and_garbage_records_are_refused_with_the_byte() {
+        let key = sync_key("orders", 0);
+        let value = sync_value(5, 3);
+        let e = SyncRecord::decode(Some(&key), Some(&value[..15])).unwrap_err();
+        assert_eq!(
+            e,
+            DecodeError::Truncated {
+                part: Part::SyncValue,
+                at: 8,
+                needs: 8,
+                left: 7
+            }
+        );
+        assert_eq!(
+            e.to_string(),
+            "offset sync value at byte 8: needs 8 more byte(s), 7 left"
+        );
+        let mut long = value.clone();
+        long.push(0);
+        assert_eq!(
+            SyncRecord::decode(Some(&key), Some(&long)),
+            Err(DecodeError::TrailingBytes {
+                part: Part::SyncValue,
+                at: 16,
+                left: 1
+            })
+        );
+        // A string longer than the key.
+        assert!(matches!(
+            SyncRecord::decode(Some(b"\x00\x09abc"), Some(&value)),
+            Err(DecodeError::Truncated {
+                part: Part::SyncKey,
+                at: 2,
+                needs: 9,
+                left: 3
+            })
+        ));
+        assert_eq!(
+            SyncRecord::decode(Some(b"\xff\xff"), Some(&value)),
+            Err(DecodeError::BadLength {
+                part: Part::SyncKey,
+                at: 0,
+                len: -1
+            })
+        );
+        let mut bad = string("ab");
+        bad[3] = 0xff;
+        bad.extend(0i32.to_be_bytes());
+        assert_eq!(
+            SyncRecord::decode(Some(&bad), Some(&value)),
+            Err(DecodeError::NotUtf8 {
+                part: Part::SyncKey,
+                at: 2
+            })
+        );
+        assert_eq!(
+            SyncRecord::decode(None, Some(&value)),
+            Err(DecodeError::Missing {
+                part: Part::SyncKey
+            })
+        );
+        assert_eq!(
+            SyncRecord::decode(Some(&key), None),
+            Err(DecodeError::Missing {
+                part: Part::SyncValue
+            })
+        );
+        assert!(SyncRecord::decode(Some(&[]), Some(&[])).is_err());
+        // A checkpoint: an unknown version, a cut metadata string, a sync's bytes.
+        let ck = cp_key("g", "t", 0);
+        let mut v1 = cp_value(1, 1, "m");
+        v1[1] = 1;
+        let e = CheckpointRecord::decode(Some(&ck), Some(&v1)).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "checkpoint value at byte 0: version 1, only 0 is known"
+        );
+        let v = cp_value(1, 1, "meta");
+        assert!(matches!(
+            CheckpointRecord::decode(Some(&ck), Some(&v[..v.len() - 1])),
+            Err(DecodeError::Truncated {
+                part: Part::CheckpointValue,
+                at: 20,
+                ..
+            })
+        ));
+        assert!(CheckpointRecord::decode(Some(&key), Some(&value)).is_err());
+    }
+
+    #[test]
+    fn no_bytes_make_the_decoders_panic() {
+        use proptest::prelude::*;
+        proptest!(|(key in proptest::collection::vec(any::<u8>(), 0..40),
+                    value in proptest::collection::vec(any::<u8>(), 0..40))| {
+            let _ = SyncRecord::decode(Some(&key), Some(&value));
+            let _ = CheckpointRecord::decode(Some(&key), Some(&value));
+        });
+    }
+
+    fn wanted(topic: &str, p: i32, upstream: i64) -> Wanted {
+        Wanted {
+            topic: format!("east.{topic}"),
+            source_topic: topic.into(),
+            partition: p,
+            upstream,
+        }
+    }
+
+    fn sync(upstream: i64, downstream: i64) -> OffsetSync {
+        OffsetSync {
+            upstream,
+            downstream,
+        }
+    }
+
+    #[test]
+    fn the_newest_sync_at_or_below_the_wanted_offset_is_kept_per_partition() {
+        let mut l = Lookup::new(vec![wanted("o", 0, 20), wanted("o", 1, 5)], None);
+        let mut offset = 0;
+        let mut offer = |l: &mut Lookup, topic: &str, p: i32, up: i64, down: i64| {
+            offset += 1;
+            let (k, v) = (sync_key(topic, p), sync_value(up, down));
+            l.offer_sync(("syncs", 0, offset), Some(&k), Some(&v));
+        };
+        offer(&mut l, "o", 0, 10, 3);
+        offer(&mut l, "o", 0, 20, 13);
+        offer(&mut l, "o", 0, 21, 14); // past the wanted offset
+        offer(&mut l, "o", 1, 4, 4);
+        offer(&mut l, "o", 2, 1, 1); // not wanted
+        offer(&mut l, "other", 0, 1, 1);
+        // MirrorMaker copied partition 1 again from 2: the later copy counts.
+        offer(&mut l, "o", 1, 2, 9);
+        l.offer_sync(("syncs", 0, 99), Some(b"junk"), Some(b""));
+        let found = l.found();
+        assert_eq!(
+            found[&("east.o".into(), 0)].best(),
+            Some((sync(20, 13), false))
+        );
+        assert_eq!(
+            found[&("east.o".into(), 1)].best(),
+            Some((sync(2, 9), false))
+        );
+        assert_eq!(l.read, (7, 0));
+        assert_eq!(l.skipped_count, 1);
+        assert_eq!(
+            l.skipped[0].to_string(),
+            "syncs/0 offset 99: offset sync key at byte 2: needs 27253 more byte(s), 2 left"
+        );
+        // Nothing at or below: nothing found.
+        let mut l = Lookup::new(vec![wanted("o", 0, 3)], None);
+        let (k, v) = (sync_key("o", 0), sync_value(4, 4));
+        l.offer_sync(("syncs", 0, 0), Some(&k), Some(&v));
+        assert!(l.found().is_empty());
+    }
+
+    #[test]
+    fn a_checkpoint_of_the_group_counts_only_without_a_sync() {
+        let mut l = Lookup::new(vec![wanted("o", 0, 30), wanted("o", 1, 30)], Some("app"));
+        assert!(l.wants_checkpoints());
+        let cp = |l: &mut Lookup, group: &str, topic: &str, p: i32, up: i64, down: i64| {
+            let (k, v) = (cp_key(group, topic, p), cp_value(up, down, ""));
+            l.offer_checkpoint(("cps", 0, 0), Some(&k), Some(&v));
+        };
+        let s = |l: &mut Lookup, p: i32, up: i64, down: i64| {
+            let (k, v) = (sync_key("o", p), sync_value(up, down));
+            l.offer_sync(("syncs", 0, 0), Some(&k), Some(&v));
+        };
+        // Partition 0: a sync at 10, a closer checkpoint at 28: the sync.
+        s(&mut l, 0, 10, 5);
+        cp(&mut l, "app", "east.o", 0, 28, 19);
+        // Partition 1: no sync; the newest checkpoint at or below 30. A later one past
+        // the wanted offset, another group's, one named by the source topic and one
+        // MirrorMaker could not translate (-1) do not count.
+        cp(&mut l, "app", "east.o", 1, 20, 11);
+        cp(&mut l, "app", "east.o", 1, 31, 22);
+        cp(&mut l, "other", "east.o", 1, 29, 20);
+        cp(&mut l, "app", "o", 1, 29, 20);
+        cp(&mut l, "app", "east.o", 1, 25, -1);
+        let found = l.found();
+        assert_eq!(
+            found[&("east.o".into(), 0)].best(),
+            Some((sync(10, 5), false))
+        );
+        assert_eq!(
+            found[&("east.o".into(), 1)].best(),
+            Some((sync(20, 11), true))
+        );
+        assert_eq!(l.read, (1, 6));
+        let f = Found {
+            sync: Some(sync(5, 5)),
+            checkpoint: Some(sync(9, 6)),
+        };
+        assert_eq!(f.best(), Some((sync(5, 5), false)));
+        let only = Found {
+            sync: None,
+            checkpoint: Some(sync(5, 6)),
+        };
+        assert_eq!(only.best(), Some((sync(5, 6), true)));
+        // Without a group, checkpoints are not looked at.
+        let mut l = Lookup::new(vec![wanted("o", 0, 30)], None);
+        cp(&mut l, "app", "east.o", 0, 20, 11);
+        assert!(l.found().is_empty());
+    }
+
+    #[test]
+    fn the_topics_are_named_after_the_source_alias() {
+        assert_eq!(offset_syncs_topic("east"), "mm2-offset-syncs.east.internal");
+        assert_eq!(checkpoints_topic("east"), "east.checkpoints.internal");
+    }
+}
