@@ -97,12 +97,23 @@ pub fn carry(
     };
     let (lower, within, found_by) = match (mirror.translate, facts.sync) {
         (Translate::Identical, _) => (want.offset, Within::Records(1), "identical"),
-        (Translate::Mm2, Some((sync, checkpoint))) if sync.upstream <= want.offset => {
+        (Translate::Mm2, Some((sync, false))) if sync.upstream <= want.offset => {
             // Each source offset holds at most one record: the one looked for is at
             // most this many records after the synced one.
             let span = (want.offset - sync.upstream + 1) as u64;
-            let by = if checkpoint { "checkpoint" } else { "sync" };
-            (sync.downstream, Within::Records(span), by)
+            (sync.downstream, Within::Records(span), "sync")
+        }
+        (Translate::Mm2, Some((checkpoint, true))) if checkpoint.upstream <= want.offset => {
+            // A checkpoint's downstream offset is one past an older sync MirrorMaker
+            // kept, not the copy of its upstream record: only a lower bound, so the
+            // search is bounded by time, not by a count of records.
+            let Some(ts) = want.timestamp else {
+                return Carried::NotFound {
+                    why: "the last record has no timestamp to bound a search from a checkpoint",
+                };
+            };
+            let until = ts.saturating_add(TIMESTAMP_SEARCH_WINDOW.as_millis() as i64);
+            (checkpoint.downstream, Within::UntilTimestamp(until), "checkpoint")
         }
         _ => {
             let Some(ts) = want.timestamp else {
@@ -142,9 +153,10 @@ fn carry_unverified(mirror: &MirrorOf, from: SourcePosition, facts: &MirrorFacts
             next_offset: from.next_offset.max(facts.earliest),
             last: None,
         },
-        (Translate::Mm2, Some((sync, _))) if sync.upstream <= from.next_offset => {
-            // MirrorMaker's own rule: exact at a synced offset, else one past it.
-            let next_offset = if sync.upstream == from.next_offset {
+        (Translate::Mm2, Some((sync, checkpoint))) if sync.upstream <= from.next_offset => {
+            // MirrorMaker's own rule for a sync: exact at a synced offset, else one past
+            // it; a checkpoint has applied it already.
+            let next_offset = if checkpoint || sync.upstream == from.next_offset {
                 sync.downstream
             } else {
                 sync.downstream + 1
@@ -261,6 +273,14 @@ mod tests {
         };
         let (at, s) = search(carry(&m, "orders", from, &late));
         assert_eq!((at, s.found_by.as_str()), (9, "timestamp"));
+        // A checkpoint: a lower bound only, searched by time.
+        let by_checkpoint = MirrorFacts {
+            sync: Some((sync, true)),
+            ..facts(0, 100)
+        };
+        let (at, s) = search(carry(&m, "orders", from, &by_checkpoint));
+        assert_eq!((at, s.found_by.as_str()), (12, "checkpoint"));
+        assert!(matches!(s.within, Within::UntilTimestamp(_)));
         // Without a record handed out: MirrorMaker's own rule, unverified.
         let none = SourcePosition {
             next_offset: 35,
