@@ -35,6 +35,7 @@ use std::time::Duration;
 
 use crate::base::offsets::PartitionFacts;
 use crate::base::properties::{ClientProperties, REDACTED, RefusedProperty};
+use crate::base::translate::OffsetSync;
 use crate::error::SourceError;
 use crate::kafka::client::ClusterClient;
 pub use crate::kafka::group_describe::{GroupProtocol, GroupReport};
@@ -448,6 +449,206 @@ fn scrub(e: SourceError, properties: &ClientProperties) -> SourceError {
     }
 }
 
+/// Asks one cluster, as [`inspect_cluster_state`] does, about `topics` (their
+/// partitions with earliest and latest offsets, and the group's committed offsets when
+/// `options` names a group), and looks up for each partition in `timestamps` the first
+/// offset at or after that partition's own timestamp: its
+/// [`PartitionReport::at_timestamp`], `None` when no record there is that late.
+/// Partitions not in `timestamps` get the offset at `options.timestamp`, as
+/// [`inspect_cluster`] gives it.
+///
+/// This is what carrying positions onto a mirror needs
+/// ([`crate::unstable::translate::carry`]): each partition's last record handed out
+/// has a timestamp of its own. Entries of `timestamps` for partitions the cluster
+/// does not have are ignored.
+///
+/// Blocks: a few calls, each bounded by `options.timeout`; a cluster that refuses
+/// connections fails about a second after librdkafka says why, and one that does not
+/// answer at the timeout, with [`ClusterState::Unreachable`].
+///
+/// ```no_run
+/// use std::collections::{BTreeMap, BTreeSet};
+/// use multicluster_kafka::inspect::{InspectOptions, inspect_at_times};
+/// use multicluster_kafka::properties::ClientProperties;
+///
+/// let props: ClientProperties = [("bootstrap.servers", "west-1:9092")].into_iter().collect();
+/// let topics = BTreeSet::from(["orders".to_string()]);
+/// let at = BTreeMap::from([(("orders".to_string(), 0), 1_700_000_000_000)]);
+/// let found = inspect_at_times("west", &props, &topics, &at, &InspectOptions::default());
+/// for p in &found.result?.topics["orders"] {
+///     println!("orders/{}: {}..{}, at the timestamp {:?}", p.partition, p.earliest, p.latest, p.at_timestamp);
+/// }
+/// # Ok::<(), multicluster_kafka::error::SourceError>(())
+/// ```
+pub fn inspect_at_times(
+    cluster: &str,
+    properties: &ClientProperties,
+    topics: &BTreeSet<String>,
+    timestamps: &BTreeMap<(String, i32), i64>,
+    options: &InspectOptions,
+) -> Inspection {
+    let (state, result) =
+        with_own_client(cluster, properties, options, |client, kafka_cluster_id| {
+            let mut found = report(cluster, client, kafka_cluster_id, topics, options)?;
+            let queries: Vec<(String, i32, i64)> = timestamps
+                .iter()
+                .filter(|((topic, partition), _)| {
+                    found
+                        .topics
+                        .get(topic)
+                        .is_some_and(|ps| ps.iter().any(|p| p.partition == *partition))
+                })
+                .map(|((topic, partition), ts)| (topic.clone(), *partition, *ts))
+                .collect();
+            let at = client.offsets_at_times(&queries)?;
+            for (topic, partitions) in &mut found.topics {
+                for p in partitions {
+                    if let Some(offset) = at.get(&(topic.clone(), p.partition)) {
+                        p.at_timestamp = *offset;
+                    }
+                }
+            }
+            Ok(found)
+        });
+    Inspection { state, result }
+}
+
+/// One partition of a mirror whose source position is to be translated with
+/// MirrorMaker 2's offset syncs and checkpoints ([`mirror_maker_syncs`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SyncWanted {
+    /// The topic on the mirror (MirrorMaker's checkpoints name it).
+    pub topic: String,
+    /// The topic it copies on the source (the offset syncs name it).
+    pub source_topic: String,
+    /// The partition (the same on both sides).
+    pub partition: i32,
+    /// The source offset to translate: the last record handed out there, or the next
+    /// offset when none was.
+    pub upstream: i64,
+}
+
+/// What MirrorMaker 2's topics on a mirror cluster say of the wanted partitions.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MirrorMakerSyncs {
+    /// By (topic on the mirror, partition): the newest offset sync at or below the
+    /// wanted offset, or the group's newest checkpoint when that is closer, and
+    /// whether it is the checkpoint. Partitions with neither are left out.
+    pub found: BTreeMap<(String, i32), (OffsetSync, bool)>,
+    /// Offset syncs and checkpoints read.
+    pub read: (u64, u64),
+    /// How many records of those topics did not decode.
+    pub skipped: u64,
+    /// The first of them: where each is and what was wrong, byte by byte.
+    pub first_skipped: Vec<String>,
+}
+
+/// Reads, on the mirror `cluster`, MirrorMaker 2's offset syncs of the flow from the
+/// source MirrorMaker calls `source_alias` (`mm2-offset-syncs.<alias>.internal`,
+/// written there with `offset-syncs.topic.location=target`) and, when `options`
+/// names a group, that group's checkpoints (`<alias>.checkpoints.internal`), and
+/// returns for each of `wanted` what to translate its position with
+/// ([`crate::unstable::translate::MirrorFacts::sync`]). Topics the cluster does not
+/// have hold nothing: no error. Records that do not decode are skipped and counted.
+///
+/// Blocks: each topic partition is read from its start to its end as the read
+/// starts, within `options.timeout`, on a client of its own.
+///
+/// # Errors
+///
+/// [`SourceError::Cluster`] when the cluster cannot be reached or a read does not end
+/// in time. The message names `cluster` and never contains a secret property value.
+pub fn mirror_maker_syncs(
+    cluster: &str,
+    properties: &ClientProperties,
+    source_alias: &str,
+    wanted: Vec<SyncWanted>,
+    options: &InspectOptions,
+) -> Result<MirrorMakerSyncs, SourceError> {
+    let wanted = wanted
+        .into_iter()
+        .map(|w| crate::kafka::mm2::Wanted {
+            topic: w.topic,
+            source_topic: w.source_topic,
+            partition: w.partition,
+            upstream: w.upstream,
+        })
+        .collect();
+    with_own_client(cluster, properties, options, |client, _| {
+        let lookup =
+            crate::kafka::mm2::look_up(client, source_alias, options.group.as_deref(), wanted)?;
+        Ok(MirrorMakerSyncs {
+            found: lookup
+                .found()
+                .into_iter()
+                .filter_map(|(key, f)| f.best().map(|best| (key, best)))
+                .collect(),
+            read: lookup.read,
+            skipped: lookup.skipped_count,
+            first_skipped: lookup.skipped.iter().map(ToString::to_string).collect(),
+        })
+    })
+    .1
+}
+
+/// Makes a client of its own for `cluster` (properties librdkafka refuses are found
+/// first, without a connection), makes first contact, and hands it with the Kafka
+/// `cluster.id` to `ask`. Returns where the cluster stands and the answer; errors
+/// lose every secret value, as in [`inspect_cluster_state`].
+fn with_own_client<T>(
+    cluster: &str,
+    properties: &ClientProperties,
+    options: &InspectOptions,
+    ask: impl FnOnce(&ClusterClient, String) -> Result<T, SourceError>,
+) -> (ClusterState, Result<T, SourceError>) {
+    let refused = |r: RefusedProperty| {
+        let e = SourceError::Cluster {
+            cluster: cluster.to_string(),
+            message: r.to_string(),
+        };
+        (ClusterState::Refused(r), Err(e))
+    };
+    if let Err(r) = properties.check() {
+        return refused(r);
+    }
+    let client = match ClusterClient::new(
+        None,
+        Arc::from(cluster),
+        properties,
+        options.group.as_deref(),
+        options.timeout,
+        Default::default(),
+    ) {
+        Ok(client) => client,
+        Err(e) => {
+            let reason = match &e {
+                SourceError::Cluster { message, .. } | SourceError::Kafka { message, .. } => {
+                    message.clone()
+                }
+                other => other.to_string(),
+            };
+            return refused(properties.refusal(&reason));
+        }
+    };
+    let answer = match client.first_contact() {
+        Ok(kafka_cluster_id) => (
+            ClusterState::Connected,
+            ask(&client, kafka_cluster_id).map_err(|e| scrub(e, properties)),
+        ),
+        Err(e) => {
+            let state = if client.rejected() {
+                ClusterState::Rejected
+            } else {
+                ClusterState::Unreachable
+            };
+            (state, Err(scrub(e, properties)))
+        }
+    };
+    // Destroying a consumer takes rust-rdkafka up to 100 ms of polling: not waited for.
+    crate::kafka::client::close_detached(client);
+    answer
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -546,5 +747,23 @@ mod tests {
             "{e}"
         );
         assert!(!e.contains("banana"), "{e}");
+    }
+
+    #[test]
+    fn lookups_at_times_on_a_cluster_that_does_not_answer_say_so_without_a_secret() {
+        let props: ClientProperties = [
+            ("bootstrap.servers", "127.0.0.1:1"),
+            ("sasl.password", "s3cret"),
+        ]
+        .into_iter()
+        .collect();
+        let topics = BTreeSet::from(["t".to_string()]);
+        let at = BTreeMap::from([(("t".to_string(), 0), 5)]);
+        let options = InspectOptions::new(Duration::from_millis(300));
+        let found = inspect_at_times("west", &props, &topics, &at, &options);
+        assert_eq!(found.state, ClusterState::Unreachable);
+        let e = found.result.unwrap_err().to_string();
+        assert!(e.starts_with("cluster `west`:"), "{e}");
+        assert!(!e.contains("s3cret"), "{e}");
     }
 }
