@@ -2,7 +2,9 @@
 //! OLD to NEW. The change itself comes from the library's pure
 //! [`multicluster_kafka::unstable::plan::plan`]; this command adds what only the clusters know
 //! (the splits added and removed, and the offsets new splits would start at) and
-//! renders it for a person or as JSON.
+//! renders it for a person or as JSON. A stream moving onto a mirror of a cluster
+//! taken out of it is shown partition by partition, with the position from a
+//! checkpoint translated onto the mirror (`switch.rs`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -28,10 +30,12 @@ use crate::describe::{failure_reason, shown_bootstrap};
 mod changes;
 mod model;
 mod render;
+mod switch;
 
 use changes::{changes, spec_text, splits};
 pub use model::{Changes, ClusterPlan, Kind, PropertyChange, Splits, StartRule};
 pub use render::{render, to_json};
+pub use switch::{Switch, SwitchPartition, SwitchStatus};
 
 /// Arguments of `mck plan`.
 #[derive(Debug, clap::Args)]
@@ -61,6 +65,14 @@ pub struct PlanArgs {
     /// answer in time is shown as unreachable.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
     pub timeout: Duration,
+    /// Where a stream moving onto a mirror is now: the newest checkpoint in this
+    /// directory (as `mck consume --checkpoint-dir` writes them). Each partition's
+    /// position is translated onto the mirror.
+    #[arg(long, value_name = "DIR", conflicts_with = "checkpoint")]
+    pub checkpoint_dir: Option<PathBuf>,
+    /// Like --checkpoint-dir, from this checkpoint file.
+    #[arg(long, value_name = "FILE")]
+    pub checkpoint: Option<PathBuf>,
 }
 
 /// Reads both files, plans, asks the clusters (unless offline), prints. Exit 0 with or
@@ -101,14 +113,25 @@ pub fn run(args: PlanArgs) -> Result<ExitCode, String> {
             ));
         }
     }
+    let positions =
+        switch::read_positions(args.checkpoint_dir.as_deref(), args.checkpoint.as_deref())?;
     let mut changes = changes(&old, &new);
+    changes.switches = switch::switches(&old, &new, positions.as_ref());
     if !args.offline {
         let queries = changes
             .clusters
             .iter()
             .filter_map(|c| c.query(args.timeout, args.group.as_deref()))
             .collect();
-        let reports = inspect_clusters(queries);
+        // The mirrors are asked beside the clusters, each on a thread of its own: a
+        // mirror that does not answer costs its own timeout only.
+        let reports = std::thread::scope(|scope| {
+            for s in &mut changes.switches {
+                let (positions, group) = (positions.as_ref(), args.group.as_deref());
+                scope.spawn(move || s.look_up(positions, group, args.timeout));
+            }
+            inspect_clusters(queries)
+        });
         for c in &mut changes.clusters {
             if let Some(r) = reports.get(&c.cluster) {
                 c.splits = splits(c, r);

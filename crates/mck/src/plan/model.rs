@@ -14,6 +14,8 @@ pub struct Changes {
     pub clusters: Vec<ClusterPlan>,
     /// Clusters in both files that stay as they are.
     pub unchanged: BTreeSet<String>,
+    /// Streams moving onto a mirror of a cluster taken out of them.
+    pub switches: Vec<Switch>,
 }
 
 /// How a cluster changes.

@@ -63,6 +63,13 @@ pub fn render(old: &Path, new: &Path, ch: &Changes) -> String {
                 spec_text(Some(json!(rule.offsets))),
                 rule.from
             );
+            for s in ch.switches.iter().filter(|s| s.mirror == c.cluster) {
+                let _ = writeln!(
+                    out,
+                    "  except splits that continue {}'s: right after its last records (switch in stream {} below)",
+                    s.source, s.stream
+                );
+            }
         }
         match &c.splits {
             Splits::NotLookedUp => {
@@ -110,10 +117,139 @@ pub fn render(old: &Path, new: &Path, ch: &Changes) -> String {
             }
         }
     }
+    for s in &ch.switches {
+        render_switch(&mut out, s);
+    }
     if !ch.unchanged.is_empty() {
         let _ = writeln!(out, "unchanged clusters: {}", list(&ch.unchanged));
     }
     out
+}
+
+/// A switch onto a mirror: a head line, where positions come from, then a line per
+/// partition (`topic/p continues source topic/p after offset N: lower bound M (how)`,
+/// flags in brackets).
+fn render_switch(out: &mut String, s: &Switch) {
+    let _ = writeln!(
+        out,
+        "switch in stream {}: {} -> {} (translate {})",
+        s.stream,
+        s.source,
+        s.mirror,
+        s.mirror_of.translate.as_str()
+    );
+    match &s.checkpoint {
+        Some(file) => {
+            let _ = writeln!(out, "  positions: checkpoint {}", file.display());
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "  translated offsets need a checkpoint (--checkpoint-dir DIR or --checkpoint FILE): pairing only"
+            );
+        }
+    }
+    match &s.status {
+        SwitchStatus::Offline => {
+            let _ = writeln!(
+                out,
+                "  mirror partitions and translated offsets: not looked up (--offline)"
+            );
+        }
+        SwitchStatus::Unreachable(reason) => {
+            let _ = writeln!(
+                out,
+                "  WARNING: the mirror {} does not answer: {reason}",
+                s.mirror
+            );
+        }
+        SwitchStatus::Known => {}
+    }
+    if let Some(warning) = &s.sync_warning {
+        let _ = writeln!(out, "  WARNING: {warning}");
+    }
+    for (topic, source_topic) in &s.topics {
+        let source_topic = source_topic.as_deref().unwrap_or("?");
+        let rows: Vec<&SwitchPartition> =
+            s.partitions.iter().filter(|p| &p.topic == topic).collect();
+        if rows.is_empty() {
+            let _ = writeln!(out, "  {topic} continues {} {source_topic}", s.source);
+        }
+        for p in rows {
+            let mut line = match p.partition {
+                Some(n) => format!("  {topic}/{n} continues {} {source_topic}/{n}", s.source),
+                None => format!("  {topic} continues {} {source_topic}", s.source),
+            };
+            match (p.source_offset, p.source_next_offset) {
+                (Some(o), _) => {
+                    let _ = write!(line, " after offset {o}");
+                }
+                (None, Some(next)) => {
+                    let _ = write!(line, " at offset {next} (nothing handed out)");
+                }
+                (None, None) => {}
+            }
+            if let (Some(lb), Some(how)) = (p.lower_bound, &p.found_by) {
+                let _ = write!(line, ": lower bound {lb} ({how})");
+            }
+            if !p.flags.is_empty() {
+                let _ = write!(line, "  [{}]", p.flags.join(", "));
+            }
+            let _ = writeln!(out, "{line}");
+            if let Some(note) = &p.note {
+                let _ = writeln!(out, "    {note}");
+            }
+        }
+    }
+}
+
+/// The switches as JSON.
+fn switches_json(switches: &[Switch]) -> Vec<Value> {
+    switches
+        .iter()
+        .map(|s| {
+            let (status, error) = match &s.status {
+                SwitchStatus::Offline => ("offline", None),
+                SwitchStatus::Unreachable(reason) => ("unreachable", Some(reason)),
+                SwitchStatus::Known => ("known", None),
+            };
+            let partitions: Vec<Value> = s
+                .partitions
+                .iter()
+                .map(|p| {
+                    json!({
+                        "topic": p.topic,
+                        "partition": p.partition,
+                        "sourceTopic": p.source_topic,
+                        "sourceOffset": p.source_offset,
+                        "sourceNextOffset": p.source_next_offset,
+                        "lowerBound": p.lower_bound,
+                        "foundBy": p.found_by,
+                        "mirrorEnd": p.mirror_end,
+                        "flags": p.flags,
+                        "note": p.note,
+                    })
+                })
+                .collect();
+            let mut v = json!({
+                "stream": s.stream,
+                "source": s.source,
+                "mirror": s.mirror,
+                "translate": s.mirror_of.translate.as_str(),
+                "checkpoint": s.checkpoint.as_ref().map(|f| f.display().to_string()),
+                "status": status,
+                "topics": s.topics.iter().map(|(t, from)| json!({ "topic": t, "sourceTopic": from })).collect::<Vec<_>>(),
+                "partitions": partitions,
+            });
+            if let Some(e) = error {
+                v["error"] = json!(e);
+            }
+            if let Some(w) = &s.sync_warning {
+                v["syncWarning"] = json!(w);
+            }
+            v
+        })
+        .collect()
 }
 
 /// The plan as JSON.
@@ -179,5 +315,6 @@ pub fn to_json(old: &Path, new: &Path, ch: &Changes) -> Value {
         "streamsRemoved": ch.streams_removed,
         "clusters": clusters,
         "unchangedClusters": ch.unchanged,
+        "switches": switches_json(&ch.switches),
     })
 }
