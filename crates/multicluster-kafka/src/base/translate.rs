@@ -113,7 +113,11 @@ pub fn carry(
                 };
             };
             let until = ts.saturating_add(TIMESTAMP_SEARCH_WINDOW.as_millis() as i64);
-            (checkpoint.downstream, Within::UntilTimestamp(until), "checkpoint")
+            (
+                checkpoint.downstream,
+                Within::UntilTimestamp(until),
+                "checkpoint",
+            )
         }
         _ => {
             let Some(ts) = want.timestamp else {
