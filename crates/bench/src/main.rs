@@ -21,7 +21,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 
 use cmd::{
-    blackhole, compare, decode, group, handover, isolation, output, scale, shards, soak,
+    blackhole, compare, decode, group, handover, isolation, mirror, output, scale, shards, soak,
     throughput, tls,
 };
 
@@ -86,6 +86,10 @@ enum Cmd {
     /// Fetch v4 requests, one broker) against the bare librdkafka loop on the same
     /// topic: CPU ns per record at 10 B … 10 KiB.
     Decode(decode::DecodeArgs),
+    /// Moving onto a MirrorMaker 2 copy: metadata write (planned) and broker kill
+    /// (failover) to the first record from the mirror, and the records repeated or
+    /// skipped by this source, MirrorMaker's translateOffsets and a timestamp lookup.
+    Mirror(mirror::MirrorArgs),
 }
 
 fn main() {
@@ -124,5 +128,6 @@ fn main() {
         Cmd::Shards(args) => shards::shards(&args),
         Cmd::Group(args) => group::group(&args),
         Cmd::Decode(args) => decode::decode(&args),
+        Cmd::Mirror(args) => mirror::mirror(&args),
     }
 }

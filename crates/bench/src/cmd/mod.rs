@@ -10,6 +10,7 @@ pub mod group;
 pub mod handover;
 pub mod isolation;
 pub mod load;
+pub mod mirror;
 pub mod output;
 pub mod scale;
 pub mod shards;
