@@ -456,3 +456,44 @@ fn after_a_switch_the_group_is_committed_on_the_mirror_at_the_translated_positio
         }
     });
 }
+
+#[test]
+fn a_switch_back_onto_the_original_cluster_as_a_mirror_of_the_mirror_is_exact_too() {
+    let topic = "mirror-back";
+    let (east, west) = (cluster("east"), cluster("west"));
+    east.create_topic(topic, 2).unwrap();
+    west.create_topic(topic, 2).unwrap();
+    let svc = Arc::new(StaticMetadataService::new([both(topic, Translate::Identical)]).unwrap());
+    // East mirrored from west: the way back.
+    let back = || {
+        let mut m = meta(east, &[topic]);
+        m.mirror_of = Some(MirrorOf::new("west", Translate::Identical));
+        stream("s", vec![("east", m)])
+    };
+    mck_testkit::runtime().block_on(async {
+        produce_to_both(topic, records("r", 20)).await;
+        let mut source = open(svc.clone()).await;
+        let mut got = Vec::new();
+        read(&mut source, 20, &mut got).await;
+        svc.replace([moved(topic, Translate::Identical)]).unwrap();
+        produce_to_both(topic, records_range("r", 20, 40)).await;
+        read(&mut source, 20, &mut got).await;
+        assert!(got[20..].iter().all(|r| &*r.cluster == "west"));
+        // Back onto east, which copies west now.
+        svc.replace([back()]).unwrap();
+        produce_to_both(topic, records_range("r", 40, 60)).await;
+        read(&mut source, 20, &mut got).await;
+        assert!(
+            got[40..].iter().all(|r| &*r.cluster == "east"),
+            "back on east"
+        );
+        let values: Vec<&str> = got.iter().map(|r| r.value.as_str()).collect();
+        let mut sorted: Vec<String> = got.iter().map(|r| r.value.clone()).collect();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(sorted.len(), 60, "each record once: {values:?}");
+        let more = tokio::time::timeout(Duration::from_secs(2), source.next()).await;
+        assert!(more.is_err(), "{more:?}");
+        source.close().await;
+    });
+}
