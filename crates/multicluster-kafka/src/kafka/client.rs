@@ -325,20 +325,13 @@ impl ClusterClient {
             }
         }
         if let Some(ts) = timestamp {
-            let mut tpl = TopicPartitionList::new();
-            for (topic, p) in partitions {
-                tpl.add_partition_offset(topic, *p, Offset::Offset(ts))
-                    .map_err(|e| self.err("timestamp lookup", &e))?;
-            }
-            let got = self
-                .consumer()
-                .offsets_for_times(tpl, self.timeout)
-                .map_err(|e| self.err("timestamp lookup", &e))?;
-            for e in got.elements() {
-                if let Offset::Offset(o) = e.offset()
-                    && let Some(f) = out.get_mut(&(e.topic().to_string(), e.partition()))
-                {
-                    f.at_timestamp = Some(o);
+            let queries: Vec<(String, i32, i64)> = partitions
+                .iter()
+                .map(|(t, p)| (t.clone(), *p, ts))
+                .collect();
+            for (key, at) in self.offsets_at_times(&queries)? {
+                if let Some(f) = out.get_mut(&key) {
+                    f.at_timestamp = at;
                 }
             }
         }
