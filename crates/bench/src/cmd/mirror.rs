@@ -176,6 +176,20 @@ fn mm2_wait(b: &KafkaCluster, topic: &str, n: usize) {
     }
 }
 
+/// Reads what comes for `how_long`.
+async fn read_for(
+    source: &mut KafkaSourceStream<Utf8>,
+    how_long: Duration,
+    seen: &mut Vec<Record<String>>,
+) {
+    let until = Instant::now() + how_long;
+    while Instant::now() < until {
+        if let Ok(Some(r)) = tokio::time::timeout(Duration::from_millis(100), source.next()).await {
+            seen.push(r.unwrap());
+        }
+    }
+}
+
 /// Reads until a record of `cluster` comes; returns the time it took and the records.
 async fn until_first_of(
     source: &mut KafkaSourceStream<Utf8>,
@@ -286,14 +300,7 @@ pub fn mirror(args: &MirrorArgs) {
         std::fs::write(&path, yaml(a, b, PLANNED, false, None)).unwrap();
         let took = until_first_of(&mut source, b.logical_id(), &mut seen).await;
         // Read on a while, to count duplicates after the switch.
-        let until = Instant::now() + Duration::from_secs(3);
-        while Instant::now() < until {
-            if let Ok(Some(r)) =
-                tokio::time::timeout(Duration::from_millis(100), source.next()).await
-            {
-                seen.push(r.unwrap());
-            }
-        }
+        read_for(&mut source, Duration::from_secs(3), &mut seen).await;
         let after = seen.len() - before;
         source.close().await;
         (took.as_secs_f64() * 1e3, duplicates(&seen), handed, after)
@@ -322,14 +329,12 @@ pub fn mirror(args: &MirrorArgs) {
             .await
             .unwrap();
         let mut seen = Vec::new();
-        let until = Instant::now() + Duration::from_secs(args.read_before);
-        while Instant::now() < until {
-            if let Ok(Some(r)) =
-                tokio::time::timeout(Duration::from_millis(100), source.next()).await
-            {
-                seen.push(r.unwrap());
-            }
-        }
+        read_for(
+            &mut source,
+            Duration::from_secs(args.read_before),
+            &mut seen,
+        )
+        .await;
         stop.store(true, Ordering::Relaxed);
         // Drain what is buffered from the source, so the measure starts at the kill.
         while let Ok(Some(r)) =
@@ -367,14 +372,7 @@ pub fn mirror(args: &MirrorArgs) {
             }
         }
         let took = t0.elapsed();
-        let until = Instant::now() + Duration::from_secs(3);
-        while Instant::now() < until {
-            if let Ok(Some(r)) =
-                tokio::time::timeout(Duration::from_millis(100), source.next()).await
-            {
-                seen.push(r.unwrap());
-            }
-        }
+        read_for(&mut source, Duration::from_secs(3), &mut seen).await;
         let after = seen.len() - before;
         source.close().await;
         (took.as_secs_f64() * 1e3, duplicates(&seen), after)
