@@ -19,6 +19,16 @@ use crate::split::{KafkaSplit, LastRecord, SplitId};
 /// Makes a client for one discovery (see [`Discovery::aside`]).
 type MakeClient = Box<dyn FnOnce() -> Result<ClusterClient, SourceError> + Send>;
 
+/// What reading MirrorMaker 2's offset syncs needs: a client of the mirror, the
+/// source's group (for its checkpoints) and, while the source's settings are known
+/// (a live switch), a client of the source, whose syncs MirrorMaker writes there by
+/// default.
+pub(super) struct Mm2Clients {
+    mirror: MakeClient,
+    group: Option<String>,
+    source: Option<MakeClient>,
+}
+
 /// Splits found on one cluster that the enumerator did not know yet.
 struct Discovery {
     cluster: Arc<str>,
@@ -43,7 +53,7 @@ struct Discovery {
     /// checkpoints are read with (a client of its own: reading assigns partitions,
     /// and a reader may fetch with `client`), and the source's group, whose
     /// checkpoints count. Made only when positions are carried.
-    mm2: Option<(MakeClient, Option<String>)>,
+    mm2: Option<Mm2Clients>,
 }
 
 /// Subscribed topics a cluster does not show.
@@ -83,7 +93,7 @@ fn discover_blocking(d: &mut Discovery) -> Result<Discovered, SourceError> {
 fn discover_with(
     d: &Discovery,
     client: &ClusterClient,
-    mm2: Option<(MakeClient, Option<String>)>,
+    mm2: Option<Mm2Clients>,
 ) -> Result<Discovered, SourceError> {
     let Discovery {
         cluster,
@@ -183,7 +193,7 @@ fn carry_to_mirror(
     retained: &crate::base::retention::Retained,
     new: &[(String, i32)],
     facts: &BTreeMap<(String, i32), crate::base::offsets::PartitionFacts>,
-    mm2: Option<(MakeClient, Option<String>)>,
+    mm2: Option<Mm2Clients>,
 ) -> Result<BTreeMap<(String, i32), CarriedStart>, SourceError> {
     let live: BTreeMap<SplitId, crate::base::retention::RetainedSplit> =
         retained.live().into_iter().collect();
@@ -219,7 +229,7 @@ fn carry_to_mirror(
         client.offsets_at_times(&lookups)?
     };
     let syncs = match mm2 {
-        Some((make, group)) if mirror.translate == Translate::Mm2 => {
+        Some(clients) if mirror.translate == Translate::Mm2 => {
             let wanted = from
                 .iter()
                 .map(|(topic, p, source_id, position)| mm2::Wanted {
@@ -229,7 +239,7 @@ fn carry_to_mirror(
                     upstream: position.last.map_or(position.next_offset, |l| l.offset),
                 })
                 .collect();
-            mm2_syncs(cluster, mirror, make, group.as_deref(), wanted)
+            mm2_syncs(cluster, mirror, clients, wanted)
         }
         _ => BTreeMap::new(),
     };
@@ -282,16 +292,18 @@ fn carry_to_mirror(
 fn mm2_syncs(
     cluster: &str,
     mirror: &MirrorOf,
-    make: MakeClient,
-    group: Option<&str>,
+    clients: Mm2Clients,
     wanted: Vec<mm2::Wanted>,
 ) -> BTreeMap<(String, i32), (OffsetSync, bool)> {
-    // not yet: MirrorMaker's default `offset-syncs.topic.location=source` writes the
-    // offset syncs to the source cluster (`mm2-offset-syncs.<target alias>.internal`),
-    // which left the metadata before its positions are carried here, so there is no
-    // client of it to read them with. Reading them needs the source's connection
-    // settings kept with its retained positions (or a lookup before it leaves). Until
-    // then such a mirror translates by the group's checkpoints, else timestamps.
+    let Mm2Clients {
+        mirror: make,
+        group,
+        source,
+    } = clients;
+    let group = group.as_deref();
+    // MirrorMaker's default `offset-syncs.topic.location=source` writes the syncs to
+    // the source cluster: read there too while its settings are known (a live switch;
+    // not after a failover or at a restart, where the source left the metadata).
     let alias = mirror.alias();
     let client = match make() {
         Ok(client) => client,
@@ -303,6 +315,12 @@ fn mm2_syncs(
     let looked = mm2::look_up(&client, alias, group, wanted);
     // Closing waits for librdkafka's threads; the answer does not.
     close_detached(client);
+    let looked = looked.map(|mut lookup| {
+        if let Some(make) = source {
+            source_syncs(cluster, mirror, make, &mut lookup);
+        }
+        lookup
+    });
     let lookup = match looked {
         Ok(lookup) => lookup,
         Err(e) => {
@@ -328,6 +346,41 @@ fn mm2_syncs(
         "read MirrorMaker 2's offset syncs and checkpoints"
     );
     found
+}
+
+/// Adds the offset syncs MirrorMaker keeps on the source cluster to `lookup`. A source
+/// that cannot be read is warned about: the mirror's own syncs, checkpoints and
+/// timestamps remain.
+fn source_syncs(cluster: &str, mirror: &MirrorOf, make: MakeClient, lookup: &mut mm2::Lookup) {
+    let source = mirror.cluster.as_str();
+    let read = make().and_then(|client| {
+        let found = client
+            .topic_names(|n| n.starts_with("mm2-offset-syncs."))
+            .and_then(|names| match mm2::source_syncs_topic(&names, cluster) {
+                Some(topic) => {
+                    mm2::offer_source_syncs(&client, &topic, lookup).map(|()| Some(topic))
+                }
+                None => Ok(None),
+            });
+        close_detached(client);
+        found
+    });
+    match read {
+        Ok(Some(topic)) => tracing::debug!(
+            cluster,
+            source,
+            topic,
+            "read MirrorMaker 2's offset syncs on the source cluster"
+        ),
+        Ok(None) => tracing::debug!(
+            cluster,
+            source,
+            "no MirrorMaker 2 offset syncs on the source cluster (or several flows, none named after this mirror)"
+        ),
+        Err(e) => {
+            tracing::warn!(cluster, source, error = %e, "cannot read MirrorMaker 2's offset syncs on the source cluster; translating by the mirror's syncs, checkpoints or timestamps")
+        }
+    }
 }
 
 /// Where each of `partitions` stops under `stop` (in their order), from one lookup on
@@ -384,9 +437,22 @@ impl Enumerator {
         let mm2 = mirror_of
             .as_ref()
             .filter(|m| m.translate == Translate::Mm2)
-            .map(|_| {
+            .map(|m| {
                 let make = super::clients::client_aside(&self.cfg, cluster, &state.reader_props);
-                (Box::new(make) as MakeClient, self.cfg.group_id.clone())
+                // The source's settings, while known and it was not failed over (a
+                // dead cluster would hold the discovery for the client timeout).
+                let source = self
+                    .gone_props
+                    .get_key_value(m.cluster.as_str())
+                    .filter(|_| !self.failover.taken_over.contains(&m.cluster))
+                    .map(|(id, props)| {
+                        Box::new(super::clients::client_aside(&self.cfg, id, props)) as MakeClient
+                    });
+                Mm2Clients {
+                    mirror: Box::new(make),
+                    group: self.cfg.group_id.clone(),
+                    source,
+                }
             });
         Some(Discovery {
             cluster: cluster.clone(),

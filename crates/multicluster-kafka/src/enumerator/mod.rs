@@ -117,6 +117,9 @@ pub(crate) struct Enumerator {
     group: Option<group::GroupState>,
     /// Sources failed over to their mirrors, and the probes that watch them.
     failover: failover::Failover,
+    /// The client properties of clusters that left the metadata: a mirror of one of
+    /// them reads MirrorMaker's offset syncs there.
+    gone_props: BTreeMap<Arc<str>, crate::base::properties::ClientProperties>,
 }
 
 /// What the enumerator shares with the readers of its source.
@@ -202,6 +205,7 @@ impl Enumerator {
             shard: None,
             group: None,
             failover: Default::default(),
+            gone_props: BTreeMap::new(),
         }
     }
 

@@ -228,6 +228,8 @@ impl Enumerator {
             self.remove_splits(|id| id.cluster == key, true);
             self.last_rebuild.remove(&key);
             if let Some(state) = self.clusters.remove(&key) {
+                self.gone_props
+                    .insert(key.clone(), state.reader_props.clone());
                 self.leave(key.clone(), state);
             }
             for tx in self.readers.values() {

@@ -278,6 +278,19 @@ impl ClusterClient {
         Ok(out)
     }
 
+    /// The names of the cluster's topics that `keep` selects (one metadata request).
+    pub fn topic_names(&self, keep: impl Fn(&str) -> bool) -> Result<Vec<String>, SourceError> {
+        let md = all_metadata(self.consumer().client(), self.timeout, EndEarly::OnRefusal)
+            .map_err(|e| self.err("metadata request", &e))?;
+        Ok(md
+            .topics()
+            .iter()
+            .map(|t| t.name())
+            .filter(|n| keep(n))
+            .map(str::to_string)
+            .collect())
+    }
+
     /// Earliest/latest offsets, committed offsets (when `committed`), and the offset
     /// for `timestamp` (when given) of each partition.
     pub fn facts(

@@ -472,6 +472,39 @@ pub(crate) fn look_up(
     Ok(lookup)
 }
 
+/// The offset-syncs topic on a *source* cluster that a MirrorMaker flow into the
+/// mirror `mirror_id` writes (`offset-syncs.topic.location=source`, MirrorMaker's
+/// default): `mm2-offset-syncs.<target alias>.internal`. The target's alias is not in
+/// the metadata, so the topic is found by its shape: the one there is, else the one
+/// named after the mirror's logical id. `None` when there is none, or several and
+/// none of them is named so.
+pub(crate) fn source_syncs_topic(names: &[String], mirror_id: &str) -> Option<String> {
+    let syncs: Vec<&String> = names
+        .iter()
+        .filter(|n| n.starts_with("mm2-offset-syncs.") && n.ends_with(".internal"))
+        .collect();
+    match syncs.as_slice() {
+        [one] => Some((*one).clone()),
+        _ => {
+            let named = offset_syncs_topic(mirror_id);
+            syncs.into_iter().find(|n| **n == named).cloned()
+        }
+    }
+}
+
+/// Adds the offset syncs of `topic` on the source cluster (read with `client`, a
+/// client of its own) to `lookup`. Blocks.
+pub(crate) fn offer_source_syncs(
+    client: &ClusterClient,
+    topic: &str,
+    lookup: &mut Lookup,
+) -> Result<(), SourceError> {
+    client.read_partition(topic, 0, &mut |offset, key, value| {
+        lookup.offer_sync((topic, 0, offset), key, value);
+    })?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -507,6 +540,26 @@ mod tests {
         v.extend(down.to_be_bytes());
         v.extend(string(meta));
         v
+    }
+
+    #[test]
+    fn the_source_s_offset_syncs_topic_is_the_only_one_or_the_mirror_s() {
+        let names = |n: &[&str]| n.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let one = names(&["orders", "mm2-offset-syncs.dr.internal"]);
+        assert_eq!(
+            source_syncs_topic(&one, "west").as_deref(),
+            Some("mm2-offset-syncs.dr.internal")
+        );
+        let two = names(&[
+            "mm2-offset-syncs.a.internal",
+            "mm2-offset-syncs.west.internal",
+        ]);
+        assert_eq!(
+            source_syncs_topic(&two, "west").as_deref(),
+            Some("mm2-offset-syncs.west.internal")
+        );
+        assert_eq!(source_syncs_topic(&two, "north"), None);
+        assert_eq!(source_syncs_topic(&names(&["orders"]), "west"), None);
     }
 
     #[test]
