@@ -18,6 +18,7 @@
 //! | `mck_cluster_active` | gauge | `cluster` | 1 while a cluster is read, 0 once it left the metadata |
 //! | `mck_consumers_created_total` | counter | `cluster` | consumers created |
 //! | `mck_mirror_failovers_total` | counter | `cluster`, `mirror` | failovers of a source cluster to its mirror after `failoverAfter` unreachable |
+//! | `mck_mirror_searching` | gauge | `cluster`, `topic`, `partition` | 1 while a split on a mirror reads forward to (or waits for a lagging mirror to copy) the last record handed out from its source; 0 once its search ended |
 //! | `mck_mirror_switches_total` | counter | `cluster`, `outcome` | splits on a mirror that ended their search for the last record handed out from the source: `found`, `diverged`, `lower_bound` (see [`MIRROR_SWITCHES`]) |
 
 /// Splits on a mirror (`cluster`) whose search for the last record handed out from
@@ -25,6 +26,17 @@
 /// `diverged` (the split ended with an error) or `lower_bound` (reading continues at
 /// the translated lower bound, as `mirrorOf.onMismatch: lowerBound` asks).
 pub const MIRROR_SWITCHES: &str = "mck_mirror_switches_total";
+/// 1 while a split on a mirror looks for the last record handed out from its
+/// source (reading forward from the lower bound, or waiting for a mirror that lags
+/// to copy it); 0 once the search ended ([`MIRROR_SWITCHES`] says how).
+pub const MIRROR_SEARCHING: &str = "mck_mirror_searching";
+
+/// Sets [`MIRROR_SEARCHING`] of `split`.
+pub(crate) fn mirror_searching(split: &crate::split::SplitId, searching: bool) {
+    metrics::gauge!(MIRROR_SEARCHING, "cluster" => split.cluster.to_string(), "topic" => split.topic.to_string(), "partition" => split.partition.to_string())
+        .set(if searching { 1.0 } else { 0.0 });
+}
+
 /// Failovers to a mirror, by source `cluster` and `mirror`: the source had been
 /// unreachable for longer than the mirror's `failoverAfter`.
 pub const MIRROR_FAILOVERS: &str = "mck_mirror_failovers_total";

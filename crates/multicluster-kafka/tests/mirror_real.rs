@@ -19,6 +19,41 @@ use multicluster_kafka::metadata::{MirrorOf, OnMismatch, Translate};
 use multicluster_kafka::prelude::*;
 use support::{PATIENCE, cluster, meta, shared_source, stream};
 
+/// The metrics of every test of this binary (one global recorder).
+fn snapshotter() -> &'static metrics_util::debugging::Snapshotter {
+    static SNAP: std::sync::OnceLock<metrics_util::debugging::Snapshotter> =
+        std::sync::OnceLock::new();
+    SNAP.get_or_init(|| {
+        let recorder = metrics_util::debugging::DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        recorder
+            .install()
+            .expect("the only recorder in this binary");
+        snapshotter
+    })
+}
+
+/// `mck_mirror_searching` of the mirror's splits of `topic`, by partition.
+fn searching(topic: &str) -> BTreeMap<String, f64> {
+    use metrics_util::debugging::DebugValue;
+    let mut out = BTreeMap::new();
+    for (k, _, _, v) in snapshotter().snapshot().into_vec() {
+        let label = |name: &str| {
+            k.key()
+                .labels()
+                .find(|l| l.key() == name)
+                .map(|l| l.value().to_string())
+        };
+        if k.key().name() == multicluster_kafka::metrics::MIRROR_SEARCHING
+            && label("topic").as_deref() == Some(topic)
+            && let (Some(p), DebugValue::Gauge(g)) = (label("partition"), v)
+        {
+            out.insert(p, g.into_inner());
+        }
+    }
+    out
+}
+
 /// Records `from..to` over two partitions, each with a key, a header and its own
 /// timestamp (one second apart, in the past).
 fn records_range(prefix: &str, from: usize, to: usize) -> Vec<TestRecord> {
@@ -243,6 +278,7 @@ fn a_mirror_that_lags_is_waited_for_and_never_skipped() {
     // The mirror has copied only the first 8 records so far.
     west.produce(topic, &all[..8]).unwrap();
     let svc = Arc::new(StaticMetadataService::new([both(topic, Translate::Identical)]).unwrap());
+    snapshotter();
     mck_testkit::runtime().block_on(async {
         let mut source = open(svc.clone()).await;
         let mut got = Vec::new();
@@ -250,6 +286,10 @@ fn a_mirror_that_lags_is_waited_for_and_never_skipped() {
         svc.replace([moved(topic, Translate::Identical)]).unwrap();
         // The rest comes to the mirror, then new records to both.
         tokio::time::sleep(Duration::from_secs(2)).await;
+        // Meanwhile the mirror's splits wait, and say so.
+        let _ = tokio::time::timeout(Duration::from_millis(500), source.next()).await;
+        let waiting = searching(topic);
+        assert_eq!(waiting.values().sum::<f64>(), 2.0, "{waiting:?}");
         let rest = all[8..].to_vec();
         tokio::task::spawn_blocking(move || west.produce(topic, &rest).unwrap())
             .await
@@ -258,6 +298,12 @@ fn a_mirror_that_lags_is_waited_for_and_never_skipped() {
         produce_to_both(topic, records_range("r", 30, 40)).await;
         read(&mut source, 10, &mut got).await;
         assert_continued(&got, &records("r", 40));
+        let done = searching(topic);
+        assert_eq!(
+            (done.len(), done.values().sum::<f64>()),
+            (2, 0.0),
+            "{done:?}"
+        );
         // Nothing more: the mirror's copies of what was handed out are not.
         let more = tokio::time::timeout(Duration::from_secs(2), source.next()).await;
         assert!(more.is_err(), "{more:?}");

@@ -114,6 +114,7 @@ impl<D: Deserializer> SourceReader<D> {
                             state.set_last(s.last.as_ref());
                             if let Some(search) = s.last.as_ref().and_then(|l| l.search.as_ref()) {
                                 tracing::info!(split = %s.id, source = %search.cluster, lower_bound = search.lower_bound, found_by = %search.found_by, "reading forward on the mirror to the last record handed out from its source");
+                                crate::metrics::mirror_searching(&s.id, true);
                             }
                             self.states.push(state);
                             self.index.insert(s.id.clone(), self.states.len() - 1);

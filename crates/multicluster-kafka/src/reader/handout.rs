@@ -250,6 +250,7 @@ impl<D: Deserializer> SourceReader<D> {
                 });
                 state.search = None;
                 metrics::counter!(m::MIRROR_SWITCHES, "cluster" => state.id.cluster.to_string(), "outcome" => "found").increment(1);
+                crate::metrics::mirror_searching(&state.id, false);
             }
             Step::Diverged => {
                 let error = SourceError::MirrorDiverged(Box::new(MirrorDivergence {
@@ -272,6 +273,7 @@ impl<D: Deserializer> SourceReader<D> {
                 match search.on_mismatch {
                     OnMismatch::Fail => {
                         metrics::counter!(m::MIRROR_SWITCHES, "cluster" => state.id.cluster.to_string(), "outcome" => "diverged").increment(1);
+                        crate::metrics::mirror_searching(&state.id, false);
                         state.finished = true;
                         self.handout.diverged.push(error);
                         self.split_finished();
@@ -279,6 +281,7 @@ impl<D: Deserializer> SourceReader<D> {
                     OnMismatch::LowerBound => {
                         tracing::warn!(split = %state.id, lower_bound = search.lower_bound, "{error}; continuing at the lower bound as mirrorOf.onMismatch says (records from there may be handed out a second time)");
                         metrics::counter!(m::MIRROR_SWITCHES, "cluster" => state.id.cluster.to_string(), "outcome" => "lower_bound").increment(1);
+                        crate::metrics::mirror_searching(&state.id, false);
                         state.next_offset = search.lower_bound;
                         state.rewound = Some(offset);
                         state.search = None;
