@@ -20,7 +20,7 @@ use multicluster_kafka::inspect::{
 use multicluster_kafka::metadata::KafkaStream;
 use multicluster_kafka::metadata::file::read_metadata;
 use multicluster_kafka::properties::{BOOTSTRAP_SERVERS, ClientProperties, RefusedProperty};
-use multicluster_kafka::unstable::plan::clusters_of_streams;
+use multicluster_kafka::unstable::plan::{every_cluster_of_streams, is_standby};
 use serde_json::{Value, json};
 
 use crate::args::{MetadataFile, parse_duration};
@@ -62,7 +62,7 @@ pub fn run(args: DescribeArgs) -> Result<ExitCode, String> {
     if let Some(g) = &args.group {
         options = options.group(g.clone());
     }
-    let queries = clusters_of_streams(streams.values())
+    let queries = every_cluster_of_streams(streams.values())
         .into_iter()
         .map(|(cluster, view)| ClusterQuery {
             cluster,
@@ -245,6 +245,30 @@ fn group_text(group: &str, described: &Result<GroupReport, String>) -> String {
     }
 }
 
+/// How many records a mirror with identical offsets lacks of its source's copy of
+/// `topic` (the source's end minus the mirror's, over the partitions both report);
+/// `None` for other entries, other translations (their offsets differ: `mck plan`
+/// translates positions) or a source not described.
+fn behind_source(
+    meta: &multicluster_kafka::metadata::ClusterMetadata,
+    topic: &str,
+    parts: &[PartitionReport],
+    reports: &BTreeMap<String, Inspection>,
+) -> Option<i64> {
+    let mirror = meta.mirror_of.as_ref()?;
+    if mirror.translate != multicluster_kafka::metadata::Translate::Identical {
+        return None;
+    }
+    let source = reports.get(&mirror.cluster)?.result.as_ref().ok()?;
+    let source_parts = source.topics.get(&mirror.source_topic(topic)?)?;
+    let mut behind = 0;
+    for p in parts {
+        let s = source_parts.iter().find(|s| s.partition == p.partition)?;
+        behind += (s.latest - p.latest).max(0);
+    }
+    Some(behind)
+}
+
 /// The person-readable tree.
 pub fn render(
     streams: &BTreeMap<String, KafkaStream>,
@@ -268,6 +292,19 @@ pub fn render(
                 "  cluster {cid}  bootstrap {bootstrap}  {}",
                 state_text(inspection)
             );
+            if let Some(m) = &meta.mirror_of {
+                let role = if is_standby(stream, meta) {
+                    "standby (not read while its source is in the stream)"
+                } else {
+                    "read (its source is not in the stream)"
+                };
+                let _ = writeln!(
+                    out,
+                    "    mirror of {}  translate {}  {role}",
+                    m.cluster,
+                    m.translate.as_str()
+                );
+            }
             let r = match &inspection.result {
                 Ok(r) => {
                     if let (Some(g), Some(described)) = (group, &r.group) {
@@ -292,6 +329,9 @@ pub fn render(
                         let mut line = format!("    topic {topic}  {} partition(s)", parts.len());
                         if group.is_some() {
                             let _ = write!(line, "  lag {}", opt(r.topic_lag(topic)));
+                        }
+                        if let Some(behind) = behind_source(meta, topic, parts, reports) {
+                            let _ = write!(line, "  {behind} record(s) behind its source");
                         }
                         let _ = writeln!(out, "{line}");
                         out.push_str(&table(&partition_rows(parts, group.is_some()), "      "));
@@ -333,6 +373,13 @@ pub fn to_json(
                         c["reachable"] = Value::Null;
                         return c;
                     };
+                    c["mirrorOf"] = meta.mirror_of.as_ref().map_or(Value::Null, |m| {
+                        json!({
+                            "cluster": m.cluster,
+                            "translate": m.translate.as_str(),
+                            "standby": is_standby(stream, meta),
+                        })
+                    });
                     c["state"] = json!(inspection.state.name());
                     c["reachable"] = json!(inspection.state == ClusterState::Connected);
                     c["refusedProperty"] = match &inspection.state {
@@ -349,6 +396,7 @@ pub fn to_json(
                                         "topic": t,
                                         "missing": false,
                                         "lag": group.and(r.topic_lag(t)),
+                                        "behindSource": behind_source(meta, t, parts, reports),
                                         "partitions": parts.iter().map(|p| json!({
                                             "partition": p.partition,
                                             "earliest": p.earliest,
@@ -467,6 +515,60 @@ mod tests {
                 },
             ),
         ])
+    }
+
+    #[test]
+    fn a_mirror_is_shown_with_its_source_its_role_and_how_far_behind_it_is() {
+        use multicluster_kafka::metadata::{MirrorOf, Translate};
+        let mut all = streams();
+        let s = all.get_mut("s").unwrap();
+        let west = s.clusters.get_mut("west").unwrap();
+        west.mirror_of = Some(MirrorOf::new("east", Translate::Identical));
+        let mut reports = reports();
+        let copy = |latest: [i64; 2]| ClusterReport {
+            cluster: "west".into(),
+            kafka_cluster_id: "K2".into(),
+            topics: BTreeMap::from([(
+                "orders".to_string(),
+                latest
+                    .iter()
+                    .enumerate()
+                    .map(|(p, l)| PartitionReport {
+                        partition: p as i32,
+                        earliest: 0,
+                        latest: *l,
+                        committed: None,
+                        at_timestamp: None,
+                    })
+                    .collect(),
+            )]),
+            missing_topics: BTreeSet::new(),
+            group: None,
+        };
+        reports.insert(
+            "west".into(),
+            Inspection {
+                state: ClusterState::Connected,
+                result: Ok(copy([1200, 7])),
+            },
+        );
+        let text = render(&all, &reports, None);
+        assert!(
+            text.contains("mirror of east  translate identical  standby"),
+            "{text}"
+        );
+        assert!(text.contains("34 record(s) behind its source"), "{text}");
+        let v = to_json(&all, &reports, None);
+        let west = &v["streams"][0]["clusters"][1];
+        assert_eq!(west["mirrorOf"]["standby"], json!(true));
+        assert_eq!(west["topics"][0]["behindSource"], json!(34));
+        // Taken out of the stream, the source is not asked: nothing to compare with.
+        all.get_mut("s").unwrap().clusters.remove("east");
+        let text = render(&all, &reports, None);
+        assert!(
+            text.contains("read (its source is not in the stream)"),
+            "{text}"
+        );
     }
 
     fn cluster_error(cluster: &str, message: &str) -> SourceError {

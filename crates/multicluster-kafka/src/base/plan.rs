@@ -56,6 +56,22 @@ pub fn clusters_of_streams_with<'a>(
     streams: impl IntoIterator<Item = &'a KafkaStream>,
     taken_over: &BTreeSet<String>,
 ) -> BTreeMap<String, ClusterView> {
+    merge_clusters(streams, taken_over, false)
+}
+
+/// Every cluster the streams name, standby mirrors included (what `mck describe`
+/// shows), merged as [`clusters_of_streams`] merges them.
+pub fn every_cluster_of_streams<'a>(
+    streams: impl IntoIterator<Item = &'a KafkaStream>,
+) -> BTreeMap<String, ClusterView> {
+    merge_clusters(streams, &BTreeSet::new(), true)
+}
+
+fn merge_clusters<'a>(
+    streams: impl IntoIterator<Item = &'a KafkaStream>,
+    taken_over: &BTreeSet<String>,
+    with_standby: bool,
+) -> BTreeMap<String, ClusterView> {
     let mut out: BTreeMap<String, ClusterView> = BTreeMap::new();
     let mut streams: Vec<&KafkaStream> = streams.into_iter().collect();
     streams.sort_by(|a, b| a.stream_id.cmp(&b.stream_id));
@@ -67,7 +83,7 @@ pub fn clusters_of_streams_with<'a>(
                     .mirror_of
                     .as_ref()
                     .is_some_and(|m| taken_over.contains(&m.cluster));
-            if standby || failed_over {
+            if (standby || failed_over) && !with_standby {
                 continue;
             }
             let view = out.entry(cluster.clone()).or_insert_with(|| ClusterView {
@@ -227,6 +243,8 @@ mod tests {
             .with_cluster("west", west.clone());
         let view = clusters_of_streams([&both]);
         assert_eq!(view.keys().collect::<Vec<_>>(), ["east"]);
+        let every = every_cluster_of_streams([&both]);
+        assert_eq!(every.keys().collect::<Vec<_>>(), ["east", "west"]);
         let moved = KafkaStream::new("s").with_cluster("west", west.clone());
         let view = clusters_of_streams([&moved]);
         assert_eq!(view.keys().collect::<Vec<_>>(), ["west"]);
