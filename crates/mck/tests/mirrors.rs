@@ -219,3 +219,47 @@ fn a_bounded_run_onto_a_diverged_mirror_says_which_partition_ended_and_fails() {
     // Nothing of the mirror was written.
     assert_eq!(output_values(&out).len(), 10);
 }
+
+#[test]
+fn describe_shows_a_standby_mirror_and_how_far_behind_its_source_it_is() {
+    const LAGGING: &str = "mirror-describe";
+    let east = shared_cluster("mirror-east").unwrap();
+    let west = shared_cluster("mirror-west").unwrap();
+    east.create_topic(LAGGING, 1).unwrap();
+    west.create_topic(LAGGING, 1).unwrap();
+    let records: Vec<TestRecord> = (0..10)
+        .map(|i| TestRecord::value(format!("d{i}")).to_partition(0))
+        .collect();
+    east.produce(LAGGING, &records).unwrap();
+    // The mirror has copied 6 of the 10.
+    west.produce(LAGGING, &records[..6]).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let md = dir.path().join("streams.yaml");
+    write_atomically(&md, &metadata(east, west, true).replace(TOPIC, LAGGING));
+    let out = support::mck()
+        .args(["describe", support::arg(&md), "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let clusters = v["streams"][0]["clusters"].as_array().unwrap();
+    let west_entry = clusters.iter().find(|c| c["cluster"] == "west").unwrap();
+    assert_eq!(west_entry["state"], "connected", "{west_entry}");
+    assert_eq!(west_entry["mirrorOf"]["cluster"], "east");
+    assert_eq!(west_entry["mirrorOf"]["standby"], true);
+    assert_eq!(west_entry["topics"][0]["behindSource"], 4, "{west_entry}");
+    let text = support::mck()
+        .args(["describe", support::arg(&md)])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("mirror of east  translate identical  standby"),
+        "{text}"
+    );
+    assert!(text.contains("4 record(s) behind its source"), "{text}");
+}
