@@ -43,6 +43,14 @@ pub struct DescribeArgs {
     /// answer in time is shown as unreachable.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
     pub timeout: Duration,
+    /// Where a running (or stopped) `mck consume` reads: the newest checkpoint in this
+    /// directory. Mirrors are then shown as read or standby by what it holds, which
+    /// tells a failover (the metadata still names the source) apart from a standby.
+    #[arg(long, value_name = "DIR", conflicts_with = "checkpoint")]
+    pub checkpoint_dir: Option<std::path::PathBuf>,
+    /// Like --checkpoint-dir, from this checkpoint file.
+    #[arg(long, value_name = "FILE")]
+    pub checkpoint: Option<std::path::PathBuf>,
 }
 
 /// Reads the file, asks every cluster, prints the result. Exit 0 also when clusters
@@ -58,6 +66,9 @@ pub fn run(args: DescribeArgs) -> Result<ExitCode, String> {
         }
     };
     let streams = select_streams(&all, &args.streams)?;
+    let positions =
+        crate::plan::read_positions(args.checkpoint_dir.as_deref(), args.checkpoint.as_deref())?;
+    let read_here = positions.as_ref().map(|p| read_clusters(&p.checkpoint));
     let mut options = InspectOptions::new(args.timeout);
     if let Some(g) = &args.group {
         options = options.group(g.clone());
@@ -73,10 +84,26 @@ pub fn run(args: DescribeArgs) -> Result<ExitCode, String> {
         .collect();
     let reports = inspect_cluster_states(queries);
     if args.json {
-        let v = to_json(&streams, &reports, args.group.as_deref());
+        let mut v = to_json(&streams, &reports, args.group.as_deref());
+        if let Some(read) = &read_here {
+            mark_read(&mut v, read);
+        }
         println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
     } else {
-        print!("{}", render(&streams, &reports, args.group.as_deref()));
+        let mut text = render(&streams, &reports, args.group.as_deref());
+        if let (Some(p), Some(read)) = (&positions, &read_here) {
+            text = format!(
+                "checkpoint {}: the source reads {}\n{}",
+                p.file.display(),
+                if read.is_empty() {
+                    "nothing yet".to_string()
+                } else {
+                    read.iter().cloned().collect::<Vec<_>>().join(", ")
+                },
+                with_roles_from(&text, read)
+            );
+        }
+        print!("{text}");
     }
     let refused: Vec<String> = reports
         .iter()
@@ -267,6 +294,61 @@ fn behind_source(
         behind += (s.latest - p.latest).max(0);
     }
     Some(behind)
+}
+
+/// The clusters a checkpoint holds positions of its own on (not retained ones): what
+/// the source that wrote it was reading.
+fn read_clusters(
+    checkpoint: &multicluster_kafka::checkpoint::Checkpoint,
+) -> std::collections::BTreeSet<String> {
+    checkpoint
+        .clusters
+        .iter()
+        .filter(|(_, c)| c.splits.iter().any(|s| s.retained_until_ms.is_none()))
+        .map(|(id, _)| id.clone())
+        .collect()
+}
+
+/// The tree with each mirror's role as the checkpoint shows it: a mirror the source
+/// reads although the metadata still names its source was failed over to.
+fn with_roles_from(text: &str, read: &std::collections::BTreeSet<String>) -> String {
+    let mut out = String::new();
+    let mut cluster: Option<String> = None;
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("  cluster ") {
+            cluster = rest.split_whitespace().next().map(str::to_string);
+        }
+        let read_by_source = cluster.as_ref().is_some_and(|c| read.contains(c));
+        let line = match line.split_once("  standby (not read while its source is in the stream)") {
+            Some((head, _)) if read_by_source => {
+                format!(
+                    "{head}  read: failed over (the checkpoint reads the mirror, the metadata still names its source)"
+                )
+            }
+            _ => line.to_string(),
+        };
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
+}
+
+/// `mirrorOf.readInCheckpoint` of each mirror in describe's JSON.
+fn mark_read(v: &mut Value, read: &std::collections::BTreeSet<String>) {
+    let Some(streams) = v["streams"].as_array_mut() else {
+        return;
+    };
+    for s in streams {
+        let Some(clusters) = s["clusters"].as_array_mut() else {
+            continue;
+        };
+        for c in clusters {
+            let id = c["cluster"].as_str().unwrap_or_default().to_string();
+            if c["mirrorOf"].is_object() {
+                c["mirrorOf"]["readInCheckpoint"] = json!(read.contains(&id));
+            }
+        }
+    }
 }
 
 /// The person-readable tree.

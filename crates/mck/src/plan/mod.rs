@@ -35,6 +35,7 @@ mod switch;
 use changes::{changes, spec_text, splits};
 pub use model::{Changes, ClusterPlan, Kind, PropertyChange, Splits, StartRule};
 pub use render::{render, to_json};
+pub use switch::read_positions;
 pub use switch::{Switch, SwitchPartition, SwitchStatus};
 
 /// Arguments of `mck plan`.
