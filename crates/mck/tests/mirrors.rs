@@ -162,6 +162,36 @@ fn kill_nines_around_a_switch_to_a_mirror_leave_each_record_once_in_order() {
             "partition {p}: {clusters:?}"
         );
     }
+
+    // The metadata names the source again while the checkpoint reads the mirror (as
+    // after a failover): describe tells the mirror is read, not a standby.
+    write_atomically(&md, &metadata(east, west, true));
+    let out = support::mck()
+        .args(["describe", support::arg(&md), "--json", "--checkpoint-dir"])
+        .arg(dir.path().join("ck"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let clusters = v["streams"][0]["clusters"].as_array().unwrap();
+    let west_entry = clusters.iter().find(|c| c["cluster"] == "west").unwrap();
+    assert_eq!(west_entry["mirrorOf"]["standby"], true, "{west_entry}");
+    assert_eq!(
+        west_entry["mirrorOf"]["readInCheckpoint"], true,
+        "{west_entry}"
+    );
+    let text = support::mck()
+        .args(["describe", support::arg(&md), "--checkpoint-dir"])
+        .arg(dir.path().join("ck"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("read: failed over"), "{text}");
+    assert!(text.contains("the source reads west"), "{text}");
 }
 
 #[test]
