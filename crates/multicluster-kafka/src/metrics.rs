@@ -19,6 +19,7 @@
 //! | `mck_consumers_created_total` | counter | `cluster` | consumers created |
 //! | `mck_mirror_failovers_total` | counter | `cluster`, `mirror` | failovers of a source cluster to its mirror after `failoverAfter` unreachable |
 //! | `mck_mirror_searching` | gauge | `cluster`, `topic`, `partition` | 1 while a split on a mirror reads forward to (or waits for a lagging mirror to copy) the last record handed out from its source; 0 once its search ended |
+//! | `mck_mirror_behind_seconds` | gauge | `cluster`, `topic`, `partition` | while a split on a mirror looks for its last record: how much older the newest record read there is (a lagging mirror's distance); 0 after |
 //! | `mck_mirror_switches_total` | counter | `cluster`, `outcome` | splits on a mirror that ended their search for the last record handed out from the source: `found`, `diverged`, `lower_bound` (see [`MIRROR_SWITCHES`]) |
 
 /// Splits on a mirror (`cluster`) whose search for the last record handed out from
@@ -35,6 +36,17 @@ pub const MIRROR_SEARCHING: &str = "mck_mirror_searching";
 pub(crate) fn mirror_searching(split: &crate::split::SplitId, searching: bool) {
     metrics::gauge!(MIRROR_SEARCHING, "cluster" => split.cluster.to_string(), "topic" => split.topic.to_string(), "partition" => split.partition.to_string())
         .set(if searching { 1.0 } else { 0.0 });
+}
+
+/// While a split on a mirror looks for the last record handed out from its source:
+/// how much older (in seconds) the newest record it read on the mirror is than that
+/// record, i.e. how far a lagging mirror is behind; 0 once the search ended.
+pub const MIRROR_BEHIND_SECONDS: &str = "mck_mirror_behind_seconds";
+
+/// Sets [`MIRROR_BEHIND_SECONDS`] of `split` from a gap in milliseconds.
+pub(crate) fn mirror_behind(split: &crate::split::SplitId, gap_ms: i64) {
+    metrics::gauge!(MIRROR_BEHIND_SECONDS, "cluster" => split.cluster.to_string(), "topic" => split.topic.to_string(), "partition" => split.partition.to_string())
+        .set(gap_ms.max(0) as f64 / 1000.0);
 }
 
 /// Failovers to a mirror, by source `cluster` and `mirror`: the source had been

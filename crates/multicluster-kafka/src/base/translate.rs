@@ -132,10 +132,11 @@ pub fn carry(
         }
     };
     // Records deleted from the mirror: the search starts at what is there (and finds
-    // the record missing). A mirror that lags: reading starts at its end and waits.
+    // the record missing). A mirror that lags: reading starts at its newest record
+    // (which tells how far behind it is) and waits.
     let lower = lower.max(facts.earliest);
     Carried::At {
-        next_offset: lower.min(facts.latest.max(facts.earliest)),
+        next_offset: lower.min((facts.latest - 1).max(facts.earliest)),
         last: Some(LastRecord {
             fingerprint: want,
             search: Some(Search {
@@ -222,7 +223,7 @@ mod tests {
         assert_eq!(s.found_by, "identical");
         // A mirror that lags starts at its end and waits for the record.
         let (at, s) = search(carry(&m, "orders", from, &facts(0, 30)));
-        assert_eq!((at, s.lower_bound), (30, 41));
+        assert_eq!((at, s.lower_bound), (29, 41));
         // Nothing handed out yet: the same offset, nothing to look for.
         let none = SourcePosition {
             next_offset: 7,
@@ -316,9 +317,10 @@ mod tests {
             s.within,
             Within::UntilTimestamp(1_000 + TIMESTAMP_SEARCH_WINDOW.as_millis() as i64)
         );
-        // No record that late on the mirror yet: wait at its end.
-        let (at, _) = search(carry(&m, "orders", from, &facts(5, 100)));
-        assert_eq!(at, 100);
+        // No record that late on the mirror yet: wait at its end (from its newest
+        // record, which says how far behind it is).
+        let (at, s) = search(carry(&m, "orders", from, &facts(5, 100)));
+        assert_eq!((at, s.lower_bound), (99, 100));
         // Records deleted from the mirror: the search starts at what is there.
         let f = MirrorFacts {
             at_timestamp: Some(2),

@@ -235,6 +235,9 @@ impl<D: Deserializer> SourceReader<D> {
             return false;
         };
         state.next_offset = offset + 1;
+        if let (Some(looked_for), Some(here)) = (want.timestamp, timestamp) {
+            crate::metrics::mirror_behind(&state.id, looked_for - here);
+        }
         if offset < search.lower_bound {
             // A mirror that lagged at the switch: read from its end up to the bound.
             return false;
@@ -251,6 +254,7 @@ impl<D: Deserializer> SourceReader<D> {
                 state.search = None;
                 metrics::counter!(m::MIRROR_SWITCHES, "cluster" => state.id.cluster.to_string(), "outcome" => "found").increment(1);
                 crate::metrics::mirror_searching(&state.id, false);
+                crate::metrics::mirror_behind(&state.id, 0);
             }
             Step::Diverged => {
                 let error = SourceError::MirrorDiverged(Box::new(MirrorDivergence {
@@ -274,6 +278,7 @@ impl<D: Deserializer> SourceReader<D> {
                     OnMismatch::Fail => {
                         metrics::counter!(m::MIRROR_SWITCHES, "cluster" => state.id.cluster.to_string(), "outcome" => "diverged").increment(1);
                         crate::metrics::mirror_searching(&state.id, false);
+                        crate::metrics::mirror_behind(&state.id, 0);
                         state.finished = true;
                         self.handout.diverged.push(error);
                         self.split_finished();
@@ -282,6 +287,7 @@ impl<D: Deserializer> SourceReader<D> {
                         tracing::warn!(split = %state.id, lower_bound = search.lower_bound, "{error}; continuing at the lower bound as mirrorOf.onMismatch says (records from there may be handed out a second time)");
                         metrics::counter!(m::MIRROR_SWITCHES, "cluster" => state.id.cluster.to_string(), "outcome" => "lower_bound").increment(1);
                         crate::metrics::mirror_searching(&state.id, false);
+                        crate::metrics::mirror_behind(&state.id, 0);
                         state.next_offset = search.lower_bound;
                         state.rewound = Some(offset);
                         state.search = None;
