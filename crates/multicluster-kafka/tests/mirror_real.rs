@@ -33,10 +33,14 @@ fn snapshotter() -> &'static metrics_util::debugging::Snapshotter {
     })
 }
 
-/// `mck_mirror_searching` of the mirror's splits of `topic`, by partition.
-fn searching(topic: &str) -> BTreeMap<String, f64> {
+/// `mck_mirror_searching` and `mck_mirror_behind_seconds` of the mirror's splits of
+/// `topic`, by partition, from one snapshot.
+type ByPartition = BTreeMap<String, f64>;
+
+fn mirror_gauges(topic: &str) -> (ByPartition, ByPartition) {
     use metrics_util::debugging::DebugValue;
-    let mut out = BTreeMap::new();
+    use multicluster_kafka::metrics::{MIRROR_BEHIND_SECONDS, MIRROR_SEARCHING};
+    let (mut searching, mut behind) = (BTreeMap::new(), BTreeMap::new());
     for (k, _, _, v) in snapshotter().snapshot().into_vec() {
         let label = |name: &str| {
             k.key()
@@ -44,14 +48,19 @@ fn searching(topic: &str) -> BTreeMap<String, f64> {
                 .find(|l| l.key() == name)
                 .map(|l| l.value().to_string())
         };
-        if k.key().name() == multicluster_kafka::metrics::MIRROR_SEARCHING
-            && label("topic").as_deref() == Some(topic)
-            && let (Some(p), DebugValue::Gauge(g)) = (label("partition"), v)
-        {
-            out.insert(p, g.into_inner());
+        let (Some(p), DebugValue::Gauge(g)) = (label("partition"), v) else {
+            continue;
+        };
+        if label("topic").as_deref() != Some(topic) {
+            continue;
         }
+        match k.key().name() {
+            MIRROR_SEARCHING => searching.insert(p, g.into_inner()),
+            MIRROR_BEHIND_SECONDS => behind.insert(p, g.into_inner()),
+            _ => None,
+        };
     }
-    out
+    (searching, behind)
 }
 
 /// Records `from..to` over two partitions, each with a key, a header and its own
@@ -286,10 +295,23 @@ fn a_mirror_that_lags_is_waited_for_and_never_skipped() {
         svc.replace([moved(topic, Translate::Identical)]).unwrap();
         // The rest comes to the mirror, then new records to both.
         tokio::time::sleep(Duration::from_secs(2)).await;
-        // Meanwhile the mirror's splits wait, and say so.
-        let _ = tokio::time::timeout(Duration::from_millis(500), source.next()).await;
-        let waiting = searching(topic);
+        // Meanwhile the mirror's splits wait, and say so. (One snapshot only: the
+        // debugging recorder resets every gauge it reports.)
+        for _ in 0..10 {
+            let next = tokio::time::timeout(Duration::from_millis(200), source.next()).await;
+            assert!(
+                next.is_err(),
+                "nothing comes from a lagging mirror: {next:?}"
+            );
+        }
+        let (waiting, behind) = mirror_gauges(topic);
         assert_eq!(waiting.values().sum::<f64>(), 2.0, "{waiting:?}");
+        // The mirror's newest records are 22 s older than the ones looked for.
+        assert_eq!(
+            behind.values().copied().collect::<Vec<_>>(),
+            [22.0, 22.0],
+            "{behind:?}"
+        );
         let rest = all[8..].to_vec();
         tokio::task::spawn_blocking(move || west.produce(topic, &rest).unwrap())
             .await
@@ -298,12 +320,6 @@ fn a_mirror_that_lags_is_waited_for_and_never_skipped() {
         produce_to_both(topic, records_range("r", 30, 40)).await;
         read(&mut source, 10, &mut got).await;
         assert_continued(&got, &records("r", 40));
-        let done = searching(topic);
-        assert_eq!(
-            (done.len(), done.values().sum::<f64>()),
-            (2, 0.0),
-            "{done:?}"
-        );
         // Nothing more: the mirror's copies of what was handed out are not.
         let more = tokio::time::timeout(Duration::from_secs(2), source.next()).await;
         assert!(more.is_err(), "{more:?}");
