@@ -715,3 +715,27 @@ fn closing_a_source_does_not_wait_for_its_clients_to_be_destroyed() {
         "closes took {closes:?}"
     );
 }
+
+#[test]
+fn offsets_asked_while_a_leader_moves_are_asked_again() {
+    use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
+    let c = MockKafkaCluster::start("moving", 1).unwrap();
+    c.create_topic("t", 1).unwrap();
+    c.produce("t", &[TestRecord::value("one"), TestRecord::value("two")])
+        .unwrap();
+    // The first offset lookups meet a partition whose leader is moving (a topic just
+    // made, a broker restarting): the source asks again instead of giving up.
+    c.request_errors(
+        RDKafkaApiKey::ListOffsets,
+        &[
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION,
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE,
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION,
+        ],
+    )
+    .unwrap();
+    let (values, _) = mck_testkit::runtime()
+        .block_on(read_all(bounded(stream_on("s", "moving", &c, "t"), "s")))
+        .expect("a moving leader is waited for");
+    assert_eq!(values, ["one", "two"]);
+}

@@ -453,7 +453,30 @@ impl ClusterClient {
     /// trips each, one partition after the other: with 8 partitions per cluster, building
     /// a source took 120–140 ms to assign its splits that way and 80–90 ms this way
     /// (`mck-bench throughput`, two local clusters).
+    ///
+    /// A leader that moves or is not yet elected (a topic just made, a broker that
+    /// restarts) is asked again, within the client timeout: librdkafka does not retry
+    /// a ListOffsets answer that names such an error.
     fn list_offsets(
+        &self,
+        partitions: &[(String, i32)],
+        which: Offset,
+        what: &str,
+    ) -> Result<BTreeMap<(String, i32), i64>, SourceError> {
+        let until = std::time::Instant::now() + self.timeout;
+        let mut pause = Duration::from_millis(50);
+        loop {
+            match self.list_offsets_once(partitions, which, what) {
+                Err(e) if leader_moving(&e) && std::time::Instant::now() + pause < until => {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_secs(1));
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn list_offsets_once(
         &self,
         partitions: &[(String, i32)],
         which: Offset,
@@ -603,6 +626,27 @@ impl ClusterClient {
 /// What [`ClusterClient::read_partition`] hands each record to: its offset, key and
 /// value.
 pub(crate) type EachRecord<'a> = dyn FnMut(i64, Option<&[u8]>, Option<&[u8]>) + 'a;
+
+/// Whether `e` says a partition's leader is moving or not yet known: worth asking
+/// again shortly.
+fn leader_moving(e: &SourceError) -> bool {
+    use rdkafka::types::RDKafkaErrorCode as C;
+    matches!(
+        e,
+        SourceError::Kafka {
+            code: Some(
+                C::NotLeaderForPartition
+                    | C::LeaderNotAvailable
+                    | C::FencedLeaderEpoch
+                    | C::UnknownLeaderEpoch
+                    | C::OffsetNotAvailable
+                    | C::ReplicaNotAvailable
+                    | C::PreferredLeaderNotAvailable
+            ),
+            ..
+        }
+    )
+}
 
 #[cfg(test)]
 mod tests {
