@@ -24,17 +24,18 @@ pub(super) struct Failover {
     /// Sources the stream moved off by itself: not read while a mirror of them is in
     /// the stream, their mirror read instead.
     pub(super) taken_over: BTreeSet<String>,
-    /// Since when each guarded source has not answered (from the start of the first
-    /// probe that failed).
-    down_since: BTreeMap<Arc<str>, Instant>,
-    /// Probes under way: the source, when the probe began, whether it answered.
-    probes: tokio::task::JoinSet<(Arc<str>, Instant, bool)>,
+    /// When each guarded source last answered a probe, or when it began to be
+    /// guarded. A source is unreachable for as long
+    /// as no probe got an answer since, whether the probes fail or hang.
+    answered: BTreeMap<Arc<str>, Instant>,
+    /// Probes under way: the source, whether it answered.
+    probes: tokio::task::JoinSet<(Arc<str>, bool)>,
     probing: BTreeSet<Arc<str>>,
 }
 
 impl Failover {
     /// Waits for the next probe's answer (pending for ever without probes).
-    pub(super) async fn next_probe(&mut self) -> Option<(Arc<str>, Instant, bool)> {
+    pub(super) async fn next_probe(&mut self) -> Option<(Arc<str>, bool)> {
         if self.probes.is_empty() {
             return std::future::pending().await;
         }
@@ -106,58 +107,74 @@ impl Enumerator {
         out
     }
 
-    /// Starts a probe of every guarded source that has none running.
-    pub(super) fn probe_sources(&mut self) {
-        for (source, _, _) in self.guarded() {
-            if self.failover.probing.contains(&source) {
+    /// Starts a probe of every guarded source that has none running, and fails over
+    /// a source that has not answered for its mirror's `failoverAfter`: checked on
+    /// every tick, so a probe that hangs (a cluster whose packets are dropped) does not
+    /// hold the failover back until the client's timeout.
+    pub(super) async fn probe_sources(&mut self) {
+        let guarded = self.guarded();
+        let now = Instant::now();
+        self.failover
+            .answered
+            .retain(|s, _| guarded.iter().any(|(g, _, _)| g == s));
+        for (source, _, _) in &guarded {
+            self.failover.answered.entry(source.clone()).or_insert(now);
+            if self.failover.probing.contains(source) {
                 continue;
             }
-            let Some(state) = self.clusters.get(&source) else {
+            let Some(state) = self.clusters.get(source) else {
                 continue;
             };
             let client = state.client.clone();
-            let began = Instant::now();
             self.failover.probing.insert(source.clone());
             let name = source.clone();
             self.failover.probes.spawn(detached(move || {
                 let ok = client.first_contact().is_ok();
-                (name, began, ok)
+                (name, ok)
             }));
+        }
+        self.fail_over_silent(guarded).await;
+    }
+
+    /// Takes a probe's answer.
+    pub(super) fn probed(&mut self, source: Arc<str>, ok: bool) {
+        self.failover.probing.remove(&source);
+        if !ok {
+            return;
+        }
+        if let Some(last) = self.failover.answered.get_mut(&source) {
+            if last.elapsed() > 3 * PROBE_EVERY {
+                tracing::info!(cluster = %source, "the cluster answers again; no failover");
+            }
+            *last = Instant::now();
         }
     }
 
-    /// Takes a probe's answer; a source down for its mirror's `failoverAfter` is
-    /// failed over.
-    pub(super) async fn probed(&mut self, source: Arc<str>, began: Instant, ok: bool) {
-        self.failover.probing.remove(&source);
-        if ok {
-            if self.failover.down_since.remove(&source).is_some() {
-                tracing::info!(cluster = %source, "the cluster answers again; no failover");
+    /// Fails over each guarded source that has not answered for its mirror's
+    /// `failoverAfter` (the shortest, when several mirrors guard it).
+    async fn fail_over_silent(&mut self, mut guarded: Vec<(Arc<str>, String, Duration)>) {
+        guarded.sort_by_key(|(_, _, after)| *after);
+        let mut failed_over = false;
+        for (source, mirror, after) in guarded {
+            if self.failover.taken_over.contains(source.as_ref()) {
+                continue;
             }
-            return;
+            let Some(last) = self.failover.answered.get(&source) else {
+                continue;
+            };
+            let down = last.elapsed();
+            if down < after {
+                continue;
+            }
+            tracing::warn!(cluster = %source, mirror = %mirror, down_for = ?down, "the cluster has been unreachable for longer than its mirror's failoverAfter ({after:?}): failing over to the mirror, which the stream stays on until the metadata changes");
+            metrics::counter!(m::MIRROR_FAILOVERS, "cluster" => source.to_string(), "mirror" => mirror)
+                .increment(1);
+            self.failover.answered.remove(&source);
+            self.failover.taken_over.insert(source.to_string());
+            failed_over = true;
         }
-        let since = *self
-            .failover
-            .down_since
-            .entry(source.clone())
-            .or_insert(began);
-        let down = since.elapsed();
-        let Some((_, mirror, after)) = self
-            .guarded()
-            .into_iter()
-            .filter(|(s, _, _)| *s == source)
-            .min_by_key(|(_, _, after)| *after)
-        else {
-            return;
-        };
-        if down < after {
-            return;
+        if failed_over {
+            self.refresh_metadata().await;
         }
-        tracing::warn!(cluster = %source, mirror = %mirror, down_for = ?down, "the cluster has been unreachable for longer than its mirror's failoverAfter ({after:?}): failing over to the mirror, which the stream stays on until the metadata changes");
-        metrics::counter!(m::MIRROR_FAILOVERS, "cluster" => source.to_string(), "mirror" => mirror)
-            .increment(1);
-        self.failover.down_since.remove(&source);
-        self.failover.taken_over.insert(source.to_string());
-        self.refresh_metadata().await;
     }
 }

@@ -607,10 +607,10 @@ impl Enumerator {
                 _ = async { ticker.as_mut().expect("guarded").tick().await }, if ticker.is_some() => {
                     self.discover_in_background();
                 }
-                _ = probe_ticker.tick(), if follow => self.probe_sources(),
+                _ = probe_ticker.tick(), if follow => self.probe_sources().await,
                 probed = self.failover.next_probe() => {
-                    if let Some((source, began, ok)) = probed {
-                        self.probed(source, began, ok).await;
+                    if let Some((source, ok)) = probed {
+                        self.probed(source, ok);
                     }
                 }
                 woke = async { self.group.as_mut().expect("guarded").next().await }, if self.group.is_some() => match woke {
