@@ -15,12 +15,13 @@ use std::time::Duration;
 use multicluster_kafka::error::SourceError;
 use multicluster_kafka::inspect::{
     ClusterQuery, ClusterReport, ClusterState, GroupProtocol, GroupReport, InspectOptions,
-    Inspection, PartitionReport, inspect_cluster_states,
+    Inspection, PartitionReport, SyncWanted, inspect_cluster_states, mirror_maker_syncs,
 };
-use multicluster_kafka::metadata::KafkaStream;
 use multicluster_kafka::metadata::file::read_metadata;
+use multicluster_kafka::metadata::{KafkaStream, Translate};
 use multicluster_kafka::properties::{BOOTSTRAP_SERVERS, ClientProperties, RefusedProperty};
 use multicluster_kafka::unstable::plan::{every_cluster_of_streams, is_standby};
+use multicluster_kafka::unstable::translate::OffsetSync;
 use serde_json::{Value, json};
 
 use crate::args::{MetadataFile, parse_duration};
@@ -83,14 +84,15 @@ pub fn run(args: DescribeArgs) -> Result<ExitCode, String> {
         })
         .collect();
     let reports = inspect_cluster_states(queries);
+    let syncs = mirror_maker_positions(&streams, &reports, &options);
     if args.json {
-        let mut v = to_json(&streams, &reports, args.group.as_deref());
+        let mut v = to_json(&streams, &reports, &syncs, args.group.as_deref());
         if let Some(read) = &read_here {
             mark_read(&mut v, read);
         }
         println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
     } else {
-        let mut text = render(&streams, &reports, args.group.as_deref());
+        let mut text = render(&streams, &reports, &syncs, args.group.as_deref());
         if let (Some(p), Some(read)) = (&positions, &read_here) {
             text = format!(
                 "checkpoint {}: the source reads {}\n{}",
@@ -272,26 +274,102 @@ fn group_text(group: &str, described: &Result<GroupReport, String>) -> String {
     }
 }
 
-/// How many records a mirror with identical offsets lacks of its source's copy of
-/// `topic` (the source's end minus the mirror's, over the partitions both report);
-/// `None` for other entries, other translations (their offsets differ: `mck plan`
-/// translates positions) or a source not described.
+/// MirrorMaker 2's newest offset sync at or below each source partition's last
+/// record, by (mirror cluster, topic on the mirror, partition).
+pub type MirrorSyncs = BTreeMap<(String, String, i32), OffsetSync>;
+
+/// Reads, for every `translate: mm2` mirror whose cluster and source both answered,
+/// MirrorMaker 2's offset syncs on the mirror for the source's last records: what
+/// [`behind_source`] estimates their distance with. A mirror whose syncs cannot be
+/// read (or are kept on the source cluster) gets none, and no distance.
+fn mirror_maker_positions(
+    streams: &BTreeMap<String, KafkaStream>,
+    reports: &BTreeMap<String, Inspection>,
+    options: &InspectOptions,
+) -> MirrorSyncs {
+    let mut out = MirrorSyncs::new();
+    let mut asked = std::collections::BTreeSet::new();
+    for stream in streams.values() {
+        for (cid, meta) in &stream.clusters {
+            let Some(mirror) = meta.mirror_of.as_ref() else {
+                continue;
+            };
+            if mirror.translate != Translate::Mm2 || !asked.insert(cid.clone()) {
+                continue;
+            }
+            let (Some(Ok(here)), Some(Ok(there))) = (
+                reports.get(cid).map(|i| i.result.as_ref()),
+                reports.get(&mirror.cluster).map(|i| i.result.as_ref()),
+            ) else {
+                continue;
+            };
+            let mut wanted = Vec::new();
+            for topic in &meta.topics {
+                let (Some(parts), Some(source_topic)) =
+                    (here.topics.get(topic), mirror.source_topic(topic))
+                else {
+                    continue;
+                };
+                let Some(source_parts) = there.topics.get(&source_topic) else {
+                    continue;
+                };
+                for p in parts {
+                    if let Some(s) = source_parts.iter().find(|s| s.partition == p.partition) {
+                        wanted.push(SyncWanted {
+                            topic: topic.clone(),
+                            source_topic: source_topic.clone(),
+                            partition: p.partition,
+                            upstream: (s.latest - 1).max(0),
+                        });
+                    }
+                }
+            }
+            if wanted.is_empty() {
+                continue;
+            }
+            let options = InspectOptions::new(options.timeout);
+            if let Ok(found) =
+                mirror_maker_syncs(cid, &meta.properties, mirror.alias(), wanted, &options)
+            {
+                for ((topic, partition), (sync, _)) in found.found {
+                    out.insert((cid.clone(), topic, partition), sync);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// How many records a mirror lacks of its source's copy of `topic`, over the
+/// partitions both report: the source's end minus the mirror's for identical
+/// offsets; for MirrorMaker 2, the source's end minus the source offset the mirror's
+/// end stands for by the newest offset sync (an estimate: gaps after the sync, from
+/// transactions or compaction, are counted as records). `None` for other entries,
+/// timestamp mirrors (their offsets tell nothing: `mck plan` translates positions),
+/// a source not described, or a partition without an offset sync.
 fn behind_source(
+    cluster: &str,
     meta: &multicluster_kafka::metadata::ClusterMetadata,
     topic: &str,
     parts: &[PartitionReport],
     reports: &BTreeMap<String, Inspection>,
+    syncs: &MirrorSyncs,
 ) -> Option<i64> {
     let mirror = meta.mirror_of.as_ref()?;
-    if mirror.translate != multicluster_kafka::metadata::Translate::Identical {
-        return None;
-    }
     let source = reports.get(&mirror.cluster)?.result.as_ref().ok()?;
     let source_parts = source.topics.get(&mirror.source_topic(topic)?)?;
     let mut behind = 0;
     for p in parts {
         let s = source_parts.iter().find(|s| s.partition == p.partition)?;
-        behind += (s.latest - p.latest).max(0);
+        let copied_to = match mirror.translate {
+            Translate::Identical => p.latest,
+            Translate::Mm2 => {
+                let sync = syncs.get(&(cluster.to_string(), topic.to_string(), p.partition))?;
+                sync.upstream + (p.latest - sync.downstream).max(0)
+            }
+            Translate::Timestamp => return None,
+        };
+        behind += (s.latest - copied_to).max(0);
     }
     Some(behind)
 }
@@ -355,6 +433,7 @@ fn mark_read(v: &mut Value, read: &std::collections::BTreeSet<String>) {
 pub fn render(
     streams: &BTreeMap<String, KafkaStream>,
     reports: &BTreeMap<String, Inspection>,
+    syncs: &MirrorSyncs,
     group: Option<&str>,
 ) -> String {
     let mut out = String::new();
@@ -412,7 +491,8 @@ pub fn render(
                         if group.is_some() {
                             let _ = write!(line, "  lag {}", opt(r.topic_lag(topic)));
                         }
-                        if let Some(behind) = behind_source(meta, topic, parts, reports) {
+                        if let Some(behind) = behind_source(cid, meta, topic, parts, reports, syncs)
+                        {
                             let _ = write!(line, "  {behind} record(s) behind its source");
                         }
                         let _ = writeln!(out, "{line}");
@@ -437,6 +517,7 @@ pub fn render(
 pub fn to_json(
     streams: &BTreeMap<String, KafkaStream>,
     reports: &BTreeMap<String, Inspection>,
+    syncs: &MirrorSyncs,
     group: Option<&str>,
 ) -> Value {
     let streams: Vec<Value> = streams
@@ -478,7 +559,7 @@ pub fn to_json(
                                         "topic": t,
                                         "missing": false,
                                         "lag": group.and(r.topic_lag(t)),
-                                        "behindSource": behind_source(meta, t, parts, reports),
+                                        "behindSource": behind_source(cid, meta, t, parts, reports, syncs),
                                         "partitions": parts.iter().map(|p| json!({
                                             "partition": p.partition,
                                             "earliest": p.earliest,
@@ -634,22 +715,75 @@ mod tests {
                 result: Ok(copy([1200, 7])),
             },
         );
-        let text = render(&all, &reports, None);
+        let text = render(&all, &reports, &MirrorSyncs::new(), None);
         assert!(
             text.contains("mirror of east  translate identical  standby"),
             "{text}"
         );
         assert!(text.contains("34 record(s) behind its source"), "{text}");
-        let v = to_json(&all, &reports, None);
+        let v = to_json(&all, &reports, &MirrorSyncs::new(), None);
         let west = &v["streams"][0]["clusters"][1];
         assert_eq!(west["mirrorOf"]["standby"], json!(true));
         assert_eq!(west["topics"][0]["behindSource"], json!(34));
         // Taken out of the stream, the source is not asked: nothing to compare with.
         all.get_mut("s").unwrap().clusters.remove("east");
-        let text = render(&all, &reports, None);
+        let text = render(&all, &reports, &MirrorSyncs::new(), None);
         assert!(
             text.contains("read (its source is not in the stream)"),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn a_mirror_maker_copy_is_behind_by_its_newest_offset_syncs() {
+        use multicluster_kafka::metadata::MirrorOf;
+        let mut all = streams();
+        let west = all.get_mut("s").unwrap().clusters.get_mut("west").unwrap();
+        let mut of = MirrorOf::new("east", Translate::Mm2);
+        of.topics.insert("orders".into(), "orders".into());
+        west.mirror_of = Some(of);
+        let mut reports = reports();
+        let part = |partition: i32, latest: i64| PartitionReport {
+            partition,
+            earliest: 0,
+            latest,
+            committed: None,
+            at_timestamp: None,
+        };
+        reports.insert(
+            "west".into(),
+            Inspection {
+                state: ClusterState::Connected,
+                result: Ok(ClusterReport {
+                    cluster: "west".into(),
+                    kafka_cluster_id: "K2".into(),
+                    topics: BTreeMap::from([(
+                        "orders".to_string(),
+                        vec![part(0, 1100), part(1, 4)],
+                    )]),
+                    missing_topics: BTreeSet::new(),
+                    group: None,
+                }),
+            },
+        );
+        let sync = |upstream, downstream| OffsetSync {
+            upstream,
+            downstream,
+        };
+        // East ends at 1234 and 7. West's 1100 stands for east's 1000 + 200 by the
+        // sync; west's 4 for east's 5 + 2: 34 and 0 behind.
+        let mut syncs = MirrorSyncs::from([
+            (("west".into(), "orders".into(), 0), sync(1000, 900)),
+            (("west".into(), "orders".into(), 1), sync(5, 2)),
+        ]);
+        let text = render(&all, &reports, &syncs, None);
+        assert!(text.contains("34 record(s) behind its source"), "{text}");
+        // A partition without a sync: no estimate.
+        syncs.remove(&("west".into(), "orders".into(), 1));
+        let v = to_json(&all, &reports, &syncs, None);
+        assert_eq!(
+            v["streams"][0]["clusters"][1]["topics"][0]["behindSource"],
+            Value::Null
         );
     }
 
@@ -686,7 +820,7 @@ mod tests {
                 state: ClusterState::Refused(refused),
             },
         );
-        let text = render(&streams, &reports, None);
+        let text = render(&streams, &reports, &MirrorSyncs::new(), None);
         assert!(
             text.contains(
                 "cluster guarded  bootstrap west:9092  rejected (credentials or TLS refused): SASL authentication failed"
@@ -701,7 +835,7 @@ mod tests {
             text.contains("topic orders  (not known: cluster refused)"),
             "{text}"
         );
-        let v = to_json(&streams, &reports, None);
+        let v = to_json(&streams, &reports, &MirrorSyncs::new(), None);
         let clusters = v["streams"][0]["clusters"].as_array().unwrap();
         let by = |id: &str| clusters.iter().find(|c| c["cluster"] == id).unwrap();
         assert_eq!(by("east")["state"], "connected");
@@ -725,7 +859,7 @@ mod tests {
 
     #[test]
     fn the_tree_shows_offsets_lag_missing_topics_and_unreachable_clusters() {
-        let text = render(&streams(), &reports(), Some("g"));
+        let text = render(&streams(), &reports(), &MirrorSyncs::new(), Some("g"));
         assert!(
             text.contains("cluster east  bootstrap east:9092  connected  kafka cluster.id K1"),
             "{text}"
@@ -767,7 +901,7 @@ mod tests {
 
     #[test]
     fn without_a_group_there_are_no_committed_or_lag_columns() {
-        let text = render(&streams(), &reports(), None);
+        let text = render(&streams(), &reports(), &MirrorSyncs::new(), None);
         assert!(text.contains("partition  earliest  latest\n"), "{text}");
         assert!(
             !text.contains("committed") && !text.contains("lag"),
@@ -777,7 +911,7 @@ mod tests {
 
     #[test]
     fn json_has_every_field_and_marks_the_unreachable_cluster() {
-        let v = to_json(&streams(), &reports(), Some("g"));
+        let v = to_json(&streams(), &reports(), &MirrorSyncs::new(), Some("g"));
         let clusters = &v["streams"][0]["clusters"];
         assert_eq!(clusters[0]["kafkaClusterId"], "K1");
         assert_eq!(clusters[0]["group"]["protocol"], "consumer");

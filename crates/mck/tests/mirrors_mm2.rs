@@ -123,6 +123,25 @@ fn kill_nines_around_a_switch_to_an_mm2_copy_leave_each_record_once_in_order() {
     let held = read_topic(east, TOPIC).unwrap();
     assert_eq!(held.len(), sent.len(), "the source holds what was sent");
     mm.wait_for_records(&copy(), held.len(), COPY_WAIT).unwrap();
+    // With everything copied, describe (source and copy both in the stream) tells by
+    // MirrorMaker's offset syncs that the copy is not behind.
+    let both = dir.path().join("both.yaml");
+    write_atomically(&both, &metadata(east, west, true));
+    let described = support::mck()
+        .args(["describe", support::arg(&both), "--json"])
+        .output()
+        .unwrap();
+    assert!(described.status.success(), "{described:?}");
+    let v: serde_json::Value = serde_json::from_slice(&described.stdout).unwrap();
+    let copy_entry = v["streams"][0]["clusters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["cluster"] == "west")
+        .cloned()
+        .unwrap();
+    assert_eq!(copy_entry["mirrorOf"]["translate"], "mm2", "{v}");
+    assert_eq!(copy_entry["topics"][0]["behindSource"], 0, "{v}");
     let mut bounded = args.clone();
     bounded.push("--until=latest".into());
     let mut last = Run::start(&bounded, dir.path().join("stderr-4"));
