@@ -49,6 +49,9 @@ pub fn to_json(streams: &BTreeMap<String, KafkaStream>) -> String {
                     if let Some(o) = &c.stopping_offsets {
                         m.insert("stoppingOffsets".into(), serde_json::json!(o));
                     }
+                    if let Some(o) = &c.mirror_of {
+                        m.insert("mirrorOf".into(), serde_json::json!(o));
+                    }
                     (cid.clone(), serde_json::Value::Object(m))
                 })
                 .collect();
@@ -84,6 +87,9 @@ pub fn render(file: &Path, streams: &BTreeMap<String, KafkaStream>) -> String {
             }
             if let Some(o) = &c.stopping_offsets {
                 let _ = writeln!(out, "    stopping offsets: {}", serde_json::json!(o));
+            }
+            if let Some(o) = &c.mirror_of {
+                let _ = writeln!(out, "    mirror of: {}", serde_json::json!(o));
             }
         }
     }

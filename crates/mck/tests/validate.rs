@@ -75,3 +75,60 @@ fn a_missing_file_and_bad_arguments_fail_without_a_panic() {
     assert_eq!(out.status.code(), Some(2));
     assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
 }
+
+#[test]
+fn a_mirror_entry_is_shown_and_a_bad_one_is_located() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("mirror.yaml");
+    let file = |mirror_of: &str| {
+        format!(
+            "clusters:\n  east: {{bootstrapServers: \"e:9092\"}}\n  west: {{bootstrapServers: \"w:9092\"}}\nstreams:\n  orders:\n    clusters:\n      east: {{topics: [orders]}}\n      west:\n        topics: [east.orders]\n        mirrorOf: {mirror_of}\n"
+        )
+    };
+    std::fs::write(
+        &good,
+        file("{cluster: east, translate: mm2, failoverAfter: 60s}"),
+    )
+    .unwrap();
+    let out = mck().arg("validate").arg(&good).output().unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains(r#"mirror of: {"cluster":"east","failoverAfter":"1m","translate":"mm2"}"#),
+        "{stdout}"
+    );
+    let out = mck()
+        .args(["validate", "--json"])
+        .arg(&good)
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        v["orders"]["clusters"]["west"]["mirrorOf"]["cluster"], "east",
+        "{v}"
+    );
+    assert_eq!(
+        v["orders"]["clusters"]["east"]["mirrorOf"],
+        serde_json::Value::Null,
+        "{v}"
+    );
+
+    for (mirror_of, says) in [
+        ("{cluster: east, translate: mirror}", "mirror"),
+        ("{cluster: north, translate: mm2}", "north"),
+        (
+            "{cluster: east, translate: identical, failoverAfter: soon}",
+            "soon",
+        ),
+    ] {
+        let bad = dir.path().join("bad.yaml");
+        std::fs::write(&bad, file(mirror_of)).unwrap();
+        let out = mck().arg("validate").arg(&bad).output().unwrap();
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(out.status.code(), Some(1), "{mirror_of}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.contains("bad.yaml:"), "{stderr}");
+        assert!(stderr.contains(says), "{mirror_of}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+}
