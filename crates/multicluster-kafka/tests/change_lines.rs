@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use mck_testkit::{MockKafkaCluster, TestCluster};
-use multicluster_kafka::metadata::{KafkaMetadataService, MetadataError};
+use multicluster_kafka::metadata::{KafkaMetadataService, MetadataError, MirrorOf, Translate};
 use multicluster_kafka::prelude::*;
 use support::{Capture, meta_at, shared_source};
 use tokio::sync::watch;
@@ -105,6 +105,8 @@ fn each_applied_change_is_one_line_and_failing_reads_are_not_warned_at_every_rea
     tracing::subscriber::set_global_default(capture.clone()).expect("the only subscriber");
     let a = MockKafkaCluster::start("lines-a", 1).unwrap();
     let b = MockKafkaCluster::start("lines-b", 1).unwrap();
+    let c = MockKafkaCluster::start("lines-c", 1).unwrap();
+    c.create_topic("t", 1).unwrap();
     a.create_topic("t", 1).unwrap();
     b.create_topic("t", 3).unwrap();
     let svc = Arc::new(Flaky {
@@ -180,6 +182,31 @@ fn each_applied_change_is_one_line_and_failing_reads_are_not_warned_at_every_rea
             .filter(|m| m.starts_with("topics not found"))
             .count();
         assert_eq!(missing, 1, "{:?}", enumerator_warnings(&capture));
+
+        // A standby mirror comes, then takes over when its source leaves.
+        let mut mirror = meta_at(c.bootstrap_servers(), &["t"]);
+        mirror.mirror_of = Some(MirrorOf::new(a.logical_id(), Translate::Identical));
+        let pair = KafkaStream::new("s")
+            .with_cluster(a.logical_id(), meta_at(a.bootstrap_servers(), &["t"]))
+            .with_cluster(c.logical_id(), mirror.clone());
+        svc.inner.replace([pair]).unwrap();
+        read_until(&mut s, "the mirror added", || changes(&capture).len() == 4).await;
+        svc.inner
+            .replace([KafkaStream::new("s").with_cluster(c.logical_id(), mirror)])
+            .unwrap();
+        read_until(&mut s, "the source removed", || {
+            changes(&capture).len() == 5
+        })
+        .await;
+        // The mirror, now connected and read, is not said to come again.
+        idle(&mut s, 1500).await;
+        assert_eq!(
+            changes(&capture)[3..],
+            [
+                "stream s: + cluster lines-c (standby), - topic absent on lines-a",
+                "stream s: - cluster lines-a, ~ cluster lines-c takes over from lines-a"
+            ]
+        );
         s.close().await;
     });
 }

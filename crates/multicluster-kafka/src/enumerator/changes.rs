@@ -4,6 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::Enumerator;
 use crate::base::metadata::KafkaStream;
+use crate::base::plan::is_standby;
 
 /// The tracing target of the lines [`change_lines`] makes, one event per line.
 pub const CHANGES_TARGET: &str = "multicluster_kafka::changes";
@@ -65,7 +66,11 @@ pub(crate) fn change_lines(
         let after = new.get(id).unwrap_or(&empty);
         for (cluster, meta) in &after.clusters {
             if !before.clusters.contains_key(cluster) {
-                let n = count(cluster, &mut meta.topics.iter());
+                let n = if is_standby(after, meta) {
+                    " (standby)".to_string()
+                } else {
+                    count(cluster, &mut meta.topics.iter())
+                };
                 items.push(format!("+ cluster {cluster}{n}"));
             }
         }
@@ -78,6 +83,14 @@ pub(crate) fn change_lines(
             let Some(was) = before.clusters.get(cluster) else {
                 continue;
             };
+            match (is_standby(before, was), is_standby(after, meta)) {
+                (true, false) => {
+                    let from = meta.mirror_of.as_ref().map_or("", |m| m.cluster.as_str());
+                    items.push(format!("~ cluster {cluster} takes over from {from}"));
+                }
+                (false, true) => items.push(format!("~ cluster {cluster} becomes a standby")),
+                _ => {}
+            }
             for topic in meta.topics.difference(&was.topics) {
                 let n = count(cluster, &mut std::iter::once(topic));
                 items.push(format!("+ topic {topic} on {cluster}{n}"));
@@ -94,6 +107,9 @@ pub(crate) fn change_lines(
             }
             if meta.stopping_offsets != was.stopping_offsets {
                 what.push("stopping offsets");
+            }
+            if meta.mirror_of != was.mirror_of {
+                what.push("mirrorOf");
             }
             if !what.is_empty() {
                 items.push(format!("~ cluster {cluster} {}", what.join(" and ")));

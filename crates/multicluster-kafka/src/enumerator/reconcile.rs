@@ -118,9 +118,13 @@ impl Enumerator {
         let refused = self.apply_plan(p, &new_views).await;
         held.extend(refused);
         // Added clusters that could not be reached are planned again at the next read,
-        // and said then.
+        // and said then. Entries the plan does not read (a standby mirror, a source
+        // failed over) stay as the metadata has them, and so does a standby that now
+        // takes over (it was in the stream already): not said to come or go.
         let applied = applied_streams(&self.streams, streams, &held, |c| {
             self.views.contains_key(c)
+                || !new_views.contains_key(c)
+                || self.streams.values().any(|s| s.clusters.contains_key(c))
         });
         for line in change_lines(&self.streams, &applied, &self.split_counts()) {
             tracing::info!(target: CHANGES_TARGET, "{line}");
