@@ -16,6 +16,7 @@ use multicluster_kafka::error::SourceError;
 use multicluster_kafka::inspect::{
     ClusterQuery, ClusterReport, ClusterState, GroupProtocol, GroupReport, InspectOptions,
     Inspection, PartitionReport, SyncWanted, inspect_cluster_states, mirror_maker_syncs,
+    newest_timestamps,
 };
 use multicluster_kafka::metadata::file::read_metadata;
 use multicluster_kafka::metadata::{KafkaStream, Translate};
@@ -84,15 +85,15 @@ pub fn run(args: DescribeArgs) -> Result<ExitCode, String> {
         })
         .collect();
     let reports = inspect_cluster_states(queries);
-    let syncs = mirror_maker_positions(&streams, &reports, &options);
+    let mirrors = mirror_positions(&streams, &reports, &options);
     if args.json {
-        let mut v = to_json(&streams, &reports, &syncs, args.group.as_deref());
+        let mut v = to_json(&streams, &reports, &mirrors, args.group.as_deref());
         if let Some(read) = &read_here {
             mark_read(&mut v, read);
         }
         println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
     } else {
-        let mut text = render(&streams, &reports, &syncs, args.group.as_deref());
+        let mut text = render(&streams, &reports, &mirrors, args.group.as_deref());
         if let (Some(p), Some(read)) = (&positions, &read_here) {
             text = format!(
                 "checkpoint {}: the source reads {}\n{}",
@@ -274,27 +275,37 @@ fn group_text(group: &str, described: &Result<GroupReport, String>) -> String {
     }
 }
 
-/// MirrorMaker 2's newest offset sync at or below each source partition's last
-/// record, by (mirror cluster, topic on the mirror, partition).
-pub type MirrorSyncs = BTreeMap<(String, String, i32), OffsetSync>;
+/// What tells how far each mirror is behind its source, beyond the offsets.
+#[derive(Debug, Default)]
+pub struct MirrorPositions {
+    /// MirrorMaker 2's newest offset sync at or below each source partition's last
+    /// record, by (mirror cluster, topic on the mirror, partition).
+    pub syncs: BTreeMap<(String, String, i32), OffsetSync>,
+    /// For a timestamp mirror, by (mirror cluster, topic on the mirror): how much
+    /// older the mirror's newest record is than the source's, in milliseconds (the
+    /// most over the partitions; 0 when it is not older).
+    pub behind_ms: BTreeMap<(String, String), i64>,
+}
 
-/// Reads, for every `translate: mm2` mirror whose cluster and source both answered,
-/// MirrorMaker 2's offset syncs on the mirror for the source's last records: what
-/// [`behind_source`] estimates their distance with. A mirror whose syncs cannot be
-/// read (or are kept on the source cluster) gets none, and no distance.
-fn mirror_maker_positions(
+/// Reads, for every mirror whose cluster and source both answered, what tells how far
+/// it is behind: for `translate: mm2` MirrorMaker 2's offset syncs on the mirror for
+/// the source's last records ([`behind_source`] estimates the distance with them),
+/// for `translate: timestamp` the newest record's timestamp of each partition on both
+/// sides. A mirror whose syncs cannot be read (or are kept on the source cluster), or
+/// whose records cannot be read, gets none, and no distance.
+fn mirror_positions(
     streams: &BTreeMap<String, KafkaStream>,
     reports: &BTreeMap<String, Inspection>,
     options: &InspectOptions,
-) -> MirrorSyncs {
-    let mut out = MirrorSyncs::new();
+) -> MirrorPositions {
+    let mut out = MirrorPositions::default();
     let mut asked = std::collections::BTreeSet::new();
     for stream in streams.values() {
         for (cid, meta) in &stream.clusters {
             let Some(mirror) = meta.mirror_of.as_ref() else {
                 continue;
             };
-            if mirror.translate != Translate::Mm2 || !asked.insert(cid.clone()) {
+            if mirror.translate == Translate::Identical || !asked.insert(cid.clone()) {
                 continue;
             }
             let (Some(Ok(here)), Some(Ok(there))) = (
@@ -328,11 +339,49 @@ fn mirror_maker_positions(
                 continue;
             }
             let options = InspectOptions::new(options.timeout);
+            if mirror.translate == Translate::Timestamp {
+                let here: Vec<(String, i32)> = wanted
+                    .iter()
+                    .map(|w| (w.topic.clone(), w.partition))
+                    .collect();
+                let there: Vec<(String, i32)> = wanted
+                    .iter()
+                    .map(|w| (w.source_topic.clone(), w.partition))
+                    .collect();
+                let source_props = &stream.clusters[&mirror.cluster].properties;
+                let (Ok(here_ts), Ok(there_ts)) = (
+                    newest_timestamps(cid, &meta.properties, &here, &options),
+                    newest_timestamps(&mirror.cluster, source_props, &there, &options),
+                ) else {
+                    continue;
+                };
+                for w in &wanted {
+                    let mine = here_ts
+                        .get(&(w.topic.clone(), w.partition))
+                        .copied()
+                        .flatten();
+                    let theirs = there_ts
+                        .get(&(w.source_topic.clone(), w.partition))
+                        .copied()
+                        .flatten();
+                    // A source partition with no timestamp has nothing to be behind.
+                    let Some(theirs) = theirs else { continue };
+                    // A mirror partition that holds nothing yet has no time to compare.
+                    let Some(mine) = mine else { continue };
+                    let behind = (theirs - mine).max(0);
+                    let slot = out
+                        .behind_ms
+                        .entry((cid.clone(), w.topic.clone()))
+                        .or_insert(0);
+                    *slot = (*slot).max(behind);
+                }
+                continue;
+            }
             if let Ok(found) =
                 mirror_maker_syncs(cid, &meta.properties, mirror.alias(), wanted, &options)
             {
                 for ((topic, partition), (sync, _)) in found.found {
-                    out.insert((cid.clone(), topic, partition), sync);
+                    out.syncs.insert((cid.clone(), topic, partition), sync);
                 }
             }
         }
@@ -353,7 +402,7 @@ fn behind_source(
     topic: &str,
     parts: &[PartitionReport],
     reports: &BTreeMap<String, Inspection>,
-    syncs: &MirrorSyncs,
+    mirrors: &MirrorPositions,
 ) -> Option<i64> {
     let mirror = meta.mirror_of.as_ref()?;
     let source = reports.get(&mirror.cluster)?.result.as_ref().ok()?;
@@ -364,7 +413,10 @@ fn behind_source(
         let copied_to = match mirror.translate {
             Translate::Identical => p.latest,
             Translate::Mm2 => {
-                let sync = syncs.get(&(cluster.to_string(), topic.to_string(), p.partition))?;
+                let sync =
+                    mirrors
+                        .syncs
+                        .get(&(cluster.to_string(), topic.to_string(), p.partition))?;
                 sync.upstream + (p.latest - sync.downstream).max(0)
             }
             Translate::Timestamp => return None,
@@ -433,7 +485,7 @@ fn mark_read(v: &mut Value, read: &std::collections::BTreeSet<String>) {
 pub fn render(
     streams: &BTreeMap<String, KafkaStream>,
     reports: &BTreeMap<String, Inspection>,
-    syncs: &MirrorSyncs,
+    mirrors: &MirrorPositions,
     group: Option<&str>,
 ) -> String {
     let mut out = String::new();
@@ -491,9 +543,13 @@ pub fn render(
                         if group.is_some() {
                             let _ = write!(line, "  lag {}", opt(r.topic_lag(topic)));
                         }
-                        if let Some(behind) = behind_source(cid, meta, topic, parts, reports, syncs)
+                        if let Some(behind) =
+                            behind_source(cid, meta, topic, parts, reports, mirrors)
                         {
                             let _ = write!(line, "  {behind} record(s) behind its source");
+                        }
+                        if let Some(ms) = mirrors.behind_ms.get(&(cid.clone(), topic.clone())) {
+                            let _ = write!(line, "  {:.1}s behind its source", *ms as f64 / 1000.0);
                         }
                         let _ = writeln!(out, "{line}");
                         out.push_str(&table(&partition_rows(parts, group.is_some()), "      "));
@@ -509,15 +565,18 @@ pub fn render(
 }
 
 /// The same as JSON: `{group, streams: [{stream, clusters: [{cluster, bootstrapServers,
-/// state, reachable, error, refusedProperty, kafkaClusterId, topics: [{topic, missing,
-/// lag, partitions: [{partition, earliest, latest, committed, lag}]}], group: {protocol,
+/// mirrorOf: {cluster, translate, standby}, state, reachable, error, refusedProperty,
+/// kafkaClusterId, topics: [{topic, missing, lag, behindSource, behindSourceSeconds,
+/// partitions: [{partition, earliest, latest, committed, lag}]}], group: {protocol,
 /// state, members} or {error}}]}]}`. `state` is
 /// `connected`, `unreachable`, `rejected` or `refused`; `refusedProperty` the key
-/// librdkafka refused (or null); `error` why the cluster could not be described.
+/// librdkafka refused (or null); `error` why the cluster could not be described;
+/// `behindSource` the records a mirror lacks, `behindSourceSeconds` how much older a
+/// timestamp mirror's newest record is (each null where not known).
 pub fn to_json(
     streams: &BTreeMap<String, KafkaStream>,
     reports: &BTreeMap<String, Inspection>,
-    syncs: &MirrorSyncs,
+    mirrors: &MirrorPositions,
     group: Option<&str>,
 ) -> Value {
     let streams: Vec<Value> = streams
@@ -559,7 +618,8 @@ pub fn to_json(
                                         "topic": t,
                                         "missing": false,
                                         "lag": group.and(r.topic_lag(t)),
-                                        "behindSource": behind_source(cid, meta, t, parts, reports, syncs),
+                                        "behindSource": behind_source(cid, meta, t, parts, reports, mirrors),
+                                        "behindSourceSeconds": mirrors.behind_ms.get(&(cid.clone(), t.clone())).map(|ms| *ms as f64 / 1000.0),
                                         "partitions": parts.iter().map(|p| json!({
                                             "partition": p.partition,
                                             "earliest": p.earliest,
@@ -715,19 +775,19 @@ mod tests {
                 result: Ok(copy([1200, 7])),
             },
         );
-        let text = render(&all, &reports, &MirrorSyncs::new(), None);
+        let text = render(&all, &reports, &MirrorPositions::default(), None);
         assert!(
             text.contains("mirror of east  translate identical  standby"),
             "{text}"
         );
         assert!(text.contains("34 record(s) behind its source"), "{text}");
-        let v = to_json(&all, &reports, &MirrorSyncs::new(), None);
+        let v = to_json(&all, &reports, &MirrorPositions::default(), None);
         let west = &v["streams"][0]["clusters"][1];
         assert_eq!(west["mirrorOf"]["standby"], json!(true));
         assert_eq!(west["topics"][0]["behindSource"], json!(34));
         // Taken out of the stream, the source is not asked: nothing to compare with.
         all.get_mut("s").unwrap().clusters.remove("east");
-        let text = render(&all, &reports, &MirrorSyncs::new(), None);
+        let text = render(&all, &reports, &MirrorPositions::default(), None);
         assert!(
             text.contains("read (its source is not in the stream)"),
             "{text}"
@@ -772,15 +832,18 @@ mod tests {
         };
         // East ends at 1234 and 7. West's 1100 stands for east's 1000 + 200 by the
         // sync; west's 4 for east's 5 + 2: 34 and 0 behind.
-        let mut syncs = MirrorSyncs::from([
-            (("west".into(), "orders".into(), 0), sync(1000, 900)),
-            (("west".into(), "orders".into(), 1), sync(5, 2)),
-        ]);
-        let text = render(&all, &reports, &syncs, None);
+        let mut mirrors = MirrorPositions {
+            syncs: BTreeMap::from([
+                (("west".into(), "orders".into(), 0), sync(1000, 900)),
+                (("west".into(), "orders".into(), 1), sync(5, 2)),
+            ]),
+            ..Default::default()
+        };
+        let text = render(&all, &reports, &mirrors, None);
         assert!(text.contains("34 record(s) behind its source"), "{text}");
         // A partition without a sync: no estimate.
-        syncs.remove(&("west".into(), "orders".into(), 1));
-        let v = to_json(&all, &reports, &syncs, None);
+        mirrors.syncs.remove(&("west".into(), "orders".into(), 1));
+        let v = to_json(&all, &reports, &mirrors, None);
         assert_eq!(
             v["streams"][0]["clusters"][1]["topics"][0]["behindSource"],
             Value::Null
@@ -820,7 +883,7 @@ mod tests {
                 state: ClusterState::Refused(refused),
             },
         );
-        let text = render(&streams, &reports, &MirrorSyncs::new(), None);
+        let text = render(&streams, &reports, &MirrorPositions::default(), None);
         assert!(
             text.contains(
                 "cluster guarded  bootstrap west:9092  rejected (credentials or TLS refused): SASL authentication failed"
@@ -835,7 +898,7 @@ mod tests {
             text.contains("topic orders  (not known: cluster refused)"),
             "{text}"
         );
-        let v = to_json(&streams, &reports, &MirrorSyncs::new(), None);
+        let v = to_json(&streams, &reports, &MirrorPositions::default(), None);
         let clusters = v["streams"][0]["clusters"].as_array().unwrap();
         let by = |id: &str| clusters.iter().find(|c| c["cluster"] == id).unwrap();
         assert_eq!(by("east")["state"], "connected");
@@ -859,7 +922,12 @@ mod tests {
 
     #[test]
     fn the_tree_shows_offsets_lag_missing_topics_and_unreachable_clusters() {
-        let text = render(&streams(), &reports(), &MirrorSyncs::new(), Some("g"));
+        let text = render(
+            &streams(),
+            &reports(),
+            &MirrorPositions::default(),
+            Some("g"),
+        );
         assert!(
             text.contains("cluster east  bootstrap east:9092  connected  kafka cluster.id K1"),
             "{text}"
@@ -901,7 +969,7 @@ mod tests {
 
     #[test]
     fn without_a_group_there_are_no_committed_or_lag_columns() {
-        let text = render(&streams(), &reports(), &MirrorSyncs::new(), None);
+        let text = render(&streams(), &reports(), &MirrorPositions::default(), None);
         assert!(text.contains("partition  earliest  latest\n"), "{text}");
         assert!(
             !text.contains("committed") && !text.contains("lag"),
@@ -911,7 +979,12 @@ mod tests {
 
     #[test]
     fn json_has_every_field_and_marks_the_unreachable_cluster() {
-        let v = to_json(&streams(), &reports(), &MirrorSyncs::new(), Some("g"));
+        let v = to_json(
+            &streams(),
+            &reports(),
+            &MirrorPositions::default(),
+            Some("g"),
+        );
         let clusters = &v["streams"][0]["clusters"];
         assert_eq!(clusters[0]["kafkaClusterId"], "K1");
         assert_eq!(clusters[0]["group"]["protocol"], "consumer");

@@ -292,4 +292,46 @@ fn describe_shows_a_standby_mirror_and_how_far_behind_its_source_it_is() {
         "{text}"
     );
     assert!(text.contains("4 record(s) behind its source"), "{text}");
+
+    // The same copy translated by timestamps: offsets tell nothing, the newest
+    // records' times do (the mirror's newest is d5, 4 s older than the source's d9).
+    const BY_TIME: &str = "mirror-describe-time";
+    east.create_topic(BY_TIME, 1).unwrap();
+    west.create_topic(BY_TIME, 1).unwrap();
+    let timed: Vec<TestRecord> = (0..10)
+        .map(|i| {
+            TestRecord::value(format!("t{i}"))
+                .to_partition(0)
+                .at(1_700_000_000_000 + i * 1_000)
+        })
+        .collect();
+    east.produce(BY_TIME, &timed).unwrap();
+    west.produce(BY_TIME, &timed[..6]).unwrap();
+    write_atomically(
+        &md,
+        &metadata(east, west, true)
+            .replace(TOPIC, BY_TIME)
+            .replace("translate: identical", "translate: timestamp"),
+    );
+    let out = support::mck()
+        .args(["describe", support::arg(&md), "--json"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let clusters = v["streams"][0]["clusters"].as_array().unwrap();
+    let west_entry = clusters.iter().find(|c| c["cluster"] == "west").unwrap();
+    assert_eq!(
+        west_entry["topics"][0]["behindSource"],
+        serde_json::Value::Null
+    );
+    assert_eq!(
+        west_entry["topics"][0]["behindSourceSeconds"], 4.0,
+        "{west_entry}"
+    );
+    let text = support::mck()
+        .args(["describe", support::arg(&md)])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("4.0s behind its source"), "{text}");
 }

@@ -591,6 +591,28 @@ pub fn mirror_maker_syncs(
     .1
 }
 
+/// The timestamp of the newest record of each of `partitions` on `cluster` (`None`
+/// for an empty partition, or one whose last offset holds no record, such as a
+/// transaction marker), on a client of its own: what `mck describe` compares a
+/// timestamp mirror with its source by.
+///
+/// # Errors
+///
+/// [`SourceError::Cluster`] (or [`SourceError::Kafka`]) when the cluster cannot be
+/// reached or refuses the client. The message names `cluster` and never contains a
+/// secret property value.
+pub fn newest_timestamps(
+    cluster: &str,
+    properties: &ClientProperties,
+    partitions: &[(String, i32)],
+    options: &InspectOptions,
+) -> Result<BTreeMap<(String, i32), Option<i64>>, SourceError> {
+    with_own_client(cluster, properties, options, |client, _| {
+        client.newest_timestamps(partitions)
+    })
+    .1
+}
+
 /// Makes a client of its own for `cluster` (properties librdkafka refuses are found
 /// first, without a connection), makes first contact, and hands it with the Kafka
 /// `cluster.id` to `ask`. Returns where the cluster stands and the answer; errors

@@ -623,6 +623,85 @@ impl ClusterClient {
     }
 }
 
+impl ClusterClient {
+    /// The timestamp of the newest record of each partition (its last offset; `None`
+    /// for an empty partition, or one whose last offset holds no record handed out,
+    /// such as a transaction marker), read within the client timeout.
+    ///
+    /// Assigns the partitions to this client: only for a client of its own, as
+    /// [`Self::read_partition`].
+    pub(crate) fn newest_timestamps(
+        &self,
+        partitions: &[(String, i32)],
+    ) -> Result<BTreeMap<(String, i32), Option<i64>>, SourceError> {
+        use rdkafka::Message as _;
+        use std::time::Instant;
+        let what = "newest record timestamps";
+        if self.is_read() {
+            return Err(SourceError::internal(
+                "a timestamp read",
+                format!("{what}: the client a reader fetches with cannot be assigned"),
+            ));
+        }
+        let mut out: BTreeMap<(String, i32), Option<i64>> =
+            partitions.iter().map(|k| (k.clone(), None)).collect();
+        if partitions.is_empty() {
+            return Ok(out);
+        }
+        let earliest = self.list_offsets(partitions, Offset::Beginning, "earliest offsets")?;
+        let latest = self.list_offsets(partitions, Offset::End, "latest offsets")?;
+        let mut tpl = TopicPartitionList::new();
+        let mut wanted: BTreeMap<(String, i32), i64> = BTreeMap::new();
+        for key in partitions {
+            let (Some(&low), Some(&high)) = (earliest.get(key), latest.get(key)) else {
+                continue;
+            };
+            if high > low {
+                tpl.add_partition_offset(&key.0, key.1, Offset::Offset(high - 1))
+                    .map_err(|e| self.err(what, &e))?;
+                wanted.insert(key.clone(), high - 1);
+            }
+        }
+        if wanted.is_empty() {
+            return Ok(out);
+        }
+        self.consumer()
+            .assign(&tpl)
+            .map_err(|e| self.err(what, &e))?;
+        let deadline = Instant::now() + self.timeout;
+        let mut quiet_since = Instant::now();
+        while !wanted.is_empty() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            // A last offset that holds no record (a transaction marker) never comes:
+            // after a second with nothing, those partitions have no timestamp.
+            if left.is_zero() || quiet_since.elapsed() > Duration::from_secs(1) {
+                break;
+            }
+            match self.consumer().poll(left.min(Duration::from_millis(100))) {
+                Some(Ok(m)) => {
+                    let key = (m.topic().to_string(), m.partition());
+                    if wanted.get(&key).is_some_and(|at| m.offset() >= *at) {
+                        wanted.remove(&key);
+                        out.insert(key, m.timestamp().to_millis());
+                    }
+                    quiet_since = Instant::now();
+                }
+                Some(Err(e)) => {
+                    if let Err(u) = self.consumer().unassign() {
+                        tracing::debug!(cluster = %self.cluster, error = %u, "{what}: unassigning failed");
+                    }
+                    return Err(self.err(what, &e));
+                }
+                None => {}
+            }
+        }
+        if let Err(e) = self.consumer().unassign() {
+            tracing::debug!(cluster = %self.cluster, error = %e, "{what}: unassigning failed");
+        }
+        Ok(out)
+    }
+}
+
 /// What [`ClusterClient::read_partition`] hands each record to: its offset, key and
 /// value.
 pub(crate) type EachRecord<'a> = dyn FnMut(i64, Option<&[u8]>, Option<&[u8]>) + 'a;
