@@ -522,3 +522,58 @@ fn a_live_switch_reads_the_offset_syncs_mirror_maker_keeps_on_the_source_cluster
     });
     mm.stop();
 }
+
+/// A restart after the source left the streams, from a checkpoint taken before: with
+/// the source's settings carried by its mirror entry (as the richer file layout's
+/// `clusters:` gives them), the offset syncs MirrorMaker keeps on the source are read
+/// still, and the record is found by a sync, not by a timestamp search.
+#[test]
+fn a_restart_reads_the_source_clusters_offset_syncs_through_its_definition() {
+    let (alias, topic) = ("mm2def", "mm2-def");
+    let copy = format!("{alias}.{topic}");
+    let (east, west) = clusters();
+    capture();
+    east.create_topic(topic, 2).unwrap();
+    // Records already on the copy: its offsets are shifted by them.
+    west.create_topic(&copy, 2).unwrap();
+    west.produce(&copy, &records("old", 0, 6)).unwrap();
+    east.produce(topic, &records("r", 0, 40)).unwrap();
+    let mm = mirror_maker_with_syncs_on(alias, topic, false, OffsetSyncsLocation::Source);
+    mm.wait_for_records(&copy, 46, COPY_WAIT).unwrap();
+    mck_testkit::runtime().block_on(async {
+        let svc = Arc::new(StaticMetadataService::new([both(topic, &copy, alias)]).unwrap());
+        let mut before = source(svc).build().unwrap().open().await.unwrap();
+        let mut got = Vec::new();
+        read_n(&mut before, 40, &mut got).await;
+        let checkpoint = Checkpoint::decode(&before.checkpoint().unwrap().encode()).unwrap();
+        before.close().await;
+        assert!(got.iter().all(|g| g.cluster == "east"));
+
+        east.produce(topic, &records("r", 40, 60)).unwrap();
+        mm.wait_for_records(&copy, 66, COPY_WAIT).unwrap();
+        let mut entry = mirror_meta(&copy, alias);
+        if let Some(m) = entry.mirror_of.as_mut() {
+            m.source_properties = Some(meta(east, &[topic]).properties);
+        }
+        let svc =
+            Arc::new(StaticMetadataService::new([stream("s", vec![("west", entry)])]).unwrap());
+        let reading = Reading::start(
+            source(svc)
+                .restore_from(checkpoint)
+                .build()
+                .unwrap()
+                .open()
+                .await
+                .unwrap(),
+        );
+        read_all(&reading, 20).await;
+        got.extend(reading.close(Duration::from_secs(30)).await);
+        assert_moved(&got, &by_partition(&records("r", 0, 60)));
+        for p in 0..2 {
+            let c = continued(&copy, p);
+            eprintln!("partition {p}: {c:?}");
+            assert_by_sync(&c, &mm, topic, p);
+        }
+    });
+    mm.stop();
+}

@@ -108,7 +108,14 @@ pub(crate) fn change_lines(
             if meta.stopping_offsets != was.stopping_offsets {
                 what.push("stopping offsets");
             }
-            if meta.mirror_of != was.mirror_of {
+            // The source's settings carried along are the source's change, not this one.
+            let bare = |m: &Option<crate::base::metadata::MirrorOf>| {
+                m.clone().map(|mut m| {
+                    m.source_properties = None;
+                    m
+                })
+            };
+            if bare(&meta.mirror_of) != bare(&was.mirror_of) {
                 what.push("mirrorOf");
             }
             if !what.is_empty() {

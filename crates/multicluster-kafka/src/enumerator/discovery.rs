@@ -354,8 +354,11 @@ fn mm2_syncs(
 fn source_syncs(cluster: &str, mirror: &MirrorOf, make: MakeClient, lookup: &mut mm2::Lookup) {
     let source = mirror.cluster.as_str();
     let read = make().and_then(|client| {
+        // A source that is gone (its definition kept in the metadata) is given up
+        // about a second after its brokers refuse, not at the client timeout.
         let found = client
-            .topic_names(|n| n.starts_with("mm2-offset-syncs."))
+            .first_contact()
+            .and_then(|_| client.topic_names(|n| n.starts_with("mm2-offset-syncs.")))
             .and_then(|names| match mm2::source_syncs_topic(&names, cluster) {
                 Some(topic) => {
                     mm2::offer_source_syncs(&client, &topic, lookup).map(|()| Some(topic))
@@ -440,13 +443,17 @@ impl Enumerator {
             .map(|m| {
                 let make = super::clients::client_aside(&self.cfg, cluster, &state.reader_props);
                 // The source's settings, while known and it was not failed over (a
-                // dead cluster would hold the discovery for the client timeout).
+                // dead cluster would hold the discovery for the client timeout): those
+                // it was read with, else its definition in the metadata (after a
+                // restart, when it left the streams before).
                 let source = self
                     .gone_props
-                    .get_key_value(m.cluster.as_str())
+                    .get(m.cluster.as_str())
+                    .or(m.source_properties.as_ref())
                     .filter(|_| !self.failover.taken_over.contains(&m.cluster))
-                    .map(|(id, props)| {
-                        Box::new(super::clients::client_aside(&self.cfg, id, props)) as MakeClient
+                    .map(|props| {
+                        let id: Arc<str> = Arc::from(m.cluster.as_str());
+                        Box::new(super::clients::client_aside(&self.cfg, &id, props)) as MakeClient
                     });
                 Mm2Clients {
                     mirror: Box::new(make),

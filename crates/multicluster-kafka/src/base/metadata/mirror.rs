@@ -11,6 +11,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use crate::base::properties::ClientProperties;
+
 /// How a position on the source cluster is translated to a lower bound on the mirror.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -90,6 +92,13 @@ pub struct MirrorOf {
     /// What a mirror that does not hold the last record where it must be does.
     #[serde(default, skip_serializing_if = "is_default")]
     pub on_mismatch: OnMismatch,
+    /// The source cluster's client properties, where the metadata defines that
+    /// cluster apart from its streams (the richer file layout's `clusters:`): with
+    /// `mm2`, MirrorMaker's offset syncs kept on the source are read with them even
+    /// after the source left the streams (a restart after the switch). Not part of the
+    /// written form; never shown (their `Debug` hides secrets).
+    #[serde(skip)]
+    pub source_properties: Option<ClientProperties>,
 }
 
 fn is_default<T: Default + PartialEq>(v: &T) -> bool {
@@ -107,6 +116,7 @@ impl MirrorOf {
             alias: None,
             failover_after: None,
             on_mismatch: OnMismatch::Fail,
+            source_properties: None,
         }
     }
 

@@ -193,13 +193,18 @@ impl Context<'_> {
                     return Err(self.invalid(key, message));
                 }
                 let topics = self.topics(&stream_id, &cluster_id, &reading.topics)?;
-                let mirror_of = self.mirror(
+                let mut mirror_of = self.mirror(
                     &stream_id,
                     &cluster_id,
                     &topics,
                     reading.mirror_of,
                     Some(&defs),
                 )?;
+                // The source's definition holds its settings even once it leaves the
+                // streams: MirrorMaker's syncs kept there stay readable.
+                if let Some(m) = mirror_of.as_mut() {
+                    m.source_properties = defs.get(&m.cluster).map(|d| d.properties.clone());
+                }
                 let metadata = ClusterMetadata {
                     topics,
                     properties: def.properties.merged_with(&overrides),
