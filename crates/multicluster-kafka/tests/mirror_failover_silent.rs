@@ -13,7 +13,7 @@ use mck_testkit::proxy::ProxiedCluster;
 use mck_testkit::{ClusterOptions, TestCluster, TestRecord};
 use multicluster_kafka::metadata::{MirrorOf, Translate};
 use multicluster_kafka::prelude::*;
-use support::{PATIENCE, cluster, meta, meta_at, shared_source, stream};
+use support::{cluster, meta, meta_at, read_records, shared_source, stream};
 
 /// Records `from..to` over two partitions, each with a key and its own timestamp.
 fn records_range(from: usize, to: usize) -> Vec<TestRecord> {
@@ -25,18 +25,6 @@ fn records_range(from: usize, to: usize) -> Vec<TestRecord> {
                 .at(1_700_000_000_000 + i as i64 * 1_000)
         })
         .collect()
-}
-
-/// Reads `n` records (errors fail the test).
-async fn read(source: &mut KafkaSourceStream<Utf8>, n: usize, got: &mut Vec<Record<String>>) {
-    let done = tokio::time::timeout(PATIENCE, async {
-        for _ in 0..n {
-            let r = source.next().await.expect("the stream continues");
-            got.push(r.expect("a record"));
-        }
-    })
-    .await;
-    assert!(done.is_ok(), "gave up after {} records", got.len());
 }
 
 /// A source whose packets are dropped (no refusal, no error: every request hangs) is
@@ -78,12 +66,12 @@ fn a_silent_source_is_failed_over_after_failover_after_not_the_client_timeout() 
             .await
             .unwrap();
         let mut got = Vec::new();
-        read(&mut source_stream, 20, &mut got).await;
+        read_records(&mut source_stream, 20, &mut got).await;
         assert!(got.iter().all(|r| &*r.cluster == "fs-east"));
         let began = std::time::Instant::now();
         east.proxy().blackhole();
         west.produce(topic, &records_range(20, 30)).unwrap();
-        read(&mut source_stream, 10, &mut got).await;
+        read_records(&mut source_stream, 10, &mut got).await;
         let took = began.elapsed();
         assert!(
             took >= Duration::from_secs(3),

@@ -18,7 +18,7 @@ use mck_testkit::mirror::OffsetSyncsLocation;
 use mck_testkit::{KafkaCluster, MirrorMaker, MirrorOptions, TestCluster, TestRecord, read_topic};
 use multicluster_kafka::metadata::{MirrorOf, Translate};
 use multicluster_kafka::prelude::*;
-use support::{PATIENCE, cluster, meta, shared_source, stream};
+use support::{cluster, meta, read_records, shared_source, stream};
 
 const TOPIC: &str = "orders";
 /// The source's alias in MirrorMaker: the copy is `mm2f.orders`.
@@ -33,18 +33,6 @@ fn clusters() -> (&'static KafkaCluster, &'static KafkaCluster) {
         let west = cluster("mm2f-west");
         (east.join().unwrap(), west)
     })
-}
-
-/// Reads `n` records (errors fail the test).
-async fn read(source: &mut KafkaSourceStream<Utf8>, n: usize, got: &mut Vec<Record<String>>) {
-    let done = tokio::time::timeout(PATIENCE, async {
-        for _ in 0..n {
-            let r = source.next().await.expect("the stream continues");
-            got.push(r.expect("a record"));
-        }
-    })
-    .await;
-    assert!(done.is_ok(), "gave up after {} records", got.len());
 }
 
 #[test]
@@ -90,7 +78,7 @@ fn a_dead_source_fails_over_to_its_mm2_copy_with_each_record_once_and_stays_ther
             .await
             .unwrap();
         let mut got = Vec::new();
-        read(&mut source, 40, &mut got).await;
+        read_records(&mut source, 40, &mut got).await;
         let stop = stop.clone();
         let produced = tokio::task::spawn_blocking(move || {
             std::thread::sleep(Duration::from_secs(6));
@@ -99,7 +87,7 @@ fn a_dead_source_fails_over_to_its_mm2_copy_with_each_record_once_and_stays_ther
         })
         .await
         .unwrap();
-        read(&mut source, 20, &mut got).await;
+        read_records(&mut source, 20, &mut got).await;
         assert!(
             got.iter().all(|r| &*r.cluster == "east"),
             "the copy is a standby"
@@ -124,7 +112,7 @@ fn a_dead_source_fails_over_to_its_mm2_copy_with_each_record_once_and_stays_ther
             held.len()
         );
         let before_kill = got.len();
-        read(&mut source, held.len() - got.len(), &mut got).await;
+        read_records(&mut source, held.len() - got.len(), &mut got).await;
         let first_west = got.iter().position(|r| &*r.cluster == "west");
         eprintln!(
             "{} records, {} handed out before the kill, the copy's first at {:?}; all read {:.1}s after the kill",

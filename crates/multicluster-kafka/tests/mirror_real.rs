@@ -17,7 +17,7 @@ use mck_testkit::{KafkaCluster, TestCluster, TestRecord};
 use multicluster_kafka::error::SourceError;
 use multicluster_kafka::metadata::{MirrorOf, OnMismatch, Translate};
 use multicluster_kafka::prelude::*;
-use support::{PATIENCE, cluster, meta, shared_source, stream};
+use support::{PATIENCE, cluster, meta, read_records, shared_source, stream};
 
 /// The metrics of every test of this binary (one global recorder).
 fn snapshotter() -> &'static metrics_util::debugging::Snapshotter {
@@ -99,18 +99,6 @@ async fn open(svc: Arc<StaticMetadataService>) -> KafkaSourceStream<Utf8> {
         .unwrap()
 }
 
-/// Reads `n` records (errors fail the test).
-async fn read(source: &mut KafkaSourceStream<Utf8>, n: usize, got: &mut Vec<Record<String>>) {
-    let done = tokio::time::timeout(PATIENCE, async {
-        for _ in 0..n {
-            let r = source.next().await.expect("the stream continues");
-            got.push(r.expect("a record"));
-        }
-    })
-    .await;
-    assert!(done.is_ok(), "gave up after {} records", got.len());
-}
-
 /// Every produced value handed out once, in order per partition; in each partition
 /// the source's records, then the mirror's, and some of the mirror's.
 fn assert_continued(got: &[Record<String>], produced: &[TestRecord]) {
@@ -186,7 +174,7 @@ fn a_live_switch_to_an_identical_mirror_continues_at_the_next_record() {
         produce_to_both(topic, records("r", 40)).await;
         let mut source = open(svc.clone()).await;
         let mut got = Vec::new();
-        read(&mut source, 15, &mut got).await;
+        read_records(&mut source, 15, &mut got).await;
         assert!(
             got.iter().all(|r| &*r.cluster == "east"),
             "the mirror is a standby"
@@ -195,7 +183,7 @@ fn a_live_switch_to_an_identical_mirror_continues_at_the_next_record() {
         // produced: they are copied to the mirror as well.
         svc.replace([moved(topic, Translate::Identical)]).unwrap();
         produce_to_both(topic, records_range("r", 40, 60)).await;
-        read(&mut source, 45, &mut got).await;
+        read_records(&mut source, 45, &mut got).await;
         assert_continued(&got, &records("r", 60));
         source.close().await;
     });
@@ -214,10 +202,10 @@ fn a_switch_by_timestamp_finds_the_record_on_a_mirror_with_other_offsets() {
         produce_to_both(topic, records("r", 20)).await;
         let mut source = open(svc.clone()).await;
         let mut got = Vec::new();
-        read(&mut source, 20, &mut got).await;
+        read_records(&mut source, 20, &mut got).await;
         svc.replace([moved(topic, Translate::Timestamp)]).unwrap();
         produce_to_both(topic, records_range("r", 20, 40)).await;
-        read(&mut source, 20, &mut got).await;
+        read_records(&mut source, 20, &mut got).await;
         assert_continued(&got, &records("r", 40));
         let first = got.iter().find(|r| &*r.cluster == "west").unwrap();
         assert!(
@@ -242,7 +230,7 @@ fn a_restart_from_a_checkpoint_taken_before_the_switch_continues_on_the_mirror()
             Arc::new(StaticMetadataService::new([both(topic, Translate::Timestamp)]).unwrap());
         let mut source = open(svc).await;
         let mut got = Vec::new();
-        read(&mut source, 12, &mut got).await;
+        read_records(&mut source, 12, &mut got).await;
         let checkpoint = Checkpoint::decode(&source.checkpoint().unwrap().encode()).unwrap();
         source.close().await;
         let lasts = checkpoint.clusters["east"]
@@ -262,7 +250,7 @@ fn a_restart_from_a_checkpoint_taken_before_the_switch_continues_on_the_mirror()
             .open()
             .await
             .unwrap();
-        read(&mut source, 18, &mut got).await;
+        read_records(&mut source, 18, &mut got).await;
         assert_continued(&got, &records("r", 30));
         // A checkpoint after the switch holds the mirror's own last records.
         let after = source.checkpoint().unwrap();
@@ -291,7 +279,7 @@ fn a_mirror_that_lags_is_waited_for_and_never_skipped() {
     mck_testkit::runtime().block_on(async {
         let mut source = open(svc.clone()).await;
         let mut got = Vec::new();
-        read(&mut source, 30, &mut got).await;
+        read_records(&mut source, 30, &mut got).await;
         svc.replace([moved(topic, Translate::Identical)]).unwrap();
         // The rest comes to the mirror, then new records to both.
         tokio::time::sleep(Duration::from_secs(2)).await;
@@ -318,7 +306,7 @@ fn a_mirror_that_lags_is_waited_for_and_never_skipped() {
             .unwrap();
         tokio::time::sleep(Duration::from_secs(1)).await;
         produce_to_both(topic, records_range("r", 30, 40)).await;
-        read(&mut source, 10, &mut got).await;
+        read_records(&mut source, 10, &mut got).await;
         assert_continued(&got, &records("r", 40));
         // Nothing more: the mirror's copies of what was handed out are not.
         let more = tokio::time::timeout(Duration::from_secs(2), source.next()).await;
@@ -359,7 +347,7 @@ fn a_diverged_mirror_ends_the_partition_with_a_located_error_or_continues_at_the
         mck_testkit::runtime().block_on(async {
             let mut source = open(svc.clone()).await;
             let mut got = Vec::new();
-            read(&mut source, 20, &mut got).await;
+            read_records(&mut source, 20, &mut got).await;
             svc.replace([stream("s", vec![("west", mirror)])]).unwrap();
             let next = tokio::time::timeout(PATIENCE, source.next())
                 .await
@@ -432,7 +420,7 @@ fn failover_to_a_mirror(source: &str, mirror: &str, translate: Translate) {
             .await
             .unwrap();
         let mut got = Vec::new();
-        read(&mut source_stream, 20, &mut got).await;
+        read_records(&mut source_stream, 20, &mut got).await;
         assert!(got.iter().all(|r| &*r.cluster == source));
         // The source dies; what it held was copied; the mirror gets more.
         let began = std::time::Instant::now();
@@ -442,7 +430,7 @@ fn failover_to_a_mirror(source: &str, mirror: &str, translate: Translate) {
         })
         .await
         .unwrap();
-        read(&mut source_stream, 10, &mut got).await;
+        read_records(&mut source_stream, 10, &mut got).await;
         assert!(
             began.elapsed() >= Duration::from_secs(3),
             "failed over {:?} after the kill: before failoverAfter",
@@ -456,7 +444,7 @@ fn failover_to_a_mirror(source: &str, mirror: &str, translate: Translate) {
         })
         .await
         .unwrap();
-        read(&mut source_stream, 10, &mut got).await;
+        read_records(&mut source_stream, 10, &mut got).await;
         let mut renamed = got.clone();
         for r in &mut renamed {
             r.cluster = if &*r.cluster == source {
@@ -501,10 +489,10 @@ fn after_a_switch_the_group_is_committed_on_the_mirror_at_the_translated_positio
             .await
             .unwrap();
         let mut got = Vec::new();
-        read(&mut source, 20, &mut got).await;
+        read_records(&mut source, 20, &mut got).await;
         svc.replace([moved(topic, Translate::Timestamp)]).unwrap();
         produce_to_both(topic, records_range("r", 20, 30)).await;
-        read(&mut source, 10, &mut got).await;
+        read_records(&mut source, 10, &mut got).await;
         let checkpoint = source.checkpoint().unwrap();
         source.commit(&checkpoint).await.unwrap();
         source.close().await;
@@ -537,15 +525,15 @@ fn a_switch_back_onto_the_original_cluster_as_a_mirror_of_the_mirror_is_exact_to
         produce_to_both(topic, records("r", 20)).await;
         let mut source = open(svc.clone()).await;
         let mut got = Vec::new();
-        read(&mut source, 20, &mut got).await;
+        read_records(&mut source, 20, &mut got).await;
         svc.replace([moved(topic, Translate::Identical)]).unwrap();
         produce_to_both(topic, records_range("r", 20, 40)).await;
-        read(&mut source, 20, &mut got).await;
+        read_records(&mut source, 20, &mut got).await;
         assert!(got[20..].iter().all(|r| &*r.cluster == "west"));
         // Back onto east, which copies west now.
         svc.replace([back()]).unwrap();
         produce_to_both(topic, records_range("r", 40, 60)).await;
-        read(&mut source, 20, &mut got).await;
+        read_records(&mut source, 20, &mut got).await;
         assert!(
             got[40..].iter().all(|r| &*r.cluster == "east"),
             "back on east"

@@ -21,6 +21,23 @@ use tokio::sync::oneshot;
 /// assertion.
 pub const PATIENCE: Duration = Duration::from_secs(120);
 
+/// Reads `n` records into `got` within [`PATIENCE`]; an error, the end of the stream
+/// or running out of patience fails the test.
+pub async fn read_records(
+    source: &mut KafkaSourceStream<Utf8>,
+    n: usize,
+    got: &mut Vec<Record<String>>,
+) {
+    let done = tokio::time::timeout(PATIENCE, async {
+        for _ in 0..n {
+            let r = source.next().await.expect("the stream continues");
+            got.push(r.expect("a record"));
+        }
+    })
+    .await;
+    assert!(done.is_ok(), "gave up after {} records", got.len());
+}
+
 /// The shared cluster `id`, started on first use.
 pub fn cluster(id: &str) -> &'static KafkaCluster {
     shared_cluster(id).unwrap_or_else(|e| panic!("cluster {id} starts: {e:?}"))

@@ -666,7 +666,10 @@ fn mirror_of_is_read_in_the_richer_layout() {
     );
     // The source's definition comes along (its offset syncs stay readable once it
     // leaves the streams), and is no part of the written form.
-    let source = mirror.source_properties.as_ref().expect("the source's settings");
+    let source = mirror
+        .source_properties
+        .as_ref()
+        .expect("the source's settings");
     assert_eq!(source.get("bootstrap.servers"), Some("east-1:9092"));
     let written = serde_json::to_string(mirror).unwrap();
     assert!(!written.contains("east-1"), "{written}");
