@@ -48,6 +48,7 @@ pub mod inspect;
 mod kafka;
 pub mod metadata;
 pub mod metrics;
+pub(crate) mod native;
 mod reader;
 pub mod record;
 mod source;
@@ -75,6 +76,10 @@ pub use source::{
 /// partition's offsets ([`resolve_start`](unstable::resolve_start),
 /// [`resolve_stop`](unstable::resolve_stop)).
 ///
+/// The first layer of the native fetch path, [`native_conn`](unstable::native_conn):
+/// a plaintext connection to one broker speaking Kafka's protocol itself (no
+/// librdkafka), with ApiVersions negotiation.
+///
 /// **Unstable:** not part of the crate's supported API; anything here may change or go
 /// in any release, semver notwithstanding.
 pub mod unstable {
@@ -82,6 +87,7 @@ pub mod unstable {
     pub use crate::base::plan;
     pub use crate::base::resolve::{resolve_start, resolve_stop};
     pub use crate::base::translate;
+    pub use crate::native::conn as native_conn;
 }
 
 /// The names most programs need.

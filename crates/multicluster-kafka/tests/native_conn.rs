@@ -1,0 +1,372 @@
+//! The native fetch path's connection: against a real broker (the test kit's Kafka
+//! 4.1), and against fake brokers that answer badly, which must end in a typed
+//! one-line error, never a panic or a hang.
+
+use std::time::Duration;
+
+use mck_testkit::{TestCluster, shared_cluster};
+use multicluster_kafka::unstable::native_conn::{
+    ConnectOptions, Connection, FetchRequest, ListOffsetsRequest, MetadataRequest, NativeError,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+/// A guard against hangs, not a timing assertion.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// The first broker of the shared cluster `native`, as `host:port`.
+fn broker() -> (&'static mck_testkit::KafkaCluster, String) {
+    let c = shared_cluster("native").unwrap_or_else(|e| panic!("cluster starts: {e:?}"));
+    let bootstrap = c.bootstrap_servers();
+    let first = bootstrap.split(',').next().unwrap().to_string();
+    (c, first)
+}
+
+fn run<F: std::future::Future>(f: F) -> F::Output {
+    mck_testkit::runtime().block_on(async {
+        tokio::time::timeout(PATIENCE, f)
+            .await
+            .expect("done within the patience")
+    })
+}
+
+async fn connect(addr: &str) -> Connection {
+    Connection::connect(addr, &ConnectOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("connects: {e}"))
+}
+
+#[test]
+fn api_versions_are_agreed_with_a_real_broker() {
+    let (_, addr) = broker();
+    run(async {
+        let conn = connect(&addr).await;
+        let fetch = conn.version::<FetchRequest>().unwrap();
+        // Kafka 4.1 offers Fetch up to v17, kafka-protocol 0.18 speaks up to v18.
+        assert!(fetch >= 12, "Fetch v{fetch}");
+        let (_, broker_max) = conn.broker_versions::<FetchRequest>().unwrap();
+        assert_eq!(fetch, broker_max.min(18));
+        let metadata = conn.version::<MetadataRequest>().unwrap();
+        assert!(metadata >= 10, "Metadata v{metadata} has topic ids");
+        assert!(conn.version::<ListOffsetsRequest>().unwrap() >= 1);
+    });
+}
+
+#[test]
+fn a_closed_port_is_a_one_line_connect_error_naming_it() {
+    run(async {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        drop(listener);
+        let err = Connection::connect(&addr, &ConnectOptions::default())
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, NativeError::Connect { addr: a, .. } if *a == addr),
+            "{err:?}"
+        );
+        assert_eq!(err.addr(), addr);
+        let text = err.to_string();
+        assert!(text.contains(&addr), "{text}");
+        assert!(!text.contains('\n'), "{text}");
+    });
+}
+
+/// A request as a fake broker saw it.
+#[derive(Clone, Copy, Debug)]
+struct Seen {
+    api_key: i16,
+    api_version: i16,
+    correlation_id: i32,
+}
+
+/// What a fake broker does with a request: writes these raw bytes (size included),
+/// and closes the connection after them with `close`.
+struct Reply {
+    bytes: Vec<u8>,
+    close: bool,
+}
+
+impl Reply {
+    fn with(bytes: Vec<u8>) -> Option<Reply> {
+        Some(Reply {
+            bytes,
+            close: false,
+        })
+    }
+}
+
+/// A fake broker on a free port: answers each request (the `usize`-th) of its one
+/// connection as `answer` says; `None` closes the connection. Returns its address
+/// and, at the end, the requests it saw.
+async fn fake_broker<F>(mut answer: F) -> (String, tokio::task::JoinHandle<Vec<Seen>>)
+where
+    F: FnMut(usize, Seen) -> Option<Reply> + Send + 'static,
+{
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let task = tokio::spawn(async move {
+        let mut seen = Vec::new();
+        let Ok((mut s, _)) = listener.accept().await else {
+            return seen;
+        };
+        loop {
+            let Ok(size) = s.read_i32().await else {
+                return seen;
+            };
+            let mut frame = vec![0; size as usize];
+            if s.read_exact(&mut frame).await.is_err() {
+                return seen;
+            }
+            let req = Seen {
+                api_key: i16::from_be_bytes([frame[0], frame[1]]),
+                api_version: i16::from_be_bytes([frame[2], frame[3]]),
+                correlation_id: i32::from_be_bytes(frame[4..8].try_into().unwrap()),
+            };
+            seen.push(req);
+            let Some(reply) = answer(seen.len() - 1, req) else {
+                return seen;
+            };
+            if s.write_all(&reply.bytes).await.is_err() || reply.close {
+                return seen;
+            }
+        }
+    });
+    (addr, task)
+}
+
+/// A frame: size, correlation id, then `body`.
+fn frame(correlation_id: i32, body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.extend_from_slice(&(4 + body.len() as i32).to_be_bytes());
+    out.extend_from_slice(&correlation_id.to_be_bytes());
+    out.extend_from_slice(body);
+    out
+}
+
+/// An ApiVersions v0 body: error code, then (key, min, max) per API.
+fn api_versions_v0(error_code: i16, keys: &[(i16, i16, i16)]) -> Vec<u8> {
+    let mut out = error_code.to_be_bytes().to_vec();
+    out.extend_from_slice(&(keys.len() as i32).to_be_bytes());
+    for (k, min, max) in keys {
+        for x in [k, min, max] {
+            out.extend_from_slice(&x.to_be_bytes());
+        }
+    }
+    out
+}
+
+/// An ApiVersions v3 body: error code, compact array of (key, min, max, no tags),
+/// throttle time, no tags.
+fn api_versions_v3(keys: &[(i16, i16, i16)]) -> Vec<u8> {
+    let mut out = 0i16.to_be_bytes().to_vec();
+    out.push(keys.len() as u8 + 1);
+    for (k, min, max) in keys {
+        for x in [k, min, max] {
+            out.extend_from_slice(&x.to_be_bytes());
+        }
+        out.push(0);
+    }
+    out.extend_from_slice(&0i32.to_be_bytes());
+    out.push(0);
+    out
+}
+
+const API_VERSIONS: i16 = 18;
+const FETCH: i16 = 1;
+const METADATA: i16 = 3;
+
+fn quick() -> ConnectOptions {
+    ConnectOptions {
+        timeout: Duration::from_secs(5),
+        ..ConnectOptions::default()
+    }
+}
+
+/// Connects to a fake broker answering the first request with `bytes`.
+async fn connect_to_fake(bytes: Vec<u8>) -> NativeError {
+    let (addr, task) = fake_broker(move |_, _| Reply::with(bytes.clone())).await;
+    let err = Connection::connect(&addr, &quick()).await.unwrap_err();
+    assert_eq!(err.addr(), addr);
+    let text = err.to_string();
+    assert!(text.contains(&addr) && !text.contains('\n'), "{text}");
+    task.abort();
+    err
+}
+
+#[test]
+fn a_huge_frame_size_is_refused_without_allocating_it() {
+    run(async {
+        let err = connect_to_fake(0x7fff_ffffi32.to_be_bytes().to_vec()).await;
+        assert!(
+            matches!(err, NativeError::FrameTooLarge { size: 0x7fff_ffff, max, .. } if max == 100 << 20),
+            "{err:?}"
+        );
+        let err = connect_to_fake((-5i32).to_be_bytes().to_vec()).await;
+        assert!(
+            matches!(err, NativeError::FrameTooSmall { size: -5, .. }),
+            "{err:?}"
+        );
+    });
+}
+
+#[test]
+fn garbage_and_wrong_answers_are_typed_errors() {
+    run(async {
+        // A body too short for ApiVersions, in either version.
+        let (addr, _task) = fake_broker(|_, r| Reply::with(frame(r.correlation_id, &[0xff]))).await;
+        let err = Connection::connect(&addr, &quick()).await.unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                NativeError::Decode {
+                    api: "ApiVersions",
+                    version: 3,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+
+        // Another request's correlation id.
+        let (addr, _task) =
+            fake_broker(|_, r| Reply::with(frame(r.correlation_id + 7, &api_versions_v3(&[]))))
+                .await;
+        let err = Connection::connect(&addr, &quick()).await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                NativeError::CorrelationMismatch {
+                    expected: 0,
+                    got: 7,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+
+        // Closed in the middle of a frame.
+        let (addr, _task) = fake_broker(|_, r| {
+            let mut bytes = frame(r.correlation_id, &[0; 50]);
+            bytes.truncate(20);
+            Some(Reply { bytes, close: true })
+        })
+        .await;
+        let err = Connection::connect(&addr, &quick()).await.unwrap_err();
+        assert!(matches!(err, NativeError::Io { .. }), "{err:?}");
+        assert!(err.to_string().contains("closed by the broker"), "{err}");
+
+        // Never answers: a timeout naming the broker, in about the time given.
+        let (addr, _task) = fake_broker(|_, _| Reply::with(Vec::new())).await;
+        let options = ConnectOptions {
+            timeout: Duration::from_millis(300),
+            ..ConnectOptions::default()
+        };
+        let started = std::time::Instant::now();
+        let err = Connection::connect(&addr, &options).await.unwrap_err();
+        assert!(matches!(err, NativeError::Timeout { .. }), "{err:?}");
+        assert!(err.to_string().contains(&addr), "{err}");
+        assert!(started.elapsed() < Duration::from_secs(10));
+    });
+}
+
+#[test]
+fn an_old_broker_is_asked_again_in_api_versions_v0() {
+    run(async {
+        let (addr, task) = fake_broker(|i, r| {
+            let body = match i {
+                // What Kafka answers a version it does not know: v0, UNSUPPORTED_VERSION.
+                0 => api_versions_v0(35, &[(API_VERSIONS, 0, 2)]),
+                _ => api_versions_v0(0, &[(API_VERSIONS, 0, 2), (FETCH, 4, 11), (METADATA, 0, 9)]),
+            };
+            Reply::with(frame(r.correlation_id, &body))
+        })
+        .await;
+        let conn = Connection::connect(&addr, &quick()).await.unwrap();
+        assert_eq!(conn.version::<FetchRequest>().unwrap(), 11);
+        assert_eq!(conn.version::<MetadataRequest>().unwrap(), 9);
+        let err = conn.version::<ListOffsetsRequest>().unwrap_err();
+        assert!(
+            matches!(
+                err,
+                NativeError::NotOffered {
+                    api: "ListOffsets",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        drop(conn);
+        let seen = task.await.unwrap();
+        let asked: Vec<(i16, i16, i32)> = seen
+            .iter()
+            .map(|s| (s.api_key, s.api_version, s.correlation_id))
+            .collect();
+        assert_eq!(asked, [(API_VERSIONS, 3, 0), (API_VERSIONS, 0, 1)]);
+    });
+}
+
+#[test]
+fn versions_that_do_not_overlap_are_unsupported() {
+    run(async {
+        let (addr, _task) = fake_broker(|_, r| {
+            let body = api_versions_v3(&[(API_VERSIONS, 0, 4), (FETCH, 0, 3)]);
+            Reply::with(frame(r.correlation_id, &body))
+        })
+        .await;
+        let conn = Connection::connect(&addr, &quick()).await.unwrap();
+        let err = conn.version::<FetchRequest>().unwrap_err();
+        assert!(
+            matches!(
+                err,
+                NativeError::Unsupported {
+                    api: "Fetch",
+                    broker_min: 0,
+                    broker_max: 3,
+                    ours_min: 4,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        let text = err.to_string();
+        assert!(text.contains(&addr) && text.contains("v0..v3"), "{text}");
+    });
+}
+
+#[test]
+fn a_connection_out_of_step_is_not_used_again() {
+    run(async {
+        let (addr, task) = fake_broker(|i, r| match i {
+            0 => Reply::with(frame(
+                r.correlation_id,
+                &api_versions_v3(&[(API_VERSIONS, 0, 4), (METADATA, 0, 12)]),
+            )),
+            // The metadata answer announces a frame over a small limit.
+            _ => Reply::with(1000i32.to_be_bytes().to_vec()),
+        })
+        .await;
+        let options = ConnectOptions {
+            max_frame_size: 999,
+            ..quick()
+        };
+        let mut conn = Connection::connect(&addr, &options).await.unwrap();
+        let err = conn.send(MetadataRequest::default()).await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                NativeError::FrameTooLarge {
+                    size: 1000,
+                    max: 999,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        let err = conn.send(MetadataRequest::default()).await.unwrap_err();
+        assert!(matches!(err, NativeError::Closed { .. }), "{err:?}");
+        drop(conn);
+        // The second call sent nothing.
+        assert_eq!(task.await.unwrap().len(), 2);
+    });
+}
