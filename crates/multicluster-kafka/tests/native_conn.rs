@@ -4,15 +4,20 @@
 
 use std::time::Duration;
 
-use mck_testkit::{TestCluster, shared_cluster};
+use mck_testkit::{Produced, TestCluster, TestRecord, shared_cluster, tools};
 use multicluster_kafka::unstable::native_conn::{
     ConnectOptions, Connection, FetchRequest, ListOffsetsRequest, MetadataRequest, NativeError,
+    Uuid,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 /// A guard against hangs, not a timing assertion.
 const PATIENCE: Duration = Duration::from_secs(60);
+
+/// Kafka's error codes the tests expect.
+const OFFSET_OUT_OF_RANGE: i16 = 1;
+const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 
 /// The first broker of the shared cluster `native`, as `host:port`.
 fn broker() -> (&'static mck_testkit::KafkaCluster, String) {
@@ -36,6 +41,12 @@ async fn connect(addr: &str) -> Connection {
         .unwrap_or_else(|e| panic!("connects: {e}"))
 }
 
+fn values(n: usize) -> Vec<TestRecord> {
+    (0..n)
+        .map(|i| TestRecord::value(format!("v{i}")).to_partition(0))
+        .collect()
+}
+
 #[test]
 fn api_versions_are_agreed_with_a_real_broker() {
     let (_, addr) = broker();
@@ -49,6 +60,166 @@ fn api_versions_are_agreed_with_a_real_broker() {
         let metadata = conn.version::<MetadataRequest>().unwrap();
         assert!(metadata >= 10, "Metadata v{metadata} has topic ids");
         assert!(conn.version::<ListOffsetsRequest>().unwrap() >= 1);
+    });
+}
+
+#[test]
+fn metadata_lists_a_topic_with_its_id_and_leader() {
+    let (c, addr) = broker();
+    let topic = "native-metadata";
+    c.create_topic(topic, 2).unwrap();
+    run(async {
+        let mut conn = connect(&addr).await;
+        let md = conn.metadata(Some(&[topic])).await.unwrap();
+        assert_eq!(md.brokers.len(), 1, "{md:?}");
+        let port: i32 = addr.rsplit(':').next().unwrap().parse().unwrap();
+        assert_eq!(md.brokers[0].port, port);
+        assert_eq!(md.topics.len(), 1, "{md:?}");
+        let t = &md.topics[0];
+        assert_eq!(t.name, topic);
+        assert_eq!(t.error_code, 0);
+        assert!(!t.topic_id.is_nil(), "{t:?}");
+        let mut parts: Vec<i32> = t.partitions.iter().map(|p| p.partition).collect();
+        parts.sort();
+        assert_eq!(parts, [0, 1]);
+        for p in &t.partitions {
+            assert_eq!(p.error_code, 0, "{p:?}");
+            assert_eq!(p.leader_id, md.brokers[0].node_id, "{p:?}");
+            assert!(p.leader_epoch >= 0, "{p:?}");
+        }
+
+        // All topics include it, with the same id.
+        let all = conn.metadata(None).await.unwrap();
+        let again = all.topics.iter().find(|x| x.name == topic).unwrap();
+        assert_eq!(again.topic_id, t.topic_id);
+
+        // A topic that does not exist is reported, and not created by asking.
+        for _ in 0..2 {
+            let md = conn
+                .metadata(Some(&["native-no-such-topic"]))
+                .await
+                .unwrap();
+            assert_eq!(md.topics.len(), 1);
+            assert_eq!(md.topics[0].error_code, UNKNOWN_TOPIC_OR_PARTITION);
+        }
+    });
+}
+
+#[test]
+fn list_offsets_finds_the_earliest_and_latest_offsets() {
+    let (c, addr) = broker();
+    let topic = "native-offsets";
+    c.create_topic(topic, 1).unwrap();
+    let produced: Vec<Produced> = c.produce(topic, &values(7)).unwrap();
+    assert_eq!(produced.first().unwrap().offset, 0);
+    let end = produced.last().unwrap().offset + 1;
+    run(async {
+        let mut conn = connect(&addr).await;
+        assert_eq!(conn.list_offsets(topic, 0, -2).await.unwrap(), 0);
+        assert_eq!(conn.list_offsets(topic, 0, -1).await.unwrap(), end);
+
+        // A partition that does not exist is the broker's error, naming the broker.
+        let err = conn.list_offsets(topic, 9, -1).await.unwrap_err();
+        match &err {
+            NativeError::Broker { code, .. } => {
+                assert_eq!(*code, UNKNOWN_TOPIC_OR_PARTITION, "{err}")
+            }
+            other => panic!("a broker error, got {other:?}"),
+        }
+        let text = err.to_string();
+        assert!(
+            text.contains(&addr) && text.contains("native-offsets/9"),
+            "{text}"
+        );
+    });
+    // Records deleted below 4: the earliest offset moves, the latest stays.
+    tools::delete_records(&c.bootstrap_servers(), topic, 0, 4).unwrap();
+    run(async {
+        let mut conn = connect(&addr).await;
+        assert_eq!(conn.list_offsets(topic, 0, -2).await.unwrap(), 4);
+        assert_eq!(conn.list_offsets(topic, 0, -1).await.unwrap(), end);
+    });
+}
+
+/// The record batches in `records`, as (base offset, next offset after the batch);
+/// checks each batch's magic byte.
+fn batches(records: &[u8]) -> Vec<(i64, i64)> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while records.len() - at >= 61 {
+        let b = &records[at..];
+        let base = i64::from_be_bytes(b[0..8].try_into().unwrap());
+        let len = i32::from_be_bytes(b[8..12].try_into().unwrap()) as usize;
+        if b.len() < 12 + len {
+            break; // the last batch cut short by max_bytes
+        }
+        assert_eq!(b[16], 2, "magic byte of the batch at {base}");
+        let last_delta = i32::from_be_bytes(b[23..27].try_into().unwrap());
+        out.push((base, base + i64::from(last_delta) + 1));
+        at += 12 + len;
+    }
+    out
+}
+
+#[test]
+fn fetch_once_returns_the_record_batches_by_topic_id_and_by_name() {
+    let (c, addr) = broker();
+    let topic = "native-fetch";
+    c.create_topic(topic, 1).unwrap();
+    let produced = c.produce(topic, &values(5)).unwrap();
+    let end = produced.last().unwrap().offset + 1;
+    assert_eq!(end, 5);
+    run(async {
+        let mut conn = connect(&addr).await;
+        assert!(conn.version::<FetchRequest>().unwrap() >= 13);
+        let md = conn.metadata(Some(&[topic])).await.unwrap();
+        let id = md.topics[0].topic_id;
+        assert!(!id.is_nil());
+
+        let by_id = conn.fetch_once(topic, id, 0, 0, 1 << 20).await.unwrap();
+        assert_eq!(by_id.error_code, 0);
+        assert_eq!(by_id.high_watermark, end);
+        assert_eq!(by_id.log_start_offset, 0);
+        assert!(!by_id.records.is_empty());
+        assert_eq!(&by_id.records[0..8], &0i64.to_be_bytes(), "base offset 0");
+        assert_eq!(by_id.records[16], 2, "magic byte");
+        let found = batches(&by_id.records);
+        assert_eq!(found.first().unwrap().0, 0);
+        assert_eq!(found.last().unwrap().1, end, "{found:?}");
+        for pair in found.windows(2) {
+            assert_eq!(pair[0].1, pair[1].0, "batches follow each other: {found:?}");
+        }
+
+        // A nil topic id fetches by name (Fetch v12): the same bytes.
+        let by_name = conn
+            .fetch_once(topic, Uuid::nil(), 0, 0, 1 << 20)
+            .await
+            .unwrap();
+        assert_eq!(by_name.error_code, 0);
+        assert_eq!(by_name.records, by_id.records);
+
+        // From the middle: the batch holding offset 2 comes first.
+        let mid = conn.fetch_once(topic, id, 0, 2, 1 << 20).await.unwrap();
+        let found = batches(&mid.records);
+        let (base, next) = found[0];
+        assert!(base <= 2 && 2 < next, "{found:?}");
+
+        // At the end: nothing yet, no error (after the fetch's wait).
+        let at_end = conn.fetch_once(topic, id, 0, end, 1 << 20).await.unwrap();
+        assert_eq!(at_end.error_code, 0);
+        assert!(at_end.records.is_empty());
+        assert_eq!(at_end.high_watermark, end);
+
+        // Beyond the end: the partition's error code, not a failed call.
+        let beyond = conn
+            .fetch_once(topic, id, 0, end + 100, 1 << 20)
+            .await
+            .unwrap();
+        assert_eq!(beyond.error_code, OFFSET_OUT_OF_RANGE);
+        assert!(beyond.records.is_empty());
+
+        // The connection still works after all that.
+        assert_eq!(conn.list_offsets(topic, 0, -1).await.unwrap(), end);
     });
 }
 

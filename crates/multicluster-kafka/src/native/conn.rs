@@ -28,11 +28,13 @@ use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Message, Str
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+pub use super::calls::{BrokerInfo, FetchedPartition, Metadata, PartitionInfo, TopicInfo};
 pub use super::error::NativeError;
 use super::error::one_line;
 pub use kafka_protocol::messages::{
     ApiVersionsRequest, FetchRequest, ListOffsetsRequest, MetadataRequest,
 };
+pub use uuid::Uuid;
 
 /// The largest response frame a connection reads by default: 100 MiB.
 pub const DEFAULT_MAX_FRAME_SIZE: usize = 100 * 1024 * 1024;
@@ -203,7 +205,7 @@ impl Connection {
 
     /// Sends `request` at `version` (within both sides' ranges) and decodes the
     /// response.
-    async fn send_at<R: NativeRequest>(
+    pub(super) async fn send_at<R: NativeRequest>(
         &mut self,
         request: &R,
         version: i16,
@@ -403,7 +405,7 @@ impl Connection {
     }
 
     /// The broker's error `code` about `what` (e.g. `orders/0`) as an error.
-    fn broker_error<R: NativeRequest>(&self, code: i16, what: &str) -> NativeError {
+    pub(super) fn broker_error<R: NativeRequest>(&self, code: i16, what: &str) -> NativeError {
         let text = match kafka_protocol::ResponseError::try_from_code(code) {
             Some(e) => e.to_string(),
             None => "no error".into(),
@@ -414,5 +416,10 @@ impl Connection {
             code,
             message: format!("{what}: {text}"),
         }
+    }
+
+    /// The request timeout, for requests that carry one.
+    pub(super) fn timeout(&self) -> Duration {
+        self.timeout
     }
 }
