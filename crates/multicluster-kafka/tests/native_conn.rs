@@ -541,3 +541,30 @@ fn a_connection_out_of_step_is_not_used_again() {
         assert_eq!(task.await.unwrap().len(), 2);
     });
 }
+
+#[test]
+fn a_request_given_up_by_its_caller_leaves_the_connection_closed() {
+    run(async {
+        // Answers ApiVersions, then nothing.
+        let (addr, _task) = fake_broker(|i, r| {
+            let bytes = match i {
+                0 => frame(
+                    r.correlation_id,
+                    &api_versions_v3(&[(API_VERSIONS, 0, 4), (METADATA, 0, 12)]),
+                ),
+                _ => Vec::new(),
+            };
+            Reply::with(bytes)
+        })
+        .await;
+        let mut conn = Connection::connect(&addr, &quick()).await.unwrap();
+        let waited = tokio::time::timeout(
+            Duration::from_millis(200),
+            conn.send(MetadataRequest::default()),
+        )
+        .await;
+        assert!(waited.is_err(), "no answer came");
+        let err = conn.send(MetadataRequest::default()).await.unwrap_err();
+        assert!(matches!(err, NativeError::Closed { .. }), "{err:?}");
+    });
+}

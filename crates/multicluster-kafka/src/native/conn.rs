@@ -246,7 +246,8 @@ impl Connection {
     }
 
     /// Writes one request and reads its response's frame; returns the response's
-    /// body (after its header). A failure of the stream makes the connection unusable.
+    /// body (after its header). A failure of the stream, or a timeout, makes the
+    /// connection unusable.
     async fn exchange<R: NativeRequest>(
         &mut self,
         request: &R,
@@ -260,15 +261,14 @@ impl Connection {
         let correlation_id = self.next_correlation_id;
         self.next_correlation_id = self.next_correlation_id.wrapping_add(1);
         self.encode(request, version, correlation_id)?;
+        // Unusable until the whole answer is in: an error, or the caller dropping this
+        // future half way, leaves the stream out of step.
+        self.broken = true;
         let frame = match tokio::time::timeout(self.timeout, self.round_trip(correlation_id)).await
         {
             Ok(Ok(frame)) => frame,
-            Ok(Err(e)) => {
-                self.broken |= e.breaks_connection();
-                return Err(e);
-            }
+            Ok(Err(e)) => return Err(e),
             Err(_) => {
-                self.broken = true;
                 return Err(NativeError::Timeout {
                     addr: self.addr.clone(),
                     what: format!("{} v{version} answer", R::NAME),
@@ -276,6 +276,7 @@ impl Connection {
                 });
             }
         };
+        self.broken = false;
         let mut body = frame;
         ResponseHeader::decode(&mut body, R::Response::header_version(version))
             .map_err(|e| self.decode_error::<R>(version, &e))?;

@@ -153,20 +153,6 @@ impl NativeError {
             | Self::Broker { addr, .. } => addr,
         }
     }
-
-    /// Whether the connection is out of step with the broker after this error, and
-    /// must not be used again.
-    pub(crate) fn breaks_connection(&self) -> bool {
-        matches!(
-            self,
-            Self::Timeout { .. }
-                | Self::Io { .. }
-                | Self::Closed { .. }
-                | Self::FrameTooLarge { .. }
-                | Self::FrameTooSmall { .. }
-                | Self::CorrelationMismatch { .. }
-        )
-    }
 }
 
 /// The codec's error (an `anyhow` chain, shown whole with `{:#}`) as one line.
