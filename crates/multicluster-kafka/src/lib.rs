@@ -87,7 +87,7 @@ pub mod unstable {
     pub use crate::base::plan;
     pub use crate::base::resolve::{resolve_start, resolve_stop};
     pub use crate::base::translate;
-    pub use crate::native::conn as native_conn;
+    pub use crate::native::api as native_conn;
 }
 
 /// The names most programs need.

@@ -28,6 +28,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("checkpoint/", 0),
     // 1: one cluster's client machinery.
     ("kafka/", 1),
+    ("native/", 1),
     // 2: the readers and the coordinator; neither uses the other.
     ("reader/", 2),
     ("enumerator/", 2),

@@ -28,13 +28,10 @@ use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Message, Str
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-pub use super::calls::{BrokerInfo, FetchedPartition, Metadata, PartitionInfo, TopicInfo};
-pub use super::error::NativeError;
-use super::error::one_line;
-pub use kafka_protocol::messages::{
+use super::error::{NativeError, one_line};
+use kafka_protocol::messages::{
     ApiVersionsRequest, FetchRequest, ListOffsetsRequest, MetadataRequest,
 };
-pub use uuid::Uuid;
 
 /// The largest response frame a connection reads by default: 100 MiB.
 pub const DEFAULT_MAX_FRAME_SIZE: usize = 100 * 1024 * 1024;
