@@ -10,7 +10,7 @@
 
 mod support;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
@@ -63,7 +63,18 @@ fn mirror_maker_with_syncs_on(
     read_committed: bool,
     on: OffsetSyncsLocation,
 ) -> MirrorMaker {
-    let (east, west) = clusters();
+    mirror_maker_from(clusters().0, alias, topic, read_committed, on)
+}
+
+/// [`mirror_maker_with_syncs_on`] from the cluster `east` (to the shared `west`).
+fn mirror_maker_from(
+    east: &'static KafkaCluster,
+    alias: &str,
+    topic: &str,
+    read_committed: bool,
+    on: OffsetSyncsLocation,
+) -> MirrorMaker {
+    let west = clusters().1;
     let mut options = MirrorOptions::between(alias, east, format!("{alias}-to"), west)
         .topics(topic)
         .offset_syncs_on(on)
@@ -286,11 +297,54 @@ fn continued(copy: &str, partition: i32) -> Continued {
     }
 }
 
+/// The partitions of `upto` for which MirrorMaker has written an offset sync at or
+/// below the offset given (the last one handed out from the source), waited for up
+/// to 15 s. MirrorMaker writes a sync when it can (a bounded number in flight), not
+/// one for every record, and does not write a skipped one later: a partition may
+/// have none that low. A switch then translates by timestamp, which is exact too.
+fn synced(mm: &MirrorMaker, topic: &str, upto: &BTreeMap<i32, i64>) -> BTreeSet<i32> {
+    let until = Instant::now() + Duration::from_secs(15);
+    loop {
+        let syncs = mm.offset_syncs().unwrap();
+        let ready: BTreeSet<i32> = upto
+            .iter()
+            .filter(|(p, at)| {
+                syncs
+                    .iter()
+                    .any(|s| s.topic == topic && s.partition == **p && s.upstream_offset <= **at)
+            })
+            .map(|(p, _)| *p)
+            .collect();
+        if ready.len() == upto.len() || Instant::now() >= until {
+            return ready;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The last offset handed out from `cluster`, per partition.
+fn last_offsets(got: &[Got], cluster: &str) -> BTreeMap<i32, i64> {
+    let mut out = BTreeMap::new();
+    for g in got.iter().filter(|g| g.cluster == cluster) {
+        let at = out.entry(g.partition).or_insert(g.offset);
+        *at = (*at).max(g.offset);
+    }
+    out
+}
+
 /// Checks that `c` came from an offset sync that MirrorMaker really wrote for the
 /// source's `topic`/`partition`, and that the record was found within the records the
 /// sync bounds.
 fn assert_by_sync(c: &Continued, mm: &MirrorMaker, topic: &str, partition: i32) {
-    assert_eq!(c.found_by, "sync", "{c:?}");
+    if c.found_by != "sync" {
+        let said: Vec<String> = capture()
+            .events()
+            .into_iter()
+            .map(|(_, _, fields)| fields)
+            .filter(|f| f.contains("MirrorMaker"))
+            .collect();
+        panic!("{c:?}: not found by an offset sync; the source said {said:#?}");
+    }
     let (upstream, downstream) = c.sync.expect("the sync used");
     assert_eq!(c.lower_bound, downstream, "{c:?}");
     assert!(upstream <= c.source_offset, "{c:?}");
@@ -326,6 +380,8 @@ fn a_planned_switch_under_production_continues_on_the_mm2_copy_at_the_next_recor
         let reading = Reading::start(source(svc.clone()).build().unwrap().open().await.unwrap());
         reading.until("east", 100, READ_WAIT).await;
         assert_eq!(reading.count_of("west"), 0, "the mirror is a standby");
+        let handed_out = last_offsets(&reading.snapshot(), "east");
+        let ready = synced(&mm, topic, &handed_out);
         // The switch comes while records are produced to the source and copied.
         svc.replace([moved(&copy, alias)]).unwrap();
         tokio::time::sleep(Duration::from_secs(3)).await;
@@ -338,7 +394,13 @@ fn a_planned_switch_under_production_continues_on_the_mm2_copy_at_the_next_recor
         for p in 0..2 {
             let c = continued(&copy, p);
             eprintln!("partition {p}: {c:?}");
-            assert_by_sync(&c, &mm, topic, p);
+            if ready.contains(&p) {
+                assert_by_sync(&c, &mm, topic, p);
+            } else {
+                // MirrorMaker wrote no sync that low: exact by timestamp (checked
+                // above by content).
+                eprintln!("partition {p}: no offset sync at or below its position");
+            }
         }
     });
     mm.stop();
@@ -432,6 +494,7 @@ fn a_restart_from_a_checkpoint_taken_before_the_switch_continues_on_the_mm2_copy
 
         east.produce(topic, &records("r", 40, 80)).unwrap();
         mm.wait_for_records(&copy, 86, COPY_WAIT).unwrap();
+        let ready = synced(&mm, topic, &last_offsets(&got, "east"));
         mm.wait_for_checkpoints(COPY_WAIT, |cps| cps.iter().any(|c| c.group == group))
             .unwrap();
         let svc = Arc::new(StaticMetadataService::new([moved(&copy, alias)]).unwrap());
@@ -451,7 +514,13 @@ fn a_restart_from_a_checkpoint_taken_before_the_switch_continues_on_the_mm2_copy
         for p in 0..2 {
             let c = continued(&copy, p);
             eprintln!("partition {p}: {c:?}");
-            assert_by_sync(&c, &mm, topic, p);
+            if ready.contains(&p) {
+                assert_by_sync(&c, &mm, topic, p);
+            } else {
+                // MirrorMaker wrote no sync that low: exact by timestamp (checked
+                // above by content).
+                eprintln!("partition {p}: no offset sync at or below its position");
+            }
             assert_eq!(
                 c.found_at - c.source_offset,
                 3,
@@ -531,17 +600,28 @@ fn a_live_switch_reads_the_offset_syncs_mirror_maker_keeps_on_the_source_cluster
 fn a_restart_reads_the_source_clusters_offset_syncs_through_its_definition() {
     let (alias, topic) = ("mm2def", "mm2-def");
     let copy = format!("{alias}.{topic}");
-    let (east, west) = clusters();
+    // A source cluster of its own: the flows of the tests beside it keep their syncs
+    // on east too, and with several such topics there the one to read is told only
+    // by a target alias named after the mirror (docs/mirrors.md).
+    let east = cluster("mm2def-east");
+    let west = clusters().1;
     capture();
     east.create_topic(topic, 2).unwrap();
     // Records already on the copy: its offsets are shifted by them.
     west.create_topic(&copy, 2).unwrap();
     west.produce(&copy, &records("old", 0, 6)).unwrap();
     east.produce(topic, &records("r", 0, 40)).unwrap();
-    let mm = mirror_maker_with_syncs_on(alias, topic, false, OffsetSyncsLocation::Source);
+    let mm = mirror_maker_from(east, alias, topic, false, OffsetSyncsLocation::Source);
     mm.wait_for_records(&copy, 46, COPY_WAIT).unwrap();
     mck_testkit::runtime().block_on(async {
-        let svc = Arc::new(StaticMetadataService::new([both(topic, &copy, alias)]).unwrap());
+        let pair = stream(
+            "s",
+            vec![
+                ("east", meta(east, &[topic])),
+                ("west", mirror_meta(&copy, alias)),
+            ],
+        );
+        let svc = Arc::new(StaticMetadataService::new([pair]).unwrap());
         let mut before = source(svc).build().unwrap().open().await.unwrap();
         let mut got = Vec::new();
         read_n(&mut before, 40, &mut got).await;
@@ -551,6 +631,7 @@ fn a_restart_reads_the_source_clusters_offset_syncs_through_its_definition() {
 
         east.produce(topic, &records("r", 40, 60)).unwrap();
         mm.wait_for_records(&copy, 66, COPY_WAIT).unwrap();
+        let ready = synced(&mm, topic, &last_offsets(&got, "east"));
         let mut entry = mirror_meta(&copy, alias);
         if let Some(m) = entry.mirror_of.as_mut() {
             m.source_properties = Some(meta(east, &[topic]).properties);
@@ -572,7 +653,13 @@ fn a_restart_reads_the_source_clusters_offset_syncs_through_its_definition() {
         for p in 0..2 {
             let c = continued(&copy, p);
             eprintln!("partition {p}: {c:?}");
-            assert_by_sync(&c, &mm, topic, p);
+            if ready.contains(&p) {
+                assert_by_sync(&c, &mm, topic, p);
+            } else {
+                // MirrorMaker wrote no sync that low: exact by timestamp (checked
+                // above by content).
+                eprintln!("partition {p}: no offset sync at or below its position");
+            }
         }
     });
     mm.stop();
