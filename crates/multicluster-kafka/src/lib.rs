@@ -78,7 +78,9 @@ pub use source::{
 ///
 /// The first layer of the native fetch path, [`native_conn`](unstable::native_conn):
 /// a plaintext connection to one broker speaking Kafka's protocol itself (no
-/// librdkafka), with ApiVersions negotiation, metadata, offsets and one fetch.
+/// librdkafka), with ApiVersions negotiation, metadata, offsets and one fetch, and the
+/// record batches of a fetch decoded in place (every codec, a bound on decompressed
+/// bytes, CRC-32C).
 ///
 /// **Unstable:** not part of the crate's supported API; anything here may change or go
 /// in any release, semver notwithstanding.

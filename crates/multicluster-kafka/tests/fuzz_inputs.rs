@@ -20,7 +20,7 @@ use multicluster_kafka::metadata::{MetadataError, SourceLocation};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 
-use checks::{Scratch, check_checkpoint, check_metadata, env};
+use checks::{Scratch, check_checkpoint, check_metadata, check_record_batches, env};
 
 /// Valid metadata files: both layouts, YAML and JSON, with references, offsets,
 /// anchors and flow collections.
@@ -485,4 +485,68 @@ fn the_checks_reject_unlocated_errors() {
     }
     let e = Checkpoint::decode(b"{").unwrap_err();
     checks::check_checkpoint_error(&e, "<bytes>");
+}
+
+/// Valid partitions' records: batches of every codec, with headers, nulls, control
+/// batches and a batch cut off at the end.
+fn record_batch_seeds() -> Vec<Vec<u8>> {
+    use mck_testkit::record_batch::{SnappyForm, TestRecord, record_batch_with};
+    let records: Vec<TestRecord> = (0..20)
+        .map(|i| {
+            let mut r = TestRecord::plain(i, format!("v{i}").as_bytes());
+            if i % 4 == 0 {
+                r.headers
+                    .push((b"h".to_vec(), (i % 8 == 0).then(|| b"x".to_vec())));
+            }
+            if i % 5 == 0 {
+                r.key = None;
+            }
+            r
+        })
+        .collect();
+    let mut seeds = Vec::new();
+    for (codec, form) in [
+        (0, SnappyForm::Raw),
+        (1, SnappyForm::Raw),
+        (2, SnappyForm::Raw),
+        (2, SnappyForm::Xerial { block: 64 }),
+        (3, SnappyForm::Raw),
+        (4, SnappyForm::Raw),
+    ] {
+        let mut data = record_batch_with(100, codec, form, &records);
+        data.extend(record_batch_with(120, 0x30, form, &records[..1]));
+        let next = record_batch_with(121, codec | 0x08, form, &records[..3]);
+        data.extend_from_slice(&next[..next.len() / 2]);
+        seeds.push(data);
+    }
+    seeds
+}
+
+/// Bytes inserted into batches: lengths and counts at their edges.
+const BATCH_TOKENS: &[&str] = &["\0\0\0\0", "\x7f\x7f\x7f\x7f", "\x01", "\0\0\x10\0"];
+
+#[test]
+fn record_batches_of_valid_partitions_decode() {
+    for seed in record_batch_seeds() {
+        check_record_batches(&seed);
+        let batches: Vec<_> = multicluster_kafka::unstable::native_conn::Batches::new(&seed)
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(batches.len(), 2);
+    }
+}
+
+#[test]
+fn record_batches_of_arbitrary_bytes() {
+    run(proptest::collection::vec(any::<u8>(), 0..400), |data| {
+        check_record_batches(&data)
+    });
+}
+
+#[test]
+fn record_batches_of_mutated_valid_partitions() {
+    let seeds = record_batch_seeds();
+    run((0..seeds.len(), mutations()), |(i, changes)| {
+        check_record_batches(&mutate(seeds[i].clone(), &changes, BATCH_TOKENS))
+    });
 }

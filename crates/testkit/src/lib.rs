@@ -30,6 +30,7 @@ mod mock;
 mod process;
 pub mod proxy;
 mod real;
+pub mod record_batch;
 mod secured;
 pub mod tools;
 mod util;

@@ -45,13 +45,27 @@ pub fn record_hash(
     value: Option<&[u8]>,
     headers: &[(String, Option<Vec<u8>>)],
 ) -> u64 {
+    hash_parts(
+        key,
+        value,
+        headers.iter().map(|(n, v)| (n.as_bytes(), v.as_deref())),
+    )
+}
+
+/// [`record_hash`] of a record whose header names are still bytes (the native
+/// path's, decoded in place): the same hash for the same record.
+pub(crate) fn hash_parts<'h>(
+    key: Option<&[u8]>,
+    value: Option<&[u8]>,
+    headers: impl Iterator<Item = (&'h [u8], Option<&'h [u8]>)>,
+) -> u64 {
     use xxhash_rust::xxh3::{xxh3_64, xxh3_64_with_seed};
     let mut seed = match key {
         Some(k) => xxh3_64_with_seed(k, 0x006b_6579),
         None => 0x006e_6f6b_6579,
     };
     for (name, value) in headers {
-        seed = xxh3_64_with_seed(name.as_bytes(), seed.rotate_left(5));
+        seed = xxh3_64_with_seed(name, seed.rotate_left(5));
         seed = match value {
             Some(v) => xxh3_64_with_seed(v, seed ^ 0x68),
             None => seed.rotate_left(17) ^ 0x6e75_6c6c,

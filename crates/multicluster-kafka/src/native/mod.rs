@@ -1,20 +1,30 @@
 //! The native fetch path's own Kafka client, on tokio (docs/native-fetch.md): its
 //! first layer, a plaintext [`api::Connection`] to one broker with the calls the
-//! fetch path needs. The `kafka-protocol` crate's types stay inside this module.
+//! fetch path needs, and the record batches of its answers decoded in place
+//! ([`api::Batches`], codecs bounded). The `kafka-protocol` crate's types stay inside
+//! this module.
 
+mod batch;
 mod calls;
+mod codec;
 mod conn;
+mod cursor;
 mod error;
 
 /// What the crate shows of this module (as `unstable::native_conn`): the connection,
-/// its calls' answers, its errors, and the request types it sends.
+/// its calls' answers, its errors, the request types it sends, and the record-batch
+/// decoder.
 pub mod api {
+    pub use crate::native::batch::{
+        BATCH_HEADER, Batch, Batches, Headers, LOG_OVERHEAD, Record, Records,
+    };
     pub use crate::native::calls::{
         BrokerInfo, FetchedPartition, Metadata, PartitionInfo, TopicInfo,
     };
     pub use crate::native::conn::{
         ConnectOptions, Connection, DEFAULT_MAX_FRAME_SIZE, NativeRequest,
     };
+    pub use crate::native::cursor::{Cursor, DecodeError};
     pub use crate::native::error::NativeError;
     pub use kafka_protocol::messages::{
         ApiVersionsRequest, FetchRequest, ListOffsetsRequest, MetadataRequest,

@@ -244,3 +244,69 @@ fn assert_no_secret(shown: &str, input: &[u8]) {
         );
     }
 }
+
+/// The decompressed bytes one batch may have in [`check_record_batches`].
+pub const BATCH_LIMIT: usize = 1 << 20;
+
+/// Runs `data` as a partition's records through the native path's batch decoder:
+/// every batch, its CRC check, its records (decompressed within [`BATCH_LIMIT`]),
+/// their headers and hashes. Nothing may panic; the decoder's promises hold: a batch
+/// it yields lies inside `data`, the bytes it leaves over are a cut-off batch at the
+/// end, a record's offset lies within its batch, and no batch decompresses beyond the
+/// limit.
+pub fn check_record_batches(data: &[u8]) {
+    use multicluster_kafka::unstable::native_conn::{Batches, DecodeError, LOG_OVERHEAD};
+    let mut batches = Batches::new(data);
+    let mut scratch = Vec::new();
+    let mut failed = false;
+    for batch in batches.by_ref() {
+        let batch = match batch {
+            Ok(b) => b,
+            Err(e) => {
+                assert_one_line(&e.to_string());
+                failed = true;
+                continue;
+            }
+        };
+        let _ = batch.check_crc();
+        match batch.records_in(&mut scratch, BATCH_LIMIT) {
+            Ok(records) => {
+                for r in records {
+                    match r {
+                        Ok(r) => {
+                            let delta = r.offset.wrapping_sub(batch.base_offset);
+                            assert!(
+                                (i64::from(i32::MIN)..=i64::from(i32::MAX)).contains(&delta),
+                                "offset {} outside batch {}",
+                                r.offset,
+                                batch.base_offset
+                            );
+                            let _ = r.hash();
+                            for h in r.headers() {
+                                let _ = h;
+                            }
+                        }
+                        Err(e) => assert_one_line(&e.to_string()),
+                    }
+                }
+            }
+            Err(DecodeError::TooLarge { limit, .. }) => assert_eq!(limit, BATCH_LIMIT),
+            Err(e) => assert_one_line(&e.to_string()),
+        }
+        assert!(scratch.len() <= BATCH_LIMIT, "{} bytes kept", scratch.len());
+    }
+    if !failed {
+        // What is left over is a batch cut off by the fetch's byte limit: less than its
+        // own length says.
+        let left = batches.partial();
+        assert!(left <= data.len());
+        if left >= LOG_OVERHEAD {
+            let tail = &data[data.len() - left..];
+            let length = i32::from_be_bytes(tail[8..12].try_into().unwrap());
+            assert!(
+                length as usize + LOG_OVERHEAD > left,
+                "a whole batch of {length} bytes was left over"
+            );
+        }
+    }
+}

@@ -4,7 +4,9 @@
 use std::io::{Read, Write};
 use std::net::TcpStream;
 
-use super::batch::{Cursor, DecodeError, Result};
+use multicluster_kafka::unstable::native_conn::{Cursor, DecodeError};
+
+type Result<T> = std::result::Result<T, DecodeError>;
 
 /// The client id of the hand-written requests.
 pub(super) const CLIENT_ID: &str = "mck-bench-decode";

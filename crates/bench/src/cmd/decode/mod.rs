@@ -12,8 +12,8 @@
 //!   reused buffer, once without and once with each response decoded as it arrives and
 //!   the bench's per-record work done (the socket read a native path would pay, and its
 //!   whole cost while the response is still in cache);
-//! - **decode** the captured responses in place ([`parse_fetch_v4`](fetch::parse_fetch_v4), [`Batches`](batch::Batches),
-//!   [`Records`](batch::Records)): the response, its record batches (magic 2) and their records,
+//! - **decode** the captured responses in place ([`parse_fetch_v4`](fetch::parse_fetch_v4), then
+//!   the library's native decoder, `Batches` and `Records`): the response, its record batches (magic 2) and their records,
 //!   yielding borrowed key and value slices with offset and timestamp, four ways: no
 //!   per-record work beyond the decode, one `Bytes` per key and value
 //!   ([`Bytes::slice_ref`], what a library owning the buffer would hand out), the
@@ -71,7 +71,6 @@ pub struct DecodeArgs {
     partition_max_bytes: i32,
 }
 
-mod batch;
 mod fetch;
 mod passes;
 #[cfg(test)]

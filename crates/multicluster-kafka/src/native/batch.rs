@@ -1,150 +1,42 @@
-//! The record batch decoder: magic 2 batches and their records, read in place from
-//! borrowed bytes.
+//! Record batches (magic 2) and their records, decoded in place from borrowed bytes:
+//! a partition's `records` field of a Fetch response, or a compressed batch's records
+//! once decompressed into a buffer of the caller's ([`Batch::records_in`]).
 
-/// Why bytes could not be decoded.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum DecodeError {
-    /// The data ended inside a field.
-    #[error("truncated")]
-    Truncated,
-    /// A varint longer than its type allows, or with bits beyond it.
-    #[error("malformed varint")]
-    Varint,
-    /// A length or count out of range.
-    #[error("bad length {0}")]
-    Length(i64),
-    /// A record batch of another format than magic 2.
-    #[error("record batch magic {0}, only 2 is decoded")]
-    Magic(i8),
-    /// A compressed batch (codec id from the attributes), not decoded here.
-    #[error("compressed batch (codec {0})")]
-    Compressed(u8),
-    /// A string that is not UTF-8.
-    #[error("string not UTF-8")]
-    Utf8,
-    /// A batch held fewer records than its count.
-    #[error("batch ends before its record count")]
-    Count,
-}
-
-pub(super) type Result<T> = std::result::Result<T, DecodeError>;
-
-/// A reading position in borrowed bytes; every read checks bounds.
-#[derive(Clone, Copy)]
-pub(super) struct Cursor<'a> {
-    buf: &'a [u8],
-    pub(super) pos: usize,
-}
-
-impl<'a> Cursor<'a> {
-    pub(super) fn new(buf: &'a [u8]) -> Self {
-        Self { buf, pos: 0 }
-    }
-
-    #[inline]
-    pub(super) fn take(&mut self, n: usize) -> Result<&'a [u8]> {
-        let end = self.pos.checked_add(n).ok_or(DecodeError::Truncated)?;
-        let s = self.buf.get(self.pos..end).ok_or(DecodeError::Truncated)?;
-        self.pos = end;
-        Ok(s)
-    }
-
-    #[inline]
-    pub(super) fn array<const N: usize>(&mut self) -> Result<[u8; N]> {
-        Ok(self.take(N)?.try_into().expect("N bytes"))
-    }
-
-    pub(super) fn i8(&mut self) -> Result<i8> {
-        Ok(i8::from_be_bytes(self.array()?))
-    }
-    pub(super) fn i16(&mut self) -> Result<i16> {
-        Ok(i16::from_be_bytes(self.array()?))
-    }
-    pub(super) fn i32(&mut self) -> Result<i32> {
-        Ok(i32::from_be_bytes(self.array()?))
-    }
-    pub(super) fn u32(&mut self) -> Result<u32> {
-        Ok(u32::from_be_bytes(self.array()?))
-    }
-    pub(super) fn i64(&mut self) -> Result<i64> {
-        Ok(i64::from_be_bytes(self.array()?))
-    }
-
-    /// An unsigned LEB128 varint of at most `max` bytes whose last byte may carry at
-    /// most `last_bits` bits (5 and 4 for 32 bits, 10 and 1 for 64).
-    #[inline]
-    pub(super) fn uvarint(&mut self, max: usize, last_bits: u32) -> Result<u64> {
-        // The usual case in record batches: one byte.
-        let &b = self.buf.get(self.pos).ok_or(DecodeError::Truncated)?;
-        self.pos += 1;
-        if b < 0x80 {
-            return Ok(u64::from(b));
-        }
-        let mut v = u64::from(b & 0x7f);
-        for i in 1..max {
-            let &b = self.buf.get(self.pos).ok_or(DecodeError::Truncated)?;
-            self.pos += 1;
-            if i == max - 1 && u32::from(b) >> last_bits != 0 {
-                return Err(DecodeError::Varint);
-            }
-            v |= u64::from(b & 0x7f) << (7 * i);
-            if b < 0x80 {
-                return Ok(v);
-            }
-        }
-        Err(DecodeError::Varint)
-    }
-
-    /// A zigzag varint (Kafka's `varint`, 32 bits).
-    #[inline]
-    pub(super) fn varint(&mut self) -> Result<i32> {
-        let u = self.uvarint(5, 4)? as u32;
-        Ok((u >> 1) as i32 ^ -((u & 1) as i32))
-    }
-
-    /// A zigzag varlong (Kafka's `varlong`, 64 bits).
-    #[inline]
-    pub(super) fn varlong(&mut self) -> Result<i64> {
-        let u = self.uvarint(10, 1)?;
-        Ok((u >> 1) as i64 ^ -((u & 1) as i64))
-    }
-
-    /// Bytes whose length is a varint, -1 for null.
-    #[inline]
-    pub(super) fn varint_bytes(&mut self) -> Result<Option<&'a [u8]>> {
-        match self.varint()? {
-            -1 => Ok(None),
-            n if n < 0 => Err(DecodeError::Length(n.into())),
-            n => self.take(n as usize).map(Some),
-        }
-    }
-
-    pub(super) fn rest(&self) -> &'a [u8] {
-        &self.buf[self.pos..]
-    }
-}
+use super::codec;
+use super::cursor::{Cursor, DecodeError, Result};
 
 /// Bytes of a batch before its `length` field ends: baseOffset i64, batchLength i32.
-pub(super) const LOG_OVERHEAD: usize = 12;
+pub const LOG_OVERHEAD: usize = 12;
 /// Where the CRC-32C's coverage starts in a batch: after baseOffset, batchLength,
 /// partitionLeaderEpoch, magic and crc (8 + 4 + 4 + 1 + 4).
-pub(super) const CRC_START: usize = 21;
+const CRC_START: usize = 21;
 /// A batch's header, up to its records (61 bytes for magic 2).
-pub(super) const BATCH_HEADER: usize = CRC_START + 2 + 4 + 8 + 8 + 8 + 2 + 4 + 4;
+pub const BATCH_HEADER: usize = CRC_START + 2 + 4 + 8 + 8 + 8 + 2 + 4 + 4;
 
 /// One record batch (magic 2), borrowed from the response.
 #[derive(Clone, Copy, Debug)]
 pub struct Batch<'a> {
+    /// The offset of its first record.
     pub base_offset: i64,
+    /// The leader epoch of the broker that wrote it.
     pub partition_leader_epoch: i32,
+    /// The stored CRC-32C of the bytes from the attributes to the end.
     pub crc: u32,
+    /// Codec, timestamp type, transactional and control flags.
     pub attributes: i16,
+    /// Its last record's offset minus the base offset.
     pub last_offset_delta: i32,
+    /// The first record's timestamp (records hold deltas from it).
     pub base_timestamp: i64,
+    /// The largest timestamp in the batch (every record's in log append time).
     pub max_timestamp: i64,
+    /// The producer id, -1 when not idempotent.
     pub producer_id: i64,
+    /// The producer epoch.
     pub producer_epoch: i16,
+    /// The first record's sequence number.
     pub base_sequence: i32,
+    /// How many records it holds.
     pub record_count: i32,
     /// From the attributes to the batch's end: what the CRC covers.
     checked: &'a [u8],
@@ -179,22 +71,57 @@ impl<'a> Batch<'a> {
         self.base_offset + i64::from(self.last_offset_delta) + 1
     }
 
-    /// Whether the CRC-32C over attributes … end matches the stored one.
-    pub fn crc_ok(&self) -> bool {
-        crc32c::crc32c(self.checked) == self.crc
+    /// Checks the stored CRC-32C against the batch's bytes (what a consumer does
+    /// with `check.crcs=true`).
+    pub fn check_crc(&self) -> Result<()> {
+        let computed = crc32c::crc32c(self.checked);
+        if computed == self.crc {
+            Ok(())
+        } else {
+            Err(DecodeError::Crc {
+                stored: self.crc,
+                computed,
+            })
+        }
     }
 
-    /// The records, decoded in place; a compressed batch is an error here.
+    /// The records of an uncompressed batch, decoded in place; a compressed batch
+    /// is [`DecodeError::Decompress`] here (use [`records_in`](Self::records_in)).
     pub fn records(&self) -> Result<Records<'a>> {
         match self.compression() {
-            0 => Ok(Records {
-                cur: Cursor::new(self.records),
-                left: self.record_count,
-                base_offset: self.base_offset,
-                base_timestamp: self.base_timestamp,
-                append_time: self.log_append_time().then_some(self.max_timestamp),
+            0 => Ok(self.records_of(self.records)),
+            id => Err(DecodeError::Decompress {
+                codec: codec::name(id)?,
+                reason: "a compressed batch needs a buffer to decompress into".into(),
             }),
-            codec => Err(DecodeError::Compressed(codec)),
+        }
+    }
+
+    /// The records, decoded in place: from the response for an uncompressed batch,
+    /// else from `scratch`, which receives the decompressed records (its old content
+    /// is dropped, its allocation reused). More than `limit` decompressed bytes is
+    /// [`DecodeError::TooLarge`].
+    pub fn records_in<'r>(&self, scratch: &'r mut Vec<u8>, limit: usize) -> Result<Records<'r>>
+    where
+        'a: 'r,
+    {
+        match self.compression() {
+            0 => Ok(self.records_of(self.records)),
+            id => {
+                scratch.clear();
+                codec::decompress(id, self.records, limit, scratch)?;
+                Ok(self.records_of(scratch))
+            }
+        }
+    }
+
+    fn records_of<'r>(&self, bytes: &'r [u8]) -> Records<'r> {
+        Records {
+            cur: Cursor::new(bytes),
+            left: self.record_count,
+            base_offset: self.base_offset,
+            base_timestamp: self.base_timestamp,
+            append_time: self.log_append_time().then_some(self.max_timestamp),
         }
     }
 }
@@ -202,12 +129,14 @@ impl<'a> Batch<'a> {
 /// The record batches of a partition's `records` field, in order. A batch cut off at
 /// the end (the broker stops at the fetch's byte limit, possibly inside a batch) ends
 /// the iteration cleanly, as a consumer skips it to fetch it again from its start;
-/// [`Batches::partial`] tells how many bytes were left over.
+/// [`Batches::partial`] tells how many bytes were left over. After an error the
+/// iteration ends.
 pub struct Batches<'a> {
     rest: &'a [u8],
 }
 
 impl<'a> Batches<'a> {
+    /// The batches of `records`.
     pub fn new(records: &'a [u8]) -> Self {
         Self { rest: records }
     }
@@ -246,6 +175,10 @@ impl<'a> Batches<'a> {
         if batch.record_count < 0 {
             return Err(DecodeError::Length(batch.record_count.into()));
         }
+        if batch.last_offset_delta < 0 {
+            return Err(DecodeError::Length(batch.last_offset_delta.into()));
+        }
+        codec::name(batch.compression())?;
         Ok(batch)
     }
 }
@@ -275,12 +208,17 @@ impl<'a> Iterator for Batches<'a> {
     }
 }
 
-/// One record, its key, value and headers borrowed from the response.
+/// One record, its key, value and headers borrowed from the response (or from the
+/// decompressed records).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Record<'a> {
+    /// Its offset.
     pub offset: i64,
+    /// Its timestamp (ms since the epoch).
     pub timestamp: i64,
+    /// Its key, `None` for null.
     pub key: Option<&'a [u8]>,
+    /// Its value, `None` for null (a tombstone).
     pub value: Option<&'a [u8]>,
     header_count: i32,
     headers: &'a [u8],
@@ -293,6 +231,25 @@ impl<'a> Record<'a> {
             cur: Cursor::new(self.headers),
             left: self.header_count,
         }
+    }
+
+    /// How many headers it has.
+    pub fn header_count(&self) -> usize {
+        self.header_count as usize
+    }
+
+    /// The hash of its key, value and headers that mirrors match records by: equal to
+    /// `split::record_hash` of the same record read through librdkafka.
+    pub fn hash(&self) -> Result<u64> {
+        let mut headers = Vec::with_capacity(self.header_count());
+        for h in self.headers() {
+            headers.push(h?);
+        }
+        Ok(crate::base::fingerprint::hash_parts(
+            self.key,
+            self.value,
+            headers.iter().copied(),
+        ))
     }
 }
 
@@ -321,7 +278,7 @@ impl<'a> Iterator for Headers<'a> {
     }
 }
 
-/// The records of an uncompressed batch.
+/// The records of a batch, in offset order.
 pub struct Records<'a> {
     cur: Cursor<'a>,
     left: i32,
@@ -349,7 +306,7 @@ impl<'a> Records<'a> {
             return Err(DecodeError::Length(header_count.into()));
         }
         Ok(Record {
-            offset: self.base_offset + i64::from(offset_delta),
+            offset: self.base_offset.wrapping_add(i64::from(offset_delta)),
             timestamp: self
                 .append_time
                 .unwrap_or(self.base_timestamp.wrapping_add(timestamp_delta)),
