@@ -236,6 +236,14 @@ fn three_instances_share_the_stream_through_restarts_and_metadata_edits_each_rec
     stop_all(&mut runs, libc::SIGINT);
     for (i, inst) in instances.iter().enumerate() {
         eprintln!("instance {i}: {} records", lines_in(&inst.out));
+        // What each run warned of, shown when an assertion below fails.
+        for run in 1..=inst.runs {
+            let said = std::fs::read_to_string(inst.stderr.with_extension(run.to_string()))
+                .unwrap_or_default();
+            for line in said.lines().filter(|l| l.contains("warning")) {
+                eprintln!("instance {i} run {run}: {line}");
+            }
+        }
     }
     assert_each_once(values(&instances), sent);
     // West's removal is committed by each member's leave; nothing else commits for a

@@ -400,6 +400,21 @@ impl Enumerator {
         Ok(())
     }
 
+    /// A command from the coordinator's handles; `None` once they are all gone.
+    fn command(&mut self, cmd: Option<Command>, handles_open: &mut bool) {
+        match cmd {
+            Some(Command::Commit(cp, reply)) => {
+                self.acknowledged(&cp);
+                let commit = self.commit(&cp);
+                let _ = self.commits.send((Box::pin(commit), reply));
+            }
+            Some(Command::Acknowledge(cp)) => self.acknowledged(&cp),
+            Some(Command::LeaveGroups(reply)) => self.leave_groups(reply),
+            // The coordinator is gone; keep discovering for the readers.
+            None => *handles_open = false,
+        }
+    }
+
     /// A cluster that answered after the source started is read: its retained
     /// positions resume, its partitions are discovered, and the change is said.
     async fn took_up(&mut self, cluster: Arc<str>) {
@@ -540,6 +555,17 @@ impl Enumerator {
         loop {
             waiting.set(self.pending.len() as f64);
             self.sync_group();
+            // Acknowledgements that queued while the loop was busy elsewhere count
+            // before a revocation's wait is judged over.
+            while handles_open && self.group.as_ref().is_some_and(|g| g.revoking()) {
+                match self.commands.try_recv() {
+                    Ok(cmd) => self.command(Some(cmd), &mut handles_open),
+                    Err(mpsc::error::TryRecvError::Empty) => break,
+                    Err(mpsc::error::TryRecvError::Disconnected) => {
+                        self.command(None, &mut handles_open)
+                    }
+                }
+            }
             self.revocations_due();
             let retry_at = self.next_retry();
             let leave_at = self.removals.next_close();
@@ -580,17 +606,7 @@ impl Enumerator {
                 _ = tokio::time::sleep_until(retry_at.unwrap_or_else(tokio::time::Instant::now)), if retry_at.is_some() => {
                     self.retry_due();
                 }
-                cmd = self.commands.recv(), if handles_open => match cmd {
-                    Some(Command::Commit(cp, reply)) => {
-                        self.acknowledged(&cp);
-                        let commit = self.commit(&cp);
-                        let _ = self.commits.send((Box::pin(commit), reply));
-                    }
-                    Some(Command::Acknowledge(cp)) => self.acknowledged(&cp),
-                    Some(Command::LeaveGroups(reply)) => self.leave_groups(reply),
-                    // The coordinator is gone; keep discovering for the readers.
-                    None => handles_open = false,
-                },
+                cmd = self.commands.recv(), if handles_open => self.command(cmd, &mut handles_open),
                 confirmed = self.removals.next_confirmation(), if self.removals.waiting() => {
                     if let Some((ids, handed_out)) = confirmed {
                         self.removal_confirmed(ids, handed_out);
