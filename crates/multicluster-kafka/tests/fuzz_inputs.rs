@@ -20,7 +20,9 @@ use multicluster_kafka::metadata::{MetadataError, SourceLocation};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 
-use checks::{Scratch, check_checkpoint, check_metadata, check_record_batches, env};
+use checks::{
+    Scratch, check_checkpoint, check_fetch_response, check_metadata, check_record_batches, env,
+};
 
 /// Valid metadata files: both layouts, YAML and JSON, with references, offsets,
 /// anchors and flow collections.
@@ -548,5 +550,55 @@ fn record_batches_of_mutated_valid_partitions() {
     let seeds = record_batch_seeds();
     run((0..seeds.len(), mutations()), |(i, changes)| {
         check_record_batches(&mutate(seeds[i].clone(), &changes, BATCH_TOKENS))
+    });
+}
+
+/// Fetch responses the `kafka-protocol` crate encoded at each version, whose
+/// partitions hold the record-batch seeds.
+fn fetch_response_seeds() -> Vec<Vec<u8>> {
+    use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+    use kafka_protocol::messages::{FetchResponse, TopicName};
+    use kafka_protocol::protocol::{Encodable, StrBytes};
+    let batches = record_batch_seeds();
+    (4..=18)
+        .map(|version: i16| {
+            let partitions = batches
+                .iter()
+                .enumerate()
+                .map(|(i, b)| {
+                    PartitionData::default()
+                        .with_partition_index(i as i32)
+                        .with_high_watermark(200)
+                        .with_records(Some(bytes::Bytes::copy_from_slice(b)))
+                })
+                .collect();
+            let mut topic = FetchableTopicResponse::default().with_partitions(partitions);
+            if version >= 13 {
+                topic = topic.with_topic_id(uuid::Uuid::from_u128(7));
+            } else {
+                topic = topic.with_topic(TopicName(StrBytes::from_static_str("orders")));
+            }
+            let mut b = bytes::BytesMut::new();
+            FetchResponse::default()
+                .with_responses(vec![topic])
+                .encode(&mut b, version)
+                .unwrap();
+            b.to_vec()
+        })
+        .collect()
+}
+
+#[test]
+fn fetch_responses_of_arbitrary_bytes() {
+    run(proptest::collection::vec(any::<u8>(), 0..400), |data| {
+        check_fetch_response(&data)
+    });
+}
+
+#[test]
+fn fetch_responses_mutated() {
+    let seeds = fetch_response_seeds();
+    run((0..seeds.len(), mutations()), |(i, changes)| {
+        check_fetch_response(&mutate(seeds[i].clone(), &changes, BATCH_TOKENS))
     });
 }

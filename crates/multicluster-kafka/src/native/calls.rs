@@ -14,6 +14,7 @@ use uuid::Uuid;
 
 use super::conn::{Connection, NativeRequest};
 use super::error::NativeError;
+use super::fetch_response::decode_fetch_response;
 
 /// How long a fetch waits for records before the broker answers without any.
 const FETCH_MAX_WAIT_MS: i32 = 500;
@@ -213,23 +214,31 @@ impl Connection {
         request.min_bytes = 1;
         request.max_bytes = max_bytes;
         request.topics = vec![wanted];
-        let response = self.send_at(&request, version).await?;
+        // Decoded by the path's own reader, which bounds every count by the bytes
+        // left (docs/native-fetch.md, "Known gap").
+        let body = self.exchange(&request, version).await?;
+        let response = decode_fetch_response(&body, version).map_err(|e| NativeError::Decode {
+            addr: self.addr().to_string(),
+            api: FetchRequest::NAME,
+            version,
+            message: e.to_string(),
+        })?;
         let what = format!("{topic}/{partition}");
         if response.error_code != 0 {
             return Err(self.broker_error::<FetchRequest>(response.error_code, &what));
         }
         let found = response
-            .responses
+            .topics
             .into_iter()
             .filter(|t| {
                 if by_id {
                     t.topic_id == topic_id
                 } else {
-                    t.topic.0.as_str() == topic
+                    t.name.as_deref() == Some(topic)
                 }
             })
             .flat_map(|t| t.partitions)
-            .find(|p| p.partition_index == partition);
+            .find(|p| p.partition == partition);
         let Some(found) = found else {
             return Err(self.missing::<FetchRequest>(version, &what));
         };
@@ -237,7 +246,7 @@ impl Connection {
             error_code: found.error_code,
             high_watermark: found.high_watermark,
             log_start_offset: found.log_start_offset,
-            records: found.records.unwrap_or_default(),
+            records: found.records,
         })
     }
 

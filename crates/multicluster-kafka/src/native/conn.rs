@@ -245,7 +245,7 @@ impl Connection {
     /// Writes one request and reads its response's frame; returns the response's
     /// body (after its header). A failure of the stream, or a timeout, makes the
     /// connection unusable.
-    async fn exchange<R: NativeRequest>(
+    pub(super) async fn exchange<R: NativeRequest>(
         &mut self,
         request: &R,
         version: i16,

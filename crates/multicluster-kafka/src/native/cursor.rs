@@ -46,6 +46,9 @@ pub enum DecodeError {
         /// What its bytes give.
         computed: u32,
     },
+    /// A response version this decoder does not read.
+    #[error("version {0} is not decoded here")]
+    Version(i16),
     /// A string that is not UTF-8.
     #[error("string not UTF-8")]
     Utf8,

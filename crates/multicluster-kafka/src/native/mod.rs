@@ -10,6 +10,7 @@ mod codec;
 mod conn;
 mod cursor;
 mod error;
+mod fetch_response;
 
 /// What the crate shows of this module (as `unstable::native_conn`): the connection,
 /// its calls' answers, its errors, the request types it sends, and the record-batch
@@ -26,6 +27,11 @@ pub mod api {
     };
     pub use crate::native::cursor::{Cursor, DecodeError};
     pub use crate::native::error::NativeError;
+    pub use crate::native::fetch_response::{
+        AbortedTransaction, DivergingEpoch, FETCH_RESPONSE_MAX, FETCH_RESPONSE_MIN,
+        FetchPartitionData, FetchResponseData, FetchTopicData, LeaderHint, NodeEndpoint,
+        decode_fetch_response,
+    };
     pub use kafka_protocol::messages::{
         ApiVersionsRequest, FetchRequest, ListOffsetsRequest, MetadataRequest,
     };

@@ -310,3 +310,32 @@ pub fn check_record_batches(data: &[u8]) {
         }
     }
 }
+
+/// Runs `data` as a Fetch response body through the native path's decoder at every
+/// version it reads. Nothing may panic or allocate beyond the input; a decoded
+/// partition's records lie inside `data` and go through [`check_record_batches`].
+pub fn check_fetch_response(data: &[u8]) {
+    use multicluster_kafka::unstable::native_conn::{
+        FETCH_RESPONSE_MAX, FETCH_RESPONSE_MIN, decode_fetch_response,
+    };
+    let body = bytes::Bytes::copy_from_slice(data);
+    for version in FETCH_RESPONSE_MIN..=FETCH_RESPONSE_MAX {
+        match decode_fetch_response(&body, version) {
+            Ok(r) => {
+                for t in &r.topics {
+                    for p in &t.partitions {
+                        let start = body.as_ptr() as usize;
+                        let at = p.records.as_ptr() as usize;
+                        assert!(
+                            p.records.is_empty()
+                                || (at >= start && at + p.records.len() <= start + body.len()),
+                            "records outside the response"
+                        );
+                        check_record_batches(&p.records);
+                    }
+                }
+            }
+            Err(e) => assert_one_line(&e.to_string()),
+        }
+    }
+}
