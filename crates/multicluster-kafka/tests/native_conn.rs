@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use mck_testkit::{Produced, TestCluster, TestRecord, shared_cluster, tools};
 use multicluster_kafka::unstable::native_conn::{
-    ConnectOptions, Connection, FetchRequest, ListOffsetsRequest, MetadataRequest, NativeError,
-    Uuid,
+    Batches, ConnectOptions, Connection, FetchRequest, ListOffsetsRequest, MetadataRequest,
+    NativeError, Uuid,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -141,24 +141,15 @@ fn list_offsets_finds_the_earliest_and_latest_offsets() {
     });
 }
 
-/// The record batches in `records`, as (base offset, next offset after the batch);
-/// checks each batch's magic byte.
+/// The record batches in `records`, as (base offset, next offset after the batch), by
+/// the path's decoder (which refuses any magic but 2).
 fn batches(records: &[u8]) -> Vec<(i64, i64)> {
-    let mut out = Vec::new();
-    let mut at = 0;
-    while records.len() - at >= 61 {
-        let b = &records[at..];
-        let base = i64::from_be_bytes(b[0..8].try_into().unwrap());
-        let len = i32::from_be_bytes(b[8..12].try_into().unwrap()) as usize;
-        if b.len() < 12 + len {
-            break; // the last batch cut short by max_bytes
-        }
-        assert_eq!(b[16], 2, "magic byte of the batch at {base}");
-        let last_delta = i32::from_be_bytes(b[23..27].try_into().unwrap());
-        out.push((base, base + i64::from(last_delta) + 1));
-        at += 12 + len;
-    }
-    out
+    Batches::new(records)
+        .map(|b| {
+            let b = b.unwrap();
+            (b.base_offset, b.next_offset())
+        })
+        .collect()
 }
 
 #[test]
