@@ -538,19 +538,19 @@ fn record_batches_of_valid_partitions_decode() {
     }
 }
 
-#[test]
-fn record_batches_of_arbitrary_bytes() {
+/// Arbitrary bytes, then the seeds mutated, through `check`.
+fn arbitrary_and_mutated(seeds: Vec<Vec<u8>>, check: fn(&[u8])) {
     run(proptest::collection::vec(any::<u8>(), 0..400), |data| {
-        check_record_batches(&data)
+        check(&data)
+    });
+    run((0..seeds.len(), mutations()), |(i, changes)| {
+        check(&mutate(seeds[i].clone(), &changes, BATCH_TOKENS))
     });
 }
 
 #[test]
-fn record_batches_of_mutated_valid_partitions() {
-    let seeds = record_batch_seeds();
-    run((0..seeds.len(), mutations()), |(i, changes)| {
-        check_record_batches(&mutate(seeds[i].clone(), &changes, BATCH_TOKENS))
-    });
+fn record_batches_of_arbitrary_and_mutated_bytes() {
+    arbitrary_and_mutated(record_batch_seeds(), check_record_batches);
 }
 
 /// Fetch responses the `kafka-protocol` crate encoded at each version, whose
@@ -589,16 +589,6 @@ fn fetch_response_seeds() -> Vec<Vec<u8>> {
 }
 
 #[test]
-fn fetch_responses_of_arbitrary_bytes() {
-    run(proptest::collection::vec(any::<u8>(), 0..400), |data| {
-        check_fetch_response(&data)
-    });
-}
-
-#[test]
-fn fetch_responses_mutated() {
-    let seeds = fetch_response_seeds();
-    run((0..seeds.len(), mutations()), |(i, changes)| {
-        check_fetch_response(&mutate(seeds[i].clone(), &changes, BATCH_TOKENS))
-    });
+fn fetch_responses_of_arbitrary_and_mutated_bytes() {
+    arbitrary_and_mutated(fetch_response_seeds(), check_fetch_response);
 }
