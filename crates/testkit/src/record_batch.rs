@@ -84,6 +84,26 @@ pub fn record_batch_with(
     b
 }
 
+/// `batch` (one from [`record_batch`]) written by producer `producer_id` instead, its
+/// CRC-32C made right again.
+pub fn with_producer(mut batch: Vec<u8>, producer_id: i64) -> Vec<u8> {
+    batch[43..51].copy_from_slice(&producer_id.to_be_bytes());
+    let crc = crc32c::crc32c(&batch[21..]);
+    batch[17..21].copy_from_slice(&crc.to_be_bytes());
+    batch
+}
+
+/// A control batch at `offset` of producer `producer_id`: a transaction's commit or
+/// abort marker.
+pub fn marker(offset: i64, producer_id: i64, commit: bool) -> Vec<u8> {
+    let record = TestRecord {
+        key: Some(vec![0, 0, 0, u8::from(commit)]),
+        value: Some(vec![0, 0, 0, 0, 0, 0]),
+        ..TestRecord::default()
+    };
+    with_producer(record_batch(offset, 0x30, &[record]), producer_id)
+}
+
 /// The records' encoding inside a batch, before compression.
 pub fn encode_records(records: &[TestRecord]) -> Vec<u8> {
     let mut body = Vec::new();

@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use super::conn::{Connection, NativeRequest};
 use super::error::NativeError;
-use super::fetch_response::decode_fetch_response;
+use super::fetch_response::{FetchPartitionData, decode_fetch_response};
 
 /// How long a fetch waits for records before the broker answers without any.
 const FETCH_MAX_WAIT_MS: i32 = 500;
@@ -182,6 +182,28 @@ impl Connection {
         offset: i64,
         max_bytes: i32,
     ) -> Result<FetchedPartition, NativeError> {
+        let found = self
+            .fetch_partition(topic, topic_id, partition, offset, max_bytes, false)
+            .await?;
+        Ok(FetchedPartition {
+            error_code: found.error_code,
+            high_watermark: found.high_watermark,
+            log_start_offset: found.log_start_offset,
+            records: found.records,
+        })
+    }
+
+    /// [`fetch_once`](Self::fetch_once) with the partition's whole answer (last stable
+    /// offset, aborted transactions, leader hints), `read_committed` or not.
+    pub async fn fetch_partition(
+        &mut self,
+        topic: &str,
+        topic_id: Uuid,
+        partition: i32,
+        offset: i64,
+        max_bytes: i32,
+        read_committed: bool,
+    ) -> Result<FetchPartitionData, NativeError> {
         let mut version = self.version::<FetchRequest>()?;
         if version >= 13 && topic_id.is_nil() {
             version = 12;
@@ -213,6 +235,7 @@ impl Connection {
         request.max_wait_ms = FETCH_MAX_WAIT_MS;
         request.min_bytes = 1;
         request.max_bytes = max_bytes;
+        request.isolation_level = i8::from(read_committed);
         request.topics = vec![wanted];
         // Decoded by the path's own reader, which bounds every count by the bytes
         // left (docs/native-fetch.md, "Known gap").
@@ -239,15 +262,7 @@ impl Connection {
             })
             .flat_map(|t| t.partitions)
             .find(|p| p.partition == partition);
-        let Some(found) = found else {
-            return Err(self.missing::<FetchRequest>(version, &what));
-        };
-        Ok(FetchedPartition {
-            error_code: found.error_code,
-            high_watermark: found.high_watermark,
-            log_start_offset: found.log_start_offset,
-            records: found.records,
-        })
+        found.ok_or_else(|| self.missing::<FetchRequest>(version, &what))
     }
 
     /// A response that lacks the partition asked for.

@@ -11,6 +11,7 @@ mod conn;
 mod cursor;
 mod error;
 mod fetch_response;
+mod partition;
 
 /// What the crate shows of this module (as `unstable::native_conn`): the connection,
 /// its calls' answers, its errors, the request types it sends, and the record-batch
@@ -32,6 +33,7 @@ pub mod api {
         FetchPartitionData, FetchResponseData, FetchTopicData, LeaderHint, NodeEndpoint,
         decode_fetch_response,
     };
+    pub use crate::native::partition::{PartitionIssue, PartitionOptions, PartitionReader};
     pub use kafka_protocol::messages::{
         ApiVersionsRequest, FetchRequest, ListOffsetsRequest, MetadataRequest,
     };
