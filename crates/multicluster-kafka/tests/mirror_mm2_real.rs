@@ -322,6 +322,29 @@ fn synced(mm: &MirrorMaker, topic: &str, upto: &BTreeMap<i32, i64>) -> BTreeSet<
     }
 }
 
+/// How partitions 0 and 1 of the mirror continued, each checked to come from an
+/// offset sync MirrorMaker wrote where [`synced`] found one (`ready`); the others were
+/// translated by timestamp, which the callers check by content.
+fn continued_by_sync_where_written(
+    copy: &str,
+    mm: &MirrorMaker,
+    topic: &str,
+    ready: &BTreeSet<i32>,
+) -> Vec<Continued> {
+    (0..2)
+        .map(|p| {
+            let c = continued(copy, p);
+            eprintln!("partition {p}: {c:?}");
+            if ready.contains(&p) {
+                assert_by_sync(&c, mm, topic, p);
+            } else {
+                eprintln!("partition {p}: no offset sync at or below its position");
+            }
+            c
+        })
+        .collect()
+}
+
 /// The last offset handed out from `cluster`, per partition.
 fn last_offsets(got: &[Got], cluster: &str) -> BTreeMap<i32, i64> {
     let mut out = BTreeMap::new();
@@ -391,17 +414,7 @@ fn a_planned_switch_under_production_continues_on_the_mm2_copy_at_the_next_recor
         read_all(&reading, produced.len()).await;
         let got = reading.close(Duration::from_secs(30)).await;
         assert_moved(&got, &by_partition(&produced));
-        for p in 0..2 {
-            let c = continued(&copy, p);
-            eprintln!("partition {p}: {c:?}");
-            if ready.contains(&p) {
-                assert_by_sync(&c, &mm, topic, p);
-            } else {
-                // MirrorMaker wrote no sync that low: exact by timestamp (checked
-                // above by content).
-                eprintln!("partition {p}: no offset sync at or below its position");
-            }
-        }
+        continued_by_sync_where_written(&copy, &mm, topic, &ready);
     });
     mm.stop();
     eprintln!("took {:.1}s", began.elapsed().as_secs_f64());
@@ -511,16 +524,7 @@ fn a_restart_from_a_checkpoint_taken_before_the_switch_continues_on_the_mm2_copy
         read_all(&reading, 40).await;
         got.extend(reading.close(Duration::from_secs(30)).await);
         assert_moved(&got, &by_partition(&records("r", 0, 80)));
-        for p in 0..2 {
-            let c = continued(&copy, p);
-            eprintln!("partition {p}: {c:?}");
-            if ready.contains(&p) {
-                assert_by_sync(&c, &mm, topic, p);
-            } else {
-                // MirrorMaker wrote no sync that low: exact by timestamp (checked
-                // above by content).
-                eprintln!("partition {p}: no offset sync at or below its position");
-            }
+        for c in continued_by_sync_where_written(&copy, &mm, topic, &ready) {
             assert_eq!(
                 c.found_at - c.source_offset,
                 3,
@@ -650,17 +654,7 @@ fn a_restart_reads_the_source_clusters_offset_syncs_through_its_definition() {
         read_all(&reading, 20).await;
         got.extend(reading.close(Duration::from_secs(30)).await);
         assert_moved(&got, &by_partition(&records("r", 0, 60)));
-        for p in 0..2 {
-            let c = continued(&copy, p);
-            eprintln!("partition {p}: {c:?}");
-            if ready.contains(&p) {
-                assert_by_sync(&c, &mm, topic, p);
-            } else {
-                // MirrorMaker wrote no sync that low: exact by timestamp (checked
-                // above by content).
-                eprintln!("partition {p}: no offset sync at or below its position");
-            }
-        }
+        continued_by_sync_where_written(&copy, &mm, topic, &ready);
     });
     mm.stop();
 }
