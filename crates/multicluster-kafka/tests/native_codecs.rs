@@ -65,7 +65,7 @@ fn read_natively(addr: &str, topic: &str) -> (Vec<(i64, String, String)>, Vec<u8
             let mut scratch = Vec::new();
             loop {
                 let got = conn
-                    .fetch_once(topic, id, 0, offset, 256 * 1024)
+                    .fetch_once(topic, id, 0, offset, 256 * 1024, false)
                     .await
                     .unwrap();
                 assert_eq!(got.error_code, 0, "fetch at {offset}");

@@ -167,7 +167,10 @@ fn fetch_once_returns_the_record_batches_by_topic_id_and_by_name() {
         let id = md.topics[0].topic_id;
         assert!(!id.is_nil());
 
-        let by_id = conn.fetch_once(topic, id, 0, 0, 1 << 20).await.unwrap();
+        let by_id = conn
+            .fetch_once(topic, id, 0, 0, 1 << 20, false)
+            .await
+            .unwrap();
         assert_eq!(by_id.error_code, 0);
         assert_eq!(by_id.high_watermark, end);
         assert_eq!(by_id.log_start_offset, 0);
@@ -183,27 +186,33 @@ fn fetch_once_returns_the_record_batches_by_topic_id_and_by_name() {
 
         // A nil topic id fetches by name (Fetch v12): the same bytes.
         let by_name = conn
-            .fetch_once(topic, Uuid::nil(), 0, 0, 1 << 20)
+            .fetch_once(topic, Uuid::nil(), 0, 0, 1 << 20, false)
             .await
             .unwrap();
         assert_eq!(by_name.error_code, 0);
         assert_eq!(by_name.records, by_id.records);
 
         // From the middle: the batch holding offset 2 comes first.
-        let mid = conn.fetch_once(topic, id, 0, 2, 1 << 20).await.unwrap();
+        let mid = conn
+            .fetch_once(topic, id, 0, 2, 1 << 20, false)
+            .await
+            .unwrap();
         let found = batches(&mid.records);
         let (base, next) = found[0];
         assert!(base <= 2 && 2 < next, "{found:?}");
 
         // At the end: nothing yet, no error (after the fetch's wait).
-        let at_end = conn.fetch_once(topic, id, 0, end, 1 << 20).await.unwrap();
+        let at_end = conn
+            .fetch_once(topic, id, 0, end, 1 << 20, false)
+            .await
+            .unwrap();
         assert_eq!(at_end.error_code, 0);
         assert!(at_end.records.is_empty());
         assert_eq!(at_end.high_watermark, end);
 
         // Beyond the end: the partition's error code, not a failed call.
         let beyond = conn
-            .fetch_once(topic, id, 0, end + 100, 1 << 20)
+            .fetch_once(topic, id, 0, end + 100, 1 << 20, false)
             .await
             .unwrap();
         assert_eq!(beyond.error_code, OFFSET_OUT_OF_RANGE);

@@ -220,7 +220,7 @@ fn read_all(addr: &str, topic: &str, read_committed: bool) -> Vec<(i64, String)>
             let mut out = Vec::new();
             loop {
                 let a = conn
-                    .fetch_partition(
+                    .fetch_once(
                         topic,
                         id,
                         0,

@@ -2,7 +2,6 @@
 //! cluster's metadata, a partition's offset for a time, and one fetch of one
 //! partition.
 
-use bytes::Bytes;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
@@ -63,20 +62,6 @@ pub struct PartitionInfo {
     pub leader_epoch: i32,
     /// Kafka's error code for the partition (0: none).
     pub error_code: i16,
-}
-
-/// What one fetch returned for one partition.
-#[derive(Clone, Debug)]
-pub struct FetchedPartition {
-    /// Kafka's error code for the partition (0: none; 1: offset out of range).
-    pub error_code: i16,
-    /// The partition's high watermark.
-    pub high_watermark: i64,
-    /// The partition's log start offset (−1 if the broker did not say).
-    pub log_start_offset: i64,
-    /// The record batches as the broker sent them: a slice of the response's buffer
-    /// (empty when there were none). The last batch may be cut short.
-    pub records: Bytes,
 }
 
 fn topic_name(topic: &str) -> TopicName {
@@ -170,32 +155,12 @@ impl Connection {
     }
 
     /// One fetch of `topic`/`partition` from `offset`, up to `max_bytes`, from its
-    /// leader: the partition's error code, high watermark and raw record batches.
-    /// Waits up to 500 ms for a first byte. Fetches by `topic_id` from Fetch v13 up,
-    /// by name below (and at v12 if `topic_id` is nil and the broker still speaks
-    /// v12). No fetch session.
+    /// leader, `read_committed` or not: the partition's whole answer (error code,
+    /// watermarks, aborted transactions, leader hints, and the raw record batches as a
+    /// slice of the response). Waits up to 500 ms for a first byte. Fetches by
+    /// `topic_id` from Fetch v13 up, by name below (and at v12 if `topic_id` is nil and
+    /// the broker still speaks v12). No fetch session.
     pub async fn fetch_once(
-        &mut self,
-        topic: &str,
-        topic_id: Uuid,
-        partition: i32,
-        offset: i64,
-        max_bytes: i32,
-    ) -> Result<FetchedPartition, NativeError> {
-        let found = self
-            .fetch_partition(topic, topic_id, partition, offset, max_bytes, false)
-            .await?;
-        Ok(FetchedPartition {
-            error_code: found.error_code,
-            high_watermark: found.high_watermark,
-            log_start_offset: found.log_start_offset,
-            records: found.records,
-        })
-    }
-
-    /// [`fetch_once`](Self::fetch_once) with the partition's whole answer (last stable
-    /// offset, aborted transactions, leader hints), `read_committed` or not.
-    pub async fn fetch_partition(
         &mut self,
         topic: &str,
         topic_id: Uuid,

@@ -20,9 +20,7 @@ pub mod api {
     pub use crate::native::batch::{
         BATCH_HEADER, Batch, Batches, Headers, LOG_OVERHEAD, Record, Records,
     };
-    pub use crate::native::calls::{
-        BrokerInfo, FetchedPartition, Metadata, PartitionInfo, TopicInfo,
-    };
+    pub use crate::native::calls::{BrokerInfo, Metadata, PartitionInfo, TopicInfo};
     pub use crate::native::conn::{
         ConnectOptions, Connection, DEFAULT_MAX_FRAME_SIZE, NativeRequest,
     };
