@@ -10,6 +10,7 @@ mod apply;
 mod handout;
 mod positions;
 mod split_state;
+mod staging;
 
 use crate::base::config::ReadPolicy;
 pub(crate) use crate::base::protocol::{ReaderEvent, ReaderNotice};

@@ -32,46 +32,17 @@ use crate::error::SourceError;
 use crate::kafka::config::ClientSetup;
 use crate::kafka::events::SourceContext;
 use crate::kafka::shared::{ClientShare, SharedClient};
-use crate::record::{BatchEntry, RawRecord, RecordBatch};
+use crate::record::RecordBatch;
 use crate::split::{KafkaSplit, SplitId};
 
 use super::native::MessageBatch;
+use super::staging::{Slot, Staging};
 
 mod out_of_range;
 mod poll;
 
-pub(crate) use super::fetch_path::{Failed, FetchPath, Polled, Wake};
+pub(crate) use super::fetch_path::{FetchPath, Polled, Wake};
 pub use crate::kafka::config::READER_DEFAULTS;
-
-/// A record taken from librdkafka, its key and value copied into the batch's buffer
-/// (start and length), not yet deserialized.
-#[derive(Clone)]
-struct Slot {
-    /// Index into the batch's topics.
-    topic: u32,
-    partition: i32,
-    offset: i64,
-    timestamp: Option<i64>,
-    key: Option<(usize, u32)>,
-    value: Option<(usize, u32)>,
-    headers: Vec<(String, Option<Vec<u8>>)>,
-    /// [`record_hash`](crate::split::record_hash) of key, value and headers.
-    hash: u64,
-}
-
-fn span(data: &[u8], (start, len): (usize, u32)) -> &[u8] {
-    &data[start..start + len as usize]
-}
-
-/// Records already taken from librdkafka that come after a deserialization failure:
-/// the next poll hands them out first.
-struct Leftover {
-    topics: Vec<Arc<str>>,
-    data: Bytes,
-    slots: Vec<Slot>,
-    /// Splits finished at a record among these.
-    finished: Vec<SplitId>,
-}
 
 /// How often per-split lag is refreshed from librdkafka's cached high watermarks.
 const LAG_REPORT_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
@@ -103,7 +74,8 @@ pub(crate) struct ClusterConsumer {
     policy: ReadPolicy,
     /// The messages of the current poll (always empty between polls).
     messages: MessageBatch,
-    leftover: Option<Leftover>,
+    /// Records taken and not handed out yet.
+    staging: Staging,
     /// Reused from poll to poll.
     slots: Vec<Slot>,
     /// Capacity to start the next batch's buffer with.
@@ -169,7 +141,7 @@ impl ClusterConsumer {
             include_headers,
             policy,
             messages: MessageBatch::new(),
-            leftover: None,
+            staging: Staging::default(),
             slots: Vec::new(),
             data_hint: 0,
             failed: None,
@@ -252,18 +224,7 @@ impl ClusterConsumer {
             tpl.add_partition(&topic, id.partition);
         }
         self.unassign(&tpl);
-        if let Some(left) = &mut self.leftover {
-            let topics = &left.topics;
-            let gone = |topic: u32, partition: i32| {
-                ids.iter()
-                    .any(|id| id.partition == partition && *id.topic == *topics[topic as usize])
-            };
-            left.slots.retain(|s| !gone(s.topic, s.partition));
-            left.finished.retain(|f| !ids.contains(f));
-            if left.slots.is_empty() && left.finished.is_empty() {
-                self.leftover = None;
-            }
-        }
+        self.staging.remove(ids);
     }
 
     fn unassign(&mut self, tpl: &TopicPartitionList) {
@@ -296,7 +257,7 @@ impl ClusterConsumer {
     /// clean. The client is closed when its last holder lets it go.
     fn release(&mut self) -> Option<Arc<SharedClient>> {
         self.messages.clear();
-        self.leftover = None;
+        self.staging.clear();
         let client = self.client.take()?;
         if !self.queue.is_null() {
             // SAFETY: the queue handle is ours; after the first call librdkafka no

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::base::resolve::{AgainstStop, against_stop};
+use crate::reader::staging::copy_into;
 
 impl ClusterConsumer {
     /// Reads what librdkafka already has (never waits), up to `max` records, into
@@ -16,12 +17,10 @@ impl ClusterConsumer {
         out: &mut RecordBatch<D::Value>,
     ) -> Result<Polled, SourceError> {
         let mut polled = Polled::default();
-        if let Some(left) = self.leftover.take() {
-            out.topics = left.topics;
-            out.data = left.data;
-            let mut slots = left.slots;
-            self.deserialize(deserializer, &mut slots, out, &mut polled);
-            polled.finished = self.defer_finished(left.finished);
+        if self
+            .staging
+            .take_leftover(&self.cluster, deserializer, out, &mut polled)
+        {
             return Ok(polled);
         }
         if let Some(e) = self.failed.take() {
@@ -90,11 +89,7 @@ impl ClusterConsumer {
                     }
                 }
             }
-            let mut copy = |bytes: &[u8]| {
-                let start = data.len();
-                data.extend_from_slice(bytes);
-                (start, bytes.len() as u32)
-            };
+            let mut copy = |bytes: &[u8]| copy_into(&mut data, bytes);
             let (raw_key, raw_value) = (m.key(), m.payload());
             let key = raw_key.map(&mut copy);
             let value = raw_value.map(&mut copy);
@@ -123,7 +118,8 @@ impl ClusterConsumer {
         self.data_hint = data.len().next_power_of_two().clamp(4096, 16 << 20);
         out.data = Bytes::from(data);
         // Pass 2: deserialize.
-        self.deserialize(deserializer, &mut slots, out, &mut polled);
+        self.staging
+            .deserialize(&self.cluster, deserializer, &mut slots, out, &mut polled);
         self.slots = slots;
         if lag_due {
             // Every assigned partition, with records in this poll or not: a caught-up
@@ -162,7 +158,7 @@ impl ClusterConsumer {
                     partition,
                 })
                 .collect();
-            polled.finished = self.defer_finished(ids);
+            polled.finished = self.staging.defer_finished(ids);
         }
         match fatal {
             // Splits finished by this poll are reported first too: they are unassigned
@@ -171,7 +167,7 @@ impl ClusterConsumer {
                 if polled.records == 0
                     && polled.failed.is_none()
                     && polled.finished.is_empty()
-                    && self.leftover.is_none() =>
+                    && !self.staging.has_leftover() =>
             {
                 Err(e)
             }
@@ -182,82 +178,6 @@ impl ClusterConsumer {
             }
             None => Ok(polled),
         }
-    }
-
-    /// Deserializes `slots` (draining them) into `out`, whose buffer holds their
-    /// bytes. A failure ends the batch: the slots after it become the leftover.
-    fn deserialize<D: Deserializer>(
-        &mut self,
-        deserializer: &D,
-        slots: &mut Vec<Slot>,
-        out: &mut RecordBatch<D::Value>,
-        polled: &mut Polled,
-    ) {
-        out.entries.reserve(slots.len());
-        let mut rest = slots.drain(..);
-        for slot in rest.by_ref() {
-            let raw = RawRecord {
-                cluster: &self.cluster,
-                topic: &out.topics[slot.topic as usize],
-                partition: slot.partition,
-                offset: slot.offset,
-                timestamp: slot.timestamp,
-                key: slot.key.map(|k| span(&out.data, k)),
-                value: slot.value.map(|v| span(&out.data, v)),
-                headers: &slot.headers,
-                shared: Some(&out.data),
-            };
-            let bytes = slot.key.map_or(0, |k| k.1) + slot.value.map_or(0, |v| v.1);
-            match deserializer.deserialize(&raw) {
-                Ok(value) => {
-                    out.entries.push(BatchEntry::new(
-                        (slot.topic, slot.partition, slot.offset),
-                        (slot.timestamp, slot.hash),
-                        slot.key,
-                        bytes,
-                        slot.headers.into(),
-                        value,
-                    ));
-                    polled.records += 1;
-                }
-                Err(error) => {
-                    polled.failed = Some(Box::new(Failed {
-                        topic: out.topics[slot.topic as usize].clone(),
-                        partition: slot.partition,
-                        offset: slot.offset,
-                        timestamp: slot.timestamp,
-                        hash: slot.hash,
-                        bytes,
-                        error,
-                    }));
-                    break;
-                }
-            }
-        }
-        let left: Vec<Slot> = rest.collect();
-        if !left.is_empty() {
-            self.leftover = Some(Leftover {
-                topics: out.topics.clone(),
-                data: out.data.clone(),
-                slots: left,
-                finished: Vec::new(),
-            });
-        }
-    }
-
-    /// Keeps finished splits that still have records in the leftover with it (they
-    /// finish with the poll that hands those out); returns the others.
-    fn defer_finished(&mut self, ids: Vec<SplitId>) -> Vec<SplitId> {
-        let Some(left) = &mut self.leftover else {
-            return ids;
-        };
-        let (later, now): (Vec<SplitId>, Vec<SplitId>) = ids.into_iter().partition(|id| {
-            left.slots
-                .iter()
-                .any(|s| s.partition == id.partition && *left.topics[s.topic as usize] == *id.topic)
-        });
-        left.finished.extend(later);
-        now
     }
 
     /// Bounded splits whose fetch position passed the stop without a record at

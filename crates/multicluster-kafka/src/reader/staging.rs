@@ -1,0 +1,183 @@
+//! Records a fetch path has taken but not yet handed out: their keys and values
+//! copied into one buffer per batch ([`Slot`]s point into it), deserialized into the
+//! batch, and, after a record that fails to deserialize, kept for the next poll
+//! ([`Staging`]). Every fetch path stages its records the same way, so a batch, its
+//! failures and its finished splits look the same whichever client fetched them.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::deserializer::Deserializer;
+use crate::record::{BatchEntry, RawRecord, RecordBatch};
+use crate::split::SplitId;
+
+use super::fetch_path::{Failed, Polled};
+
+/// A record taken from a client, its key and value copied into the batch's buffer
+/// (start and length), not yet deserialized.
+#[derive(Clone)]
+pub(crate) struct Slot {
+    /// Index into the batch's topics.
+    pub topic: u32,
+    pub partition: i32,
+    pub offset: i64,
+    pub timestamp: Option<i64>,
+    pub key: Option<(usize, u32)>,
+    pub value: Option<(usize, u32)>,
+    pub headers: Vec<(String, Option<Vec<u8>>)>,
+    /// [`record_hash`](crate::split::record_hash) of key, value and headers.
+    pub hash: u64,
+}
+
+/// Copies `bytes` to the end of `data`; returns where they are.
+pub(crate) fn copy_into(data: &mut Vec<u8>, bytes: &[u8]) -> (usize, u32) {
+    let start = data.len();
+    data.extend_from_slice(bytes);
+    (start, bytes.len() as u32)
+}
+
+fn span(data: &[u8], (start, len): (usize, u32)) -> &[u8] {
+    &data[start..start + len as usize]
+}
+
+/// Records already taken that come after a deserialization failure (or beyond a
+/// poll's limit): the next poll hands them out first.
+struct Leftover {
+    topics: Vec<Arc<str>>,
+    data: Bytes,
+    slots: Vec<Slot>,
+    /// Splits finished at a record among these.
+    finished: Vec<SplitId>,
+}
+
+/// What a fetch path keeps between polls of the records it took.
+#[derive(Default)]
+pub(crate) struct Staging {
+    leftover: Option<Leftover>,
+}
+
+impl Staging {
+    /// Whether records are waiting for the next poll.
+    pub fn has_leftover(&self) -> bool {
+        self.leftover.is_some()
+    }
+
+    /// Hands out the records left from the last poll, if any, into `out` (an empty
+    /// batch): true when there were some (the poll ends there).
+    pub fn take_leftover<D: Deserializer>(
+        &mut self,
+        cluster: &Arc<str>,
+        deserializer: &D,
+        out: &mut RecordBatch<D::Value>,
+        polled: &mut Polled,
+    ) -> bool {
+        let Some(left) = self.leftover.take() else {
+            return false;
+        };
+        out.topics = left.topics;
+        out.data = left.data;
+        let mut slots = left.slots;
+        self.deserialize(cluster, deserializer, &mut slots, out, polled);
+        polled.finished = self.defer_finished(left.finished);
+        true
+    }
+
+    /// Deserializes `slots` (draining them) into `out`, whose buffer holds their
+    /// bytes. A failure ends the batch: the slots after it become the leftover.
+    pub fn deserialize<D: Deserializer>(
+        &mut self,
+        cluster: &Arc<str>,
+        deserializer: &D,
+        slots: &mut Vec<Slot>,
+        out: &mut RecordBatch<D::Value>,
+        polled: &mut Polled,
+    ) {
+        out.entries.reserve(slots.len());
+        let mut rest = slots.drain(..);
+        for slot in rest.by_ref() {
+            let raw = RawRecord {
+                cluster,
+                topic: &out.topics[slot.topic as usize],
+                partition: slot.partition,
+                offset: slot.offset,
+                timestamp: slot.timestamp,
+                key: slot.key.map(|k| span(&out.data, k)),
+                value: slot.value.map(|v| span(&out.data, v)),
+                headers: &slot.headers,
+                shared: Some(&out.data),
+            };
+            let bytes = slot.key.map_or(0, |k| k.1) + slot.value.map_or(0, |v| v.1);
+            match deserializer.deserialize(&raw) {
+                Ok(value) => {
+                    out.entries.push(BatchEntry::new(
+                        (slot.topic, slot.partition, slot.offset),
+                        (slot.timestamp, slot.hash),
+                        slot.key,
+                        bytes,
+                        slot.headers.into(),
+                        value,
+                    ));
+                    polled.records += 1;
+                }
+                Err(error) => {
+                    polled.failed = Some(Box::new(Failed {
+                        topic: out.topics[slot.topic as usize].clone(),
+                        partition: slot.partition,
+                        offset: slot.offset,
+                        timestamp: slot.timestamp,
+                        hash: slot.hash,
+                        bytes,
+                        error,
+                    }));
+                    break;
+                }
+            }
+        }
+        let left: Vec<Slot> = rest.collect();
+        if !left.is_empty() {
+            self.leftover = Some(Leftover {
+                topics: out.topics.clone(),
+                data: out.data.clone(),
+                slots: left,
+                finished: Vec::new(),
+            });
+        }
+    }
+
+    /// Keeps finished splits that still have records in the leftover with it (they
+    /// finish with the poll that hands those out); returns the others.
+    pub fn defer_finished(&mut self, ids: Vec<SplitId>) -> Vec<SplitId> {
+        let Some(left) = &mut self.leftover else {
+            return ids;
+        };
+        let (later, now): (Vec<SplitId>, Vec<SplitId>) = ids.into_iter().partition(|id| {
+            left.slots
+                .iter()
+                .any(|s| s.partition == id.partition && *left.topics[s.topic as usize] == *id.topic)
+        });
+        left.finished.extend(later);
+        now
+    }
+
+    /// Drops the waiting records of these splits (they were removed).
+    pub fn remove(&mut self, ids: &[SplitId]) {
+        if let Some(left) = &mut self.leftover {
+            let topics = &left.topics;
+            let gone = |topic: u32, partition: i32| {
+                ids.iter()
+                    .any(|id| id.partition == partition && *id.topic == *topics[topic as usize])
+            };
+            left.slots.retain(|s| !gone(s.topic, s.partition));
+            left.finished.retain(|f| !ids.contains(f));
+            if left.slots.is_empty() && left.finished.is_empty() {
+                self.leftover = None;
+            }
+        }
+    }
+
+    /// Drops everything waiting.
+    pub fn clear(&mut self) {
+        self.leftover = None;
+    }
+}
