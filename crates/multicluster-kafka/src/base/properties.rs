@@ -9,6 +9,37 @@ use serde::{Deserialize, Serialize};
 /// The property every cluster must define.
 pub const BOOTSTRAP_SERVERS: &str = "bootstrap.servers";
 
+/// The property that chooses how a cluster's records are fetched
+/// ([`FetchBackend`]).
+pub const FETCH_BACKEND: &str = "fetch.backend";
+
+/// Properties of the source itself, read by it and never handed to librdkafka.
+pub const SOURCE_KEYS: &[&str] = &[FETCH_BACKEND];
+
+/// How a cluster's records are fetched (its `fetch.backend` property).
+///
+/// ```
+/// use multicluster_kafka::properties::{ClientProperties, FetchBackend};
+/// let mut p = ClientProperties::new();
+/// assert_eq!(p.fetch_backend().unwrap(), FetchBackend::Auto);
+/// p.set("fetch.backend", "native");
+/// assert_eq!(p.fetch_backend().unwrap(), FetchBackend::Native);
+/// p.set("fetch.backend", "fast");
+/// assert!(p.fetch_backend().unwrap_err().to_string().contains("native, librdkafka or auto"));
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FetchBackend {
+    /// The source's own Fetch requests where they support every property the
+    /// cluster sets, librdkafka elsewhere (docs/native-fetch.md).
+    #[default]
+    Auto,
+    /// The source's own Fetch requests; a property they do not support is an error.
+    Native,
+    /// librdkafka's consumer.
+    Librdkafka,
+}
+
 /// What `Debug` and `Display` print instead of a secret value.
 pub const REDACTED: &str = "<redacted>";
 
@@ -126,6 +157,26 @@ impl ClientProperties {
         self.values.remove(key)
     }
 
+    /// The `fetch.backend` property ([`FetchBackend::Auto`] when unset).
+    ///
+    /// # Errors
+    ///
+    /// A value other than `native`, `librdkafka` or `auto` (case ignored).
+    pub fn fetch_backend(&self) -> Result<FetchBackend, RefusedProperty> {
+        match self.get(FETCH_BACKEND).map(|v| v.trim().to_ascii_lowercase()) {
+            None => Ok(FetchBackend::Auto),
+            Some(v) => match v.as_str() {
+                "auto" => Ok(FetchBackend::Auto),
+                "native" => Ok(FetchBackend::Native),
+                "librdkafka" => Ok(FetchBackend::Librdkafka),
+                _ => Err(RefusedProperty {
+                    key: Some(FETCH_BACKEND.into()),
+                    reason: format!("{FETCH_BACKEND} must be native, librdkafka or auto"),
+                }),
+            },
+        }
+    }
+
     /// The `bootstrap.servers` list, if set.
     pub fn bootstrap_servers(&self) -> Option<&str> {
         self.get(BOOTSTRAP_SERVERS)
@@ -225,8 +276,20 @@ impl ClientProperties {
 /// let r = RefusedProperty { key: Some("fetch.max.bytes".into()), reason: "Invalid value".into() };
 /// assert_eq!(r.to_string(), "property `fetch.max.bytes` refused by librdkafka: Invalid value");
 /// ```
+///
+/// The source's own properties ([`SOURCE_KEYS`]) are refused by the source, and say so:
+///
+/// ```
+/// use multicluster_kafka::properties::RefusedProperty;
+/// let r = RefusedProperty { key: Some("fetch.backend".into()), reason: "bad".into() };
+/// assert_eq!(r.to_string(), "property `fetch.backend` refused: bad");
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{} refused by librdkafka: {reason}", match key { Some(k) => format!("property `{k}`"), None => "the client properties are".to_string() })]
+#[error("{}{reason}", match key {
+    Some(k) if SOURCE_KEYS.contains(&k.as_str()) => format!("property `{k}` refused: "),
+    Some(k) => format!("property `{k}` refused by librdkafka: "),
+    None => "the client properties are refused by librdkafka: ".to_string(),
+})]
 pub struct RefusedProperty {
     /// The key librdkafka refused, or the first key its reason names; `None` when the
     /// reason names none of the properties.

@@ -11,7 +11,9 @@ use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::error::KafkaError;
 
 use crate::base::hooks::{ClientHooks, ClientHooksFactory};
-use crate::base::properties::{BOOTSTRAP_SERVERS, ClientProperties, RefusedProperty};
+use crate::base::properties::{
+    BOOTSTRAP_SERVERS, ClientProperties, RefusedProperty, SOURCE_KEYS,
+};
 
 /// librdkafka settings every client of the source uses unless the properties set them.
 ///
@@ -36,7 +38,9 @@ pub(crate) fn client_config(props: &ClientProperties) -> ClientConfig {
         config.set(k, v);
     }
     for (k, v) in props.iter() {
-        config.set(k, v);
+        if !SOURCE_KEYS.contains(&k) {
+            config.set(k, v);
+        }
     }
     config
 }
@@ -217,7 +221,8 @@ impl ClientProperties {
     /// The first property librdkafka refuses (keys in order), or what the client
     /// creation said, located with [`ClientProperties::refusal`].
     pub fn check(&self) -> Result<(), RefusedProperty> {
-        for (k, v) in self.iter() {
+        self.fetch_backend()?;
+        for (k, v) in self.iter().filter(|(k, _)| !SOURCE_KEYS.contains(k)) {
             let mut one = rdkafka::ClientConfig::new();
             one.set(k, v);
             match one.create_native_config() {

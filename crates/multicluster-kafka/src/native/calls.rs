@@ -1,6 +1,5 @@
 //! The requests the native fetch path makes, as calls on a [`Connection`]: the
-//! cluster's metadata, a partition's offset for a time, and one fetch of one
-//! partition.
+//! cluster's metadata, a partition's offset for a time, and fetches.
 
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
@@ -13,10 +12,53 @@ use uuid::Uuid;
 
 use super::conn::{Connection, NativeRequest};
 use super::error::NativeError;
-use super::fetch_response::{FetchPartitionData, decode_fetch_response};
+use super::fetch_response::{FetchPartitionData, FetchResponseData, decode_fetch_response};
 
-/// How long a fetch waits for records before the broker answers without any.
-const FETCH_MAX_WAIT_MS: i32 = 500;
+/// One partition a fetch asks for.
+#[derive(Clone, Copy, Debug)]
+pub struct FetchWant<'a> {
+    /// The topic's name (sent below Fetch v13).
+    pub topic: &'a str,
+    /// The topic's id (sent from Fetch v13 up; nil: unknown).
+    pub topic_id: Uuid,
+    /// The partition.
+    pub partition: i32,
+    /// The offset to read from.
+    pub offset: i64,
+    /// The leader epoch the client knows (−1: none), so that a broker with another
+    /// epoch says so instead of answering (KIP-320).
+    pub leader_epoch: i32,
+    /// The most bytes to answer for this partition (one whole batch at least).
+    pub max_bytes: i32,
+}
+
+/// What a fetch asks for as a whole.
+#[derive(Clone, Debug)]
+pub struct FetchSettings {
+    /// How long the broker waits for `min_bytes` before it answers (`fetch.wait.max.ms`).
+    pub max_wait_ms: i32,
+    /// How many bytes the broker waits for (`fetch.min.bytes`).
+    pub min_bytes: i32,
+    /// The most bytes of the whole answer (`fetch.max.bytes`; one batch at least).
+    pub max_bytes: i32,
+    /// Skip what aborted transactions wrote (`isolation.level=read_committed`).
+    pub read_committed: bool,
+    /// The client's rack (`client.rack`, KIP-392); empty: none.
+    pub rack: String,
+}
+
+impl Default for FetchSettings {
+    /// librdkafka's defaults.
+    fn default() -> Self {
+        Self {
+            max_wait_ms: 500,
+            min_bytes: 1,
+            max_bytes: 50 * 1024 * 1024,
+            read_committed: false,
+            rack: String::new(),
+        }
+    }
+}
 
 /// What a broker knows of its cluster.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -169,8 +211,49 @@ impl Connection {
         max_bytes: i32,
         read_committed: bool,
     ) -> Result<FetchPartitionData, NativeError> {
+        let want = FetchWant {
+            topic,
+            topic_id,
+            partition,
+            offset,
+            leader_epoch: -1,
+            max_bytes,
+        };
+        let settings = FetchSettings {
+            max_bytes,
+            read_committed,
+            ..FetchSettings::default()
+        };
+        let (response, by_id) = self.fetch(&[want], &settings).await?;
+        let version = self.version::<FetchRequest>()?;
+        let what = format!("{topic}/{partition}");
+        let found = response
+            .topics
+            .into_iter()
+            .filter(|t| {
+                if by_id {
+                    t.topic_id == topic_id
+                } else {
+                    t.name.as_deref() == Some(topic)
+                }
+            })
+            .flat_map(|t| t.partitions)
+            .find(|p| p.partition == partition);
+        found.ok_or_else(|| self.missing::<FetchRequest>(version, &what))
+    }
+
+    /// One fetch of several partitions (each topic's partitions next to each other
+    /// in `wants`), without a fetch session. Returns the answer and whether its
+    /// topics are named by id (Fetch v13 up: then every want had a topic id) or by
+    /// name. A broker's top-level error code is an error; partitions' codes are the
+    /// caller's to read.
+    pub async fn fetch(
+        &mut self,
+        wants: &[FetchWant<'_>],
+        settings: &FetchSettings,
+    ) -> Result<(FetchResponseData, bool), NativeError> {
         let mut version = self.version::<FetchRequest>()?;
-        if version >= 13 && topic_id.is_nil() {
+        if version >= 13 && wants.iter().any(|w| w.topic_id.is_nil()) {
             version = 12;
             let (broker_min, broker_max) = self.broker_versions::<FetchRequest>().unwrap_or((0, 0));
             if broker_min > version {
@@ -185,23 +268,38 @@ impl Connection {
             }
         }
         let by_id = version >= 13;
-        let mut part = FetchPartition::default();
-        part.partition = partition;
-        part.fetch_offset = offset;
-        part.partition_max_bytes = max_bytes;
-        let mut wanted = FetchTopic::default();
-        if by_id {
-            wanted.topic_id = topic_id;
-        } else {
-            wanted.topic = topic_name(topic);
+        let mut topics: Vec<FetchTopic> = Vec::new();
+        for w in wants {
+            let same = topics.last().is_some_and(|t| {
+                if by_id {
+                    t.topic_id == w.topic_id
+                } else {
+                    t.topic.0.as_str() == w.topic
+                }
+            });
+            if !same {
+                let mut topic = FetchTopic::default();
+                if by_id {
+                    topic.topic_id = w.topic_id;
+                } else {
+                    topic.topic = topic_name(w.topic);
+                }
+                topics.push(topic);
+            }
+            let mut part = FetchPartition::default();
+            part.partition = w.partition;
+            part.fetch_offset = w.offset;
+            part.current_leader_epoch = w.leader_epoch;
+            part.partition_max_bytes = w.max_bytes;
+            topics.last_mut().expect("pushed").partitions.push(part);
         }
-        wanted.partitions = vec![part];
         let mut request = FetchRequest::default();
-        request.max_wait_ms = FETCH_MAX_WAIT_MS;
-        request.min_bytes = 1;
-        request.max_bytes = max_bytes;
-        request.isolation_level = i8::from(read_committed);
-        request.topics = vec![wanted];
+        request.max_wait_ms = settings.max_wait_ms;
+        request.min_bytes = settings.min_bytes;
+        request.max_bytes = settings.max_bytes;
+        request.isolation_level = i8::from(settings.read_committed);
+        request.rack_id = StrBytes::from_string(settings.rack.clone());
+        request.topics = topics;
         // Decoded by the path's own reader, which bounds every count by the bytes
         // left (docs/native-fetch.md, "Known gap").
         let body = self.exchange(&request, version).await?;
@@ -211,23 +309,10 @@ impl Connection {
             version,
             message: e.to_string(),
         })?;
-        let what = format!("{topic}/{partition}");
         if response.error_code != 0 {
-            return Err(self.broker_error::<FetchRequest>(response.error_code, &what));
+            return Err(self.broker_error::<FetchRequest>(response.error_code, "fetch"));
         }
-        let found = response
-            .topics
-            .into_iter()
-            .filter(|t| {
-                if by_id {
-                    t.topic_id == topic_id
-                } else {
-                    t.name.as_deref() == Some(topic)
-                }
-            })
-            .flat_map(|t| t.partitions)
-            .find(|p| p.partition == partition);
-        found.ok_or_else(|| self.missing::<FetchRequest>(version, &what))
+        Ok((response, by_id))
     }
 
     /// A response that lacks the partition asked for.

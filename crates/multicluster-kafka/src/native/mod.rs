@@ -6,6 +6,7 @@
 
 mod batch;
 mod calls;
+pub(crate) mod cluster;
 mod codec;
 mod conn;
 mod cursor;
@@ -20,7 +21,9 @@ pub mod api {
     pub use crate::native::batch::{
         BATCH_HEADER, Batch, Batches, Headers, LOG_OVERHEAD, Record, Records,
     };
-    pub use crate::native::calls::{BrokerInfo, Metadata, PartitionInfo, TopicInfo};
+    pub use crate::native::calls::{
+        BrokerInfo, FetchSettings, FetchWant, Metadata, PartitionInfo, TopicInfo,
+    };
     pub use crate::native::conn::{
         ConnectOptions, Connection, DEFAULT_MAX_FRAME_SIZE, NativeRequest,
     };

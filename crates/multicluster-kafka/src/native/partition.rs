@@ -183,7 +183,7 @@ impl PartitionReader {
 }
 
 /// The partition's error code as what to do.
-fn issue(answer: &FetchPartitionData, offset: i64) -> Result<(), PartitionIssue> {
+pub(crate) fn issue(answer: &FetchPartitionData, offset: i64) -> Result<(), PartitionIssue> {
     if let Some(d) = answer.diverging_epoch {
         return Err(PartitionIssue::Diverged(d));
     }

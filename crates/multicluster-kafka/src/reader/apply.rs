@@ -272,6 +272,7 @@ impl<D: Deserializer> SourceReader<D> {
                         .as_ref()
                         .and_then(|f| f.for_cluster(&cluster)),
                     clients: self.clients.clone(),
+                    runtime: tokio::runtime::Handle::try_current().ok(),
                 };
                 match self.pool.start(
                     cluster.clone(),

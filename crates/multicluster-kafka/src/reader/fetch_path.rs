@@ -5,11 +5,11 @@
 //! splits, copies and deserializes what arrived, and says which bounded splits reached
 //! their stop.
 //!
-//! One path today: librdkafka's consumer (`cluster_consumer`), shared with the
-//! enumerator's lookups through the source's client share. A second one (the source's
-//! own Fetch requests) is added beside it by implementing the trait; the fetch thread
-//! chooses the path when it opens a fetcher (`fetcher::thread::open`). The seam knows
-//! no implementation.
+//! Two paths: librdkafka's consumer (`cluster_consumer`), shared with the
+//! enumerator's lookups through the source's client share, and the source's own Fetch
+//! requests (`native_fetch`). The fetch thread chooses one per cluster when it opens a
+//! fetcher (`fetcher::thread::open`, by `fetch.backend`). The seam knows no
+//! implementation.
 
 use std::sync::Arc;
 
@@ -64,6 +64,8 @@ pub(crate) struct Opening<'a> {
     pub policy: ReadPolicy,
     pub hooks: Option<Arc<dyn ClientHooks>>,
     pub clients: &'a ClientShare,
+    /// The runtime the reader runs on, where the native path's tasks go.
+    pub runtime: Option<tokio::runtime::Handle>,
 }
 
 /// A record whose value could not be deserialized: handed out as an error after the

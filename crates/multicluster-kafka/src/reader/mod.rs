@@ -5,6 +5,7 @@ pub(crate) mod cluster_consumer;
 mod fetch_path;
 mod fetcher;
 mod native;
+mod native_fetch;
 
 mod apply;
 mod handout;

@@ -41,8 +41,8 @@ fn span(data: &[u8], (start, len): (usize, u32)) -> &[u8] {
     &data[start..start + len as usize]
 }
 
-/// Records already taken that come after a deserialization failure (or beyond a
-/// poll's limit): the next poll hands them out first.
+/// Records already taken that come after a deserialization failure, or past a
+/// poll's limit: the next poll hands them out first.
 struct Leftover {
     topics: Vec<Arc<str>>,
     data: Bytes,
@@ -63,12 +63,13 @@ impl Staging {
         self.leftover.is_some()
     }
 
-    /// Hands out the records left from the last poll, if any, into `out` (an empty
-    /// batch): true when there were some (the poll ends there).
+    /// Hands out up to `max` of the records left from the last poll, if any, into
+    /// `out` (an empty batch): true when there were some (the poll ends there).
     pub fn take_leftover<D: Deserializer>(
         &mut self,
         cluster: &Arc<str>,
         deserializer: &D,
+        max: usize,
         out: &mut RecordBatch<D::Value>,
         polled: &mut Polled,
     ) -> bool {
@@ -78,24 +79,26 @@ impl Staging {
         out.topics = left.topics;
         out.data = left.data;
         let mut slots = left.slots;
-        self.deserialize(cluster, deserializer, &mut slots, out, polled);
+        self.deserialize(cluster, deserializer, max, &mut slots, out, polled);
         polled.finished = self.defer_finished(left.finished);
         true
     }
 
-    /// Deserializes `slots` (draining them) into `out`, whose buffer holds their
-    /// bytes. A failure ends the batch: the slots after it become the leftover.
+    /// Deserializes up to `max` of `slots` (draining them all) into `out`, whose
+    /// buffer holds their bytes. A failure ends the batch: the slots after it, and
+    /// those past `max`, become the leftover.
     pub fn deserialize<D: Deserializer>(
         &mut self,
         cluster: &Arc<str>,
         deserializer: &D,
+        max: usize,
         slots: &mut Vec<Slot>,
         out: &mut RecordBatch<D::Value>,
         polled: &mut Polled,
     ) {
-        out.entries.reserve(slots.len());
+        out.entries.reserve(slots.len().min(max));
         let mut rest = slots.drain(..);
-        for slot in rest.by_ref() {
+        for slot in rest.by_ref().take(max) {
             let raw = RawRecord {
                 cluster,
                 topic: &out.topics[slot.topic as usize],

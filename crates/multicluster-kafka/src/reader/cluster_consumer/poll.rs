@@ -19,7 +19,7 @@ impl ClusterConsumer {
         let mut polled = Polled::default();
         if self
             .staging
-            .take_leftover(&self.cluster, deserializer, out, &mut polled)
+            .take_leftover(&self.cluster, deserializer, max, out, &mut polled)
         {
             return Ok(polled);
         }
@@ -119,7 +119,7 @@ impl ClusterConsumer {
         out.data = Bytes::from(data);
         // Pass 2: deserialize.
         self.staging
-            .deserialize(&self.cluster, deserializer, &mut slots, out, &mut polled);
+            .deserialize(&self.cluster, deserializer, max, &mut slots, out, &mut polled);
         self.slots = slots;
         if lag_due {
             // Every assigned partition, with records in this poll or not: a caught-up

@@ -90,6 +90,8 @@ pub(crate) struct FetcherSettings {
     pub hooks: Option<Arc<dyn crate::base::hooks::ClientHooks>>,
     /// The source's clients, one of which the consumer may be.
     pub clients: Arc<crate::kafka::shared::ClientShare>,
+    /// The reader's tokio runtime, for the native fetch path.
+    pub runtime: Option<tokio::runtime::Handle>,
 }
 
 /// The reader's handle on a fetcher thread. Dropping it stops the thread, which then

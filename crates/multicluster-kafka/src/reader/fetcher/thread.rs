@@ -156,6 +156,7 @@ pub(super) fn serve<D: Deserializer>(
                         policy: new.settings.policy,
                         hooks: new.settings.hooks.clone(),
                         clients: &new.settings.clients,
+                        runtime: new.settings.runtime.clone(),
                     }) {
                         Ok(consumer) => running.push(Running {
                             cluster: new.cluster,
@@ -253,9 +254,14 @@ pub(super) fn serve<D: Deserializer>(
     }
 }
 
-/// Opens the fetch path of one cluster for a fetcher: librdkafka's consumer, the one
-/// path there is.
+/// Opens the fetch path of one cluster for a fetcher: the native one or librdkafka's
+/// consumer, as the cluster's `fetch.backend` says.
 fn open<D: Deserializer>(opening: Opening<'_>) -> Result<Box<dyn FetchPath<D>>, SourceError> {
+    if crate::reader::native_fetch::choose(&opening)? {
+        return Ok(Box::new(crate::reader::native_fetch::NativeFetch::open(
+            opening,
+        )?));
+    }
     let consumer = ClusterConsumer::create(
         opening.cluster,
         opening.props,

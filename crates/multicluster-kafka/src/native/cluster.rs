@@ -1,0 +1,664 @@
+//! One cluster fetched natively: the partitions one reader reads there, fetched from
+//! their leaders on the source's tokio runtime, their answers queued for the reader's
+//! fetch thread.
+//!
+//! A [`ClusterFetch`] runs a task that keeps the cluster's metadata (leaders, their
+//! epochs, topic ids, broker addresses) and one task per leading broker, each with a
+//! connection of its own that fetches all the partitions the broker leads in one
+//! request at a time. An answer's partitions go to the queue as they came, their
+//! record batches still encoded ([`Arrival::Records`]); the fetch thread decodes them
+//! with a [`PartitionReader`](super::partition::PartitionReader) per partition. The
+//! next fetch of a partition starts after the last whole batch of its last answer, so
+//! a broker is asked again while the thread decodes.
+//!
+//! Memory: once the queue holds `budget` bytes, no broker task fetches until the
+//! thread takes some. Each partition has at most one fetch in flight, and an answer
+//! is applied only if the partition is still at the offset and the assignment
+//! (generation) it was fetched for: a partition removed, moved or read again from
+//! elsewhere never gets the old answer.
+//!
+//! Errors of the cluster (a broker down, an answer that cannot be decoded) are
+//! warned about once per streak and retried with backoff, as the librdkafka path
+//! does; a partition's errors move it: a new leader (NOT_LEADER_OR_FOLLOWER, fenced
+//! or unknown epochs, the KIP-951 hint), or the log's start or end when its position
+//! is outside the log and the read policy says so ([`OutOfRange`]).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use uuid::Uuid;
+
+use super::batch::Batches;
+use super::calls::{FetchSettings, FetchWant};
+use super::conn::{ConnectOptions, Connection};
+use super::error::NativeError;
+use super::fetch_response::FetchPartitionData;
+use super::partition::{PartitionIssue, issue};
+
+/// A partition: its topic and number.
+pub(crate) type PartKey = (Arc<str>, i32);
+
+/// What a position outside the log becomes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum OutOfRange {
+    /// An error for the reader to return ([`Arrival::OutOfRange`]).
+    Fail,
+    /// The log's first offset.
+    Earliest,
+    /// The log's end.
+    Latest,
+}
+
+/// How a cluster is fetched.
+#[derive(Clone, Debug)]
+pub(crate) struct ClusterOptions {
+    /// The cluster's name, for logs.
+    pub cluster: Arc<str>,
+    /// `host:port` of the brokers to ask for the metadata first.
+    pub bootstrap: Vec<String>,
+    pub connect: ConnectOptions,
+    pub fetch: FetchSettings,
+    /// The most bytes one partition answers in one fetch (`max.partition.fetch.bytes`).
+    pub partition_max_bytes: i32,
+    /// Bytes of answers queued for the thread before fetching pauses.
+    pub budget: usize,
+    pub out_of_range: OutOfRange,
+}
+
+/// What the broker tasks queue for the fetch thread.
+#[derive(Debug)]
+pub(crate) enum Arrival {
+    /// A partition's answer with records (whole batches from `offset` on, maybe a
+    /// partial one at the end).
+    Records {
+        key: PartKey,
+        generation: u64,
+        answer: FetchPartitionData,
+    },
+    /// The position was outside the log and moved, as the read policy says.
+    Reset {
+        key: PartKey,
+        generation: u64,
+        from: i64,
+        to: i64,
+        log_start: i64,
+        log_end: i64,
+    },
+    /// The position is outside the log and the policy is to fail: the partition is
+    /// not fetched until it is sought or removed.
+    OutOfRange {
+        key: PartKey,
+        generation: u64,
+        offset: i64,
+        log_start: Option<i64>,
+        log_end: Option<i64>,
+    },
+}
+
+/// A partition as the tasks fetch it.
+#[derive(Debug)]
+struct Part {
+    generation: u64,
+    /// Where its next fetch starts.
+    offset: i64,
+    /// Its leader's node id and epoch, once known.
+    leader: Option<(i32, i32)>,
+    /// A fetch of it is on its way.
+    in_flight: bool,
+    /// Not fetched (outside the log, waiting for the reader).
+    parked: bool,
+}
+
+#[derive(Default)]
+struct State {
+    parts: HashMap<PartKey, Part>,
+    arrivals: VecDeque<Arrival>,
+    /// Bytes of records in `arrivals`.
+    buffered: usize,
+    /// Each partition's high watermark from its last answer.
+    high_watermarks: HashMap<PartKey, i64>,
+    /// Node id → `host:port`.
+    brokers: HashMap<i32, String>,
+    topic_ids: HashMap<Arc<str>, Uuid>,
+    /// Node ids with a fetching task.
+    fetching: Vec<i32>,
+    next_generation: u64,
+    /// The leaders must be looked up again.
+    metadata_due: bool,
+    closed: bool,
+    /// The error being retried, said once.
+    streak: Option<String>,
+}
+
+struct Shared {
+    options: ClusterOptions,
+    state: Mutex<State>,
+    /// Woken when parts, leaders, the queue's room or `closed` change.
+    changed: Notify,
+    /// Wakes the fetch thread when something arrives.
+    wake: Box<dyn Fn() + Send + Sync>,
+}
+
+impl Shared {
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Says a cluster error once per streak.
+    fn trouble(&self, error: &dyn std::fmt::Display) {
+        let text = error.to_string();
+        let mut state = self.state();
+        if state.streak.as_deref() != Some(text.as_str()) {
+            tracing::warn!(cluster = %self.options.cluster, error = %text, "fetch error; retrying");
+            state.streak = Some(text);
+        }
+    }
+}
+
+/// The native fetching of one cluster's partitions for one reader. Dropping it stops
+/// its tasks and closes their connections.
+pub(crate) struct ClusterFetch {
+    shared: Arc<Shared>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// How long a broker task waits after a failure before it tries again (doubling up
+/// to [`BACKOFF_MAX`]).
+const BACKOFF_MIN: Duration = Duration::from_millis(50);
+const BACKOFF_MAX: Duration = Duration::from_secs(1);
+
+impl ClusterFetch {
+    /// Starts fetching on `runtime`; `wake` is called (from a task) whenever
+    /// something arrives.
+    pub fn start(
+        runtime: &tokio::runtime::Handle,
+        options: ClusterOptions,
+        wake: Box<dyn Fn() + Send + Sync>,
+    ) -> Self {
+        let shared = Arc::new(Shared {
+            options,
+            state: Mutex::new(State::default()),
+            changed: Notify::new(),
+            wake,
+        });
+        let task = runtime.spawn(keep_leaders(shared.clone()));
+        Self { shared, task }
+    }
+
+    /// Starts fetching `key` at `offset`; returns the generation its arrivals carry.
+    pub fn add(&self, key: PartKey, offset: i64) -> u64 {
+        let mut state = self.shared.state();
+        state.next_generation += 1;
+        let generation = state.next_generation;
+        state.parts.insert(
+            key,
+            Part {
+                generation,
+                offset,
+                leader: None,
+                in_flight: false,
+                parked: false,
+            },
+        );
+        state.metadata_due = true;
+        drop(state);
+        self.shared.changed.notify_waiters();
+        generation
+    }
+
+    /// Fetches `key` from `offset` on, as a new generation (what arrived for it
+    /// before is not to be used); returns the generation.
+    pub fn seek(&self, key: &PartKey, offset: i64) -> u64 {
+        let mut state = self.shared.state();
+        state.next_generation += 1;
+        let generation = state.next_generation;
+        if let Some(part) = state.parts.get_mut(key) {
+            part.generation = generation;
+            part.offset = offset;
+            part.parked = false;
+        }
+        drop(state);
+        self.shared.changed.notify_waiters();
+        generation
+    }
+
+    /// Stops fetching these partitions.
+    pub fn remove(&self, keys: &[PartKey]) {
+        let mut state = self.shared.state();
+        for key in keys {
+            state.parts.remove(key);
+            state.high_watermarks.remove(key);
+        }
+        drop(state);
+        self.shared.changed.notify_waiters();
+    }
+
+    /// Moves everything that arrived to `out`.
+    pub fn take(&self, out: &mut VecDeque<Arrival>) {
+        let mut state = self.shared.state();
+        if state.arrivals.is_empty() {
+            return;
+        }
+        let was_full = state.buffered >= self.shared.options.budget;
+        out.append(&mut state.arrivals);
+        state.buffered = 0;
+        drop(state);
+        if was_full {
+            self.shared.changed.notify_waiters();
+        }
+    }
+
+    /// The high watermark of each partition that had an answer.
+    pub fn high_watermarks(&self) -> Vec<(PartKey, i64)> {
+        let state = self.shared.state();
+        state
+            .high_watermarks
+            .iter()
+            .map(|(k, h)| (k.clone(), *h))
+            .collect()
+    }
+
+    /// Says the records came through (a new error is warned about again).
+    pub fn records_flow(&self) {
+        self.shared.state().streak = None;
+    }
+}
+
+impl Drop for ClusterFetch {
+    fn drop(&mut self) {
+        self.shared.state().closed = true;
+        self.shared.changed.notify_waiters();
+        self.task.abort();
+    }
+}
+
+/// The metadata task: looks the leaders up whenever a partition has none (or a
+/// fetch said they moved), and starts a fetching task for every leading broker.
+/// Ends (with its broker tasks) when the [`ClusterFetch`] goes.
+async fn keep_leaders(shared: Arc<Shared>) {
+    let mut brokers: tokio::task::JoinSet<()> = tokio::task::JoinSet::new();
+    let mut conn: Option<Connection> = None;
+    let mut backoff = BACKOFF_MIN;
+    loop {
+        let changed = shared.changed.notified();
+        tokio::pin!(changed);
+        changed.as_mut().enable();
+        let (due, topics) = {
+            let state = shared.state();
+            if state.closed {
+                return;
+            }
+            let leaderless = state
+                .parts
+                .values()
+                .any(|p| p.leader.is_none() && !p.parked);
+            let mut topics: Vec<Arc<str>> = state.parts.keys().map(|k| k.0.clone()).collect();
+            topics.sort_unstable();
+            topics.dedup();
+            (state.metadata_due || leaderless, topics)
+        };
+        if due && !topics.is_empty() {
+            match refresh(&shared, &mut conn, &topics).await {
+                Ok(()) => backoff = BACKOFF_MIN,
+                Err(e) => {
+                    conn = None;
+                    shared.trouble(&e);
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(BACKOFF_MAX);
+                    continue;
+                }
+            }
+        }
+        // A task for every leader that has none (from the metadata, or a fetch
+        // answer's hint).
+        let (start, leaderless) = {
+            let mut state = shared.state();
+            let mut leaders: Vec<i32> = state
+                .parts
+                .values()
+                .filter_map(|p| p.leader.map(|l| l.0))
+                .collect();
+            leaders.sort_unstable();
+            leaders.dedup();
+            leaders.retain(|n| !state.fetching.contains(n));
+            state.fetching.extend(&leaders);
+            let leaderless = state
+                .parts
+                .values()
+                .any(|p| p.leader.is_none() && !p.parked);
+            (leaders, leaderless)
+        };
+        for node in start {
+            brokers.spawn(fetch_from(shared.clone(), node));
+        }
+        if due && leaderless {
+            // Some leaders are still unknown (an election under way): look again
+            // soon, unless something changes first.
+            tokio::select! {
+                () = &mut changed => {}
+                () = tokio::time::sleep(backoff) => {}
+            }
+            backoff = (backoff * 2).min(BACKOFF_MAX);
+            continue;
+        }
+        // Broker tasks that ended are reaped here (they end when they lead nothing).
+        while brokers.try_join_next().is_some() {}
+        changed.await;
+    }
+}
+
+/// Asks for the metadata of `topics` and applies it: brokers, topic ids, leaders.
+async fn refresh(
+    shared: &Shared,
+    conn: &mut Option<Connection>,
+    topics: &[Arc<str>],
+) -> Result<(), NativeError> {
+    if conn.is_none() {
+        *conn = Some(connect_any(shared).await?);
+    }
+    let c = conn.as_mut().expect("connected");
+    let names: Vec<&str> = topics.iter().map(|t| &**t).collect();
+    let metadata = c.metadata(Some(&names)).await?;
+    let mut state = shared.state();
+    state.metadata_due = false;
+    for b in &metadata.brokers {
+        state.brokers.insert(b.node_id, format!("{}:{}", b.host, b.port));
+    }
+    let mut leaders: HashMap<PartKey, (i32, i32)> = HashMap::new();
+    for t in &metadata.topics {
+        let Some(topic) = topics.iter().find(|n| ***n == *t.name) else {
+            continue;
+        };
+        if t.error_code != 0 {
+            tracing::debug!(cluster = %shared.options.cluster, topic = %topic, code = t.error_code, "topic not readable in metadata");
+            continue;
+        }
+        if !t.topic_id.is_nil() {
+            state.topic_ids.insert(topic.clone(), t.topic_id);
+        }
+        for p in &t.partitions {
+            if p.leader_id >= 0 {
+                leaders.insert((topic.clone(), p.partition), (p.leader_id, p.leader_epoch));
+            }
+        }
+    }
+    for (key, part) in state.parts.iter_mut() {
+        part.leader = leaders.get(key).copied();
+    }
+    drop(state);
+    shared.changed.notify_waiters();
+    Ok(())
+}
+
+/// A connection to any broker: the known ones first, then the bootstrap servers.
+async fn connect_any(shared: &Shared) -> Result<Connection, NativeError> {
+    let mut addrs: Vec<String> = shared.state().brokers.values().cloned().collect();
+    addrs.extend(shared.options.bootstrap.iter().cloned());
+    let mut last = None;
+    for addr in addrs {
+        match Connection::connect(&addr, &shared.options.connect).await {
+            Ok(c) => return Ok(c),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| NativeError::Closed {
+        addr: "(no broker address)".into(),
+    }))
+}
+
+/// A partition this broker task fetches, as sent.
+struct Sent {
+    key: PartKey,
+    generation: u64,
+    offset: i64,
+}
+
+/// A broker task: fetches the partitions `node` leads, one request at a time, until
+/// it leads none or the fetch is closed.
+async fn fetch_from(shared: Arc<Shared>, node: i32) {
+    let mut conn: Option<Connection> = None;
+    let mut backoff = BACKOFF_MIN;
+    loop {
+        let changed = shared.changed.notified();
+        tokio::pin!(changed);
+        changed.as_mut().enable();
+        let (sent, wants_owned, addr) = {
+            let mut state = shared.state();
+            let leads = state
+                .parts
+                .values()
+                .any(|p| p.leader.map(|l| l.0) == Some(node));
+            if state.closed || !leads {
+                state.fetching.retain(|n| *n != node);
+                return;
+            }
+            let room = state.buffered < shared.options.budget;
+            let addr = state.brokers.get(&node).cloned();
+            let mut sent = Vec::new();
+            let mut wants = Vec::new();
+            if room {
+                let topic_ids = state.topic_ids.clone();
+                for (key, part) in state.parts.iter_mut() {
+                    if part.leader.map(|l| l.0) != Some(node) || part.in_flight || part.parked {
+                        continue;
+                    }
+                    part.in_flight = true;
+                    sent.push(Sent {
+                        key: key.clone(),
+                        generation: part.generation,
+                        offset: part.offset,
+                    });
+                    wants.push((
+                        key.clone(),
+                        topic_ids.get(&key.0).copied().unwrap_or_default(),
+                        part.offset,
+                        part.leader.map_or(-1, |l| l.1),
+                    ));
+                }
+            }
+            (sent, wants, addr)
+        };
+        if sent.is_empty() {
+            changed.await;
+            continue;
+        }
+        let done = fetch_round(&shared, node, addr, &mut conn, &sent, &wants_owned).await;
+        // Whatever happened, these partitions are no longer in flight.
+        {
+            let mut state = shared.state();
+            for s in &sent {
+                if let Some(p) = state.parts.get_mut(&s.key) {
+                    p.in_flight = false;
+                }
+            }
+        }
+        match done {
+            Ok(throttle) => {
+                backoff = BACKOFF_MIN;
+                if !throttle.is_zero() {
+                    tokio::time::sleep(throttle).await;
+                }
+            }
+            Err(e) => {
+                conn = None;
+                shared.trouble(&e);
+                shared.state().metadata_due = true;
+                shared.changed.notify_waiters();
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(BACKOFF_MAX);
+            }
+        }
+    }
+}
+
+/// One fetch from `node` and what its answer does. Returns how long the broker
+/// asked the client to wait (KIP-219).
+async fn fetch_round(
+    shared: &Shared,
+    node: i32,
+    addr: Option<String>,
+    conn: &mut Option<Connection>,
+    sent: &[Sent],
+    wants: &[(PartKey, Uuid, i64, i32)],
+) -> Result<Duration, NativeError> {
+    if conn.is_none() {
+        let addr = addr.ok_or_else(|| NativeError::Closed {
+            addr: format!("(node {node}: no address in the metadata)"),
+        })?;
+        *conn = Some(Connection::connect(&addr, &shared.options.connect).await?);
+    }
+    let c = conn.as_mut().expect("connected");
+    let mut sorted: Vec<&(PartKey, Uuid, i64, i32)> = wants.iter().collect();
+    sorted.sort_by(|a, b| a.0.cmp(&b.0));
+    let list: Vec<FetchWant<'_>> = sorted
+        .iter()
+        .map(|(key, id, offset, epoch)| FetchWant {
+            topic: &key.0,
+            topic_id: *id,
+            partition: key.1,
+            offset: *offset,
+            leader_epoch: *epoch,
+            max_bytes: shared.options.partition_max_bytes,
+        })
+        .collect();
+    let (response, by_id) = c.fetch(&list, &shared.options.fetch).await?;
+    let throttle = Duration::from_millis(u64::try_from(response.throttle_time_ms).unwrap_or(0));
+    let mut out_of_range = Vec::new();
+    let mut arrived = false;
+    {
+        let mut state = shared.state();
+        let names: HashMap<Uuid, Arc<str>> = state
+            .topic_ids
+            .iter()
+            .map(|(name, id)| (*id, name.clone()))
+            .collect();
+        for topic in response.topics {
+            let name = if by_id {
+                names.get(&topic.topic_id).cloned()
+            } else {
+                topic.name.as_deref().and_then(|n| {
+                    sent.iter()
+                        .find(|s| *s.key.0 == *n)
+                        .map(|s| s.key.0.clone())
+                })
+            };
+            let Some(name) = name else { continue };
+            for answer in topic.partitions {
+                let key = (name.clone(), answer.partition);
+                let Some(s) = sent.iter().find(|s| s.key == key) else {
+                    continue;
+                };
+                let state = &mut *state;
+                let Some(part) = state.parts.get_mut(&key) else {
+                    continue;
+                };
+                if part.generation != s.generation || part.offset != s.offset {
+                    continue;
+                }
+                match issue(&answer, s.offset) {
+                    Ok(()) => {
+                        if answer.high_watermark >= 0 {
+                            state
+                                .high_watermarks
+                                .insert(key.clone(), answer.high_watermark);
+                        }
+                        if answer.records.is_empty() {
+                            continue;
+                        }
+                        // After the last whole batch; a corrupt header stops the walk
+                        // there, and the reader finds the corruption when it decodes.
+                        let mut next = s.offset;
+                        for batch in Batches::new(&answer.records) {
+                            match batch {
+                                Ok(b) => next = next.max(b.next_offset()),
+                                Err(_) => break,
+                            }
+                        }
+                        part.offset = next;
+                        state.buffered += answer.records.len();
+                        state.arrivals.push_back(Arrival::Records {
+                            key,
+                            generation: s.generation,
+                            answer,
+                        });
+                        arrived = true;
+                    }
+                    Err(PartitionIssue::LeaderMoved { hint, .. }) => {
+                        let known = hint.filter(|h| state.brokers.contains_key(&h.leader_id));
+                        part.leader = known.map(|h| (h.leader_id, h.leader_epoch));
+                        if part.leader.is_none() {
+                            state.metadata_due = true;
+                        }
+                    }
+                    Err(PartitionIssue::OutOfRange { offset }) => {
+                        part.parked = true;
+                        out_of_range.push((key, s.generation, offset));
+                    }
+                    Err(PartitionIssue::Unknown { .. }) => {
+                        part.leader = None;
+                        state.metadata_due = true;
+                    }
+                    Err(e) => {
+                        tracing::warn!(cluster = %shared.options.cluster, topic = %key.0, partition = key.1, error = %e, "fetch error; retrying");
+                        state.metadata_due = true;
+                    }
+                }
+            }
+        }
+    }
+    shared.changed.notify_waiters();
+    for (key, generation, offset) in out_of_range {
+        let arrival = reset(shared, c, &key, generation, offset).await?;
+        let mut state = shared.state();
+        if let Arrival::Reset { to, .. } = &arrival
+            && let Some(part) = state.parts.get_mut(&key)
+            && part.generation == generation
+        {
+            part.offset = *to;
+            part.parked = false;
+        }
+        state.arrivals.push_back(arrival);
+        arrived = true;
+    }
+    if arrived {
+        (shared.wake)();
+    }
+    Ok(throttle)
+}
+
+/// What a position outside the log becomes: the log's range, then a reset or an
+/// error as the policy says.
+async fn reset(
+    shared: &Shared,
+    c: &mut Connection,
+    key: &PartKey,
+    generation: u64,
+    offset: i64,
+) -> Result<Arrival, NativeError> {
+    let start = c.list_offsets(&key.0, key.1, -2).await;
+    let end = c.list_offsets(&key.0, key.1, -1).await;
+    let (log_start, log_end) = (start.ok(), end.ok());
+    let to = match (shared.options.out_of_range, log_start, log_end) {
+        (OutOfRange::Earliest, Some(s), _) => s,
+        (OutOfRange::Latest, _, Some(e)) => e,
+        _ => {
+            return Ok(Arrival::OutOfRange {
+                key: key.clone(),
+                generation,
+                offset,
+                log_start,
+                log_end,
+            });
+        }
+    };
+    Ok(Arrival::Reset {
+        key: key.clone(),
+        generation,
+        from: offset,
+        to,
+        log_start: log_start.unwrap_or(-1),
+        log_end: log_end.unwrap_or(-1),
+    })
+}
