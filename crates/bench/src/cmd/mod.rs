@@ -71,6 +71,30 @@ pub fn check_kcat(kcat: &Path) {
 }
 
 /// The `mck` binary: `--mck`, or `mck` in the directory of this binary.
+/// Builds the franz-go peer (`crates/bench/franz-go`, franz-go from the Go module
+/// proxy) next to this binary, and returns its path. Panics with Go's own words if
+/// Go is missing or the build fails.
+pub fn franz_peer() -> PathBuf {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("franz-go");
+    let out = std::env::current_exe()
+        .expect("the bench binary's path")
+        .with_file_name("franz-peer");
+    let built = std::process::Command::new("go")
+        .args(["build", "-o"])
+        .arg(&out)
+        .arg(".")
+        .current_dir(&source)
+        .output()
+        .unwrap_or_else(|e| panic!("the franz-go peer needs Go (`go` on the path): {e}"));
+    assert!(
+        built.status.success(),
+        "building the franz-go peer in {} failed: {}",
+        source.display(),
+        String::from_utf8_lossy(&built.stderr).trim()
+    );
+    out
+}
+
 pub fn mck_binary(arg: Option<&Path>) -> PathBuf {
     let path = arg.map(Path::to_path_buf).unwrap_or_else(|| {
         std::env::current_exe()

@@ -68,6 +68,9 @@ pub struct OutputArgs {
     /// Leave out Kafka's console consumer (the slowest side by far).
     #[arg(long)]
     no_console: bool,
+    /// Leave out the franz-go peer (built with Go from the module proxy).
+    #[arg(long)]
+    no_franz: bool,
 }
 
 /// One measured side.
@@ -75,15 +78,23 @@ pub struct OutputArgs {
 enum Side {
     MckJson,
     MckValue,
+    /// `mck consume` with `-X fetch.backend=native`.
+    MckJsonNative,
+    MckValueNative,
+    /// franz-go (the peer program in `crates/bench/franz-go`), values to stdout.
+    Franz,
     KcatJson,
     KcatValue,
     Console,
 }
 
 impl Side {
-    const ALL: [Side; 5] = [
+    const ALL: [Side; 8] = [
         Side::MckJson,
         Side::MckValue,
+        Side::MckJsonNative,
+        Side::MckValueNative,
+        Side::Franz,
         Side::KcatJson,
         Side::KcatValue,
         Side::Console,
@@ -93,6 +104,9 @@ impl Side {
         match self {
             Side::MckJson => "mck consume --format json",
             Side::MckValue => "mck consume --format value",
+            Side::MckJsonNative => "mck consume --format json, native fetch",
+            Side::MckValueNative => "mck consume --format value, native fetch",
+            Side::Franz => "franz-go, values",
             Side::KcatJson => "kcat -C -J",
             Side::KcatValue => "kcat -C -f '%s\\n'",
             Side::Console => "kafka-console-consumer",
@@ -138,20 +152,34 @@ struct Setup {
     records: usize,
     /// The test kit's Kafka jars, for the console consumer.
     kafka_libs: Option<PathBuf>,
+    /// The franz-go peer.
+    franz: Option<PathBuf>,
 }
 
 /// The command line of `side`.
 fn command(side: Side, s: &Setup) -> Command {
     let b = s.bootstrap.as_str();
     match side {
-        Side::MckJson | Side::MckValue => {
+        Side::MckJson | Side::MckValue | Side::MckJsonNative | Side::MckValueNative => {
             let mut c = Command::new(&s.mck);
             c.args(["consume", "-b", b, "-t", TOPIC, "-e", "--format"]);
-            c.arg(if side == Side::MckJson {
+            c.arg(if matches!(side, Side::MckJson | Side::MckJsonNative) {
                 "json"
             } else {
                 "value"
             });
+            let backend = if matches!(side, Side::MckJsonNative | Side::MckValueNative) {
+                "fetch.backend=native"
+            } else {
+                "fetch.backend=librdkafka"
+            };
+            c.args(["-X", backend]);
+            c
+        }
+        Side::Franz => {
+            let mut c = Command::new(s.franz.as_ref().expect("the franz-go peer"));
+            c.args(["-b", b, "-t", TOPIC, "-n"])
+                .arg(s.records.to_string());
             c
         }
         Side::KcatJson | Side::KcatValue => {
@@ -261,7 +289,9 @@ pub fn output(args: &OutputArgs) {
     let sides: Vec<Side> = Side::ALL
         .into_iter()
         .filter(|s| *s != Side::Console || !args.no_console)
+        .filter(|s| *s != Side::Franz || !args.no_franz)
         .collect();
+    let franz = (!args.no_franz).then(super::franz_peer);
 
     let t = Instant::now();
     let cluster = KafkaCluster::start(ClusterOptions::new("bench-output").jvm_options([
@@ -293,6 +323,7 @@ pub fn output(args: &OutputArgs) {
         bootstrap: cluster.bootstrap_servers(),
         records: args.records,
         kafka_libs,
+        franz,
     };
 
     let expected = args.records as u64;
@@ -396,5 +427,27 @@ fn print_table(args: &OutputArgs, sides: &[Side], runs: &[Vec<Run>], mck: &Path)
             med(kj, |r| r.secs) / med(mj, |r| r.secs)
         );
     }
+    if let Some(f) = idx(Side::Franz) {
+        println!();
+        for side in [
+            Side::MckValueNative,
+            Side::MckJsonNative,
+            Side::MckValue,
+            Side::MckJson,
+        ] {
+            if let Some(i) = idx(side) {
+                println!(
+                    "{} / franz-go: records/s **{:.2}×**, CPU per record **{:.2}×**",
+                    side.name(),
+                    med(f, |r| r.secs) / med(i, |r| r.secs),
+                    med(i, |r| r.cpu) / med(f, |r| r.cpu),
+                );
+            }
+        }
+    }
     println!("Targets: mck JSON ≥ 1.0× kcat's bare values, mck value ≥ 2.0× kcat's bare values.");
+    println!(
+        "Issue 32's targets: native fetch, value and JSON, ≥ 1.5× franz-go's records/s at \
+         ≤ 0.5× its CPU per record."
+    );
 }
