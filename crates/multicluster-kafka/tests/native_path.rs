@@ -9,9 +9,9 @@ use std::collections::BTreeSet;
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use mck_testkit::Seen;
 use mck_testkit::{TestCluster, TestRecord, TransactionEnd, produce_transaction};
 use multicluster_kafka::prelude::*;
-use mck_testkit::Seen;
 use support::{Capture, drain, east, east_and_west, meta, source_over, west};
 
 /// A guard against hangs, not a timing assertion.
@@ -72,7 +72,11 @@ fn a_bounded_read_of_two_clusters_hands_out_every_record_once_in_order() {
         let done = tokio::time::timeout(PATIENCE, async {
             while let Some(batch) = stream.next_batch().await {
                 let batch = batch.expect("a batch");
-                assert!(batch.len() <= 100, "{} records in a batch of 100", batch.len());
+                assert!(
+                    batch.len() <= 100,
+                    "{} records in a batch of 100",
+                    batch.len()
+                );
                 for r in batch.iter() {
                     seen.push((
                         r.cluster.to_string(),
@@ -85,7 +89,11 @@ fn a_bounded_read_of_two_clusters_hands_out_every_record_once_in_order() {
             }
         })
         .await;
-        assert!(done.is_ok(), "the bounded read did not end; {} records", seen.len());
+        assert!(
+            done.is_ok(),
+            "the bounded read did not end; {} records",
+            seen.len()
+        );
         mck_testkit::assert_in_partition_order(
             seen.iter()
                 .map(|(c, t, p, o, _)| (c.as_str(), t.as_str(), *p, *o)),

@@ -163,7 +163,10 @@ impl ClientProperties {
     ///
     /// A value other than `native`, `librdkafka` or `auto` (case ignored).
     pub fn fetch_backend(&self) -> Result<FetchBackend, RefusedProperty> {
-        match self.get(FETCH_BACKEND).map(|v| v.trim().to_ascii_lowercase()) {
+        match self
+            .get(FETCH_BACKEND)
+            .map(|v| v.trim().to_ascii_lowercase())
+        {
             None => Ok(FetchBackend::Auto),
             Some(v) => match v.as_str() {
                 "auto" => Ok(FetchBackend::Auto),

@@ -11,9 +11,7 @@ use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::error::KafkaError;
 
 use crate::base::hooks::{ClientHooks, ClientHooksFactory};
-use crate::base::properties::{
-    BOOTSTRAP_SERVERS, ClientProperties, RefusedProperty, SOURCE_KEYS,
-};
+use crate::base::properties::{BOOTSTRAP_SERVERS, ClientProperties, RefusedProperty, SOURCE_KEYS};
 
 /// librdkafka settings every client of the source uses unless the properties set them.
 ///

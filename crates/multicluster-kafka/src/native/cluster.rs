@@ -364,7 +364,9 @@ async fn refresh(
     let mut state = shared.state();
     state.metadata_due = false;
     for b in &metadata.brokers {
-        state.brokers.insert(b.node_id, format!("{}:{}", b.host, b.port));
+        state
+            .brokers
+            .insert(b.node_id, format!("{}:{}", b.host, b.port));
     }
     let mut leaders: HashMap<PartKey, (i32, i32)> = HashMap::new();
     for t in &metadata.topics {

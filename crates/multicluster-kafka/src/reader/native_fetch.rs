@@ -121,7 +121,9 @@ fn unsupported(opening: &Opening<'_>) -> Option<String> {
     if let Some(p) = props.get("security.protocol")
         && !p.trim().eq_ignore_ascii_case("plaintext")
     {
-        return Some(format!("security.protocol={p} is not supported yet (plaintext only)"));
+        return Some(format!(
+            "security.protocol={p} is not supported yet (plaintext only)"
+        ));
     }
     let other = props
         .iter()
@@ -259,10 +261,13 @@ impl NativeFetch {
                 retriable: false,
             });
         }
-        let runtime = opening.runtime.clone().ok_or_else(|| SourceError::Cluster {
-            cluster: opening.cluster.to_string(),
-            message: "the native fetch path needs a tokio runtime".into(),
-        })?;
+        let runtime = opening
+            .runtime
+            .clone()
+            .ok_or_else(|| SourceError::Cluster {
+                cluster: opening.cluster.to_string(),
+                message: "the native fetch path needs a tokio runtime".into(),
+            })?;
         let wake = opening.wake.clone();
         let fetch = ClusterFetch::start(&runtime, cluster_options, Box::new(move || wake.wake()));
         tracing::debug!(cluster = %opening.cluster, "fetching natively");
@@ -341,7 +346,10 @@ impl NativeFetch {
                         r.headers()
                             .filter_map(Result::ok)
                             .map(|(k, v)| {
-                                (String::from_utf8_lossy(k).into_owned(), v.map(<[u8]>::to_vec))
+                                (
+                                    String::from_utf8_lossy(k).into_owned(),
+                                    v.map(<[u8]>::to_vec),
+                                )
                             })
                             .collect()
                     } else {
@@ -506,8 +514,14 @@ impl<D: Deserializer> FetchPath<D> for NativeFetch {
         self.data_hint = data.len().next_power_of_two().clamp(4096, 16 << 20);
         out.data = bytes::Bytes::from(data);
         let mut slots = std::mem::take(&mut self.slots);
-        self.staging
-            .deserialize(&self.cluster, deserializer, max, &mut slots, out, &mut polled);
+        self.staging.deserialize(
+            &self.cluster,
+            deserializer,
+            max,
+            &mut slots,
+            out,
+            &mut polled,
+        );
         self.slots = slots;
         if lag_due {
             self.last_lag_report = Instant::now();

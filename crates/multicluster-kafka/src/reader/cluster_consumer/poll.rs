@@ -118,8 +118,14 @@ impl ClusterConsumer {
         self.data_hint = data.len().next_power_of_two().clamp(4096, 16 << 20);
         out.data = Bytes::from(data);
         // Pass 2: deserialize.
-        self.staging
-            .deserialize(&self.cluster, deserializer, max, &mut slots, out, &mut polled);
+        self.staging.deserialize(
+            &self.cluster,
+            deserializer,
+            max,
+            &mut slots,
+            out,
+            &mut polled,
+        );
         self.slots = slots;
         if lag_due {
             // Every assigned partition, with records in this poll or not: a caught-up
