@@ -29,6 +29,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::error::{NativeError, one_line};
+use super::responses;
 use kafka_protocol::messages::{
     ApiVersionsRequest, FetchRequest, ListOffsetsRequest, MetadataRequest,
 };
@@ -194,7 +195,9 @@ impl Connection {
     }
 
     /// Sends `request` at the agreed [`version`](Self::version) and waits for its
-    /// response. Error codes inside the response are the caller's to read.
+    /// response, decoded by `kafka-protocol` (whose counts are not bounded: the
+    /// path's own calls decode their answers themselves). Error codes inside the
+    /// response are the caller's to read.
     pub async fn send<R: NativeRequest>(&mut self, request: R) -> Result<R::Response, NativeError> {
         let version = self.version::<R>()?;
         self.send_at(&request, version).await
@@ -217,27 +220,24 @@ impl Connection {
             .with_client_software_name(StrBytes::from_static_str("multicluster-kafka"))
             .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
         let body = self.exchange(&request, API_VERSIONS_FIRST).await?;
-        let response = match self.decode::<ApiVersionsRequest>(body.clone(), API_VERSIONS_FIRST) {
+        let response = match responses::api_versions(&body, API_VERSIONS_FIRST) {
             Ok(r) if r.error_code != UNSUPPORTED_VERSION => r,
-            first => {
-                // A broker answers an ApiVersions version it does not know in v0, with
-                // UNSUPPORTED_VERSION; ask again in v0.
-                match self.decode::<ApiVersionsRequest>(body, 0) {
-                    Ok(r) if r.error_code == UNSUPPORTED_VERSION => {
-                        let body = self.exchange(&ApiVersionsRequest::default(), 0).await?;
-                        self.decode::<ApiVersionsRequest>(body, 0)?
-                    }
-                    _ => first?,
-                }
+            // A broker answers an ApiVersions version it does not know with
+            // UNSUPPORTED_VERSION, in v0's layout or in a mix of v0 and the version
+            // asked (librdkafka's mock cluster): ask again in v0.
+            _ => {
+                let body = self.exchange(&ApiVersionsRequest::default(), 0).await?;
+                responses::api_versions(&body, 0)
+                    .map_err(|e| self.decode_error::<ApiVersionsRequest>(0, &e))?
             }
         };
         if response.error_code != 0 {
             return Err(self.broker_error::<ApiVersionsRequest>(response.error_code, "versions"));
         }
         self.broker_versions = response
-            .api_keys
+            .keys
             .iter()
-            .map(|k| (k.api_key, (k.min_version, k.max_version)))
+            .map(|(key, min, max)| (*key, (*min, *max)))
             .collect();
         Ok(())
     }
@@ -414,6 +414,43 @@ impl Connection {
             code,
             message: format!("{what}: {text}"),
         }
+    }
+
+    /// The version of `R` to send when the answer is decoded by the path itself:
+    /// the highest both sides speak, at most `decoded`'s highest.
+    pub(super) fn version_within<R: NativeRequest>(
+        &self,
+        decoded: &std::ops::RangeInclusive<i16>,
+    ) -> Result<i16, NativeError> {
+        let (broker_min, broker_max) =
+            self.broker_versions::<R>()
+                .ok_or_else(|| NativeError::NotOffered {
+                    addr: self.addr.clone(),
+                    api: R::NAME,
+                })?;
+        let ours_max = R::VERSIONS.max.min(*decoded.end());
+        let ours_min = R::VERSIONS.min.max(*decoded.start());
+        let version = ours_max.min(broker_max);
+        if version < ours_min.max(broker_min) {
+            return Err(NativeError::Unsupported {
+                addr: self.addr.clone(),
+                api: R::NAME,
+                broker_min,
+                broker_max,
+                ours_min,
+                ours_max,
+            });
+        }
+        Ok(version)
+    }
+
+    /// A decode error of the path's own decoders, located.
+    pub(super) fn decoded<R: NativeRequest, T>(
+        &self,
+        version: i16,
+        decoded: Result<T, super::cursor::DecodeError>,
+    ) -> Result<T, NativeError> {
+        decoded.map_err(|e| self.decode_error::<R>(version, &e))
     }
 
     /// The request timeout, for requests that carry one.
