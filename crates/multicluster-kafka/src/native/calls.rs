@@ -13,6 +13,7 @@ use uuid::Uuid;
 use super::conn::{Connection, NativeRequest};
 use super::error::NativeError;
 use super::fetch_response::{FetchPartitionData, FetchResponseData, decode_fetch_response};
+use super::responses;
 
 /// One partition a fetch asks for.
 #[derive(Clone, Copy, Debug)]
@@ -123,35 +124,37 @@ impl Connection {
                 .collect()
         });
         request.allow_auto_topic_creation = false;
-        let response = self.send(request).await?;
-        if response.error_code != 0 {
-            return Err(self.broker_error::<MetadataRequest>(response.error_code, "cluster"));
-        }
+        let version = self.version_within::<MetadataRequest>(&responses::METADATA)?;
+        let body = self.exchange(&request, version).await?;
+        let response =
+            self.decoded::<MetadataRequest, _>(version, responses::metadata(&body, version))?;
         let brokers = response
             .brokers
-            .iter()
+            .into_iter()
             .map(|b| BrokerInfo {
-                node_id: b.node_id.0,
-                host: b.host.to_string(),
+                node_id: b.node_id,
+                host: b.host,
                 port: b.port,
             })
             .collect();
         let topics = response
             .topics
-            .iter()
+            .into_iter()
             .map(|t| TopicInfo {
-                name: t.name.as_ref().map(|n| n.0.to_string()).unwrap_or_default(),
+                name: t.name.unwrap_or_default(),
                 topic_id: t.topic_id,
                 error_code: t.error_code,
                 partitions: t
                     .partitions
-                    .iter()
-                    .map(|p| PartitionInfo {
-                        partition: p.partition_index,
-                        leader_id: p.leader_id.0,
-                        leader_epoch: p.leader_epoch,
-                        error_code: p.error_code,
-                    })
+                    .into_iter()
+                    .map(
+                        |(partition, error_code, leader_id, leader_epoch)| PartitionInfo {
+                            partition,
+                            leader_id,
+                            leader_epoch,
+                            error_code,
+                        },
+                    )
                     .collect(),
             })
             .collect();
@@ -178,15 +181,14 @@ impl Connection {
         request.replica_id = BrokerId(-1);
         request.topics = vec![wanted];
         request.timeout_ms = i32::try_from(self.timeout().as_millis()).unwrap_or(i32::MAX);
-        let version = self.version::<ListOffsetsRequest>()?;
-        let response = self.send_at(&request, version).await?;
+        let version = self.version_within::<ListOffsetsRequest>(&responses::LIST_OFFSETS)?;
+        let body = self.exchange(&request, version).await?;
+        let response = self
+            .decoded::<ListOffsetsRequest, _>(version, responses::list_offsets(&body, version))?;
         let what = format!("{topic}/{partition}");
         let found = response
-            .topics
             .iter()
-            .filter(|t| t.name.0.as_str() == topic)
-            .flat_map(|t| t.partitions.iter())
-            .find(|p| p.partition_index == partition);
+            .find(|p| p.topic == topic && p.partition == partition);
         let Some(found) = found else {
             return Err(self.missing::<ListOffsetsRequest>(version, &what));
         };

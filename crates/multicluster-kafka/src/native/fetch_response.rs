@@ -7,6 +7,7 @@ use bytes::Bytes;
 use uuid::Uuid;
 
 use super::cursor::{Cursor, DecodeError, Result};
+use super::wire::{PREALLOCATED, Reader};
 
 /// The newest Fetch version this decoder reads.
 pub const FETCH_RESPONSE_MAX: i16 = 18;
@@ -155,8 +156,6 @@ pub fn decode_fetch_response(body: &Bytes, version: i16) -> Result<FetchResponse
     Ok(out)
 }
 
-/// Elements preallocated at most for any array; more grow as they decode.
-const PREALLOCATED: usize = 64;
 /// The fewest bytes an element takes on the wire: a topic (a compact name or an id,
 /// an empty array, tagged fields), a partition (v4: 4 + 2 + 8 + 8 + 4 + 4), an
 /// aborted transaction, a node endpoint.
@@ -165,81 +164,7 @@ const PARTITION_MIN: usize = 28;
 const ABORTED_MIN: usize = 16;
 const ENDPOINT_MIN: usize = 11;
 
-struct Reader<'a> {
-    c: Cursor<'a>,
-    body: &'a Bytes,
-    flexible: bool,
-}
-
 impl<'a> Reader<'a> {
-    /// An array's element count (`None` for null), refused when that many elements
-    /// of at least `min` bytes cannot fit in what is left.
-    fn count(&mut self, min: usize) -> Result<Option<usize>> {
-        let n: i64 = if self.flexible {
-            i64::from(self.c.uvarint(5, 4)? as u32) - 1
-        } else {
-            i64::from(self.c.i32()?)
-        };
-        if n == -1 {
-            return Ok(None);
-        }
-        let left = self.c.rest().len() as i64;
-        if n < 0 || n.saturating_mul(min as i64) > left {
-            return Err(DecodeError::Length(n));
-        }
-        Ok(Some(n as usize))
-    }
-
-    /// A (compact) nullable string.
-    fn string(&mut self) -> Result<Option<String>> {
-        let n: i64 = if self.flexible {
-            i64::from(self.c.uvarint(5, 4)? as u32) - 1
-        } else {
-            i64::from(self.c.i16()?)
-        };
-        match n {
-            -1 => Ok(None),
-            n if n < 0 => Err(DecodeError::Length(n)),
-            n => {
-                let s = self.c.take(n as usize)?;
-                Ok(Some(
-                    std::str::from_utf8(s)
-                        .map_err(|_| DecodeError::Utf8)?
-                        .to_string(),
-                ))
-            }
-        }
-    }
-
-    /// (Compact) nullable bytes, as a slice of the response.
-    fn bytes(&mut self) -> Result<Bytes> {
-        let n: i64 = if self.flexible {
-            i64::from(self.c.uvarint(5, 4)? as u32) - 1
-        } else {
-            i64::from(self.c.i32()?)
-        };
-        match n {
-            -1 => Ok(Bytes::new()),
-            n if n < 0 => Err(DecodeError::Length(n)),
-            n => Ok(self.body.slice_ref(self.c.take(n as usize)?)),
-        }
-    }
-
-    /// A struct's tagged fields (flexible versions): `each` gets a tag and a cursor
-    /// over exactly its bytes.
-    fn tagged(&mut self, mut each: impl FnMut(u32, Cursor<'a>) -> Result<()>) -> Result<()> {
-        if !self.flexible {
-            return Ok(());
-        }
-        let fields = self.c.uvarint(5, 4)?;
-        for _ in 0..fields {
-            let tag = self.c.uvarint(5, 4)? as u32;
-            let size = self.c.uvarint(5, 4)? as usize;
-            each(tag, Cursor::new(self.c.take(size)?))?;
-        }
-        Ok(())
-    }
-
     fn topic(&mut self, version: i16) -> Result<FetchTopicData> {
         let mut t = FetchTopicData::default();
         if version <= 12 {

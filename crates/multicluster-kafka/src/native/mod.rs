@@ -13,6 +13,8 @@ mod cursor;
 mod error;
 mod fetch_response;
 mod partition;
+mod responses;
+mod wire;
 
 /// What the crate shows of this module (as `unstable::native_conn`): the connection,
 /// its calls' answers, its errors, the request types it sends, and the record-batch
