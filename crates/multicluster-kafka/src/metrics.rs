@@ -116,7 +116,7 @@ pub const RECONCILIATION_PHASE_SECONDS: &str = "mck_reconciliation_phase_seconds
 /// 1 while a cluster is read, 0 once it left the metadata.
 pub const CLUSTER_ACTIVE: &str = "mck_cluster_active";
 /// Consumers created, per cluster (a change to one cluster must not recreate the
-/// others').
+/// others'): librdkafka consumers and native fetchers alike.
 pub const CONSUMERS_CREATED: &str = "mck_consumers_created_total";
 /// Errors that kept a change from a cluster, by `cluster` and `kind` (`properties`:
 /// librdkafka refused the cluster's new properties, which are not applied).

@@ -13,6 +13,10 @@ pub const BOOTSTRAP_SERVERS: &str = "bootstrap.servers";
 /// ([`FetchBackend`]).
 pub const FETCH_BACKEND: &str = "fetch.backend";
 
+/// The environment variable that gives `fetch.backend` to clusters that do not set
+/// it ([`ClientProperties::fetch_backend`]).
+pub const FETCH_BACKEND_VAR: &str = "MCK_FETCH_BACKEND";
+
 /// Properties of the source itself, read by it and never handed to librdkafka.
 pub const SOURCE_KEYS: &[&str] = &[FETCH_BACKEND];
 
@@ -157,26 +161,31 @@ impl ClientProperties {
         self.values.remove(key)
     }
 
-    /// The `fetch.backend` property ([`FetchBackend::Auto`] when unset).
+    /// The `fetch.backend` property. When it is unset, the `MCK_FETCH_BACKEND`
+    /// environment variable gives the default (one switch for every cluster of every
+    /// source in the process, e.g. to go back to librdkafka without touching
+    /// configuration); without it, [`FetchBackend::Auto`].
     ///
     /// # Errors
     ///
-    /// A value other than `native`, `librdkafka` or `auto` (case ignored).
+    /// A value other than `native`, `librdkafka` or `auto` (case ignored), naming the
+    /// property or the variable.
     pub fn fetch_backend(&self) -> Result<FetchBackend, RefusedProperty> {
-        match self
-            .get(FETCH_BACKEND)
-            .map(|v| v.trim().to_ascii_lowercase())
-        {
-            None => Ok(FetchBackend::Auto),
-            Some(v) => match v.as_str() {
-                "auto" => Ok(FetchBackend::Auto),
-                "native" => Ok(FetchBackend::Native),
-                "librdkafka" => Ok(FetchBackend::Librdkafka),
-                _ => Err(RefusedProperty {
-                    key: Some(FETCH_BACKEND.into()),
-                    reason: format!("{FETCH_BACKEND} must be native, librdkafka or auto"),
-                }),
+        let (value, from) = match self.get(FETCH_BACKEND) {
+            Some(v) => (v.to_string(), FETCH_BACKEND),
+            None => match std::env::var(FETCH_BACKEND_VAR) {
+                Ok(v) => (v, FETCH_BACKEND_VAR),
+                Err(_) => return Ok(FetchBackend::Auto),
             },
+        };
+        match value.trim().to_ascii_lowercase().as_str() {
+            "auto" => Ok(FetchBackend::Auto),
+            "native" => Ok(FetchBackend::Native),
+            "librdkafka" => Ok(FetchBackend::Librdkafka),
+            _ => Err(RefusedProperty {
+                key: Some(FETCH_BACKEND.into()),
+                reason: format!("{from} must be native, librdkafka or auto"),
+            }),
         }
     }
 

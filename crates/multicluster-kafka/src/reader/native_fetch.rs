@@ -26,7 +26,6 @@ const HONOURED: &[&str] = &[
     crate::base::properties::FETCH_BACKEND,
     "security.protocol",
     "client.id",
-    "client.rack",
     "fetch.wait.max.ms",
     "fetch.min.bytes",
     "fetch.max.bytes",
@@ -186,7 +185,10 @@ fn options(opening: &Opening<'_>) -> Result<(ClusterOptions, PartitionOptions), 
         min_bytes: number(opening, &["fetch.min.bytes"], 1)?,
         max_bytes: number(opening, &["fetch.max.bytes"], 52_428_800)?,
         read_committed,
-        rack: props.get("client.rack").unwrap_or_default().to_string(),
+        // Not sent: a broker that knows the rack may point to a follower
+        // (KIP-392), which the path does not follow yet (`client.rack` keeps a
+        // cluster on librdkafka).
+        rack: String::new(),
     };
     let timeout_ms: u64 = number(opening, &["socket.timeout.ms"], 60_000)?;
     let connect = ConnectOptions {
@@ -270,6 +272,8 @@ impl NativeFetch {
             })?;
         let wake = opening.wake.clone();
         let fetch = ClusterFetch::start(&runtime, cluster_options, Box::new(move || wake.wake()));
+        metrics::counter!(crate::metrics::CONSUMERS_CREATED, "cluster" => opening.cluster.to_string())
+            .increment(1);
         tracing::debug!(cluster = %opening.cluster, "fetching natively");
         Ok(Self {
             cluster: opening.cluster,
