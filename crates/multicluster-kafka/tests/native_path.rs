@@ -12,7 +12,7 @@ use std::time::Duration;
 use mck_testkit::Seen;
 use mck_testkit::{TestCluster, TestRecord, TransactionEnd, produce_transaction};
 use multicluster_kafka::prelude::*;
-use support::{Capture, drain, east, east_and_west, meta, source_over, west};
+use support::{Capture, drain, east, meta, source_over, west};
 
 /// A guard against hangs, not a timing assertion.
 const PATIENCE: Duration = Duration::from_secs(90);
@@ -33,17 +33,26 @@ fn native(b: SourceBuilder<Utf8>) -> SourceBuilder<Utf8> {
     b.property("fetch.backend", "native")
 }
 
-/// Every fetcher so far took the native path: none made a librdkafka consumer.
-fn assert_fetched_natively() {
-    let said = capture().messages(|_, _| true);
-    assert!(
-        said.iter().any(|m| m == "fetching natively"),
-        "no fetcher said it fetches natively"
-    );
-    assert!(
-        !said.iter().any(|m| m == "consumer created"),
-        "a reader made a librdkafka consumer"
-    );
+/// Every fetcher of these logical clusters took the native path: each said so, and
+/// none made a librdkafka consumer.
+fn assert_fetched_natively(clusters: &[&str]) {
+    let events = capture().events();
+    for cluster in clusters {
+        let of = |message: &str| {
+            events.iter().any(|(_, _, fields)| {
+                fields.contains(&format!("cluster={cluster} "))
+                    && fields.contains(&format!("message={message} "))
+            })
+        };
+        assert!(
+            of("fetching natively"),
+            "{cluster}: no fetcher said it fetches natively"
+        );
+        assert!(
+            !of("consumer created"),
+            "{cluster}: a reader made a librdkafka consumer"
+        );
+    }
 }
 
 fn values_of(seen: &[Seen]) -> BTreeSet<String> {
@@ -60,14 +69,18 @@ fn a_bounded_read_of_two_clusters_hands_out_every_record_once_in_order() {
         .collect();
     want.extend(mck_testkit::fill_values(west(), topic, 2, 700, "west"));
     mck_testkit::runtime().block_on(async {
-        let mut stream = native(source_over(east_and_west("s", topic)))
-            .max_batch_size(100)
-            .stopping_offsets(StoppingOffsets::Latest)
-            .build()
-            .unwrap()
-            .open()
-            .await
-            .unwrap();
+        let mut stream = native(source_over(
+            KafkaStream::new("s")
+                .with_cluster("np-eo-east", meta(east(), &[topic]))
+                .with_cluster("np-eo-west", meta(west(), &[topic])),
+        ))
+        .max_batch_size(100)
+        .stopping_offsets(StoppingOffsets::Latest)
+        .build()
+        .unwrap()
+        .open()
+        .await
+        .unwrap();
         let mut seen = Vec::new();
         let done = tokio::time::timeout(PATIENCE, async {
             while let Some(batch) = stream.next_batch().await {
@@ -105,7 +118,7 @@ fn a_bounded_read_of_two_clusters_hands_out_every_record_once_in_order() {
         assert!(cp.splits().all(|s| s.next_offset == 700), "{cp:?}");
         stream.close().await;
     });
-    assert_fetched_natively();
+    assert_fetched_natively(&["np-eo-east", "np-eo-west"]);
 }
 
 #[test]
@@ -123,7 +136,7 @@ fn keys_headers_and_timestamps_come_through_as_written() {
         .collect();
     east().produce(topic, &records).unwrap();
     mck_testkit::runtime().block_on(async {
-        let stream = KafkaStream::new("s").with_cluster("east", meta(east(), &[topic]));
+        let stream = KafkaStream::new("s").with_cluster("np-fields", meta(east(), &[topic]));
         let mut stream = native(source_over(stream))
             .include_headers(true)
             .stopping_offsets(StoppingOffsets::Latest)
@@ -151,7 +164,7 @@ fn keys_headers_and_timestamps_come_through_as_written() {
         }
         stream.close().await;
     });
-    assert_fetched_natively();
+    assert_fetched_natively(&["np-fields"]);
 }
 
 #[test]
@@ -167,7 +180,7 @@ fn read_committed_skips_aborted_transactions_and_their_markers() {
     produce_transaction(east(), topic, &batch("x"), TransactionEnd::Abort).unwrap();
     produce_transaction(east(), topic, &batch("b"), TransactionEnd::Commit).unwrap();
     mck_testkit::runtime().block_on(async {
-        let stream = KafkaStream::new("s").with_cluster("east", meta(east(), &[topic]));
+        let stream = KafkaStream::new("s").with_cluster("np-txn", meta(east(), &[topic]));
         let mut stream = native(source_over(stream))
             .stopping_offsets(StoppingOffsets::Latest)
             .build()
@@ -189,5 +202,85 @@ fn read_committed_skips_aborted_transactions_and_their_markers() {
         assert!(cp.splits().all(|s| s.next_offset == 63), "{cp:?}");
         stream.close().await;
     });
-    assert_fetched_natively();
+    assert_fetched_natively(&["np-txn"]);
+}
+
+#[test]
+fn a_property_the_native_path_lacks_is_refused_by_native_and_left_to_librdkafka_by_auto() {
+    let topic = "np-refused";
+    east().create_topic(topic, 1).unwrap();
+    east().produce(topic, &[TestRecord::value("only")]).unwrap();
+    mck_testkit::runtime().block_on(async {
+        // native: the read fails, naming the property and never its value.
+        let stream =
+            KafkaStream::new("s").with_cluster("np-refused-native", meta(east(), &[topic]));
+        let mut stream = native(source_over(stream))
+            .property("client.rack", "rack-secret-1")
+            .stopping_offsets(StoppingOffsets::Latest)
+            .build()
+            .unwrap()
+            .open()
+            .await
+            .unwrap();
+        let err = tokio::time::timeout(PATIENCE, stream.next())
+            .await
+            .expect("an answer")
+            .expect("the stream goes on")
+            .expect_err("native refuses client.rack");
+        let text = err.to_string();
+        assert!(
+            text.contains("fetch.backend=native") && text.contains("`client.rack`"),
+            "{text}"
+        );
+        assert!(!text.contains("rack-secret-1"), "{text}");
+        assert!(!text.contains('\n'), "{text}");
+        stream.close().await;
+
+        // auto: the same cluster is read with librdkafka.
+        let stream = KafkaStream::new("s").with_cluster("np-refused-auto", meta(east(), &[topic]));
+        let mut stream = source_over(stream)
+            .property("fetch.backend", "auto")
+            .property("client.rack", "r1")
+            .stopping_offsets(StoppingOffsets::Latest)
+            .build()
+            .unwrap()
+            .open()
+            .await
+            .unwrap();
+        let seen = tokio::time::timeout(PATIENCE, drain(&mut stream))
+            .await
+            .expect("the bounded read ends");
+        assert_eq!(values_of(&seen), BTreeSet::from(["only".to_string()]));
+        stream.close().await;
+    });
+    let said = capture().events();
+    assert!(
+        said.iter()
+            .any(|(_, _, fields)| fields.contains("fetching with librdkafka")
+                && fields.contains("client.rack")),
+        "auto said why the cluster stays on librdkafka: {said:?}"
+    );
+    let made = |cluster: &str, message: &str| {
+        said.iter().any(|(_, _, f)| {
+            f.contains(&format!("cluster={cluster} ")) && f.contains(&format!("message={message} "))
+        })
+    };
+    assert!(made("np-refused-auto", "consumer created"));
+    assert!(!made("np-refused-native", "fetching natively"));
+}
+
+#[test]
+fn a_backend_that_does_not_exist_is_refused_by_the_property_check() {
+    let mut p = multicluster_kafka::properties::ClientProperties::new();
+    p.set("bootstrap.servers", "127.0.0.1:9");
+    p.set("fetch.backend", "turbo");
+    let refused = p.check().unwrap_err();
+    assert_eq!(refused.key.as_deref(), Some("fetch.backend"));
+    assert_eq!(
+        refused.to_string(),
+        "property `fetch.backend` refused: fetch.backend must be native, librdkafka or auto"
+    );
+    p.set("fetch.backend", "Native");
+    p.check()
+        .expect("case is ignored, and librdkafka never sees the key");
 }
