@@ -397,4 +397,16 @@ mod tests {
             Err(DecodeError::Version(0))
         ));
     }
+
+    proptest::proptest! {
+        /// Arbitrary bytes at any version are an answer or an error, never a panic
+        /// or an allocation beyond what the bytes can hold.
+        #[test]
+        fn arbitrary_answers_never_panic(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..512), version in 0i16..14) {
+            let body = Bytes::from(bytes);
+            let _ = api_versions(&body, version);
+            let _ = metadata(&body, version);
+            let _ = list_offsets(&body, version);
+        }
+    }
 }
