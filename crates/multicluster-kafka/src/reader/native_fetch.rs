@@ -245,9 +245,6 @@ pub(crate) struct NativeFetch {
     arrivals: VecDeque<Arrival>,
     staging: Staging,
     slots: Vec<Slot>,
-    data_hint: usize,
-    /// A fatal error met after records that were handed out first.
-    failed: Option<SourceError>,
     last_lag_report: Instant,
 }
 
@@ -287,8 +284,6 @@ impl NativeFetch {
             arrivals: VecDeque::new(),
             staging: Staging::default(),
             slots: Vec::new(),
-            data_hint: 0,
-            failed: None,
             last_lag_report: Instant::now()
                 .checked_sub(LAG_REPORT_INTERVAL)
                 .unwrap_or_else(Instant::now),
@@ -493,12 +488,12 @@ impl<D: Deserializer> FetchPath<D> for NativeFetch {
         {
             return Ok(polled);
         }
-        if let Some(e) = self.failed.take() {
+        if let Some(e) = self.staging.take_failed() {
             return Err(e);
         }
         let lag_due = self.last_lag_report.elapsed() >= LAG_REPORT_INTERVAL;
         self.fetch.take(&mut self.arrivals);
-        let mut data: Vec<u8> = Vec::with_capacity(self.data_hint);
+        let mut data = self.staging.buffer();
         self.slots.clear();
         let mut finished: Vec<PartKey> = Vec::new();
         let mut fatal = None;
@@ -517,13 +512,12 @@ impl<D: Deserializer> FetchPath<D> for NativeFetch {
         if !self.slots.is_empty() {
             self.fetch.records_flow();
         }
-        self.data_hint = data.len().next_power_of_two().clamp(4096, 16 << 20);
-        out.data = bytes::Bytes::from(data);
         let mut slots = std::mem::take(&mut self.slots);
-        self.staging.deserialize(
+        self.staging.fill(
             &self.cluster,
             deserializer,
             max,
+            data,
             &mut slots,
             out,
             &mut polled,
@@ -547,21 +541,7 @@ impl<D: Deserializer> FetchPath<D> for NativeFetch {
             let ids: Vec<SplitId> = finished.iter().map(|k| self.split_id(k)).collect();
             polled.finished = self.staging.defer_finished(ids);
         }
-        match fatal {
-            Some(e)
-                if polled.records == 0
-                    && polled.failed.is_none()
-                    && polled.finished.is_empty()
-                    && !self.staging.has_leftover() =>
-            {
-                Err(e)
-            }
-            Some(e) => {
-                self.failed = Some(e);
-                Ok(polled)
-            }
-            None => Ok(polled),
-        }
+        self.staging.answer(polled, fatal)
     }
 
     fn close(self: Box<Self>, closed: std::sync::mpsc::Sender<()>) {

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::deserializer::Deserializer;
+use crate::error::SourceError;
 use crate::record::{BatchEntry, RawRecord, RecordBatch};
 use crate::split::SplitId;
 
@@ -55,12 +56,68 @@ struct Leftover {
 #[derive(Default)]
 pub(crate) struct Staging {
     leftover: Option<Leftover>,
+    /// A fatal error met after records that were handed out first.
+    failed: Option<SourceError>,
+    /// Capacity to start the next batch's buffer with.
+    data_hint: usize,
 }
 
 impl Staging {
-    /// Whether records are waiting for the next poll.
-    pub fn has_leftover(&self) -> bool {
-        self.leftover.is_some()
+    /// A buffer for the next batch's keys and values, sized by the last one's.
+    pub fn buffer(&self) -> Vec<u8> {
+        Vec::with_capacity(self.data_hint)
+    }
+
+    /// The fatal error the last poll put off, to be returned now.
+    pub fn take_failed(&mut self) -> Option<SourceError> {
+        self.failed.take()
+    }
+
+    /// Makes `data` the batch's buffer and deserializes up to `max` of `slots` (see
+    /// [`Self::deserialize`]).
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "what one poll fills: the batch, its parts and the answer"
+    )]
+    pub fn fill<D: Deserializer>(
+        &mut self,
+        cluster: &Arc<str>,
+        deserializer: &D,
+        max: usize,
+        data: Vec<u8>,
+        slots: &mut Vec<Slot>,
+        out: &mut RecordBatch<D::Value>,
+        polled: &mut Polled,
+    ) {
+        self.data_hint = data.len().next_power_of_two().clamp(4096, 16 << 20);
+        out.data = Bytes::from(data);
+        self.deserialize(cluster, deserializer, max, slots, out, polled);
+    }
+
+    /// The poll's answer: a fatal error met while taking records comes at once when
+    /// nothing else is to be reported, else at the next poll, after the records and
+    /// finished splits before it (they are unassigned already, and nothing would
+    /// report them later).
+    pub fn answer(
+        &mut self,
+        polled: Polled,
+        fatal: Option<SourceError>,
+    ) -> Result<Polled, SourceError> {
+        match fatal {
+            Some(e)
+                if polled.records == 0
+                    && polled.failed.is_none()
+                    && polled.finished.is_empty()
+                    && self.leftover.is_none() =>
+            {
+                Err(e)
+            }
+            Some(e) => {
+                self.failed = Some(e);
+                Ok(polled)
+            }
+            None => Ok(polled),
+        }
     }
 
     /// Hands out up to `max` of the records left from the last poll, if any, into
@@ -182,5 +239,6 @@ impl Staging {
     /// Drops everything waiting.
     pub fn clear(&mut self) {
         self.leftover = None;
+        self.failed = None;
     }
 }

@@ -18,7 +18,6 @@ use std::collections::HashMap;
 use std::ffi::{CString, c_void};
 use std::sync::Arc;
 
-use bytes::Bytes;
 use rdkafka::bindings as rd;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{Offset, TopicPartitionList};
@@ -78,10 +77,6 @@ pub(crate) struct ClusterConsumer {
     staging: Staging,
     /// Reused from poll to poll.
     slots: Vec<Slot>,
-    /// Capacity to start the next batch's buffer with.
-    data_hint: usize,
-    /// A fatal error met after records that were handed out first.
-    failed: Option<SourceError>,
     last_lag_report: std::time::Instant,
 }
 
@@ -143,8 +138,6 @@ impl ClusterConsumer {
             messages: MessageBatch::new(),
             staging: Staging::default(),
             slots: Vec::new(),
-            data_hint: 0,
-            failed: None,
             // Report lag at the first poll, then every interval.
             last_lag_report: std::time::Instant::now()
                 .checked_sub(LAG_REPORT_INTERVAL)

@@ -23,7 +23,7 @@ impl ClusterConsumer {
         {
             return Ok(polled);
         }
-        if let Some(e) = self.failed.take() {
+        if let Some(e) = self.staging.take_failed() {
             return Err(e);
         }
         let mut finished: Vec<(Arc<str>, i32)> = Vec::new();
@@ -34,7 +34,7 @@ impl ClusterConsumer {
         unsafe { self.messages.take_from(self.queue, max) };
         // Pass 1: keys and values go into one buffer for the whole batch (one
         // allocation, and a record's bytes are then slices of it).
-        let mut data: Vec<u8> = Vec::with_capacity(self.data_hint);
+        let mut data = self.staging.buffer();
         let mut slots = std::mem::take(&mut self.slots);
         slots.clear();
         // Records come in runs per partition: remember the last topic handle and
@@ -115,13 +115,12 @@ impl ClusterConsumer {
             // Records flow again: the current error streak is over.
             self.consumer().context().end_error_streak();
         }
-        self.data_hint = data.len().next_power_of_two().clamp(4096, 16 << 20);
-        out.data = Bytes::from(data);
         // Pass 2: deserialize.
-        self.staging.deserialize(
+        self.staging.fill(
             &self.cluster,
             deserializer,
             max,
+            data,
             &mut slots,
             out,
             &mut polled,
@@ -166,24 +165,7 @@ impl ClusterConsumer {
                 .collect();
             polled.finished = self.staging.defer_finished(ids);
         }
-        match fatal {
-            // Splits finished by this poll are reported first too: they are unassigned
-            // already, and nothing would report them later.
-            Some(e)
-                if polled.records == 0
-                    && polled.failed.is_none()
-                    && polled.finished.is_empty()
-                    && !self.staging.has_leftover() =>
-            {
-                Err(e)
-            }
-            Some(e) => {
-                // Hand out what came before the error first; it is reported next time.
-                self.failed = Some(e);
-                Ok(polled)
-            }
-            None => Ok(polled),
-        }
+        self.staging.answer(polled, fatal)
     }
 
     /// Bounded splits whose fetch position passed the stop without a record at
