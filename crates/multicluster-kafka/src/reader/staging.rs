@@ -47,7 +47,9 @@ fn span(data: &[u8], (start, len): (usize, u32)) -> &[u8] {
 struct Leftover {
     topics: Vec<Arc<str>>,
     data: Bytes,
-    slots: Vec<Slot>,
+    /// Taken from the front, a batch at a time, without moving the rest: a fetch
+    /// answer can hold many batches' worth.
+    slots: std::vec::IntoIter<Slot>,
     /// Splits finished at a record among these.
     finished: Vec<SplitId>,
 }
@@ -136,7 +138,7 @@ impl Staging {
         out.topics = left.topics;
         out.data = left.data;
         let mut slots = left.slots;
-        self.deserialize(cluster, deserializer, max, &mut slots, out, polled);
+        self.hand_out(cluster, deserializer, max, &mut slots, out, polled);
         polled.finished = self.defer_finished(left.finished);
         true
     }
@@ -153,8 +155,22 @@ impl Staging {
         out: &mut RecordBatch<D::Value>,
         polled: &mut Polled,
     ) {
-        out.entries.reserve(slots.len().min(max));
-        let mut rest = slots.drain(..);
+        let mut rest = std::mem::take(slots).into_iter();
+        self.hand_out(cluster, deserializer, max, &mut rest, out, polled);
+    }
+
+    /// Deserializes up to `max` records from the front of `rest` into `out`; what is
+    /// left (after a failure, or past `max`) becomes the leftover.
+    fn hand_out<D: Deserializer>(
+        &mut self,
+        cluster: &Arc<str>,
+        deserializer: &D,
+        max: usize,
+        rest: &mut std::vec::IntoIter<Slot>,
+        out: &mut RecordBatch<D::Value>,
+        polled: &mut Polled,
+    ) {
+        out.entries.reserve(rest.len().min(max));
         for slot in rest.by_ref().take(max) {
             let raw = RawRecord {
                 cluster,
@@ -194,12 +210,11 @@ impl Staging {
                 }
             }
         }
-        let left: Vec<Slot> = rest.collect();
-        if !left.is_empty() {
+        if rest.len() > 0 {
             self.leftover = Some(Leftover {
                 topics: out.topics.clone(),
                 data: out.data.clone(),
-                slots: left,
+                slots: std::mem::take(rest),
                 finished: Vec::new(),
             });
         }
@@ -213,6 +228,7 @@ impl Staging {
         };
         let (later, now): (Vec<SplitId>, Vec<SplitId>) = ids.into_iter().partition(|id| {
             left.slots
+                .as_slice()
                 .iter()
                 .any(|s| s.partition == id.partition && *left.topics[s.topic as usize] == *id.topic)
         });
@@ -228,9 +244,12 @@ impl Staging {
                 ids.iter()
                     .any(|id| id.partition == partition && *id.topic == *topics[topic as usize])
             };
-            left.slots.retain(|s| !gone(s.topic, s.partition));
+            let kept: Vec<Slot> = std::mem::take(&mut left.slots)
+                .filter(|s| !gone(s.topic, s.partition))
+                .collect();
+            left.slots = kept.into_iter();
             left.finished.retain(|f| !ids.contains(f));
-            if left.slots.is_empty() && left.finished.is_empty() {
+            if left.slots.len() == 0 && left.finished.is_empty() {
                 self.leftover = None;
             }
         }
