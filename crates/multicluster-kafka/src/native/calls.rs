@@ -107,8 +107,50 @@ pub struct PartitionInfo {
     pub error_code: i16,
 }
 
-fn topic_name(topic: &str) -> TopicName {
+pub(super) fn topic_name(topic: &str) -> TopicName {
     TopicName(StrBytes::from_string(topic.to_string()))
+}
+
+/// A Fetch request for `wants` (each topic's partitions next to each other), its
+/// topics named by id or by name; no fetch session (the caller sets one).
+pub(super) fn fetch_request(
+    wants: &[FetchWant<'_>],
+    settings: &FetchSettings,
+    by_id: bool,
+) -> FetchRequest {
+    let mut topics: Vec<FetchTopic> = Vec::new();
+    for w in wants {
+        let same = topics.last().is_some_and(|t| {
+            if by_id {
+                t.topic_id == w.topic_id
+            } else {
+                t.topic.0.as_str() == w.topic
+            }
+        });
+        if !same {
+            let mut topic = FetchTopic::default();
+            if by_id {
+                topic.topic_id = w.topic_id;
+            } else {
+                topic.topic = topic_name(w.topic);
+            }
+            topics.push(topic);
+        }
+        let mut part = FetchPartition::default();
+        part.partition = w.partition;
+        part.fetch_offset = w.offset;
+        part.current_leader_epoch = w.leader_epoch;
+        part.partition_max_bytes = w.max_bytes;
+        topics.last_mut().expect("pushed").partitions.push(part);
+    }
+    let mut request = FetchRequest::default();
+    request.max_wait_ms = settings.max_wait_ms;
+    request.min_bytes = settings.min_bytes;
+    request.max_bytes = settings.max_bytes;
+    request.isolation_level = i8::from(settings.read_committed);
+    request.rack_id = StrBytes::from_string(settings.rack.clone());
+    request.topics = topics;
+    request
 }
 
 impl Connection {
@@ -254,67 +296,52 @@ impl Connection {
         wants: &[FetchWant<'_>],
         settings: &FetchSettings,
     ) -> Result<(FetchResponseData, bool), NativeError> {
-        let mut version = self.version::<FetchRequest>()?;
-        if version >= 13 && wants.iter().any(|w| w.topic_id.is_nil()) {
-            version = 12;
-            let (broker_min, broker_max) = self.broker_versions::<FetchRequest>().unwrap_or((0, 0));
-            if broker_min > version {
-                return Err(NativeError::Unsupported {
-                    addr: self.addr().to_string(),
-                    api: FetchRequest::NAME,
-                    broker_min,
-                    broker_max,
-                    ours_min: FetchRequest::VERSIONS.min,
-                    ours_max: 12,
-                });
-            }
-        }
+        let version = self.fetch_version(wants)?;
         let by_id = version >= 13;
-        let mut topics: Vec<FetchTopic> = Vec::new();
-        for w in wants {
-            let same = topics.last().is_some_and(|t| {
-                if by_id {
-                    t.topic_id == w.topic_id
-                } else {
-                    t.topic.0.as_str() == w.topic
-                }
-            });
-            if !same {
-                let mut topic = FetchTopic::default();
-                if by_id {
-                    topic.topic_id = w.topic_id;
-                } else {
-                    topic.topic = topic_name(w.topic);
-                }
-                topics.push(topic);
-            }
-            let mut part = FetchPartition::default();
-            part.partition = w.partition;
-            part.fetch_offset = w.offset;
-            part.current_leader_epoch = w.leader_epoch;
-            part.partition_max_bytes = w.max_bytes;
-            topics.last_mut().expect("pushed").partitions.push(part);
-        }
-        let mut request = FetchRequest::default();
-        request.max_wait_ms = settings.max_wait_ms;
-        request.min_bytes = settings.min_bytes;
-        request.max_bytes = settings.max_bytes;
-        request.isolation_level = i8::from(settings.read_committed);
-        request.rack_id = StrBytes::from_string(settings.rack.clone());
-        request.topics = topics;
-        // Decoded by the path's own reader, which bounds every count by the bytes
-        // left (docs/native-fetch.md, "Known gap").
-        let body = self.exchange(&request, version).await?;
-        let response = decode_fetch_response(&body, version).map_err(|e| NativeError::Decode {
-            addr: self.addr().to_string(),
-            api: FetchRequest::NAME,
-            version,
-            message: e.to_string(),
-        })?;
+        let request = fetch_request(wants, settings, by_id);
+        let response = self.send_fetch(&request, version).await?;
         if response.error_code != 0 {
             return Err(self.broker_error::<FetchRequest>(response.error_code, "fetch"));
         }
         Ok((response, by_id))
+    }
+
+    /// The Fetch version for `wants`: the highest both sides speak, but v12 (topics
+    /// by name) when a want has no topic id.
+    pub(super) fn fetch_version(&self, wants: &[FetchWant<'_>]) -> Result<i16, NativeError> {
+        let version = self.version::<FetchRequest>()?;
+        if version < 13 || wants.iter().all(|w| !w.topic_id.is_nil()) {
+            return Ok(version);
+        }
+        let (broker_min, broker_max) = self.broker_versions::<FetchRequest>().unwrap_or((0, 0));
+        if broker_min > 12 {
+            return Err(NativeError::Unsupported {
+                addr: self.addr().to_string(),
+                api: FetchRequest::NAME,
+                broker_min,
+                broker_max,
+                ours_min: FetchRequest::VERSIONS.min,
+                ours_max: 12,
+            });
+        }
+        Ok(12)
+    }
+
+    /// Sends a Fetch request and decodes its answer with the path's own reader,
+    /// which bounds every count by the bytes left (docs/native-fetch.md, "Known
+    /// gap"). The top-level error code is the caller's to read.
+    pub(super) async fn send_fetch(
+        &mut self,
+        request: &FetchRequest,
+        version: i16,
+    ) -> Result<FetchResponseData, NativeError> {
+        let body = self.exchange(request, version).await?;
+        decode_fetch_response(&body, version).map_err(|e| NativeError::Decode {
+            addr: self.addr().to_string(),
+            api: FetchRequest::NAME,
+            version,
+            message: e.to_string(),
+        })
     }
 
     /// A response that lacks the partition asked for.

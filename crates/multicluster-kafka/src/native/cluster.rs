@@ -5,7 +5,7 @@
 //! A [`ClusterFetch`] runs a task that keeps the cluster's metadata (leaders, their
 //! epochs, topic ids, broker addresses) and one task per leading broker, each with a
 //! connection of its own that fetches all the partitions the broker leads in one
-//! request at a time. An answer's partitions go to the queue as they came, their
+//! request at a time, in a fetch session ([`FetchSession`]). An answer's partitions go to the queue as they came, their
 //! record batches still encoded ([`Arrival::Records`]); the fetch thread decodes them
 //! with a [`PartitionReader`](super::partition::PartitionReader) per partition. The
 //! next fetch of a partition starts after the last whole batch of its last answer, so
@@ -36,6 +36,7 @@ use super::conn::{ConnectOptions, Connection};
 use super::error::NativeError;
 use super::fetch_response::FetchPartitionData;
 use super::partition::{PartitionIssue, issue};
+use super::session::FetchSession;
 
 /// A partition: its topic and number.
 pub(crate) type PartKey = (Arc<str>, i32);
@@ -421,6 +422,7 @@ struct Sent {
 /// it leads none or the fetch is closed.
 async fn fetch_from(shared: Arc<Shared>, node: i32) {
     let mut conn: Option<Connection> = None;
+    let mut session = FetchSession::new();
     let mut backoff = BACKOFF_MIN;
     loop {
         let changed = shared.changed.notified();
@@ -466,7 +468,15 @@ async fn fetch_from(shared: Arc<Shared>, node: i32) {
             changed.await;
             continue;
         }
-        let done = fetch_round(&shared, node, addr, &mut conn, &sent, &wants_owned).await;
+        let done = fetch_round(
+            &shared,
+            node,
+            addr,
+            (&mut conn, &mut session),
+            &sent,
+            &wants_owned,
+        )
+        .await;
         // Whatever happened, these partitions are no longer in flight.
         {
             let mut state = shared.state();
@@ -501,7 +511,7 @@ async fn fetch_round(
     shared: &Shared,
     node: i32,
     addr: Option<String>,
-    conn: &mut Option<Connection>,
+    (conn, session): (&mut Option<Connection>, &mut FetchSession),
     sent: &[Sent],
     wants: &[(PartKey, Uuid, i64, i32)],
 ) -> Result<Duration, NativeError> {
@@ -510,6 +520,7 @@ async fn fetch_round(
             addr: format!("(node {node}: no address in the metadata)"),
         })?;
         *conn = Some(Connection::connect(&addr, &shared.options.connect).await?);
+        session.reset();
     }
     let c = conn.as_mut().expect("connected");
     let mut sorted: Vec<&(PartKey, Uuid, i64, i32)> = wants.iter().collect();
@@ -525,7 +536,9 @@ async fn fetch_round(
             max_bytes: shared.options.partition_max_bytes,
         })
         .collect();
-    let (response, by_id) = c.fetch(&list, &shared.options.fetch).await?;
+    let (response, by_id) = c
+        .fetch_in_session(&list, &shared.options.fetch, session)
+        .await?;
     let throttle = Duration::from_millis(u64::try_from(response.throttle_time_ms).unwrap_or(0));
     let mut out_of_range = Vec::new();
     let mut arrived = false;

@@ -14,6 +14,7 @@ mod error;
 mod fetch_response;
 mod partition;
 mod responses;
+mod session;
 mod wire;
 
 /// What the crate shows of this module (as `unstable::native_conn`): the connection,
@@ -37,6 +38,7 @@ pub mod api {
         decode_fetch_response,
     };
     pub use crate::native::partition::{PartitionIssue, PartitionOptions, PartitionReader};
+    pub use crate::native::session::FetchSession;
     pub use kafka_protocol::messages::{
         ApiVersionsRequest, FetchRequest, ListOffsetsRequest, MetadataRequest,
     };
