@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use mck_testkit::Seen;
-use mck_testkit::{TestCluster, TestRecord, TransactionEnd, produce_transaction};
+use mck_testkit::{Listener, TestCluster, TestRecord, TransactionEnd, produce_transaction};
 use multicluster_kafka::prelude::*;
 use support::{Capture, drain, east, meta, source_over, west};
 
@@ -203,6 +203,46 @@ fn read_committed_skips_aborted_transactions_and_their_markers() {
         stream.close().await;
     });
     assert_fetched_natively(&["np-txn"]);
+}
+
+#[test]
+fn a_tls_listener_with_client_certificates_is_read_natively_by_native_and_by_auto() {
+    capture();
+    let c = mck_testkit::shared_secured_cluster().expect("the secured cluster starts");
+    let topic = "np-tls";
+    c.create_topic(topic, 2).unwrap();
+    let want: BTreeSet<String> = mck_testkit::fill_values(c, topic, 2, 300, "tls")
+        .into_iter()
+        .collect();
+    let over_mtls = |backend: Option<&str>| {
+        let mut m = ClusterMetadata::builder(c.listener_bootstrap(Listener::Mtls)).topics([topic]);
+        for (k, v) in c.security().unwrap().client_properties(Listener::Mtls) {
+            m = m.property(k, v);
+        }
+        if let Some(b) = backend {
+            m = m.property("fetch.backend", b);
+        }
+        m.build().unwrap()
+    };
+    for (cluster, backend) in [("np-tls-native", Some("native")), ("np-tls-auto", None)] {
+        let seen = mck_testkit::runtime().block_on(async {
+            let stream = KafkaStream::new("s").with_cluster(cluster, over_mtls(backend));
+            let mut stream = source_over(stream)
+                .stopping_offsets(StoppingOffsets::Latest)
+                .build()
+                .unwrap()
+                .open()
+                .await
+                .unwrap();
+            let seen = tokio::time::timeout(PATIENCE, drain(&mut stream))
+                .await
+                .expect("the bounded read ends");
+            stream.close().await;
+            seen
+        });
+        mck_testkit::assert_exactly_once(&seen, &want);
+    }
+    assert_fetched_natively(&["np-tls-native", "np-tls-auto"]);
 }
 
 #[test]

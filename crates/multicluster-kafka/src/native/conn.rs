@@ -1,4 +1,4 @@
-//! One plaintext connection to one Kafka broker, on tokio: requests framed with
+//! One connection to one Kafka broker (plaintext, or TLS: [`super::tls`]), on tokio: requests framed with
 //! Kafka's request header and increasing correlation ids, each response read whole
 //! into one buffer and decoded from it (so a Fetch response's `records` are slices of
 //! that buffer, not copies), and the API versions agreed with the broker when the
@@ -30,6 +30,7 @@ use tokio::net::TcpStream;
 
 use super::error::{NativeError, one_line};
 use super::responses;
+use super::tls::Tls;
 use kafka_protocol::messages::{
     ApiVersionsRequest, FetchRequest, ListOffsetsRequest, MetadataRequest,
 };
@@ -71,6 +72,10 @@ native_requests! {
     FetchRequest => FetchResponse, Fetch;
 }
 
+/// The byte stream under a connection: plain TCP, or TLS over it.
+trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+impl<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Stream for S {}
+
 /// How a [`Connection`] is made.
 #[derive(Clone, Debug)]
 pub struct ConnectOptions {
@@ -81,6 +86,8 @@ pub struct ConnectOptions {
     /// The largest response frame read; a larger one is an error, and nothing is
     /// allocated for it.
     pub max_frame_size: usize,
+    /// TLS (`security.protocol=ssl`); none: plaintext.
+    pub tls: Option<Tls>,
 }
 
 impl Default for ConnectOptions {
@@ -89,15 +96,16 @@ impl Default for ConnectOptions {
             client_id: "multicluster-kafka".into(),
             timeout: Duration::from_secs(30),
             max_frame_size: DEFAULT_MAX_FRAME_SIZE,
+            tls: None,
         }
     }
 }
 
-/// A plaintext connection to one broker, with the API versions it offers. One
-/// request at a time: each call waits for its answer.
+/// A connection to one broker (plaintext or TLS), with the API versions it offers.
+/// One request at a time: each call waits for its answer.
 pub struct Connection {
     addr: String,
-    stream: TcpStream,
+    stream: Box<dyn Stream>,
     client_id: StrBytes,
     timeout: Duration,
     max_frame_size: usize,
@@ -145,6 +153,23 @@ impl Connection {
                 addr: addr.to_string(),
                 source,
             })?;
+        let stream: Box<dyn Stream> = match &options.tls {
+            None => Box::new(stream),
+            Some(tls) => {
+                let secured = tokio::time::timeout(options.timeout, tls.handshake(addr, stream));
+                match secured.await {
+                    Ok(Ok(secured)) => Box::new(secured),
+                    Ok(Err(e)) => return Err(e),
+                    Err(_) => {
+                        return Err(NativeError::Timeout {
+                            addr: addr.to_string(),
+                            what: "TLS handshake".into(),
+                            timeout_ms: options.timeout.as_millis(),
+                        });
+                    }
+                }
+            }
+        };
         let mut conn = Self {
             addr: addr.to_string(),
             stream,

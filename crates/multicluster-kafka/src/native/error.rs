@@ -121,6 +121,15 @@ pub enum NativeError {
         /// Our highest version.
         ours_max: i16,
     },
+    /// The TLS handshake failed (the broker's certificate refused, or the broker
+    /// refused the client's). The connection is not used.
+    #[error("broker {addr}: TLS handshake failed: {message}")]
+    Tls {
+        /// `host:port` of the broker.
+        addr: String,
+        /// OpenSSL's reasons, and the certificate check that failed.
+        message: String,
+    },
     /// The broker answered with an error code.
     #[error("broker {addr}: {api} refused: {message} (error code {code})")]
     Broker {
@@ -150,6 +159,7 @@ impl NativeError {
             | Self::Decode { addr, .. }
             | Self::NotOffered { addr, .. }
             | Self::Unsupported { addr, .. }
+            | Self::Tls { addr, .. }
             | Self::Broker { addr, .. } => addr,
         }
     }

@@ -9,10 +9,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::base::offsets::OffsetReset;
-use crate::base::properties::{BOOTSTRAP_SERVERS, ClientProperties, FetchBackend};
+use crate::base::properties::{BOOTSTRAP_SERVERS, ClientProperties, FetchBackend, hide_secrets};
 use crate::deserializer::Deserializer;
 use crate::error::SourceError;
-use crate::native::api::{ConnectOptions, FetchSettings, PartitionOptions, PartitionReader};
+use crate::native::api::{
+    ConnectOptions, FetchSettings, PartitionOptions, PartitionReader, Pem, Tls, TlsSettings,
+};
 use crate::native::cluster::{Arrival, ClusterFetch, ClusterOptions, OutOfRange, PartKey};
 use crate::record::RecordBatch;
 use crate::split::{KafkaSplit, SplitId};
@@ -36,6 +38,16 @@ const HONOURED: &[&str] = &[
     "queued.max.messages.kbytes",
     "socket.timeout.ms",
     "receive.message.max.bytes",
+    // TLS (`security.protocol=ssl`), with OpenSSL as librdkafka: native/tls.rs.
+    "ssl.ca.location",
+    "ssl.ca.pem",
+    "ssl.certificate.location",
+    "ssl.certificate.pem",
+    "ssl.key.location",
+    "ssl.key.pem",
+    "ssl.key.password",
+    "ssl.endpoint.identification.algorithm",
+    "enable.ssl.certificate.verification",
 ];
 
 /// Properties that do not change what a reader fetches: groups and commits (which
@@ -120,10 +132,12 @@ fn unsupported(opening: &Opening<'_>) -> Option<String> {
         return Some("the reader runs outside a tokio runtime".into());
     }
     if let Some(p) = props.get("security.protocol")
-        && !p.trim().eq_ignore_ascii_case("plaintext")
+        && !["plaintext", "ssl"]
+            .iter()
+            .any(|ok| p.trim().eq_ignore_ascii_case(ok))
     {
         return Some(format!(
-            "security.protocol={p} is not supported yet (plaintext only)"
+            "security.protocol={p} is not supported yet (plaintext and ssl only)"
         ));
     }
     let other = props
@@ -193,7 +207,9 @@ fn options(opening: &Opening<'_>) -> Result<(ClusterOptions, PartitionOptions), 
         rack: String::new(),
     };
     let timeout_ms: u64 = number(opening, &["socket.timeout.ms"], 60_000)?;
+    let tls = tls(opening)?;
     let connect = ConnectOptions {
+        tls,
         client_id: props.get("client.id").unwrap_or("rdkafka").to_string(),
         // A fetch waits up to fetch.wait.max.ms before the broker answers.
         timeout: Duration::from_millis(timeout_ms)
@@ -225,6 +241,78 @@ fn options(opening: &Opening<'_>) -> Result<(ClusterOptions, PartitionOptions), 
         max_decompressed: max_frame.max(64 << 20),
     };
     Ok((cluster, partition))
+}
+
+/// The cluster's TLS from its `ssl.*` properties (librdkafka's names and defaults),
+/// with its files read; none unless `security.protocol=ssl`.
+fn tls(opening: &Opening<'_>) -> Result<Option<Tls>, SourceError> {
+    let props = opening.props;
+    let ssl = props
+        .get("security.protocol")
+        .is_some_and(|p| p.trim().eq_ignore_ascii_case("ssl"));
+    if !ssl {
+        return Ok(None);
+    }
+    let pem = |file: &str, text: &str| {
+        props
+            .get(text)
+            .map(|t| Pem::Text(t.to_string()))
+            .or_else(|| props.get(file).map(|f| Pem::File(f.trim().into())))
+    };
+    let refused = |property: &str, expected: &str| SourceError::Kafka {
+        cluster: opening.cluster.to_string(),
+        message: format!("property `{property}` refused: {expected}"),
+        code: None,
+        retriable: false,
+    };
+    let verify_hostname = match props
+        .get("ssl.endpoint.identification.algorithm")
+        .map(|v| v.trim().to_ascii_lowercase())
+        .as_deref()
+    {
+        None | Some("https") => true,
+        Some("none") => false,
+        Some(_) => {
+            return Err(refused(
+                "ssl.endpoint.identification.algorithm",
+                "https or none",
+            ));
+        }
+    };
+    let verify_certificate = match props
+        .get("enable.ssl.certificate.verification")
+        .map(|v| v.trim().to_ascii_lowercase())
+        .as_deref()
+    {
+        None | Some("true") => true,
+        Some("false") => false,
+        Some(_) => {
+            return Err(refused(
+                "enable.ssl.certificate.verification",
+                "true or false",
+            ));
+        }
+    };
+    let settings = TlsSettings {
+        // librdkafka's `probe` looks for the system's CAs: OpenSSL's defaults.
+        ca: pem("ssl.ca.location", "ssl.ca.pem")
+            .filter(|p| !matches!(p, Pem::File(f) if f.as_os_str() == "probe")),
+        certificate: pem("ssl.certificate.location", "ssl.certificate.pem"),
+        key: pem("ssl.key.location", "ssl.key.pem"),
+        key_password: props.get("ssl.key.password").map(str::to_string),
+        verify_hostname,
+        verify_certificate,
+    };
+    // A path given by reference (`${env:…}`, `${file:…}`) is as secret as its
+    // value: hidden like librdkafka's words about it.
+    Tls::new(&settings)
+        .map(Some)
+        .map_err(|e| SourceError::Kafka {
+            cluster: opening.cluster.to_string(),
+            message: hide_secrets(&e.to_string(), &props.secret_texts()).into_owned(),
+            code: None,
+            retriable: false,
+        })
 }
 
 /// A partition as the fetch thread reads it.
