@@ -206,17 +206,17 @@ fn read_committed_skips_aborted_transactions_and_their_markers() {
 }
 
 #[test]
-fn a_tls_listener_with_client_certificates_is_read_natively_by_native_and_by_auto() {
+fn tls_and_sasl_listeners_are_read_natively_by_native_and_by_auto() {
     capture();
     let c = mck_testkit::shared_secured_cluster().expect("the secured cluster starts");
-    let topic = "np-tls";
+    let topic = "np-secured";
     c.create_topic(topic, 2).unwrap();
-    let want: BTreeSet<String> = mck_testkit::fill_values(c, topic, 2, 300, "tls")
+    let want: BTreeSet<String> = mck_testkit::fill_values(c, topic, 2, 300, "sec")
         .into_iter()
         .collect();
-    let over_mtls = |backend: Option<&str>| {
-        let mut m = ClusterMetadata::builder(c.listener_bootstrap(Listener::Mtls)).topics([topic]);
-        for (k, v) in c.security().unwrap().client_properties(Listener::Mtls) {
+    let over = |listener: Listener, backend: Option<&str>| {
+        let mut m = ClusterMetadata::builder(c.listener_bootstrap(listener)).topics([topic]);
+        for (k, v) in c.security().unwrap().client_properties(listener) {
             m = m.property(k, v);
         }
         if let Some(b) = backend {
@@ -224,25 +224,35 @@ fn a_tls_listener_with_client_certificates_is_read_natively_by_native_and_by_aut
         }
         m.build().unwrap()
     };
-    for (cluster, backend) in [("np-tls-native", Some("native")), ("np-tls-auto", None)] {
-        let seen = mck_testkit::runtime().block_on(async {
-            let stream = KafkaStream::new("s").with_cluster(cluster, over_mtls(backend));
-            let mut stream = source_over(stream)
-                .stopping_offsets(StoppingOffsets::Latest)
-                .build()
-                .unwrap()
-                .open()
-                .await
-                .unwrap();
-            let seen = tokio::time::timeout(PATIENCE, drain(&mut stream))
-                .await
-                .expect("the bounded read ends");
-            stream.close().await;
-            seen
-        });
-        mck_testkit::assert_exactly_once(&seen, &want);
+    let mut clusters = Vec::new();
+    for (listener, name) in [
+        (Listener::Mtls, "mtls"),
+        (Listener::ScramSsl, "scram"),
+        (Listener::PlainSasl, "plain"),
+    ] {
+        for backend in [Some("native"), None] {
+            let cluster = format!("np-{name}-{}", backend.unwrap_or("auto"));
+            let seen = mck_testkit::runtime().block_on(async {
+                let stream = KafkaStream::new("s").with_cluster(&cluster, over(listener, backend));
+                let mut stream = source_over(stream)
+                    .stopping_offsets(StoppingOffsets::Latest)
+                    .build()
+                    .unwrap()
+                    .open()
+                    .await
+                    .unwrap();
+                let seen = tokio::time::timeout(PATIENCE, drain(&mut stream))
+                    .await
+                    .expect("the bounded read ends");
+                stream.close().await;
+                seen
+            });
+            mck_testkit::assert_exactly_once(&seen, &want);
+            clusters.push(cluster);
+        }
     }
-    assert_fetched_natively(&["np-tls-native", "np-tls-auto"]);
+    let names: Vec<&str> = clusters.iter().map(String::as_str).collect();
+    assert_fetched_natively(&names);
 }
 
 #[test]

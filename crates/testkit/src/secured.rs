@@ -28,7 +28,8 @@ use crate::TestkitError;
 pub enum Listener {
     /// `SSL` with required client certificates (mTLS).
     Mtls,
-    /// `SASL_SSL` with SCRAM-SHA-512 (users created when the log dirs are formatted).
+    /// `SASL_SSL` with SCRAM-SHA-512 (the clients' default here) and SCRAM-SHA-256,
+    /// one user with both (created when the log dirs are formatted).
     ScramSsl,
     /// `SASL_PLAINTEXT` with PLAIN.
     PlainSasl,
@@ -107,7 +108,7 @@ pub struct Security {
     pub expired_client_cert: PathBuf,
     /// Its private key.
     pub expired_client_key: PathBuf,
-    /// The SCRAM-SHA-512 user.
+    /// The SCRAM user (SCRAM-SHA-512 and SCRAM-SHA-256).
     pub scram_user: String,
     /// Its password (random per cluster).
     pub scram_password: String,
@@ -354,6 +355,11 @@ impl Security {
                 "SCRAM-SHA-512=[name={},password={}]",
                 self.scram_user, self.scram_password
             ),
+            "--add-scram".into(),
+            format!(
+                "SCRAM-SHA-256=[name={},password={}]",
+                self.scram_user, self.scram_password
+            ),
         ]
     }
 
@@ -378,10 +384,14 @@ impl Security {
             ),
             (
                 "listener.name.scram.sasl.enabled.mechanisms".into(),
-                "SCRAM-SHA-512".into(),
+                "SCRAM-SHA-512,SCRAM-SHA-256".into(),
             ),
             (
                 "listener.name.scram.scram-sha-512.sasl.jaas.config".into(),
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;".into(),
+            ),
+            (
+                "listener.name.scram.scram-sha-256.sasl.jaas.config".into(),
                 "org.apache.kafka.common.security.scram.ScramLoginModule required;".into(),
             ),
             (

@@ -17,7 +17,7 @@
 //! capacity capped at the bytes left) before the path faces brokers it cannot trust.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
@@ -30,9 +30,11 @@ use tokio::net::TcpStream;
 
 use super::error::{NativeError, one_line};
 use super::responses;
+use super::sasl::Sasl;
 use super::tls::Tls;
 use kafka_protocol::messages::{
-    ApiVersionsRequest, FetchRequest, ListOffsetsRequest, MetadataRequest,
+    ApiVersionsRequest, FetchRequest, ListOffsetsRequest, MetadataRequest, SaslAuthenticateRequest,
+    SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
 };
 
 /// The largest response frame a connection reads by default: 100 MiB.
@@ -70,6 +72,8 @@ native_requests! {
     MetadataRequest => MetadataResponse, Metadata;
     ListOffsetsRequest => ListOffsetsResponse, ListOffsets;
     FetchRequest => FetchResponse, Fetch;
+    SaslHandshakeRequest => SaslHandshakeResponse, SaslHandshake;
+    SaslAuthenticateRequest => SaslAuthenticateResponse, SaslAuthenticate;
 }
 
 /// The byte stream under a connection: plain TCP, or TLS over it.
@@ -86,8 +90,10 @@ pub struct ConnectOptions {
     /// The largest response frame read; a larger one is an error, and nothing is
     /// allocated for it.
     pub max_frame_size: usize,
-    /// TLS (`security.protocol=ssl`); none: plaintext.
+    /// TLS (`security.protocol=ssl` or `sasl_ssl`); none: plaintext.
     pub tls: Option<Tls>,
+    /// SASL credentials (`sasl_plaintext`, `sasl_ssl`); none: no authentication.
+    pub sasl: Option<Sasl>,
 }
 
 impl Default for ConnectOptions {
@@ -97,6 +103,7 @@ impl Default for ConnectOptions {
             timeout: Duration::from_secs(30),
             max_frame_size: DEFAULT_MAX_FRAME_SIZE,
             tls: None,
+            sasl: None,
         }
     }
 }
@@ -116,6 +123,12 @@ pub struct Connection {
     broken: bool,
     /// The request being written, reused.
     out: BytesMut,
+    /// The credentials, kept to re-authenticate.
+    sasl: Option<Sasl>,
+    /// When to re-authenticate (KIP-368), if the broker set a session lifetime.
+    reauth_at: Option<Instant>,
+    /// Re-authentications done on this connection.
+    reauthentications: u64,
 }
 
 impl std::fmt::Debug for Connection {
@@ -180,8 +193,14 @@ impl Connection {
             broker_versions: BTreeMap::new(),
             broken: false,
             out: BytesMut::new(),
+            sasl: options.sasl.clone(),
+            reauth_at: None,
+            reauthentications: 0,
         };
         conn.negotiate().await?;
+        if let Some(sasl) = &options.sasl {
+            conn.reauth_at = conn.authenticate(sasl).await?;
+        }
         Ok(conn)
     }
 
@@ -267,10 +286,33 @@ impl Connection {
         Ok(())
     }
 
+    /// How many times this connection re-authenticated (KIP-368).
+    pub fn reauthentications(&self) -> u64 {
+        self.reauthentications
+    }
+
     /// Writes one request and reads its response's frame; returns the response's
-    /// body (after its header). A failure of the stream, or a timeout, makes the
-    /// connection unusable.
+    /// body (after its header). Re-authenticates first when the session lifetime
+    /// the broker set is nearly over. A failure of the stream, or a timeout, makes
+    /// the connection unusable.
     pub(super) async fn exchange<R: NativeRequest>(
+        &mut self,
+        request: &R,
+        version: i16,
+    ) -> Result<Bytes, NativeError> {
+        if let (Some(at), Some(sasl)) = (self.reauth_at, &self.sasl)
+            && Instant::now() >= at
+        {
+            let sasl = sasl.clone();
+            self.reauth_at = self.authenticate(&sasl).await?;
+            self.reauthentications += 1;
+            tracing::debug!(broker = %self.addr, mechanism = sasl.mechanism.name(), "re-authenticated");
+        }
+        self.exchange_now(request, version).await
+    }
+
+    /// [`exchange`](Self::exchange) without re-authenticating first.
+    pub(super) async fn exchange_now<R: NativeRequest>(
         &mut self,
         request: &R,
         version: i16,

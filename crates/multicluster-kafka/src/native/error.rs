@@ -130,6 +130,18 @@ pub enum NativeError {
         /// OpenSSL's reasons, and the certificate check that failed.
         message: String,
     },
+    /// SASL authentication failed: the broker refused the credentials (in its own
+    /// words), does not enable the mechanism, or (SCRAM) could not prove it knows
+    /// the password. Never shows the password.
+    #[error("broker {addr}: SASL {mechanism} authentication failed: {message}")]
+    Auth {
+        /// `host:port` of the broker.
+        addr: String,
+        /// The mechanism, e.g. `SCRAM-SHA-512`.
+        mechanism: &'static str,
+        /// Why.
+        message: String,
+    },
     /// The broker answered with an error code.
     #[error("broker {addr}: {api} refused: {message} (error code {code})")]
     Broker {
@@ -160,6 +172,7 @@ impl NativeError {
             | Self::NotOffered { addr, .. }
             | Self::Unsupported { addr, .. }
             | Self::Tls { addr, .. }
+            | Self::Auth { addr, .. }
             | Self::Broker { addr, .. } => addr,
         }
     }

@@ -1,5 +1,5 @@
 //! The native fetch path's own Kafka client, on tokio (docs/native-fetch.md): its
-//! first layer, a [`api::Connection`] to one broker (plaintext or TLS) with the calls the
+//! first layer, a [`api::Connection`] to one broker (plaintext or TLS, SASL) with the calls the
 //! fetch path needs, and the record batches of its answers decoded in place
 //! ([`api::Batches`], codecs bounded). The `kafka-protocol` crate's types stay inside
 //! this module.
@@ -14,6 +14,7 @@ mod error;
 mod fetch_response;
 mod partition;
 mod responses;
+mod sasl;
 mod session;
 mod tls;
 mod wire;
@@ -39,6 +40,7 @@ pub mod api {
         decode_fetch_response,
     };
     pub use crate::native::partition::{PartitionIssue, PartitionOptions, PartitionReader};
+    pub use crate::native::sasl::{Mechanism, Sasl};
     pub use crate::native::session::FetchSession;
     pub use crate::native::tls::{Pem, Tls, TlsError, TlsSettings};
     pub use kafka_protocol::messages::{

@@ -13,7 +13,8 @@ use crate::base::properties::{BOOTSTRAP_SERVERS, ClientProperties, FetchBackend,
 use crate::deserializer::Deserializer;
 use crate::error::SourceError;
 use crate::native::api::{
-    ConnectOptions, FetchSettings, PartitionOptions, PartitionReader, Pem, Tls, TlsSettings,
+    ConnectOptions, FetchSettings, Mechanism, PartitionOptions, PartitionReader, Pem, Sasl, Tls,
+    TlsSettings,
 };
 use crate::native::cluster::{Arrival, ClusterFetch, ClusterOptions, OutOfRange, PartKey};
 use crate::record::RecordBatch;
@@ -48,7 +49,15 @@ const HONOURED: &[&str] = &[
     "ssl.key.password",
     "ssl.endpoint.identification.algorithm",
     "enable.ssl.certificate.verification",
+    // SASL PLAIN and SCRAM (`sasl_plaintext`, `sasl_ssl`): native/sasl.rs.
+    "sasl.mechanism",
+    "sasl.mechanisms",
+    "sasl.username",
+    "sasl.password",
 ];
+
+/// The `security.protocol` values the native path speaks.
+const PROTOCOLS: [&str; 4] = ["plaintext", "ssl", "sasl_plaintext", "sasl_ssl"];
 
 /// Properties that do not change what a reader fetches: groups and commits (which
 /// stay on librdkafka), producers' settings, logging, and librdkafka's own tuning.
@@ -131,14 +140,23 @@ fn unsupported(opening: &Opening<'_>) -> Option<String> {
     if opening.runtime.is_none() {
         return Some("the reader runs outside a tokio runtime".into());
     }
-    if let Some(p) = props.get("security.protocol")
-        && !["plaintext", "ssl"]
-            .iter()
-            .any(|ok| p.trim().eq_ignore_ascii_case(ok))
-    {
-        return Some(format!(
-            "security.protocol={p} is not supported yet (plaintext and ssl only)"
-        ));
+    let protocol = props
+        .get("security.protocol")
+        .unwrap_or("plaintext")
+        .trim()
+        .to_ascii_lowercase();
+    if !PROTOCOLS.contains(&protocol.as_str()) {
+        return Some(format!("security.protocol={protocol} is not supported"));
+    }
+    if protocol.starts_with("sasl") {
+        // librdkafka's default mechanism is GSSAPI.
+        let mechanism = mechanism(props).unwrap_or("GSSAPI");
+        if Mechanism::parse(mechanism).is_none() {
+            return Some(format!(
+                "sasl.mechanism={} is not supported yet (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)",
+                mechanism.trim()
+            ));
+        }
     }
     let other = props
         .iter()
@@ -210,6 +228,7 @@ fn options(opening: &Opening<'_>) -> Result<(ClusterOptions, PartitionOptions), 
     let tls = tls(opening)?;
     let connect = ConnectOptions {
         tls,
+        sasl: sasl(opening)?,
         client_id: props.get("client.id").unwrap_or("rdkafka").to_string(),
         // A fetch waits up to fetch.wait.max.ms before the broker answers.
         timeout: Duration::from_millis(timeout_ms)
@@ -247,9 +266,10 @@ fn options(opening: &Opening<'_>) -> Result<(ClusterOptions, PartitionOptions), 
 /// with its files read; none unless `security.protocol=ssl`.
 fn tls(opening: &Opening<'_>) -> Result<Option<Tls>, SourceError> {
     let props = opening.props;
-    let ssl = props
-        .get("security.protocol")
-        .is_some_and(|p| p.trim().eq_ignore_ascii_case("ssl"));
+    let ssl = props.get("security.protocol").is_some_and(|p| {
+        let p = p.trim();
+        p.eq_ignore_ascii_case("ssl") || p.eq_ignore_ascii_case("sasl_ssl")
+    });
     if !ssl {
         return Ok(None);
     }
@@ -313,6 +333,44 @@ fn tls(opening: &Opening<'_>) -> Result<Option<Tls>, SourceError> {
             code: None,
             retriable: false,
         })
+}
+
+/// `sasl.mechanism` (or its other spelling `sasl.mechanisms`), if set.
+fn mechanism(props: &ClientProperties) -> Option<&str> {
+    props
+        .get("sasl.mechanism")
+        .or_else(|| props.get("sasl.mechanisms"))
+}
+
+/// The cluster's SASL credentials; none unless `security.protocol` is `sasl_*`.
+fn sasl(opening: &Opening<'_>) -> Result<Option<Sasl>, SourceError> {
+    let props = opening.props;
+    let sasl = props
+        .get("security.protocol")
+        .is_some_and(|p| p.trim().to_ascii_lowercase().starts_with("sasl"));
+    if !sasl {
+        return Ok(None);
+    }
+    let refused = |property: &str, why: &str| SourceError::Kafka {
+        cluster: opening.cluster.to_string(),
+        message: format!("property `{property}` refused: {why}"),
+        code: None,
+        retriable: false,
+    };
+    let mechanism = mechanism(props)
+        .and_then(Mechanism::parse)
+        .ok_or_else(|| refused("sasl.mechanism", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"))?;
+    let username = props
+        .get("sasl.username")
+        .ok_or_else(|| refused("sasl.username", "not set"))?;
+    let password = props
+        .get("sasl.password")
+        .ok_or_else(|| refused("sasl.password", "not set"))?;
+    Ok(Some(Sasl {
+        mechanism,
+        username: username.to_string(),
+        password: password.to_string(),
+    }))
 }
 
 /// A partition as the fetch thread reads it.
