@@ -110,6 +110,9 @@ struct Part {
     in_flight: bool,
     /// Not fetched (outside the log, waiting for the reader).
     parked: bool,
+    /// Not fetched before this time: its last answer was an error that fetching
+    /// again at once would only repeat (an authorization failure, say).
+    retry_at: Option<tokio::time::Instant>,
 }
 
 #[derive(Default)]
@@ -170,6 +173,10 @@ pub(crate) struct ClusterFetch {
 const BACKOFF_MIN: Duration = Duration::from_millis(50);
 const BACKOFF_MAX: Duration = Duration::from_secs(1);
 
+/// How long a partition whose answer was an error of its own waits before it is
+/// fetched again (the broker's other partitions go on).
+const PARTITION_BACKOFF: Duration = Duration::from_secs(1);
+
 impl ClusterFetch {
     /// Starts fetching on `runtime`; `wake` is called (from a task) whenever
     /// something arrives.
@@ -201,6 +208,7 @@ impl ClusterFetch {
                 leader: None,
                 in_flight: false,
                 parked: false,
+                retry_at: None,
             },
         );
         state.metadata_due = true;
@@ -219,6 +227,7 @@ impl ClusterFetch {
             part.generation = generation;
             part.offset = offset;
             part.parked = false;
+            part.retry_at = None;
         }
         drop(state);
         self.shared.changed.notify_waiters();
@@ -428,7 +437,7 @@ async fn fetch_from(shared: Arc<Shared>, node: i32) {
         let changed = shared.changed.notified();
         tokio::pin!(changed);
         changed.as_mut().enable();
-        let (sent, wants_owned, addr) = {
+        let (sent, wants_owned, addr, wake_at) = {
             let mut state = shared.state();
             let leads = state
                 .parts
@@ -442,11 +451,20 @@ async fn fetch_from(shared: Arc<Shared>, node: i32) {
             let addr = state.brokers.get(&node).cloned();
             let mut sent = Vec::new();
             let mut wants = Vec::new();
+            let mut wake_at: Option<tokio::time::Instant> = None;
+            let now = tokio::time::Instant::now();
             if room {
                 let topic_ids = state.topic_ids.clone();
                 for (key, part) in state.parts.iter_mut() {
                     if part.leader.map(|l| l.0) != Some(node) || part.in_flight || part.parked {
                         continue;
+                    }
+                    if let Some(at) = part.retry_at {
+                        if at > now {
+                            wake_at = Some(wake_at.map_or(at, |w| w.min(at)));
+                            continue;
+                        }
+                        part.retry_at = None;
                     }
                     part.in_flight = true;
                     sent.push(Sent {
@@ -462,10 +480,18 @@ async fn fetch_from(shared: Arc<Shared>, node: i32) {
                     ));
                 }
             }
-            (sent, wants, addr)
+            (sent, wants, addr, wake_at)
         };
         if sent.is_empty() {
-            changed.await;
+            match wake_at {
+                Some(at) => {
+                    tokio::select! {
+                        () = &mut changed => {}
+                        () = tokio::time::sleep_until(at) => {}
+                    }
+                }
+                None => changed.await,
+            }
             continue;
         }
         let done = fetch_round(
@@ -541,6 +567,7 @@ async fn fetch_round(
         .await?;
     let throttle = Duration::from_millis(u64::try_from(response.throttle_time_ms).unwrap_or(0));
     let mut out_of_range = Vec::new();
+    let mut troubles: Vec<String> = Vec::new();
     let mut arrived = false;
     {
         let mut state = shared.state();
@@ -616,12 +643,29 @@ async fn fetch_round(
                         state.metadata_due = true;
                     }
                     Err(e) => {
-                        tracing::warn!(cluster = %shared.options.cluster, topic = %key.0, partition = key.1, error = %e, "fetch error; retrying");
+                        // Said once per streak, and the partition waits before it is
+                        // fetched again; the enumerator's lookups decide whether the
+                        // split goes (an authorization revoked, a topic deleted).
+                        let name = match e {
+                            PartitionIssue::Failed { code } => {
+                                kafka_protocol::ResponseError::try_from_code(code)
+                                    .map(|e| format!(" ({e})"))
+                                    .unwrap_or_default()
+                            }
+                            _ => String::new(),
+                        };
+                        troubles.push(format!("{}/{}: {e}{name}", key.0, key.1));
+                        part.retry_at = Some(tokio::time::Instant::now() + PARTITION_BACKOFF);
                         state.metadata_due = true;
                     }
                 }
             }
         }
+    }
+    if !troubles.is_empty() {
+        // One text for the round, so the same failing partitions are said once.
+        troubles.sort_unstable();
+        shared.trouble(&troubles.join("; "));
     }
     shared.changed.notify_waiters();
     for (key, generation, offset) in out_of_range {
