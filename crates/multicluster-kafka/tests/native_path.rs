@@ -256,6 +256,63 @@ fn tls_and_sasl_listeners_are_read_natively_by_native_and_by_auto() {
 }
 
 #[test]
+fn endpoint_identification_is_turned_off_by_none_and_a_bad_value_is_refused() {
+    capture();
+    let c = mck_testkit::shared_secured_cluster().expect("the secured cluster starts");
+    let topic = "np-wronghost";
+    c.create_topic(topic, 1).unwrap();
+    let want: BTreeSet<String> = mck_testkit::fill_values(c, topic, 1, 50, "wh")
+        .into_iter()
+        .collect();
+    let over = |identification: &str| {
+        let mut m =
+            ClusterMetadata::builder(c.listener_bootstrap(Listener::WrongHost)).topics([topic]);
+        for (k, v) in c.security().unwrap().client_properties(Listener::WrongHost) {
+            m = m.property(k, v);
+        }
+        m.property("ssl.endpoint.identification.algorithm", identification)
+            .build()
+            .unwrap()
+    };
+    mck_testkit::runtime().block_on(async {
+        // The broker's certificate names another host: read with the check off.
+        let stream = KafkaStream::new("s").with_cluster("np-wronghost-none", over("none"));
+        let mut stream = native(source_over(stream))
+            .stopping_offsets(StoppingOffsets::Latest)
+            .build()
+            .unwrap()
+            .open()
+            .await
+            .unwrap();
+        let seen = tokio::time::timeout(PATIENCE, drain(&mut stream))
+            .await
+            .expect("the bounded read ends");
+        stream.close().await;
+        mck_testkit::assert_exactly_once(&seen, &want);
+
+        // A value that is neither https nor none is refused at open, naming the
+        // property and never the value.
+        let stream = KafkaStream::new("s").with_cluster("np-wronghost-bad", over("maybe"));
+        let opened = native(source_over(stream))
+            .stopping_offsets(StoppingOffsets::Latest)
+            .build()
+            .unwrap()
+            .open()
+            .await;
+        let text = match opened {
+            Ok(_) => panic!("a source with ssl.endpoint.identification.algorithm=maybe opened"),
+            Err(e) => e.to_string(),
+        };
+        assert!(
+            text.contains("`ssl.endpoint.identification.algorithm` refused"),
+            "{text}"
+        );
+        assert!(!text.contains("maybe"), "{text}");
+    });
+    assert_fetched_natively(&["np-wronghost-none"]);
+}
+
+#[test]
 fn a_property_the_native_path_lacks_is_refused_by_native_and_left_to_librdkafka_by_auto() {
     let topic = "np-refused";
     east().create_topic(topic, 1).unwrap();

@@ -285,34 +285,19 @@ fn tls(opening: &Opening<'_>) -> Result<Option<Tls>, SourceError> {
         code: None,
         retriable: false,
     };
-    let verify_hostname = match props
-        .get("ssl.endpoint.identification.algorithm")
+    // A property with two values (case-insensitive; unset: the first, librdkafka's
+    // default) as a bool.
+    let either = |property: &str, yes: &str, no: &str| match props
+        .get(property)
         .map(|v| v.trim().to_ascii_lowercase())
-        .as_deref()
     {
-        None | Some("https") => true,
-        Some("none") => false,
-        Some(_) => {
-            return Err(refused(
-                "ssl.endpoint.identification.algorithm",
-                "https or none",
-            ));
-        }
+        None => Ok(true),
+        Some(v) if v == yes => Ok(true),
+        Some(v) if v == no => Ok(false),
+        Some(_) => Err(refused(property, &format!("{yes} or {no}"))),
     };
-    let verify_certificate = match props
-        .get("enable.ssl.certificate.verification")
-        .map(|v| v.trim().to_ascii_lowercase())
-        .as_deref()
-    {
-        None | Some("true") => true,
-        Some("false") => false,
-        Some(_) => {
-            return Err(refused(
-                "enable.ssl.certificate.verification",
-                "true or false",
-            ));
-        }
-    };
+    let verify_hostname = either("ssl.endpoint.identification.algorithm", "https", "none")?;
+    let verify_certificate = either("enable.ssl.certificate.verification", "true", "false")?;
     let settings = TlsSettings {
         // librdkafka's `probe` looks for the system's CAs: OpenSSL's defaults.
         ca: pem("ssl.ca.location", "ssl.ca.pem")
