@@ -28,9 +28,9 @@ use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Message, Str
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use super::credentials::Sasl;
 use super::error::{NativeError, one_line};
 use super::responses;
-use super::sasl::Sasl;
 use super::tls::Tls;
 use kafka_protocol::messages::{
     ApiVersionsRequest, FetchRequest, ListOffsetsRequest, MetadataRequest, SaslAuthenticateRequest,

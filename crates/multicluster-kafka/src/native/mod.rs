@@ -9,6 +9,7 @@ mod calls;
 pub(crate) mod cluster;
 mod codec;
 mod conn;
+mod credentials;
 mod cursor;
 mod error;
 mod fetch_response;
@@ -32,6 +33,7 @@ pub mod api {
     pub use crate::native::conn::{
         ConnectOptions, Connection, DEFAULT_MAX_FRAME_SIZE, NativeRequest,
     };
+    pub use crate::native::credentials::{Mechanism, Sasl};
     pub use crate::native::cursor::{Cursor, DecodeError};
     pub use crate::native::error::NativeError;
     pub use crate::native::fetch_response::{
@@ -40,7 +42,6 @@ pub mod api {
         decode_fetch_response,
     };
     pub use crate::native::partition::{PartitionIssue, PartitionOptions, PartitionReader};
-    pub use crate::native::sasl::{Mechanism, Sasl};
     pub use crate::native::session::FetchSession;
     pub use crate::native::tls::{Pem, Tls, TlsError, TlsSettings};
     pub use kafka_protocol::messages::{

@@ -17,68 +17,16 @@ use openssl::pkey::PKey;
 use openssl::sign::Signer;
 
 use super::conn::Connection;
+use super::credentials::{Mechanism, Sasl};
 use super::cursor::{Cursor, Result as DecodeResult};
 use super::error::NativeError;
 use super::wire::{PREALLOCATED, Reader};
 
-/// A SASL mechanism the native path speaks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mechanism {
-    /// `PLAIN`: the user name and password as they are (over TLS, one hopes).
-    Plain,
-    /// `SCRAM-SHA-256`.
-    ScramSha256,
-    /// `SCRAM-SHA-512`.
-    ScramSha512,
-}
-
-impl Mechanism {
-    /// The mechanism of `sasl.mechanism`'s value (case-insensitive), if the native
-    /// path speaks it.
-    pub fn parse(name: &str) -> Option<Self> {
-        match name.trim().to_ascii_uppercase().as_str() {
-            "PLAIN" => Some(Self::Plain),
-            "SCRAM-SHA-256" => Some(Self::ScramSha256),
-            "SCRAM-SHA-512" => Some(Self::ScramSha512),
-            _ => None,
-        }
-    }
-
-    /// Its name as Kafka knows it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Plain => "PLAIN",
-            Self::ScramSha256 => "SCRAM-SHA-256",
-            Self::ScramSha512 => "SCRAM-SHA-512",
-        }
-    }
-
-    fn digest(self) -> MessageDigest {
-        match self {
-            Self::ScramSha512 => MessageDigest::sha512(),
-            _ => MessageDigest::sha256(),
-        }
-    }
-}
-
-/// A connection's SASL credentials. `Debug` shows the user, never the password.
-#[derive(Clone)]
-pub struct Sasl {
-    /// The mechanism.
-    pub mechanism: Mechanism,
-    /// `sasl.username`.
-    pub username: String,
-    /// `sasl.password`.
-    pub password: String,
-}
-
-impl std::fmt::Debug for Sasl {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Sasl")
-            .field("mechanism", &self.mechanism)
-            .field("username", &self.username)
-            .field("password", &"[redacted]")
-            .finish()
+/// The hash of a SCRAM mechanism.
+fn digest(mechanism: Mechanism) -> MessageDigest {
+    match mechanism {
+        Mechanism::ScramSha512 => MessageDigest::sha512(),
+        _ => MessageDigest::sha256(),
     }
 }
 
@@ -297,7 +245,7 @@ impl<'a> Scram<'a> {
                 ITERATIONS.end()
             ));
         }
-        let digest = self.sasl.mechanism.digest();
+        let digest = digest(self.sasl.mechanism);
         let mut salted = vec![0u8; digest.size()];
         openssl::pkcs5::pbkdf2_hmac(
             self.sasl.password.as_bytes(),
