@@ -55,6 +55,22 @@ fn assert_fetched_natively(clusters: &[&str]) {
     }
 }
 
+/// Reads the source `b` builds to its stops (the logs' ends at start) and closes it.
+async fn read_to_the_end(b: SourceBuilder<Utf8>) -> Vec<Seen> {
+    let mut stream = b
+        .stopping_offsets(StoppingOffsets::Latest)
+        .build()
+        .unwrap()
+        .open()
+        .await
+        .unwrap();
+    let seen = tokio::time::timeout(PATIENCE, drain(&mut stream))
+        .await
+        .expect("the bounded read ends");
+    stream.close().await;
+    seen
+}
+
 fn values_of(seen: &[Seen]) -> BTreeSet<String> {
     seen.iter().map(|s| s.4.clone()).collect()
 }
@@ -232,21 +248,8 @@ fn tls_and_sasl_listeners_are_read_natively_by_native_and_by_auto() {
     ] {
         for backend in [Some("native"), None] {
             let cluster = format!("np-{name}-{}", backend.unwrap_or("auto"));
-            let seen = mck_testkit::runtime().block_on(async {
-                let stream = KafkaStream::new("s").with_cluster(&cluster, over(listener, backend));
-                let mut stream = source_over(stream)
-                    .stopping_offsets(StoppingOffsets::Latest)
-                    .build()
-                    .unwrap()
-                    .open()
-                    .await
-                    .unwrap();
-                let seen = tokio::time::timeout(PATIENCE, drain(&mut stream))
-                    .await
-                    .expect("the bounded read ends");
-                stream.close().await;
-                seen
-            });
+            let stream = KafkaStream::new("s").with_cluster(&cluster, over(listener, backend));
+            let seen = mck_testkit::runtime().block_on(read_to_the_end(source_over(stream)));
             mck_testkit::assert_exactly_once(&seen, &want);
             clusters.push(cluster);
         }
@@ -277,17 +280,7 @@ fn endpoint_identification_is_turned_off_by_none_and_a_bad_value_is_refused() {
     mck_testkit::runtime().block_on(async {
         // The broker's certificate names another host: read with the check off.
         let stream = KafkaStream::new("s").with_cluster("np-wronghost-none", over("none"));
-        let mut stream = native(source_over(stream))
-            .stopping_offsets(StoppingOffsets::Latest)
-            .build()
-            .unwrap()
-            .open()
-            .await
-            .unwrap();
-        let seen = tokio::time::timeout(PATIENCE, drain(&mut stream))
-            .await
-            .expect("the bounded read ends");
-        stream.close().await;
+        let seen = read_to_the_end(native(source_over(stream))).await;
         mck_testkit::assert_exactly_once(&seen, &want);
 
         // A value that is neither https nor none is refused at open, naming the
