@@ -135,14 +135,19 @@ impl Enumerator {
     /// Takes back retained positions of splits whose cluster and topic are read again,
     /// so they resume where they were rather than at their starting offsets. Positions
     /// recorded for another physical cluster are refused (reported to the readers), or
-    /// dropped when the user chose fresh starts.
+    /// dropped when the user chose fresh starts. In group mode only the partitions the
+    /// group gives this instance are read: a position kept of one it took back stays
+    /// kept, as the program's checkpoints carry it to the revocation and the commit.
     pub(super) fn resume_retained(&mut self) -> Vec<KafkaSplit> {
         let mut out = Vec::new();
         let mut refused: BTreeSet<Arc<str>> = BTreeSet::new();
+        let group = self.group.as_ref();
         for (cluster, state) in self.clusters.iter_mut() {
-            let back = self
-                .retained
-                .take(|id| id.cluster == *cluster && state.topics.contains(&*id.topic));
+            let back = self.retained.take(|id| {
+                id.cluster == *cluster
+                    && state.topics.contains(&*id.topic)
+                    && group.is_none_or(|g| g.holds(id))
+            });
             for (id, r) in back {
                 if let (Some(expected), Some(actual)) =
                     (&r.kafka_cluster_id, &state.kafka_cluster_id)

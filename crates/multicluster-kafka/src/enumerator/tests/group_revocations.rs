@@ -264,3 +264,31 @@ async fn a_split_removed_and_added_back_is_revoked_at_where_it_is_now() {
     h.e.revocations_due();
     assert_eq!(answer.try_recv().unwrap(), vec![("t".into(), 0, 200)]);
 }
+
+/// The position a reader keeps of a partition taken back is how the program's
+/// checkpoints carry it to the revocation (their acknowledgement) and to the group's
+/// offsets (their commits). A metadata change, or a cluster answering, while the
+/// revocation waits must leave it kept: taken, the program could never acknowledge
+/// the partition, nothing would be committed for it, and its next owner would read
+/// again what was handed out here.
+#[tokio::test(start_paused = true)]
+async fn a_revoked_partition_stays_in_checkpoints_through_a_metadata_change() {
+    let mut h = in_group();
+    let r = given(&mut h, 100);
+    let answer = taken_back(&mut h, Some(r), 150).await;
+    // The reader keeps where it let the partition go, as it does on a removal.
+    let until = now_ms() + 60_000;
+    h.e.retained
+        .keep(&split("east", "t", 0, 150), until, Some("K1".into()));
+    assert!(h.e.resume_retained().is_empty(), "not the group's to read");
+    let kept: Vec<(SplitId, i64)> =
+        h.e.retained
+            .live()
+            .into_iter()
+            .map(|(id, r)| (id, r.next_offset))
+            .collect();
+    assert_eq!(kept, vec![(t0(), 150)]);
+    h.e.acknowledged(&checkpoint_at(150));
+    h.e.revocations_due();
+    assert_eq!(answer.try_recv().unwrap(), vec![("t".into(), 0, 150)]);
+}
