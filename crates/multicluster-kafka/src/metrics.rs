@@ -20,6 +20,7 @@
 //! | `mck_mirror_failovers_total` | counter | `cluster`, `mirror` | failovers of a source cluster to its mirror after `failoverAfter` unreachable |
 //! | `mck_mirror_searching` | gauge | `cluster`, `topic`, `partition` | 1 while a split on a mirror reads forward to (or waits for a lagging mirror to copy) the last record handed out from its source; 0 once its search ended |
 //! | `mck_mirror_behind_seconds` | gauge | `cluster`, `topic`, `partition` | while a split on a mirror looks for its last record: how much older the newest record read there is (a lagging mirror's distance); 0 after |
+//! | `mck_watermark_lag_seconds` | gauge | `stream`, `cluster` | with watermarks on: how far the lowest watermark of the stream's active splits on the cluster is behind the wall clock (see [`WATERMARK_LAG`]) |
 //! | `mck_mirror_switches_total` | counter | `cluster`, `outcome` | splits on a mirror that ended their search for the last record handed out from the source: `found`, `diverged`, `lower_bound` (see [`MIRROR_SWITCHES`]) |
 
 /// Splits on a mirror (`cluster`) whose search for the last record handed out from
@@ -81,6 +82,11 @@ pub const CLUSTERS_WAITING: &str = "mck_clusters_waiting";
 /// series should treat NaN on this gauge as removal (`mck`'s does, from its live line
 /// and its Prometheus endpoint); others show NaN.
 pub const SPLIT_LAG: &str = "mck_split_lag";
+/// With [`SourceBuilder::watermarks`](crate::SourceBuilder::watermarks): the wall
+/// clock less the lowest watermark of a stream's splits on a cluster, in seconds, over
+/// the splits that hold the watermark (neither idle nor finished; a series keeps its
+/// last value while all of them are idle). Set at most once a second per reader.
+pub const WATERMARK_LAG: &str = "mck_watermark_lag_seconds";
 /// Successful offset commits, per cluster.
 pub const COMMITS_SUCCEEDED: &str = "mck_commits_succeeded_total";
 /// Failed offset commits, per cluster.

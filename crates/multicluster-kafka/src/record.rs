@@ -114,6 +114,8 @@ pub struct RecordBatch<V> {
     /// The keys (and usually the values) of the records, one after the other.
     pub(crate) data: Bytes,
     pub(crate) entries: Vec<BatchEntry<V>>,
+    /// The reader's watermark once the batch was handed out (with watermarks on).
+    pub(crate) watermark: Option<i64>,
 }
 
 /// One record of a [`RecordBatch`], without the handles the batch holds once.
@@ -227,6 +229,18 @@ impl<V> BatchEntry<V> {
             value,
         )
     }
+
+    /// An entry with a timestamp, without key or headers.
+    pub(crate) fn timed(topic: u32, partition: i32, offset: i64, timestamp: i64, value: V) -> Self {
+        Self::new(
+            (topic, partition, offset),
+            (Some(timestamp), 0),
+            None,
+            0,
+            EntryHeaders::default(),
+            value,
+        )
+    }
 }
 
 impl<V> RecordBatch<V> {
@@ -239,7 +253,15 @@ impl<V> RecordBatch<V> {
             no_streams: StreamIds::from(Vec::new()),
             data: Bytes::new(),
             entries: Vec::new(),
+            watermark: None,
         }
+    }
+
+    /// With [`SourceBuilder::watermarks`](crate::SourceBuilder::watermarks): the
+    /// reader's watermark (milliseconds since the epoch) right after this batch was
+    /// handed out; see [`SourceReader::watermark`](crate::SourceReader::watermark).
+    pub fn watermark(&self) -> Option<i64> {
+        self.watermark
     }
 
     /// Names the streams of each of the batch's topics, as `index` has them now.
@@ -512,6 +534,7 @@ impl<V> IntoIter<V> {
             no_streams: self.no_streams,
             data: self.data,
             entries: self.entries.collect(),
+            watermark: None,
         }
     }
 

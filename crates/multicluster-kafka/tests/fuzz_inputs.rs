@@ -217,6 +217,7 @@ fn checkpoints() -> impl Strategy<Value = Checkpoint> {
                 clusters,
                 user_data,
                 shard: None,
+                watermark_ms: None,
             };
             cp.normalize();
             cp

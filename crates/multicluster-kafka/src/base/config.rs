@@ -64,6 +64,8 @@ pub(crate) struct SourceConfig {
     /// How long start-up waits for the shard's membership (see
     /// [`SourceBuilder::shard_lock_wait`](crate::SourceBuilder::shard_lock_wait)).
     pub shard_lock_wait: Duration,
+    /// Event time: how the readers derive their watermarks (none: no watermarks).
+    pub watermarks: Option<crate::base::watermark::WatermarkStrategy>,
 }
 
 impl SourceConfig {
@@ -197,6 +199,7 @@ pub(crate) struct Settings {
     pub(crate) client_hooks: Option<ClientHooksFactory>,
     pub(crate) scale_out: ScaleOut,
     pub(crate) shard_lock_wait: Duration,
+    pub(crate) watermarks: Option<crate::base::watermark::WatermarkStrategy>,
 }
 
 impl Default for Settings {
@@ -227,6 +230,7 @@ impl Default for Settings {
             client_hooks: None,
             scale_out: ScaleOut::Whole,
             shard_lock_wait: DEFAULT_SHARD_LOCK_WAIT,
+            watermarks: None,
         }
     }
 }

@@ -17,3 +17,4 @@ pub mod retention;
 pub mod setting;
 pub mod shard;
 pub mod translate;
+pub mod watermark;

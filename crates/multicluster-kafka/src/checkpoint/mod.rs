@@ -19,7 +19,7 @@ use crate::split::{KafkaSplit, LastRecord, SplitId};
 pub const CHECKPOINT_FORMAT: &str = "multicluster-kafka/checkpoint";
 
 /// The version [`Checkpoint::encode`] writes. Every earlier version stays readable.
-pub const CHECKPOINT_VERSION: u32 = 3;
+pub const CHECKPOINT_VERSION: u32 = 4;
 
 /// Why a checkpoint could not be read, written or applied.
 #[derive(Debug, thiserror::Error)]
@@ -106,6 +106,11 @@ pub struct Checkpoint {
     /// committed offset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<crate::base::shard::Shard>,
+    /// The source's watermark (milliseconds since the epoch) when the checkpoint was
+    /// taken, with [`SourceBuilder::watermarks`](crate::SourceBuilder::watermarks): a
+    /// source restored from it never hands out a watermark behind it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watermark_ms: Option<i64>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -152,6 +157,7 @@ impl Checkpoint {
             clusters,
             user_data: BTreeMap::new(),
             shard: None,
+            watermark_ms: None,
         }
     }
 
@@ -180,9 +186,15 @@ impl Checkpoint {
 
     /// Merges the checkpoints of several readers into one. A split present in several
     /// keeps the furthest position.
+    /// The watermark of the merged checkpoint is the lowest of the parts' (each
+    /// reader's watermark holds only for its own splits).
     pub fn merge(parts: impl IntoIterator<Item = Checkpoint>) -> Checkpoint {
         let mut out = Checkpoint::default();
         for part in parts {
+            out.watermark_ms = match (out.watermark_ms, part.watermark_ms) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
             for (cluster, c) in part.clusters {
                 let o = out.clusters.entry(cluster).or_default();
                 if o.kafka_cluster_id.is_none() {
@@ -284,9 +296,9 @@ impl Checkpoint {
                 cp.normalize();
                 Ok(cp)
             }
-            // Version 3 added each split's last record (`last`); version 2 is the
-            // same without it.
-            v @ (2 | 3) => {
+            // Version 4 added the watermark (`watermarkMs`), version 3 each split's
+            // last record (`last`); version 2 is the same without either.
+            v @ (2..=4) => {
                 let mut cp: Checkpoint = serde_json::from_value(head.checkpoint)
                     .map_err(|e| err(format!("version {v}: {e}")))?;
                 cp.normalize();
@@ -373,9 +385,31 @@ mod tests {
         assert_eq!(cp.split_count(), 2);
         // Written again, it is the current version, without the old run's stop.
         let again = String::from_utf8(cp.encode()).unwrap();
-        assert!(again.contains(r#""version":3"#), "{again}");
+        assert!(again.contains(r#""version":4"#), "{again}");
         assert!(!again.contains("stopOffset"), "{again}");
         assert_eq!(Checkpoint::decode(again.as_bytes()).unwrap(), cp);
+    }
+
+    /// Version 4 holds the watermark; a version 3 checkpoint has none, and merging
+    /// readers' checkpoints keeps the lowest.
+    #[test]
+    fn the_watermark_is_kept_and_merged_to_the_lowest() {
+        let v3 = br#"{"format":"multicluster-kafka/checkpoint","version":3,"checkpoint":{"clusters":{}}}"#;
+        assert_eq!(Checkpoint::decode(v3).unwrap().watermark_ms, None);
+        let at = |w| Checkpoint {
+            watermark_ms: w,
+            ..Checkpoint::default()
+        };
+        let bytes = at(Some(1_700_000_000_000)).encode();
+        let text = String::from_utf8(bytes.clone()).unwrap();
+        assert!(text.contains(r#""watermarkMs":1700000000000"#), "{text}");
+        assert_eq!(
+            Checkpoint::decode(&bytes).unwrap(),
+            at(Some(1_700_000_000_000))
+        );
+        let merged = Checkpoint::merge([at(Some(9)), at(None), at(Some(4))]);
+        assert_eq!(merged.watermark_ms, Some(4));
+        assert_eq!(Checkpoint::merge([at(None)]).watermark_ms, None);
     }
 
     #[test]

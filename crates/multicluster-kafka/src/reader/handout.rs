@@ -210,6 +210,11 @@ impl<D: Deserializer> SourceReader<D> {
             return false;
         }
         state.next_offset = offset + 1;
+        if let Some(ts) = mark.0
+            && state.newest_ts.is_none_or(|n| ts > n)
+        {
+            state.newest_ts = Some(ts);
+        }
         state.last = Some(Fingerprint {
             offset,
             timestamp: mark.0,
@@ -359,6 +364,9 @@ impl<D: Deserializer> SourceReader<D> {
         if let Some(rest) = self.handout.records.take() {
             let mut batch = rest.into_batch();
             self.accept_batch(&mut batch);
+            if self.watermarks.is_some() {
+                batch.watermark = self.watermark();
+            }
             if !batch.is_empty() {
                 if self.handout.failed.is_none() {
                     self.buffer_done();
@@ -377,6 +385,7 @@ impl<D: Deserializer> SourceReader<D> {
     /// whose stop was seen are finished.
     pub(super) fn buffer_done(&mut self) {
         self.flush_counts();
+        self.update_watermark();
         for id in std::mem::take(&mut self.handout.finish_after) {
             self.mark_finished(&id);
         }

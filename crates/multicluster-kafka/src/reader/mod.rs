@@ -12,6 +12,7 @@ mod handout;
 mod positions;
 mod split_state;
 mod staging;
+mod watermarks;
 
 use crate::base::config::ReadPolicy;
 pub(crate) use crate::base::protocol::{ReaderEvent, ReaderNotice};
@@ -96,6 +97,8 @@ pub struct SourceReader<D: Deserializer> {
     /// The shard of a sharded source, recorded in its checkpoints.
     shard: Option<crate::base::shard::Shard>,
     counters: HashMap<Arc<str>, (metrics::Counter, metrics::Counter)>,
+    /// Event time, when the source has a watermark strategy.
+    watermarks: Option<Box<watermarks::Watermarks>>,
     closed: bool,
 }
 
@@ -123,6 +126,8 @@ pub(crate) struct ReaderParts<D: Deserializer> {
     pub active: crate::base::active::ActiveClusters,
     pub stream_index: crate::base::metadata::index::StreamIndex,
     pub shard: Option<crate::base::shard::Shard>,
+    /// The watermark strategy, and the watermark restored from a checkpoint.
+    pub watermarks: Option<(crate::base::watermark::WatermarkStrategy, Option<i64>)>,
 }
 
 impl<D: Deserializer> SourceReader<D> {
@@ -156,6 +161,9 @@ impl<D: Deserializer> SourceReader<D> {
             stream_index: parts.stream_index,
             shard: parts.shard,
             counters: HashMap::new(),
+            watermarks: parts
+                .watermarks
+                .map(|(s, restored)| Box::new(watermarks::Watermarks::new(s, restored))),
             closed: false,
         }
     }
@@ -306,7 +314,70 @@ mod tests {
             active: Default::default(),
             stream_index: Default::default(),
             shard: None,
+            watermarks: None,
         })
+    }
+
+    /// Hands out one batch of `a`/`t` records: (partition, offset, timestamp).
+    fn hand_out_timed(
+        r: &mut SourceReader<crate::deserializer::Utf8>,
+        records: &[(i32, i64, i64)],
+    ) -> RecordBatch<String> {
+        let mut batch = RecordBatch::new("a".into());
+        let t: Arc<str> = "t".into();
+        let k = batch.topic_index(&t);
+        for (p, o, ts) in records {
+            batch
+                .entries
+                .push(BatchEntry::timed(k, *p, *o, *ts, format!("{p}/{o}")));
+        }
+        r.handout.records = Some(batch.into_iter());
+        r.take_batch().unwrap().unwrap()
+    }
+
+    /// The watermark comes with each batch: the lowest split's newest timestamp less
+    /// the out-of-orderness; it waits for every split's first record, never goes back
+    /// (a late record, a split added with old records), starts where a checkpoint
+    /// left it, and goes into the reader's checkpoints.
+    #[test]
+    fn the_watermark_comes_with_batches_and_checkpoints_and_never_goes_back() {
+        let mut r = reader();
+        let strategy =
+            crate::WatermarkStrategy::bounded_out_of_orderness(Duration::from_millis(100));
+        r.watermarks = Some(Box::new(watermarks::Watermarks::new(strategy, Some(500))));
+        r.apply(assign(&[(0, 0), (1, 0)])).unwrap();
+        let b = hand_out_timed(&mut r, &[(0, 0, 1_000), (0, 1, 3_000)]);
+        assert_eq!(
+            b.watermark(),
+            Some(500),
+            "partition 1 has handed out nothing yet"
+        );
+        let b = hand_out_timed(&mut r, &[(1, 0, 2_000), (0, 2, 2_500)]);
+        assert_eq!(
+            b.watermark(),
+            Some(1_899),
+            "partition 1's 2000 less 100 and 1 ms"
+        );
+        let b = hand_out_timed(&mut r, &[(1, 1, 1_200)]);
+        assert_eq!(
+            b.watermark(),
+            Some(1_899),
+            "a late record moves nothing back"
+        );
+        r.apply(assign(&[(2, 0)])).unwrap();
+        let b = hand_out_timed(&mut r, &[(2, 0, 10), (1, 2, 9_000)]);
+        assert_eq!(
+            b.watermark(),
+            Some(1_899),
+            "nor does a split added with old records"
+        );
+        assert_eq!(r.checkpoint().unwrap().watermark_ms, Some(1_899));
+        let b = hand_out_timed(&mut r, &[(2, 1, 8_000)]);
+        assert_eq!(
+            b.watermark(),
+            Some(2_899),
+            "partition 0's 3000 is now the lowest"
+        );
     }
 
     fn assign(partitions: &[(i32, i64)]) -> ReaderEvent {

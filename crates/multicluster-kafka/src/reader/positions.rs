@@ -41,6 +41,7 @@ impl<D: Deserializer> SourceReader<D> {
             c.initial_discovery_done = info.initial_discovery_done;
         }
         cp.shard = self.shard;
+        cp.watermark_ms = self.watermark();
         Ok(cp)
     }
 

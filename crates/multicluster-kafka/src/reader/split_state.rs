@@ -26,6 +26,12 @@ pub(super) struct SplitState {
     /// diverged, `onMismatch: lowerBound`): records past this offset are left over
     /// from before and not handed out, until the re-read reaches back to it.
     pub(super) rewound: Option<i64>,
+    /// The newest record timestamp handed out (event time).
+    pub(super) newest_ts: Option<i64>,
+    /// The position at the last look for activity, and when it last moved (or the
+    /// split came), for idleness.
+    pub(super) seen_offset: i64,
+    pub(super) active_at: std::time::Instant,
 }
 
 impl SplitState {
@@ -40,6 +46,9 @@ impl SplitState {
             last: None,
             search: None,
             rewound: None,
+            newest_ts: None,
+            seen_offset: next_offset,
+            active_at: std::time::Instant::now(),
         }
     }
 

@@ -314,6 +314,17 @@ impl<D: Deserializer> SourceBuilder<D> {
         self
     }
 
+    /// Event time: each split tracks a watermark by the strategy, and the source's
+    /// watermark (the minimum over splits that are neither idle nor finished, never
+    /// going back) comes with every batch ([`RecordBatch::watermark`]), from the
+    /// reader ([`SourceReader::watermark`]) and the stream
+    /// ([`KafkaSourceStream::watermark`]), and in every checkpoint: a source restored
+    /// from one starts there. Off by default.
+    pub fn watermarks(mut self, strategy: WatermarkStrategy) -> Self {
+        self.s.watermarks = Some(strategy);
+        self
+    }
+
     /// Checks the configuration.
     pub fn build(self) -> Result<MultiClusterKafkaSource<D>, SourceError> {
         let config =
@@ -441,6 +452,7 @@ impl<D: Deserializer> SourceBuilder<D> {
                 shard,
                 group_mode,
                 shard_lock_wait: self.s.shard_lock_wait,
+                watermarks: self.s.watermarks,
             },
             service,
             deserializer: Arc::new(self.deserializer),

@@ -22,6 +22,7 @@ use crate::base::metadata::KafkaMetadataService;
 use crate::base::offsets::{OffsetReset, StartingOffsets, StoppingOffsets};
 use crate::base::properties::ClientProperties;
 pub use crate::base::shard::{ScaleOut, Shard};
+use crate::base::watermark::WatermarkStrategy;
 use crate::error::{ConfigError, SourceError};
 use crate::reader::{ReaderParts, SourceReader};
 use crate::record::{Record, RecordBatch};
@@ -110,6 +111,9 @@ impl<D: Deserializer> MultiClusterKafkaSource<D> {
                 active: active.clone(),
                 stream_index: stream_index.clone(),
                 shard: cfg.shard,
+                watermarks: cfg
+                    .watermarks
+                    .map(|s| (s, cfg.restore.as_ref().and_then(|c| c.watermark_ms))),
             }));
         }
         drop(notice_tx);
@@ -327,6 +331,12 @@ impl<D: Deserializer> KafkaSourceStream<D> {
     /// A checkpoint consistent with the records handed out so far.
     pub fn checkpoint(&mut self) -> Result<Checkpoint, SourceError> {
         self.reader.checkpoint()
+    }
+
+    /// The watermark of what was handed out so far (milliseconds since the epoch), with
+    /// [`SourceBuilder::watermarks`]; see [`SourceReader::watermark`].
+    pub fn watermark(&mut self) -> Option<i64> {
+        self.reader.watermark()
     }
 
     /// The records as a [`futures_core::Stream`], for programs that compose streams

@@ -59,6 +59,7 @@ fn config() -> SourceConfig {
         shard: None,
         group_mode: false,
         shard_lock_wait: crate::DEFAULT_SHARD_LOCK_WAIT,
+        watermarks: None,
     }
 }
 

@@ -1,0 +1,151 @@
+//! Event time: the watermark strategy a program sets, and the pure rule that turns
+//! each split's newest timestamp and activity into the source's watermark.
+//!
+//! A split's watermark is the newest record timestamp handed out of it, less the
+//! allowed out-of-orderness and one millisecond: no record at or before it is
+//! expected any more. The source's watermark is the minimum over the splits that
+//! hold it back: those not finished and not idle. It never goes back: a split added
+//! while running, or one whose records are late, holds it where it is rather than
+//! moving it back to their time.
+
+use std::time::Duration;
+
+/// How a source derives its watermark; see
+/// [`SourceBuilder::watermarks`](crate::SourceBuilder::watermarks).
+///
+/// ```
+/// use std::time::Duration;
+/// use multicluster_kafka::WatermarkStrategy;
+///
+/// let s = WatermarkStrategy::bounded_out_of_orderness(Duration::from_secs(2))
+///     .with_idle_timeout(Duration::from_secs(30));
+/// assert_eq!(s.out_of_orderness(), Duration::from_secs(2));
+/// assert_eq!(s.idle_timeout(), Some(Duration::from_secs(30)));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WatermarkStrategy {
+    out_of_orderness: Duration,
+    idle_timeout: Option<Duration>,
+}
+
+/// How long a split may go without a record before it stops holding the watermark
+/// back, unless set otherwise.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(5);
+
+impl WatermarkStrategy {
+    /// Records may come up to `d` older than the newest one of their split (by the
+    /// Kafka record's timestamp) and still be ahead of the watermark. Splits go idle
+    /// after [`DEFAULT_IDLE_TIMEOUT`] without a record.
+    pub fn bounded_out_of_orderness(d: Duration) -> Self {
+        Self {
+            out_of_orderness: d,
+            idle_timeout: Some(DEFAULT_IDLE_TIMEOUT),
+        }
+    }
+
+    /// Records come in timestamp order within each split.
+    pub fn monotonous_timestamps() -> Self {
+        Self::bounded_out_of_orderness(Duration::ZERO)
+    }
+
+    /// A split (so also a whole cluster, quiet or unreachable) with no record for
+    /// `timeout` stops holding the watermark back; it holds it again from its next
+    /// record.
+    pub fn with_idle_timeout(mut self, timeout: Duration) -> Self {
+        self.idle_timeout = Some(timeout);
+        self
+    }
+
+    /// No split is ever idle: a quiet one holds the watermark back until its next
+    /// record.
+    pub fn without_idleness(mut self) -> Self {
+        self.idle_timeout = None;
+        self
+    }
+
+    /// The allowed out-of-orderness.
+    pub fn out_of_orderness(&self) -> Duration {
+        self.out_of_orderness
+    }
+
+    /// The idle timeout, if splits go idle.
+    pub fn idle_timeout(&self) -> Option<Duration> {
+        self.idle_timeout
+    }
+
+    /// The watermark of a split whose newest timestamp handed out is `newest_ms`.
+    pub(crate) fn of_split(&self, newest_ms: i64) -> i64 {
+        let ooo = i64::try_from(self.out_of_orderness.as_millis()).unwrap_or(i64::MAX);
+        newest_ms.saturating_sub(ooo).saturating_sub(1)
+    }
+}
+
+/// One split's part in the source's watermark.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SplitMark {
+    /// Finished, or idle: does not hold the watermark back.
+    Out,
+    /// Active with no record handed out yet: holds the watermark where it is.
+    Waiting,
+    /// Active with this watermark.
+    At(i64),
+}
+
+/// The source's watermark after `previous`, given every split's part: the minimum
+/// over the active splits, never behind `previous`. A split still waiting for its
+/// first record holds it at `previous`; with every split out (all idle or finished)
+/// it stays at `previous` too.
+pub(crate) fn combine(
+    previous: Option<i64>,
+    marks: impl IntoIterator<Item = SplitMark>,
+) -> Option<i64> {
+    let mut min: Option<i64> = None;
+    for m in marks {
+        match m {
+            SplitMark::Out => {}
+            SplitMark::Waiting => return previous,
+            SplitMark::At(w) => min = Some(min.map_or(w, |m| m.min(w))),
+        }
+    }
+    match (previous, min) {
+        (Some(p), Some(m)) => Some(p.max(m)),
+        (None, m) => m,
+        (p, None) => p,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use SplitMark::*;
+
+    #[test]
+    fn a_split_s_watermark_is_its_newest_timestamp_less_the_out_of_orderness_and_a_ms() {
+        let s = WatermarkStrategy::bounded_out_of_orderness(Duration::from_millis(500));
+        assert_eq!(s.of_split(10_000), 9_499);
+        assert_eq!(WatermarkStrategy::monotonous_timestamps().of_split(7), 6);
+        assert_eq!(s.of_split(i64::MIN), i64::MIN, "saturates");
+    }
+
+    #[test]
+    fn the_source_s_watermark_is_the_minimum_of_active_splits_and_never_goes_back() {
+        assert_eq!(combine(None, [At(5), At(3), Out]), Some(3));
+        assert_eq!(combine(Some(4), [At(5), At(3)]), Some(4), "never back");
+        assert_eq!(combine(Some(4), [At(9), At(6)]), Some(6));
+        assert_eq!(combine(Some(4), [Out, Out]), Some(4), "all idle: held");
+        assert_eq!(combine(None, [Out]), None);
+        assert_eq!(
+            combine(Some(4), [At(9), Waiting]),
+            Some(4),
+            "a split without records yet holds it"
+        );
+        assert_eq!(combine(None, []), None);
+    }
+
+    #[test]
+    fn idleness_can_be_set_or_turned_off() {
+        let s = WatermarkStrategy::bounded_out_of_orderness(Duration::ZERO);
+        assert_eq!(s.idle_timeout(), Some(DEFAULT_IDLE_TIMEOUT));
+        assert_eq!(s.without_idleness().idle_timeout(), None);
+    }
+}

@@ -1,0 +1,170 @@
+//! The reader's watermark: each split's newest timestamp handed out (kept by
+//! `accept`) and its activity, combined by [`crate::base::watermark::combine`] once per
+//! batch handed out and whenever the program asks.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::SourceReader;
+use super::split_state::SplitState;
+use crate::base::watermark::{SplitMark, WatermarkStrategy, combine};
+use crate::deserializer::Deserializer;
+use crate::metrics as m;
+
+/// How often `mck_watermark_lag_seconds` is set at most.
+const METRIC_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// A reader's watermark state (only with a strategy).
+pub(super) struct Watermarks {
+    strategy: WatermarkStrategy,
+    /// The watermark handed out last (never goes back); restored from a checkpoint.
+    current: Option<i64>,
+    /// `mck_watermark_lag_seconds` by stream and cluster, and when it was last set.
+    gauges: HashMap<(Arc<str>, Arc<str>), metrics::Gauge>,
+    metric_at: Option<Instant>,
+}
+
+impl Watermarks {
+    pub(super) fn new(strategy: WatermarkStrategy, restored: Option<i64>) -> Self {
+        Self {
+            strategy,
+            current: restored,
+            gauges: HashMap::new(),
+            metric_at: None,
+        }
+    }
+}
+
+/// A split's part at `now`: out when finished or idle, waiting before its first
+/// record. Activity is seen as a position that moved since the last look.
+fn mark_of(s: &mut SplitState, strategy: &WatermarkStrategy, now: Instant) -> SplitMark {
+    if s.next_offset != s.seen_offset {
+        s.seen_offset = s.next_offset;
+        s.active_at = now;
+    }
+    if s.finished {
+        return SplitMark::Out;
+    }
+    if strategy
+        .idle_timeout()
+        .is_some_and(|t| now.saturating_duration_since(s.active_at) >= t)
+    {
+        return SplitMark::Out;
+    }
+    match s.newest_ts {
+        Some(ts) => SplitMark::At(strategy.of_split(ts)),
+        None => SplitMark::Waiting,
+    }
+}
+
+impl<D: Deserializer> SourceReader<D> {
+    /// This reader's watermark (milliseconds since the epoch) with the records handed
+    /// out so far: no record at or before it is expected from its splits any more.
+    /// `None` without [`SourceBuilder::watermarks`](crate::SourceBuilder::watermarks),
+    /// or before every active split handed out a record. It never goes back, and
+    /// idle splits do not hold it (see
+    /// [`WatermarkStrategy::with_idle_timeout`](crate::WatermarkStrategy::with_idle_timeout)).
+    pub fn watermark(&mut self) -> Option<i64> {
+        self.update_watermark();
+        self.watermarks.as_ref().and_then(|w| w.current)
+    }
+
+    /// Recomputes the watermark from the splits (a no-op without a strategy).
+    pub(super) fn update_watermark(&mut self) {
+        let Some(w) = self.watermarks.as_deref_mut() else {
+            return;
+        };
+        let now = Instant::now();
+        let strategy = w.strategy;
+        let marks: Vec<SplitMark> = self
+            .states
+            .iter_mut()
+            .map(|s| mark_of(s, &strategy, now))
+            .collect();
+        w.current = combine(w.current, marks.iter().copied());
+        if w.metric_at
+            .is_some_and(|at| now.duration_since(at) < METRIC_EVERY)
+        {
+            return;
+        }
+        w.metric_at = Some(now);
+        // By stream and cluster: the lowest watermark of their active splits.
+        let mut lowest: HashMap<(Arc<str>, Arc<str>), i64> = HashMap::new();
+        for (s, mark) in self.states.iter().zip(&marks) {
+            let SplitMark::At(at) = *mark else { continue };
+            for stream in self.stream_index.get(&s.id.cluster, &s.id.topic).iter() {
+                let e = lowest
+                    .entry((stream.clone(), s.id.cluster.clone()))
+                    .or_insert(at);
+                *e = (*e).min(at);
+            }
+        }
+        let now_ms = crate::base::retention::now_ms();
+        for (key, at) in lowest {
+            let gauge = w.gauges.entry(key).or_insert_with_key(|(stream, cluster)| {
+                metrics::gauge!(m::WATERMARK_LAG, "stream" => stream.to_string(), "cluster" => cluster.to_string())
+            });
+            gauge.set((now_ms - at) as f64 / 1000.0);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::split::SplitId;
+    use std::time::Duration;
+
+    fn split() -> SplitState {
+        SplitState::new(SplitId::new("a", "t", 0), 0, None, false)
+    }
+
+    #[test]
+    fn a_split_waits_for_its_first_record_then_marks_and_goes_idle_without_records() {
+        let strategy = WatermarkStrategy::bounded_out_of_orderness(Duration::from_millis(10))
+            .with_idle_timeout(Duration::from_secs(5));
+        let mut s = split();
+        let t0 = s.active_at;
+        assert_eq!(mark_of(&mut s, &strategy, t0), SplitMark::Waiting);
+        s.next_offset = 1;
+        s.newest_ts = Some(1_000);
+        let t1 = t0 + Duration::from_secs(4);
+        assert_eq!(mark_of(&mut s, &strategy, t1), SplitMark::At(989));
+        // No record since t1: idle 5 s after it, not after t0.
+        assert_eq!(
+            mark_of(&mut s, &strategy, t1 + Duration::from_millis(4_999)),
+            SplitMark::At(989)
+        );
+        assert_eq!(
+            mark_of(&mut s, &strategy, t1 + Duration::from_secs(5)),
+            SplitMark::Out
+        );
+        // A record again: it holds the watermark again.
+        s.next_offset = 2;
+        s.newest_ts = Some(2_000);
+        assert_eq!(
+            mark_of(&mut s, &strategy, t1 + Duration::from_secs(6)),
+            SplitMark::At(1_989)
+        );
+        s.finished = true;
+        assert_eq!(
+            mark_of(&mut s, &strategy, t1 + Duration::from_secs(6)),
+            SplitMark::Out
+        );
+    }
+
+    #[test]
+    fn without_idleness_a_quiet_split_holds_the_watermark_for_ever() {
+        let strategy = WatermarkStrategy::monotonous_timestamps().without_idleness();
+        let mut s = split();
+        let later = s.active_at + Duration::from_secs(3_600);
+        assert_eq!(mark_of(&mut s, &strategy, later), SplitMark::Waiting);
+        s.next_offset = 1;
+        s.newest_ts = Some(50);
+        assert_eq!(
+            mark_of(&mut s, &strategy, later + Duration::from_secs(3_600)),
+            SplitMark::At(49)
+        );
+    }
+}
