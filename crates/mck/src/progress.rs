@@ -245,6 +245,12 @@ pub fn lag_by_cluster() -> BTreeMap<String, u64> {
     GAUGES.get().map(|g| lag_of(g)).unwrap_or_default()
 }
 
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
 /// The progress line: redrawn in place on a terminal, silent elsewhere.
 pub struct Progress {
     enabled: bool,
@@ -267,9 +273,15 @@ impl Progress {
         }
     }
 
-    /// Redraws at most once a second.
-    pub fn tick(&mut self, records: u64, note: Option<&str>) {
-        if !self.enabled || self.last_draw.elapsed().as_millis() < 1000 {
+    /// Whether the next [`tick`](Self::tick) draws (at most once a second).
+    pub fn due(&self) -> bool {
+        self.enabled && self.last_draw.elapsed().as_millis() >= 1000
+    }
+
+    /// Redraws at most once a second. `watermark`: the source's, in ms since the
+    /// epoch, shown as how far it is behind the clock.
+    pub fn tick(&mut self, records: u64, watermark: Option<i64>, note: Option<&str>) {
+        if !self.due() {
             return;
         }
         let secs = self.last_draw.elapsed().as_secs_f64();
@@ -286,6 +298,10 @@ impl Progress {
             if lag.is_empty() { "-" } else { &lag },
             self.started.elapsed().as_secs_f64()
         );
+        if let Some(w) = watermark {
+            let behind = (now_ms() - w) as f64 / 1000.0;
+            line.push_str(&format!("  watermark lag: {behind:.1}s"));
+        }
         if let Some(n) = note {
             line.push_str("  ");
             line.push_str(n);

@@ -120,6 +120,15 @@ pub struct ConsumeArgs {
     /// `--until` or `-e`, none otherwise.
     #[arg(long, value_name = "DURATION|none", env = "MCK_STARTUP_TIMEOUT", value_parser = args::parse_optional_duration)]
     pub startup_timeout: Option<args::OptionalDuration>,
+    /// Event time: how much older than the newest record of its partition a record may
+    /// be and still be ahead of the watermark (the live line shows how far the
+    /// watermark is behind the clock; checkpoints keep it).
+    #[arg(long, value_name = "DURATION", default_value = "0", env = "MCK_MAX_OUT_OF_ORDERNESS", value_parser = args::parse_duration)]
+    pub max_out_of_orderness: Duration,
+    /// Event time: a partition (or a whole cluster) with no record for this long stops
+    /// holding the watermark back, until its next record.
+    #[arg(long, value_name = "DURATION", default_value = "5s", env = "MCK_IDLE_TIMEOUT", value_parser = args::parse_duration)]
+    pub idle_timeout: Duration,
     /// How often to checkpoint (and commit to `--group`), e.g. `10s`, `500ms`.
     #[arg(long, value_name = "DURATION", default_value = "10s", env = "MCK_CHECKPOINT_INTERVAL", value_parser = args::parse_duration)]
     pub checkpoint_interval: Duration,

@@ -32,6 +32,15 @@ impl Input {
         }
     }
 
+    /// The watermark of what was handed out (Kafka alone; none while history files
+    /// are read).
+    pub(super) fn watermark(&mut self) -> Option<i64> {
+        match self {
+            Input::Kafka(s) => s.watermark(),
+            Input::Hybrid(_) => None,
+        }
+    }
+
     pub(super) fn checkpoint(&mut self) -> Result<Checkpoint, SourceError> {
         match self {
             Input::Kafka(s) => s.checkpoint(),

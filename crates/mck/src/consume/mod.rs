@@ -40,6 +40,7 @@ use multicluster_kafka::properties::{BOOTSTRAP_SERVERS, ClientProperties};
 use multicluster_kafka::record::RecordBatch;
 use multicluster_kafka::{
     Bytes, Committer, KafkaSourceStream, MultiClusterKafkaSource, ScaleOut, SourceBuilder,
+    WatermarkStrategy,
 };
 use tokio::signal::unix::{SignalKind, signal};
 

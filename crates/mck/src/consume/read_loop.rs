@@ -125,8 +125,14 @@ pub(super) async fn read_loop(
             &mut progress,
             records_elsewhere,
         );
+        let watermark = if progress.due() {
+            stream.watermark()
+        } else {
+            None
+        };
         progress.tick(
             lines.records,
+            watermark,
             metadata_error.as_deref().map(|_| "metadata file invalid"),
         );
     };
