@@ -126,7 +126,7 @@ fn measure_rounds(
             let pass = match side {
                 0 => plain(clusters, topic, PARTITIONS, Peer::Poll),
                 3 => plain(clusters, topic, PARTITIONS, Peer::Batch),
-                r => ours(rt, clusters, topic, r, Api::Batch, None).0,
+                r => ours(rt, clusters, topic, r, Api::Batch, None, false).0,
             };
             assert_eq!(pass.records, expected, "every record read");
             rates[side].push(&pass, t);

@@ -75,9 +75,10 @@ pub fn rss_child(args: &RssChildArgs) {
         .collect();
     let pass = match args.side {
         Side::Plain => plain(&clusters, &args.topic, args.partitions, Peer::Poll),
-        Side::Ours => {
+        Side::Ours | Side::Watermarked => {
             let rt = mck_testkit::runtime();
-            ours(&rt, &clusters, &args.topic, 1, Api::Batch, None).0
+            let marked = args.side == Side::Watermarked;
+            ours(&rt, &clusters, &args.topic, 1, Api::Batch, None, marked).0
         }
     };
     assert_eq!(pass.records, args.expected, "every record read");

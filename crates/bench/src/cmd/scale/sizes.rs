@@ -96,7 +96,7 @@ pub fn sizes(args: &SizesArgs) {
                 let side = Side::ALL[(k + round) % 3];
                 let cpu0 = process_cpu();
                 let pass: Pass = match side {
-                    Side::Ours => ours(&rt, &clusters, &topic, 1, Api::Batch, None).0,
+                    Side::Ours => ours(&rt, &clusters, &topic, 1, Api::Batch, None, false).0,
                     Side::Poll => plain(&clusters, &topic, args.partitions, Peer::Poll),
                     Side::Batch => plain(&clusters, &topic, args.partitions, Peer::Batch),
                 };

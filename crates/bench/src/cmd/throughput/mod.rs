@@ -40,6 +40,10 @@ pub struct ThroughputArgs {
     /// unless set.
     #[arg(long)]
     max_batch: Option<usize>,
+    /// Also read with event-time watermarks on (`SourceBuilder::watermarks`), as a
+    /// third side in the same rounds, compared with the library without them.
+    #[arg(long)]
+    watermarks: bool,
 }
 
 /// One side of the throughput comparison.
@@ -49,6 +53,8 @@ pub enum Side {
     Ours,
     /// The plain rdkafka consumer.
     Plain,
+    /// This project's source with event-time watermarks (with `--watermarks`).
+    Watermarked,
 }
 
 /// How the library side takes records.
@@ -192,26 +198,43 @@ pub fn throughput(args: &ThroughputArgs) {
     );
     let rt = mck_testkit::runtime();
     let clusters = [PeerCluster::of(&a), PeerCluster::of(&b)];
-    let (ours_f, plain_f) = measure(args, &rt, &clusters);
+    let (ours_f, plain_f, marked_f) = measure(args, &rt, &clusters);
     print_figures(args, &ours_f, &plain_f);
+    if args.watermarks {
+        let (o, _, _, oc) = ours_f.medians();
+        let (w, mb, wf, wc) = marked_f.medians();
+        println!(
+            "| multicluster-kafka with watermarks (library, {} reader(s)) | {w:.0} | {mb:.1} | {wf:.0} | {wc:.0} |",
+            args.readers
+        );
+        println!(
+            "ratio with watermarks / without: throughput {:.2}, CPU per record {:.2}",
+            w / o,
+            wc / oc
+        );
+    }
 }
 
-/// Every round of each side; the figures of ours, then of plain.
+/// Every round of each side; the figures of ours, of plain, and of ours with
+/// watermarks.
 fn measure(
     args: &ThroughputArgs,
     rt: &tokio::runtime::Runtime,
     clusters: &[PeerCluster; 2],
-) -> (Figures, Figures) {
+) -> (Figures, Figures, Figures) {
     let partitions = args.load.partitions;
     let expected = (2 * args.records) as u64;
     let (mut ours_f, mut plain_f) = (Figures::default(), Figures::default());
+    let mut marked_f = Figures::default();
     // Warm the brokers' page cache and JIT once before measuring.
     plain(clusters, TOPIC, partitions, Peer::Poll);
     eprintln!("measuring (pid {})", std::process::id());
-    let sides: &[Side] = match args.only {
-        Some(Side::Ours) => &[Side::Ours],
-        Some(Side::Plain) => &[Side::Plain],
-        None => &[Side::Plain, Side::Ours],
+    let sides: &[Side] = match (args.only, args.watermarks) {
+        (Some(Side::Ours), _) => &[Side::Ours],
+        (Some(Side::Plain), _) => &[Side::Plain],
+        (Some(Side::Watermarked), _) => &[Side::Watermarked],
+        (None, false) => &[Side::Plain, Side::Ours],
+        (None, true) => &[Side::Plain, Side::Ours, Side::Watermarked],
     };
     for round in 0..args.load.rounds {
         // Alternate which reader goes first, so neither always gets the warmer broker.
@@ -230,10 +253,22 @@ fn measure(
                     ThreadsCpu::new(),
                     &mut plain_f,
                 ),
-                Side::Ours => {
-                    let (pass, threads) =
-                        ours(rt, clusters, TOPIC, args.readers, args.api, args.max_batch);
-                    (pass, threads, &mut ours_f)
+                Side::Ours | Side::Watermarked => {
+                    let marked = side == Side::Watermarked;
+                    let (pass, threads) = ours(
+                        rt,
+                        clusters,
+                        TOPIC,
+                        args.readers,
+                        args.api,
+                        args.max_batch,
+                        marked,
+                    );
+                    (
+                        pass,
+                        threads,
+                        if marked { &mut marked_f } else { &mut ours_f },
+                    )
                 }
             };
             assert_eq!(pass.records, expected, "{side:?} read everything");
@@ -252,12 +287,17 @@ fn measure(
             }
         }
         eprintln!(
-            "round {round}: plain {}, multicluster-kafka {}",
+            "round {round}: plain {}, multicluster-kafka {}{}",
             plain_f.last(),
-            ours_f.last()
+            ours_f.last(),
+            if args.watermarks {
+                format!(", with watermarks {}", marked_f.last())
+            } else {
+                String::new()
+            }
         );
     }
-    (ours_f, plain_f)
+    (ours_f, plain_f, marked_f)
 }
 
 /// The workload, the table of both sides, ours by thread group, and the ratio.

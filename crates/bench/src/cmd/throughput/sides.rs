@@ -163,6 +163,7 @@ pub fn ours(
     readers: usize,
     api: Api,
     max_batch: Option<usize>,
+    watermarks: bool,
 ) -> (Pass, ThreadsCpu) {
     let mut stream = KafkaStream::new("bench");
     for c in clusters {
@@ -185,6 +186,10 @@ pub fn ours(
             .stopping_offsets(StoppingOffsets::Latest);
         if let Some(records) = max_batch {
             builder = builder.max_batch_size(records);
+        }
+        if watermarks {
+            builder =
+                builder.watermarks(multicluster_kafka::WatermarkStrategy::monotonous_timestamps());
         }
         tracing::debug!("building the source");
         let source = builder.build().unwrap();
