@@ -139,14 +139,20 @@ pub fn parse_optional_duration(text: &str) -> Result<OptionalDuration, String> {
         .map_err(|e| format!("{e}, or none"))
 }
 
+/// A duration that may be zero (`0`, `500ms`, `10s`, `2m`, `1h 30m`); a bare number
+/// means seconds.
+pub fn parse_duration_or_zero(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    match t.parse::<u64>() {
+        Ok(secs) => Ok(Duration::from_secs(secs)),
+        Err(_) => humantime::parse_duration(t)
+            .map_err(|e| format!("`{text}` is not a duration ({e}); try 500ms, 10s, 2m")),
+    }
+}
+
 /// A positive duration (`500ms`, `10s`, `2m`, `1h 30m`); a bare number means seconds.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let t = text.trim();
-    let d = match t.parse::<u64>() {
-        Ok(secs) => Duration::from_secs(secs),
-        Err(_) => humantime::parse_duration(t)
-            .map_err(|e| format!("`{text}` is not a duration ({e}); try 500ms, 10s, 2m"))?,
-    };
+    let d = parse_duration_or_zero(text)?;
     if d.is_zero() {
         return Err("the duration must be positive".into());
     }
@@ -199,6 +205,21 @@ mod tests {
     use super::*;
 
     const NOW: i64 = 1_796_040_000_000;
+
+    #[test]
+    fn zero_is_a_duration_only_where_it_may_be() {
+        assert_eq!(parse_duration_or_zero("0"), Ok(Duration::ZERO));
+        assert_eq!(parse_duration_or_zero("0s"), Ok(Duration::ZERO));
+        assert_eq!(
+            parse_duration_or_zero("250ms"),
+            Ok(Duration::from_millis(250))
+        );
+        assert!(parse_duration_or_zero("soon").is_err());
+        assert_eq!(
+            parse_duration("0"),
+            Err("the duration must be positive".to_string())
+        );
+    }
 
     #[test]
     fn positions_take_kcat_and_rpk_forms_in_any_case() {

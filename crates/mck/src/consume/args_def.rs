@@ -123,7 +123,7 @@ pub struct ConsumeArgs {
     /// Event time: how much older than the newest record of its partition a record may
     /// be and still be ahead of the watermark (the live line shows how far the
     /// watermark is behind the clock; checkpoints keep it).
-    #[arg(long, value_name = "DURATION", default_value = "0", env = "MCK_MAX_OUT_OF_ORDERNESS", value_parser = args::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "0", env = "MCK_MAX_OUT_OF_ORDERNESS", value_parser = args::parse_duration_or_zero)]
     pub max_out_of_orderness: Duration,
     /// Event time: a partition (or a whole cluster) with no record for this long stops
     /// holding the watermark back, until its next record.
