@@ -181,7 +181,30 @@ fn builder_rejects_invalid_combinations_with_clear_messages() {
             "parallelism",
             "parallelism",
         ),
+        (
+            MultiClusterKafkaSource::builder()
+                .metadata_service(svc())
+                .stream_ids(["s"])
+                .event_timestamps(|_: &Bytes| None),
+            "need watermarks",
+            "event_timestamps",
+        ),
     ];
+    // Event timestamps of byte values, then a UTF-8 deserializer: the function
+    // cannot take its values.
+    let mismatched = MultiClusterKafkaSource::builder()
+        .metadata_service(svc())
+        .stream_ids(["s"])
+        .watermarks(multicluster_kafka::WatermarkStrategy::monotonous_timestamps())
+        .event_timestamps(|_: &Bytes| None)
+        .deserializer(Utf8)
+        .build()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        mismatched.contains("set before the deserializer"),
+        "{mismatched}"
+    );
     for (builder, expected, setting) in cases {
         let err = builder.build().unwrap_err();
         let text = err.to_string();

@@ -190,3 +190,36 @@ fn a_restored_source_starts_at_its_checkpoint_s_watermark() {
         source.close().await;
     });
 }
+
+/// The program's event time, read from each record's value, drives the watermark;
+/// the Kafka timestamps (the time of producing here) play no part.
+#[test]
+fn the_watermark_follows_timestamps_in_the_values() {
+    let e = east();
+    let topic = "wm-values";
+    e.create_topic(topic, 1).unwrap();
+    let values = [1_000_i64, 4_000, 3_000];
+    let records: Vec<TestRecord> = values
+        .iter()
+        .map(|t| TestRecord::value(format!("at={t}")).to_partition(0))
+        .collect();
+    e.produce(topic, &records).unwrap();
+    let rt = mck_testkit::runtime();
+    rt.block_on(async {
+        let mut source = source_over(stream("s", vec![("east", meta(e, &[topic]))]))
+            .watermarks(WatermarkStrategy::monotonous_timestamps().without_idleness())
+            .event_timestamps(|v: &String| v.strip_prefix("at=")?.parse().ok())
+            .build()
+            .expect("builds")
+            .open()
+            .await
+            .expect("opens");
+        read_batches(&mut source, 3).await;
+        assert_eq!(
+            source.watermark(),
+            Some(3_999),
+            "the newest value's time less 1 ms"
+        );
+        source.close().await;
+    });
+}

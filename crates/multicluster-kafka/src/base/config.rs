@@ -200,6 +200,8 @@ pub(crate) struct Settings {
     pub(crate) scale_out: ScaleOut,
     pub(crate) shard_lock_wait: Duration,
     pub(crate) watermarks: Option<crate::base::watermark::WatermarkStrategy>,
+    /// An `EventTimestamps<V>` of the deserializer's values, checked at build.
+    pub(crate) event_timestamps: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 impl Default for Settings {
@@ -231,6 +233,7 @@ impl Default for Settings {
             scale_out: ScaleOut::Whole,
             shard_lock_wait: DEFAULT_SHARD_LOCK_WAIT,
             watermarks: None,
+            event_timestamps: None,
         }
     }
 }

@@ -8,7 +8,12 @@
 //! while running, or one whose records are late, holds it where it is rather than
 //! moving it back to their time.
 
+use std::sync::Arc;
 use std::time::Duration;
+
+/// A program's event timestamp (milliseconds since the epoch) of a deserialized value;
+/// see [`SourceBuilder::event_timestamps`](crate::SourceBuilder::event_timestamps).
+pub type EventTimestamps<V> = Arc<dyn Fn(&V) -> Option<i64> + Send + Sync>;
 
 /// How a source derives its watermark; see
 /// [`SourceBuilder::watermarks`](crate::SourceBuilder::watermarks).

@@ -165,7 +165,8 @@ impl<D: Deserializer> SourceReader<D> {
     /// Whether a polled record is handed out (a split this reader owns, not finished,
     /// not handed out before, and on a mirror, past the last record handed out from
     /// its source); if so, its split's position moves past it. `mark` is the record's
-    /// timestamp and fingerprint hash.
+    /// timestamp and fingerprint hash, `event` its event time (see
+    /// [`Self::event_time`]).
     pub(super) fn accept(
         &mut self,
         cluster: &Arc<str>,
@@ -173,6 +174,7 @@ impl<D: Deserializer> SourceReader<D> {
         partition: i32,
         offset: i64,
         mark: (Option<i64>, u64),
+        event: Option<i64>,
     ) -> bool {
         let i = match &self.last {
             Some((t, p, i)) if *p == partition && Arc::ptr_eq(t, topic) => *i,
@@ -210,7 +212,7 @@ impl<D: Deserializer> SourceReader<D> {
             return false;
         }
         state.next_offset = offset + 1;
-        if let Some(ts) = mark.0
+        if let Some(ts) = event
             && state.newest_ts.is_none_or(|n| ts > n)
         {
             state.newest_ts = Some(ts);
@@ -311,6 +313,17 @@ impl<D: Deserializer> SourceReader<D> {
         false
     }
 
+    /// A record's event time: the program's timestamp of its value when it set
+    /// [`event_timestamps`](crate::SourceBuilder::event_timestamps), else the Kafka
+    /// timestamp. Only with watermarks on.
+    fn event_time(&self, value: Option<&D::Value>, kafka: Option<i64>) -> Option<i64> {
+        self.watermarks.as_ref()?;
+        match &self.event_timestamps {
+            Some(f) => value.and_then(|v| f(v)),
+            None => kafka,
+        }
+    }
+
     /// Hands out the next buffered record, if any, advancing its split's position.
     pub(super) fn pop(&mut self) -> Option<Result<Record<D::Value>, SourceError>> {
         if let Some(e) = self.handout.diverged.pop() {
@@ -319,12 +332,14 @@ impl<D: Deserializer> SourceReader<D> {
         while let Some((record, bytes, hash)) =
             self.handout.records.as_mut().and_then(|b| b.next_counted())
         {
+            let event = self.event_time(Some(&record.value), record.timestamp);
             if self.accept(
                 &record.cluster,
                 &record.topic,
                 record.partition,
                 record.offset,
                 (record.timestamp, hash),
+                event,
             ) {
                 self.handout.counts.0 += 1;
                 self.handout.counts.1 += u64::from(bytes);
@@ -341,12 +356,14 @@ impl<D: Deserializer> SourceReader<D> {
     /// wants it (its position moves past it).
     pub(super) fn take_failed(&mut self) -> Option<SourceError> {
         let (cluster, f) = self.handout.failed.take()?;
+        let event = self.event_time(None, f.timestamp);
         if !self.accept(
             &cluster,
             &f.topic,
             f.partition,
             f.offset,
             (f.timestamp, f.hash),
+            event,
         ) {
             return None;
         }
@@ -398,12 +415,14 @@ impl<D: Deserializer> SourceReader<D> {
         let mut bytes = 0u64;
         for (k, e) in batch.entries.iter().enumerate() {
             let topic = &batch.topics[e.topic as usize];
+            let event = self.event_time(Some(&e.value), e.timestamp());
             if self.accept(
                 &batch.cluster,
                 topic,
                 e.partition,
                 e.offset,
                 (e.timestamp(), e.hash),
+                event,
             ) {
                 bytes += u64::from(e.bytes);
             } else {

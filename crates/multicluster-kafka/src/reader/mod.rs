@@ -99,6 +99,7 @@ pub struct SourceReader<D: Deserializer> {
     counters: HashMap<Arc<str>, (metrics::Counter, metrics::Counter)>,
     /// Event time, when the source has a watermark strategy.
     watermarks: Option<Box<watermarks::Watermarks>>,
+    event_timestamps: Option<crate::base::watermark::EventTimestamps<D::Value>>,
     closed: bool,
 }
 
@@ -128,6 +129,8 @@ pub(crate) struct ReaderParts<D: Deserializer> {
     pub shard: Option<crate::base::shard::Shard>,
     /// The watermark strategy, and the watermark restored from a checkpoint.
     pub watermarks: Option<(crate::base::watermark::WatermarkStrategy, Option<i64>)>,
+    /// The program's event timestamps of values (else the Kafka timestamps count).
+    pub event_timestamps: Option<crate::base::watermark::EventTimestamps<D::Value>>,
 }
 
 impl<D: Deserializer> SourceReader<D> {
@@ -164,6 +167,7 @@ impl<D: Deserializer> SourceReader<D> {
             watermarks: parts
                 .watermarks
                 .map(|(s, restored)| Box::new(watermarks::Watermarks::new(s, restored))),
+            event_timestamps: parts.event_timestamps,
             closed: false,
         }
     }
@@ -315,6 +319,7 @@ mod tests {
             stream_index: Default::default(),
             shard: None,
             watermarks: None,
+            event_timestamps: None,
         })
     }
 
@@ -333,6 +338,24 @@ mod tests {
         }
         r.handout.records = Some(batch.into_iter());
         r.take_batch().unwrap().unwrap()
+    }
+
+    /// With the program's event timestamps, the watermark follows them (here the
+    /// offset, in seconds, from the value `partition/offset`), not the Kafka record's.
+    #[test]
+    fn the_watermark_follows_the_program_s_event_timestamps() {
+        let mut r = reader();
+        r.watermarks = Some(Box::new(watermarks::Watermarks::new(
+            crate::WatermarkStrategy::monotonous_timestamps(),
+            None,
+        )));
+        r.event_timestamps = Some(Arc::new(|v: &String| {
+            let offset: i64 = v.split('/').nth(1)?.parse().ok()?;
+            Some(offset * 1_000)
+        }));
+        r.apply(assign(&[(0, 0)])).unwrap();
+        let b = hand_out_timed(&mut r, &[(0, 0, 99_999), (0, 7, 5)]);
+        assert_eq!(b.watermark(), Some(6_999));
     }
 
     /// The watermark comes with each batch: the lowest split's newest timestamp less

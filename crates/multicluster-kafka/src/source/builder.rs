@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::*;
 use crate::base::config::{Interval, Settings, SourceConfig, Subscription};
+use crate::base::watermark::EventTimestamps;
 use crate::error::ConfigError;
 
 impl MultiClusterKafkaSource<RawValue> {
@@ -325,6 +326,21 @@ impl<D: Deserializer> SourceBuilder<D> {
         self
     }
 
+    /// Event time from the records' contents: `f` gives each deserialized value's
+    /// timestamp (milliseconds since the epoch), which the watermarks then follow
+    /// instead of the Kafka record's timestamp; `None` leaves the watermark where the
+    /// split's newest timestamp had it. A record that fails to deserialize has none.
+    /// Set it after [`deserializer`](Self::deserializer): it takes that
+    /// deserializer's values (`build` refuses one set for another's).
+    pub fn event_timestamps(
+        mut self,
+        f: impl Fn(&D::Value) -> Option<i64> + Send + Sync + 'static,
+    ) -> Self {
+        let f: EventTimestamps<D::Value> = Arc::new(f);
+        self.s.event_timestamps = Some(Arc::new(f));
+        self
+    }
+
     /// Checks the configuration.
     pub fn build(self) -> Result<MultiClusterKafkaSource<D>, SourceError> {
         let config =
@@ -410,6 +426,25 @@ impl<D: Deserializer> SourceBuilder<D> {
                 "group mode needs a group id: the instances share the stream through it",
             ));
         }
+        let event_timestamps = match self.s.event_timestamps {
+            None => None,
+            Some(any) => Some(
+                any.downcast_ref::<EventTimestamps<D::Value>>()
+                    .cloned()
+                    .ok_or_else(|| {
+                        config(
+                            "event_timestamps",
+                            "it was set before the deserializer: set it after, as it takes that deserializer's values",
+                        )
+                    })?,
+            ),
+        };
+        if event_timestamps.is_some() && self.s.watermarks.is_none() {
+            return Err(config(
+                "event_timestamps",
+                "event timestamps need watermarks: set `watermarks` too",
+            ));
+        }
         let shard = match self.s.scale_out {
             ScaleOut::Whole | ScaleOut::KafkaGroup => None,
             ScaleOut::Shard(shard) => {
@@ -456,6 +491,7 @@ impl<D: Deserializer> SourceBuilder<D> {
             },
             service,
             deserializer: Arc::new(self.deserializer),
+            event_timestamps,
         })
     }
 }

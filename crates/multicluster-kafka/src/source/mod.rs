@@ -55,6 +55,7 @@ pub struct MultiClusterKafkaSource<D: Deserializer> {
     cfg: SourceConfig,
     service: Arc<dyn KafkaMetadataService>,
     deserializer: Arc<D>,
+    event_timestamps: Option<crate::base::watermark::EventTimestamps<D::Value>>,
 }
 
 impl<D: Deserializer> std::fmt::Debug for MultiClusterKafkaSource<D> {
@@ -111,6 +112,7 @@ impl<D: Deserializer> MultiClusterKafkaSource<D> {
                 active: active.clone(),
                 stream_index: stream_index.clone(),
                 shard: cfg.shard,
+                event_timestamps: self.event_timestamps.clone(),
                 watermarks: cfg
                     .watermarks
                     .map(|s| (s, cfg.restore.as_ref().and_then(|c| c.watermark_ms))),
