@@ -340,6 +340,54 @@ mod tests {
         r.take_batch().unwrap().unwrap()
     }
 
+    /// `mck_watermark_lag_seconds` by stream and cluster: the wall clock less the
+    /// lowest watermark of the stream's splits on the cluster.
+    #[test]
+    fn the_watermark_lag_is_reported_by_stream_and_cluster() {
+        use crate::metadata::{ClusterMetadata, KafkaStream};
+        let recorder = metrics_util::debugging::DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        let mut r = reader();
+        let stream = KafkaStream::new("orders").with_cluster(
+            "a",
+            ClusterMetadata::builder("localhost:9092")
+                .topic("t")
+                .build()
+                .unwrap(),
+        );
+        r.stream_index
+            .set(&BTreeMap::from([("orders".to_string(), stream)]));
+        r.watermarks = Some(Box::new(watermarks::Watermarks::new(
+            crate::WatermarkStrategy::monotonous_timestamps(),
+            None,
+        )));
+        let an_hour_ago = crate::base::retention::now_ms() - 3_600_000;
+        metrics::with_local_recorder(&recorder, || {
+            r.apply(assign(&[(0, 0)])).unwrap();
+            hand_out_timed(&mut r, &[(0, 0, an_hour_ago)]);
+        });
+        let lag: Vec<(String, f64)> = snapshotter
+            .snapshot()
+            .into_vec()
+            .into_iter()
+            .filter(|(k, ..)| k.key().name() == m::WATERMARK_LAG)
+            .filter_map(|(k, _, _, v)| match v {
+                metrics_util::debugging::DebugValue::Gauge(g) => {
+                    let labels: Vec<String> = k
+                        .key()
+                        .labels()
+                        .map(|l| format!("{}={}", l.key(), l.value()))
+                        .collect();
+                    Some((labels.join(","), g.into_inner()))
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(lag.len(), 1, "{lag:?}");
+        assert_eq!(lag[0].0, "stream=orders,cluster=a");
+        assert!((3_600.0..3_660.0).contains(&lag[0].1), "{lag:?}");
+    }
+
     /// With the program's event timestamps, the watermark follows them (here the
     /// offset, in seconds, from the value `partition/offset`), not the Kafka record's.
     #[test]
