@@ -80,6 +80,18 @@ fn produce(
     })
 }
 
+/// `mck consume` with `args`, its records nowhere (they go to `--output`) and its
+/// stderr into the file `stderr`.
+fn consume(args: &[String], stderr: &Path) -> Child {
+    mck()
+        .arg("consume")
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(stderr).unwrap())
+        .spawn()
+        .expect("mck starts")
+}
+
 fn kill9(child: &mut Child) {
     let _ = child.kill();
     let _ = child.wait();
@@ -114,13 +126,7 @@ fn the_watermark_never_goes_back_across_kill_9_restarts() {
     let mut seen = BTreeMap::new();
     let stderr = dir.path().join("stderr");
     for run in 0..4 {
-        let mut child = mck()
-            .arg("consume")
-            .args(&args)
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&stderr).unwrap())
-            .spawn()
-            .expect("mck starts");
+        let mut child = consume(&args, &stderr);
         let until = Instant::now() + Duration::from_millis(1_500 + 400 * run);
         while Instant::now() < until {
             watermarks(&ck, &mut seen);
@@ -139,13 +145,7 @@ fn the_watermark_never_goes_back_across_kill_9_restarts() {
     let sent = feed.join().expect("the producer thread");
 
     // A last run reads everything and stops on SIGTERM.
-    let mut child = mck()
-        .arg("consume")
-        .args(&args)
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&stderr).unwrap())
-        .spawn()
-        .expect("mck starts");
+    let mut child = consume(&args, &stderr);
     let until = Instant::now() + PATIENCE;
     while output_values(&out).len() < sent.len() {
         assert!(

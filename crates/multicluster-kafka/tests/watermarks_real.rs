@@ -51,6 +51,31 @@ async fn read_batches(source: &mut KafkaSourceStream<Utf8>, n: usize) -> Vec<Opt
     marks
 }
 
+/// The shared clusters, `topic` (one partition) created on each, and a time ten
+/// minutes ago to stamp records from.
+fn topic_on_both(
+    topic: &str,
+) -> (
+    &'static mck_testkit::KafkaCluster,
+    &'static mck_testkit::KafkaCluster,
+    i64,
+) {
+    let (e, w) = (east(), west());
+    e.create_topic(topic, 1).unwrap();
+    w.create_topic(topic, 1).unwrap();
+    (e, w, now_ms() - 600_000)
+}
+
+/// Builds and opens the source.
+async fn open(builder: SourceBuilder<Utf8>) -> KafkaSourceStream<Utf8> {
+    builder
+        .build()
+        .expect("builds")
+        .open()
+        .await
+        .expect("opens")
+}
+
 fn assert_never_back(marks: &[Option<i64>]) {
     for pair in marks.windows(2) {
         assert!(pair[0] <= pair[1], "the watermark went back: {marks:?}");
@@ -59,11 +84,8 @@ fn assert_never_back(marks: &[Option<i64>]) {
 
 #[test]
 fn the_lowest_cluster_holds_the_watermark_until_it_is_idle() {
-    let (e, w) = (east(), west());
+    let (e, w, base) = topic_on_both("wm-idle");
     let topic = "wm-idle";
-    e.create_topic(topic, 1).unwrap();
-    w.create_topic(topic, 1).unwrap();
-    let base = now_ms() - 600_000;
     e.produce(topic, &at("e", &[base, base + 5_000, base + 9_000]))
         .unwrap();
     w.produce(topic, &at("w", &[base + 1_000, base + 2_000]))
@@ -75,16 +97,11 @@ fn the_lowest_cluster_holds_the_watermark_until_it_is_idle() {
     );
     let rt = mck_testkit::runtime();
     rt.block_on(async {
-        let mut source = source_over(s)
+        let mut source = open(source_over(s)
             .watermarks(
                 WatermarkStrategy::bounded_out_of_orderness(Duration::from_millis(500))
                     .with_idle_timeout(idle),
-            )
-            .build()
-            .expect("builds")
-            .open()
-            .await
-            .expect("opens");
+            )).await;
         // West's last record is handed out after this.
         let reading = Instant::now();
         let marks = read_batches(&mut source, 5).await;
@@ -129,11 +146,8 @@ fn the_lowest_cluster_holds_the_watermark_until_it_is_idle() {
 
 #[test]
 fn a_restored_source_starts_at_its_checkpoint_s_watermark() {
-    let (e, w) = (east(), west());
+    let (e, w, base) = topic_on_both("wm-restore");
     let topic = "wm-restore";
-    e.create_topic(topic, 1).unwrap();
-    w.create_topic(topic, 1).unwrap();
-    let base = now_ms() - 600_000;
     e.produce(topic, &at("e", &[base + 4_000, base + 8_000]))
         .unwrap();
     w.produce(topic, &at("w", &[base + 6_000])).unwrap();
@@ -146,13 +160,7 @@ fn a_restored_source_starts_at_its_checkpoint_s_watermark() {
     let strategy = WatermarkStrategy::monotonous_timestamps().without_idleness();
     let rt = mck_testkit::runtime();
     let cp = rt.block_on(async {
-        let mut source = source_over(s())
-            .watermarks(strategy)
-            .build()
-            .expect("builds")
-            .open()
-            .await
-            .expect("opens");
+        let mut source = open(source_over(s()).watermarks(strategy)).await;
         read_batches(&mut source, 3).await;
         assert_eq!(source.watermark(), Some(base + 6_000 - 1));
         let cp = source.checkpoint().expect("a checkpoint");
@@ -165,14 +173,7 @@ fn a_restored_source_starts_at_its_checkpoint_s_watermark() {
     // Late records on west, older than the watermark handed out before.
     w.produce(topic, &at("late", &[base + 1_000])).unwrap();
     rt.block_on(async {
-        let mut source = source_over(s())
-            .watermarks(strategy)
-            .restore_from(cp)
-            .build()
-            .expect("builds")
-            .open()
-            .await
-            .expect("opens");
+        let mut source = open(source_over(s()).watermarks(strategy).restore_from(cp)).await;
         assert_eq!(
             source.watermark(),
             Some(base + 6_000 - 1),
@@ -206,14 +207,12 @@ fn the_watermark_follows_timestamps_in_the_values() {
     e.produce(topic, &records).unwrap();
     let rt = mck_testkit::runtime();
     rt.block_on(async {
-        let mut source = source_over(stream("s", vec![("east", meta(e, &[topic]))]))
-            .watermarks(WatermarkStrategy::monotonous_timestamps().without_idleness())
-            .event_timestamps(|v: &String| v.strip_prefix("at=")?.parse().ok())
-            .build()
-            .expect("builds")
-            .open()
-            .await
-            .expect("opens");
+        let mut source = open(
+            source_over(stream("s", vec![("east", meta(e, &[topic]))]))
+                .watermarks(WatermarkStrategy::monotonous_timestamps().without_idleness())
+                .event_timestamps(|v: &String| v.strip_prefix("at=")?.parse().ok()),
+        )
+        .await;
         read_batches(&mut source, 3).await;
         assert_eq!(
             source.watermark(),
