@@ -55,18 +55,27 @@ fn assert_fetched_natively(clusters: &[&str]) {
     }
 }
 
-/// Reads the source `b` builds to its stops (the logs' ends at start) and closes it.
-async fn read_to_the_end(b: SourceBuilder<Utf8>) -> Vec<Seen> {
-    let mut stream = b
-        .stopping_offsets(StoppingOffsets::Latest)
+/// Opens the source `b` builds, bounded by the logs' ends at start.
+async fn open_bounded(b: SourceBuilder<Utf8>) -> KafkaSourceStream<Utf8> {
+    b.stopping_offsets(StoppingOffsets::Latest)
         .build()
         .unwrap()
         .open()
         .await
-        .unwrap();
-    let seen = tokio::time::timeout(PATIENCE, drain(&mut stream))
+        .unwrap()
+}
+
+/// Reads a bounded source to its stops (within [`PATIENCE`]).
+async fn drained(stream: &mut KafkaSourceStream<Utf8>) -> Vec<Seen> {
+    tokio::time::timeout(PATIENCE, drain(stream))
         .await
-        .expect("the bounded read ends");
+        .expect("the bounded read ends")
+}
+
+/// Reads the source `b` builds to its stops (the logs' ends at start) and closes it.
+async fn read_to_the_end(b: SourceBuilder<Utf8>) -> Vec<Seen> {
+    let mut stream = open_bounded(b).await;
+    let seen = drained(&mut stream).await;
     stream.close().await;
     seen
 }
@@ -85,18 +94,15 @@ fn a_bounded_read_of_two_clusters_hands_out_every_record_once_in_order() {
         .collect();
     want.extend(mck_testkit::fill_values(west(), topic, 2, 700, "west"));
     mck_testkit::runtime().block_on(async {
-        let mut stream = native(source_over(
-            KafkaStream::new("s")
-                .with_cluster("np-eo-east", meta(east(), &[topic]))
-                .with_cluster("np-eo-west", meta(west(), &[topic])),
-        ))
-        .max_batch_size(100)
-        .stopping_offsets(StoppingOffsets::Latest)
-        .build()
-        .unwrap()
-        .open()
-        .await
-        .unwrap();
+        let mut stream = open_bounded(
+            native(source_over(
+                KafkaStream::new("s")
+                    .with_cluster("np-eo-east", meta(east(), &[topic]))
+                    .with_cluster("np-eo-west", meta(west(), &[topic])),
+            ))
+            .max_batch_size(100),
+        )
+        .await;
         let mut seen = Vec::new();
         let done = tokio::time::timeout(PATIENCE, async {
             while let Some(batch) = stream.next_batch().await {
@@ -153,14 +159,7 @@ fn keys_headers_and_timestamps_come_through_as_written() {
     east().produce(topic, &records).unwrap();
     mck_testkit::runtime().block_on(async {
         let stream = KafkaStream::new("s").with_cluster("np-fields", meta(east(), &[topic]));
-        let mut stream = native(source_over(stream))
-            .include_headers(true)
-            .stopping_offsets(StoppingOffsets::Latest)
-            .build()
-            .unwrap()
-            .open()
-            .await
-            .unwrap();
+        let mut stream = open_bounded(native(source_over(stream)).include_headers(true)).await;
         let mut got = Vec::new();
         while let Some(r) = stream.next().await {
             got.push(r.expect("a record"));
@@ -197,16 +196,8 @@ fn read_committed_skips_aborted_transactions_and_their_markers() {
     produce_transaction(east(), topic, &batch("b"), TransactionEnd::Commit).unwrap();
     mck_testkit::runtime().block_on(async {
         let stream = KafkaStream::new("s").with_cluster("np-txn", meta(east(), &[topic]));
-        let mut stream = native(source_over(stream))
-            .stopping_offsets(StoppingOffsets::Latest)
-            .build()
-            .unwrap()
-            .open()
-            .await
-            .unwrap();
-        let seen = tokio::time::timeout(PATIENCE, drain(&mut stream))
-            .await
-            .expect("the bounded read ends");
+        let mut stream = open_bounded(native(source_over(stream))).await;
+        let seen = drained(&mut stream).await;
         let values: Vec<&str> = seen.iter().map(|s| s.4.as_str()).collect();
         let want: Vec<String> = (0..20)
             .map(|i| format!("a{i}"))
@@ -314,14 +305,9 @@ fn a_property_the_native_path_lacks_is_refused_by_native_and_left_to_librdkafka_
         // native: the read fails, naming the property and never its value.
         let stream =
             KafkaStream::new("s").with_cluster("np-refused-native", meta(east(), &[topic]));
-        let mut stream = native(source_over(stream))
-            .property("client.rack", "rack-secret-1")
-            .stopping_offsets(StoppingOffsets::Latest)
-            .build()
-            .unwrap()
-            .open()
-            .await
-            .unwrap();
+        let mut stream =
+            open_bounded(native(source_over(stream)).property("client.rack", "rack-secret-1"))
+                .await;
         let err = tokio::time::timeout(PATIENCE, stream.next())
             .await
             .expect("an answer")
@@ -338,18 +324,13 @@ fn a_property_the_native_path_lacks_is_refused_by_native_and_left_to_librdkafka_
 
         // auto: the same cluster is read with librdkafka.
         let stream = KafkaStream::new("s").with_cluster("np-refused-auto", meta(east(), &[topic]));
-        let mut stream = source_over(stream)
-            .property("fetch.backend", "auto")
-            .property("client.rack", "r1")
-            .stopping_offsets(StoppingOffsets::Latest)
-            .build()
-            .unwrap()
-            .open()
-            .await
-            .unwrap();
-        let seen = tokio::time::timeout(PATIENCE, drain(&mut stream))
-            .await
-            .expect("the bounded read ends");
+        let mut stream = open_bounded(
+            source_over(stream)
+                .property("fetch.backend", "auto")
+                .property("client.rack", "r1"),
+        )
+        .await;
+        let seen = drained(&mut stream).await;
         assert_eq!(values_of(&seen), BTreeSet::from(["only".to_string()]));
         stream.close().await;
     });
