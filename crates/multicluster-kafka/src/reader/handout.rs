@@ -381,15 +381,14 @@ impl<D: Deserializer> SourceReader<D> {
         if let Some(rest) = self.handout.records.take() {
             let mut batch = rest.into_batch();
             self.accept_batch(&mut batch);
-            if self.watermarks.is_some() {
-                batch.watermark = self.watermark();
-            }
             if !batch.is_empty() {
                 if self.handout.failed.is_none() {
                     self.buffer_done();
                 } else {
                     self.report_lag();
+                    self.update_watermark();
                 }
+                batch.watermark = self.current_watermark();
                 return Some(Ok(batch));
             }
         }

@@ -23,6 +23,8 @@ pub(super) struct Watermarks {
     /// `mck_watermark_lag_seconds` by stream and cluster, and when it was last set.
     gauges: HashMap<(Arc<str>, Arc<str>), metrics::Gauge>,
     metric_at: Option<Instant>,
+    /// Each split's part at the last evaluation (kept to reuse its allocation).
+    marks: Vec<SplitMark>,
 }
 
 impl Watermarks {
@@ -32,6 +34,7 @@ impl Watermarks {
             current: restored,
             gauges: HashMap::new(),
             metric_at: None,
+            marks: Vec::new(),
         }
     }
 }
@@ -67,6 +70,11 @@ impl<D: Deserializer> SourceReader<D> {
     /// [`WatermarkStrategy::with_idle_timeout`](crate::WatermarkStrategy::with_idle_timeout)).
     pub fn watermark(&mut self) -> Option<i64> {
         self.update_watermark();
+        self.current_watermark()
+    }
+
+    /// The watermark as last computed.
+    pub(super) fn current_watermark(&self) -> Option<i64> {
         self.watermarks.as_ref().and_then(|w| w.current)
     }
 
@@ -77,12 +85,10 @@ impl<D: Deserializer> SourceReader<D> {
         };
         let now = Instant::now();
         let strategy = w.strategy;
-        let marks: Vec<SplitMark> = self
-            .states
-            .iter_mut()
-            .map(|s| mark_of(s, &strategy, now))
-            .collect();
-        w.current = combine(w.current, marks.iter().copied());
+        w.marks.clear();
+        w.marks
+            .extend(self.states.iter_mut().map(|s| mark_of(s, &strategy, now)));
+        w.current = combine(w.current, w.marks.iter().copied());
         if w.metric_at
             .is_some_and(|at| now.duration_since(at) < METRIC_EVERY)
         {
@@ -91,7 +97,7 @@ impl<D: Deserializer> SourceReader<D> {
         w.metric_at = Some(now);
         // By stream and cluster: the lowest watermark of their active splits.
         let mut lowest: HashMap<(Arc<str>, Arc<str>), i64> = HashMap::new();
-        for (s, mark) in self.states.iter().zip(&marks) {
+        for (s, mark) in self.states.iter().zip(&w.marks) {
             let SplitMark::At(at) = *mark else { continue };
             for stream in self.stream_index.get(&s.id.cluster, &s.id.topic).iter() {
                 let e = lowest
