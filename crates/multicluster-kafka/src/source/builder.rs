@@ -426,9 +426,10 @@ impl<D: Deserializer> SourceBuilder<D> {
                 "group mode needs a group id: the instances share the stream through it",
             ));
         }
-        let event_timestamps = match self.s.event_timestamps {
-            None => None,
-            Some(any) => Some(
+        let event_timestamps = self
+            .s
+            .event_timestamps
+            .map(|any| {
                 any.downcast_ref::<EventTimestamps<D::Value>>()
                     .cloned()
                     .ok_or_else(|| {
@@ -436,9 +437,9 @@ impl<D: Deserializer> SourceBuilder<D> {
                             "event_timestamps",
                             "it was set before the deserializer: set it after, as it takes that deserializer's values",
                         )
-                    })?,
-            ),
-        };
+                    })
+            })
+            .transpose()?;
         if event_timestamps.is_some() && self.s.watermarks.is_none() {
             return Err(config(
                 "event_timestamps",
