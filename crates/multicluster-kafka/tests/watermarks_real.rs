@@ -222,3 +222,45 @@ fn the_watermark_follows_timestamps_in_the_values() {
         source.close().await;
     });
 }
+
+/// A bounded run's splits finish at their last record; at the end the watermark is
+/// where all of its records put it: the lowest split's newest timestamp.
+#[test]
+fn a_bounded_run_ends_with_the_watermark_of_every_record_read() {
+    let (e, w, base) = topic_on_both("wm-bounded");
+    let topic = "wm-bounded";
+    e.produce(topic, &at("e", &[base + 1_000, base + 5_000]))
+        .unwrap();
+    w.produce(topic, &at("w", &[base + 3_000])).unwrap();
+    let s = stream(
+        "s",
+        vec![("east", meta(e, &[topic])), ("west", meta(w, &[topic]))],
+    );
+    let rt = mck_testkit::runtime();
+    rt.block_on(async {
+        let mut source = open(
+            source_over(s)
+                .watermarks(WatermarkStrategy::monotonous_timestamps())
+                .stopping_offsets(StoppingOffsets::Latest),
+        )
+        .await;
+        let mut marks = Vec::new();
+        while let Some(batch) = tokio::time::timeout(PATIENCE, source.next_batch())
+            .await
+            .expect("the bounded run ends")
+        {
+            marks.push(batch.expect("a batch").watermark());
+        }
+        assert_never_back(&marks);
+        assert_eq!(
+            source.watermark(),
+            Some(base + 3_000 - 1),
+            "batches: {marks:?}"
+        );
+        assert_eq!(
+            source.checkpoint().unwrap().watermark_ms,
+            Some(base + 3_000 - 1)
+        );
+        source.close().await;
+    });
+}

@@ -88,8 +88,13 @@ impl WatermarkStrategy {
 /// One split's part in the source's watermark.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum SplitMark {
-    /// Finished, or idle: does not hold the watermark back.
+    /// Idle, or finished before handing out a record: does not hold the watermark
+    /// back.
     Out,
+    /// Finished, with this watermark: holds nothing back while other splits are
+    /// active; once none is, the watermark reaches the lowest of these (every record
+    /// of them was handed out, as at the end of a bounded run).
+    Done(i64),
     /// Active with no record handed out yet: holds the watermark where it is.
     Waiting,
     /// Active with this watermark.
@@ -98,21 +103,23 @@ pub(crate) enum SplitMark {
 
 /// The source's watermark after `previous`, given every split's part: the minimum
 /// over the active splits, never behind `previous`. A split still waiting for its
-/// first record holds it at `previous`; with every split out (all idle or finished)
-/// it stays at `previous` too.
+/// first record holds it at `previous`. With no split active, it is the lowest of
+/// the finished splits' (idle ones hold nothing back), else it stays at `previous`.
 pub(crate) fn combine(
     previous: Option<i64>,
     marks: impl IntoIterator<Item = SplitMark>,
 ) -> Option<i64> {
-    let mut min: Option<i64> = None;
+    let lower = |min: Option<i64>, w: i64| Some(min.map_or(w, |m: i64| m.min(w)));
+    let (mut min, mut done) = (None, None);
     for m in marks {
         match m {
             SplitMark::Out => {}
             SplitMark::Waiting => return previous,
-            SplitMark::At(w) => min = Some(min.map_or(w, |m| m.min(w))),
+            SplitMark::At(w) => min = lower(min, w),
+            SplitMark::Done(w) => done = lower(done, w),
         }
     }
-    match (previous, min) {
+    match (previous, min.or(done)) {
         (Some(p), Some(m)) => Some(p.max(m)),
         (None, m) => m,
         (p, None) => p,
@@ -145,6 +152,18 @@ mod tests {
             "a split without records yet holds it"
         );
         assert_eq!(combine(None, []), None);
+    }
+
+    #[test]
+    fn finished_splits_count_only_once_no_split_is_active() {
+        assert_eq!(combine(Some(4), [At(6), Done(2), Done(9)]), Some(6));
+        assert_eq!(
+            combine(Some(4), [Done(7), Done(9), Out]),
+            Some(7),
+            "the end of a bounded run: every record handed out"
+        );
+        assert_eq!(combine(Some(8), [Done(7)]), Some(8), "never back");
+        assert_eq!(combine(Some(4), [Waiting, Done(9)]), Some(4));
     }
 
     #[test]

@@ -39,15 +39,18 @@ impl Watermarks {
     }
 }
 
-/// A split's part at `now`: out when finished or idle, waiting before its first
-/// record. Activity is seen as a position that moved since the last look.
+/// A split's part at `now`: done when finished, out when idle, waiting before its
+/// first record. Activity is seen as a position that moved since the last look.
 fn mark_of(s: &mut SplitState, strategy: &WatermarkStrategy, now: Instant) -> SplitMark {
     if s.next_offset != s.seen_offset {
         s.seen_offset = s.next_offset;
         s.active_at = now;
     }
     if s.finished {
-        return SplitMark::Out;
+        return match s.newest_ts {
+            Some(ts) => SplitMark::Done(strategy.of_split(ts)),
+            None => SplitMark::Out,
+        };
     }
     if strategy
         .idle_timeout()
@@ -156,7 +159,7 @@ mod tests {
         s.finished = true;
         assert_eq!(
             mark_of(&mut s, &strategy, t1 + Duration::from_secs(6)),
-            SplitMark::Out
+            SplitMark::Done(1_989)
         );
     }
 
