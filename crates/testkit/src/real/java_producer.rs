@@ -93,6 +93,66 @@ impl KafkaCluster {
         Ok(())
     }
 
+    /// Produces records with given timestamps (`(timestamp_ms, partition, value)`,
+    /// keys `k<i>`, in order) to `topic` with Kafka's own Java `KafkaProducer` (a
+    /// small program of the test kit, `java/TimedProducer.java`, run from source
+    /// with the test kit's jars) over the `PLAINTEXT` listener: the console producer
+    /// cannot set a record's timestamp. Values must not contain a newline or a tab.
+    pub fn produce_timed_with_java(
+        &self,
+        topic: &str,
+        records: &[(i64, i32, String)],
+    ) -> Result<(), TestkitError> {
+        use std::io::Write;
+        static SEQ: AtomicUsize = AtomicUsize::new(0);
+        let n = SEQ.fetch_add(1, Ordering::Relaxed);
+        let dir = self
+            .log_root
+            .join("java-producer")
+            .join(format!("{topic}-timed-{n}"));
+        fs::create_dir_all(&dir).map_err(io(&dir))?;
+        let source = dir.join("TimedProducer.java");
+        fs::write(&source, include_str!("../../java/TimedProducer.java")).map_err(io(&source))?;
+        let out_path = dir.join("stdout.log");
+        let out = fs::File::create(&out_path).map_err(io(&out_path))?;
+        let err = out.try_clone().map_err(io(&out_path))?;
+        let mut cmd = self.java();
+        cmd.arg(format!("-Dkafka.logs.dir={}", dir.display()))
+            .arg(&source)
+            .arg(self.bootstrap_servers())
+            .arg(topic)
+            .stdin(Stdio::piped())
+            .stdout(out)
+            .stderr(err);
+        let mut child = spawn_tied(cmd).map_err(|e| TestkitError::Java(e.to_string()))?;
+        let mut text = String::new();
+        for (i, (ts, partition, v)) in records.iter().enumerate() {
+            assert!(
+                !v.contains(['\n', '\t']),
+                "a value for the timed producer holds a newline or tab: {v:?}"
+            );
+            text.push_str(&format!("{ts}\t{partition}\tk{i}\t{v}\n"));
+        }
+        let wrote = child
+            .stdin
+            .take()
+            .expect("stdin is piped")
+            .write_all(text.as_bytes());
+        let status = child
+            .wait()
+            .map_err(|e| TestkitError::Java(e.to_string()))?;
+        let log = fs::read_to_string(&out_path).unwrap_or_default();
+        let sent = format!("sent {}", records.len());
+        if wrote.is_err() || !status.success() || !log.contains(&sent) {
+            return Err(self.kafka_err(format!(
+                "the Java timed producer to {topic} failed ({status}); {}:\n{}",
+                dir.display(),
+                tail_lines(&log, 30)
+            )));
+        }
+        Ok(())
+    }
+
     /// Starts Kafka's own Java producer (`kafka-console-producer` from the test kit's
     /// jars) on `topic` over the `PLAINTEXT` listener, for records sent one at a time
     /// with [`JavaProducer::send`] until [`JavaProducer::finish`]. It is set up to ride
