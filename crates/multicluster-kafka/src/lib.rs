@@ -59,7 +59,7 @@ pub use base::hooks as client_context;
 pub use base::{offsets, properties};
 
 pub use base::hooks::{ClientHooks, ClientHooksFactory};
-pub use base::watermark::{DEFAULT_IDLE_TIMEOUT, WatermarkStrategy};
+pub use base::watermark::{DEFAULT_IDLE_TIMEOUT, ReadOrder, WatermarkStrategy};
 pub use bytes::Bytes;
 pub use kafka::config::CLIENT_DEFAULTS;
 pub use reader::SourceReader;

@@ -21,6 +21,7 @@
 //! | `mck_mirror_searching` | gauge | `cluster`, `topic`, `partition` | 1 while a split on a mirror reads forward to (or waits for a lagging mirror to copy) the last record handed out from its source; 0 once its search ended |
 //! | `mck_mirror_behind_seconds` | gauge | `cluster`, `topic`, `partition` | while a split on a mirror looks for its last record: how much older the newest record read there is (a lagging mirror's distance); 0 after |
 //! | `mck_watermark_lag_seconds` | gauge | `stream`, `cluster` | with watermarks on: how far the lowest watermark of the stream's active splits on the cluster is behind the wall clock (see [`WATERMARK_LAG`]) |
+//! | `mck_paused_splits` | gauge | `reader` | the reader's splits whose fetching is paused: their watermark ran too far ahead (alignment), or they hold many records waiting for the others (time order) |
 //! | `mck_mirror_switches_total` | counter | `cluster`, `outcome` | splits on a mirror that ended their search for the last record handed out from the source: `found`, `diverged`, `lower_bound` (see [`MIRROR_SWITCHES`]) |
 
 /// Splits on a mirror (`cluster`) whose search for the last record handed out from
@@ -87,6 +88,12 @@ pub const SPLIT_LAG: &str = "mck_split_lag";
 /// the splits that hold the watermark (neither idle nor finished; a series keeps its
 /// last value while all of them are idle). Set at most once a second per reader.
 pub const WATERMARK_LAG: &str = "mck_watermark_lag_seconds";
+/// A reader's splits whose fetching is paused: with
+/// [`WatermarkStrategy::with_alignment`](crate::WatermarkStrategy::with_alignment),
+/// because their watermark ran ahead of the source's by more than the drift; in
+/// [`ReadOrder::Time`](crate::ReadOrder::Time), because they hold many records that
+/// wait for the other splits.
+pub const PAUSED_SPLITS: &str = "mck_paused_splits";
 /// Successful offset commits, per cluster.
 pub const COMMITS_SUCCEEDED: &str = "mck_commits_succeeded_total";
 /// Failed offset commits, per cluster.

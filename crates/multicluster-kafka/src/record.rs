@@ -290,6 +290,46 @@ impl<V> RecordBatch<V> {
         });
     }
 
+    /// Takes the entries out, each with its topic and its key (a slice of the batch's
+    /// data, shared, not copied), to go into other batches ([`Self::push_moved`]).
+    pub(crate) fn into_moved(
+        self,
+    ) -> impl Iterator<Item = (Arc<str>, Option<Bytes>, BatchEntry<V>)> {
+        let (topics, data) = (self.topics, self.data);
+        self.entries.into_iter().map(move |e| {
+            let key = e
+                .key()
+                .map(|(start, len)| data.slice(start..start + len as usize));
+            (topics[e.topic as usize].clone(), key, e)
+        })
+    }
+
+    /// Adds an entry taken by [`Self::into_moved`]; its key goes to the end of
+    /// `data`, which becomes the batch's data with [`Self::set_data`].
+    pub(crate) fn push_moved(
+        &mut self,
+        topic: &Arc<str>,
+        key: Option<&[u8]>,
+        mut entry: BatchEntry<V>,
+        data: &mut Vec<u8>,
+    ) {
+        entry.topic = self.topic_index(topic);
+        match key {
+            Some(key) => {
+                entry.key_start = data.len();
+                entry.key_len = u32::try_from(key.len()).unwrap_or(NO_KEY - 1);
+                data.extend_from_slice(key);
+            }
+            None => (entry.key_start, entry.key_len) = (0, NO_KEY),
+        }
+        self.entries.push(entry);
+    }
+
+    /// Sets the bytes the entries' keys are in.
+    pub(crate) fn set_data(&mut self, data: Vec<u8>) {
+        self.data = Bytes::from(data);
+    }
+
     /// Logical id of the cluster every record of the batch comes from.
     pub fn cluster(&self) -> &Arc<str> {
         &self.cluster

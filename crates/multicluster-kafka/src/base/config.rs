@@ -66,6 +66,8 @@ pub(crate) struct SourceConfig {
     pub shard_lock_wait: Duration,
     /// Event time: how the readers derive their watermarks (none: no watermarks).
     pub watermarks: Option<crate::base::watermark::WatermarkStrategy>,
+    /// The order records are handed out in.
+    pub order: crate::base::watermark::ReadOrder,
 }
 
 impl SourceConfig {
@@ -200,6 +202,7 @@ pub(crate) struct Settings {
     pub(crate) scale_out: ScaleOut,
     pub(crate) shard_lock_wait: Duration,
     pub(crate) watermarks: Option<crate::base::watermark::WatermarkStrategy>,
+    pub(crate) order: crate::base::watermark::ReadOrder,
     /// An `EventTimestamps<V>` of the deserializer's values, checked at build.
     pub(crate) event_timestamps: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
@@ -233,6 +236,7 @@ impl Default for Settings {
             scale_out: ScaleOut::Whole,
             shard_lock_wait: DEFAULT_SHARD_LOCK_WAIT,
             watermarks: None,
+            order: crate::base::watermark::ReadOrder::Fetch,
             event_timestamps: None,
         }
     }

@@ -31,6 +31,24 @@ pub type EventTimestamps<V> = Arc<dyn Fn(&V) -> Option<i64> + Send + Sync>;
 pub struct WatermarkStrategy {
     out_of_orderness: Duration,
     idle_timeout: Option<Duration>,
+    max_drift: Option<Duration>,
+}
+
+/// The order a source hands records out in; see
+/// [`SourceBuilder::order`](crate::SourceBuilder::order).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ReadOrder {
+    /// As fetched: each partition in offset order, the clusters' batches
+    /// interleaved as they arrive (the fastest).
+    #[default]
+    Fetch,
+    /// By event time across every split of a reader: records are held until no
+    /// split that is neither idle nor finished can still bring an earlier one (by
+    /// its newest timestamp fetched less the allowed out-of-orderness), then handed
+    /// out oldest first; each partition still in offset order. Needs
+    /// [`SourceBuilder::watermarks`](crate::SourceBuilder::watermarks), whose
+    /// out-of-orderness and idle timeout it uses.
+    Time,
 }
 
 /// How long a split may go without a record before it stops holding the watermark
@@ -45,6 +63,7 @@ impl WatermarkStrategy {
         Self {
             out_of_orderness: d,
             idle_timeout: Some(DEFAULT_IDLE_TIMEOUT),
+            max_drift: None,
         }
     }
 
@@ -68,6 +87,22 @@ impl WatermarkStrategy {
         self
     }
 
+    /// Aligns the splits' watermarks: a split whose watermark runs ahead of the
+    /// source's by more than `max_drift` stops being fetched (the cluster's other
+    /// splits go on) until the rest catch up or go idle. A backlog on one cluster
+    /// then flows at the pace of the others instead of beside them. A paused split
+    /// does not count as idle: it has records waiting.
+    pub fn with_alignment(mut self, max_drift: Duration) -> Self {
+        self.max_drift = Some(max_drift);
+        self
+    }
+
+    /// The most a split's watermark runs ahead of the source's before it is paused,
+    /// if splits are aligned.
+    pub fn max_drift(&self) -> Option<Duration> {
+        self.max_drift
+    }
+
     /// The allowed out-of-orderness.
     pub fn out_of_orderness(&self) -> Duration {
         self.out_of_orderness
@@ -76,6 +111,15 @@ impl WatermarkStrategy {
     /// The idle timeout, if splits go idle.
     pub fn idle_timeout(&self) -> Option<Duration> {
         self.idle_timeout
+    }
+
+    /// Whether a split whose newest timestamp handed out is `newest_ms` runs too far
+    /// ahead of the source's watermark `source_ms` (never without alignment).
+    pub(crate) fn too_far_ahead(&self, newest_ms: i64, source_ms: i64) -> bool {
+        self.max_drift.is_some_and(|d| {
+            let drift = i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+            self.of_split(newest_ms) > source_ms.saturating_add(drift)
+        })
     }
 
     /// The watermark of a split whose newest timestamp handed out is `newest_ms`.
@@ -164,6 +208,19 @@ mod tests {
         );
         assert_eq!(combine(Some(8), [Done(7)]), Some(8), "never back");
         assert_eq!(combine(Some(4), [Waiting, Done(9)]), Some(4));
+    }
+
+    #[test]
+    fn a_split_is_too_far_ahead_only_past_the_drift_and_only_with_alignment() {
+        let plain = WatermarkStrategy::monotonous_timestamps();
+        assert!(!plain.too_far_ahead(1_000_000, 0), "no alignment");
+        let s = plain.with_alignment(Duration::from_millis(100));
+        assert_eq!(s.max_drift(), Some(Duration::from_millis(100)));
+        // The split's watermark is its newest timestamp less 1 ms.
+        assert!(!s.too_far_ahead(1_101, 1_000), "1100 is 100 ahead: within");
+        assert!(s.too_far_ahead(1_102, 1_000), "1101 is 101 ahead");
+        assert!(!s.too_far_ahead(500, 1_000), "behind");
+        assert!(!s.too_far_ahead(i64::MAX, i64::MAX), "saturates");
     }
 
     #[test]

@@ -110,6 +110,8 @@ struct Part {
     in_flight: bool,
     /// Not fetched (outside the log, waiting for the reader).
     parked: bool,
+    /// Not fetched while the reader says so (watermark alignment).
+    paused: bool,
     /// Not fetched before this time: its last answer was an error that fetching
     /// again at once would only repeat (an authorization failure, say).
     retry_at: Option<tokio::time::Instant>,
@@ -208,6 +210,7 @@ impl ClusterFetch {
                 leader: None,
                 in_flight: false,
                 parked: false,
+                paused: false,
                 retry_at: None,
             },
         );
@@ -243,6 +246,21 @@ impl ClusterFetch {
         }
         drop(state);
         self.shared.changed.notify_waiters();
+    }
+
+    /// Stops or resumes fetching these partitions. A paused partition's next fetch,
+    /// once resumed, starts where its last answer ended.
+    pub fn pause(&self, keys: &[PartKey], paused: bool) {
+        let mut state = self.shared.state();
+        for key in keys {
+            if let Some(part) = state.parts.get_mut(key) {
+                part.paused = paused;
+            }
+        }
+        drop(state);
+        if !paused {
+            self.shared.changed.notify_waiters();
+        }
     }
 
     /// Moves everything that arrived to `out`.
@@ -456,7 +474,11 @@ async fn fetch_from(shared: Arc<Shared>, node: i32) {
             if room {
                 let topic_ids = state.topic_ids.clone();
                 for (key, part) in state.parts.iter_mut() {
-                    if part.leader.map(|l| l.0) != Some(node) || part.in_flight || part.parked {
+                    if part.leader.map(|l| l.0) != Some(node)
+                        || part.in_flight
+                        || part.parked
+                        || part.paused
+                    {
                         continue;
                     }
                     if let Some(at) = part.retry_at {

@@ -190,6 +190,9 @@ impl<D: Deserializer> SourceReader<D> {
             self.handout.failed = None;
         }
         self.handout.finish_after.retain(|id| !gone.contains(id));
+        if let Some(order) = &mut self.time_order {
+            order.remove(ids);
+        }
         let mut by_cluster: BTreeMap<Arc<str>, Vec<SplitId>> = BTreeMap::new();
         for id in ids {
             by_cluster
@@ -288,6 +291,12 @@ impl<D: Deserializer> SourceReader<D> {
                         self.to_start.insert(cluster, waiting);
                         return Err(e);
                     }
+                }
+            }
+            // A split handed to a fetcher is fetched: not paused (alignment).
+            for s in &waiting.splits {
+                if let Some(i) = self.index.get(&s.id).copied() {
+                    self.states[i].paused = false;
                 }
             }
             let fetcher = self.consumers.get_mut(&cluster).expect("started");

@@ -36,6 +36,12 @@ pub(crate) trait FetchPath<D: Deserializer>: Send {
     /// by the path again.
     fn remove(&mut self, ids: &[SplitId]);
 
+    /// Stops (`paused`) or resumes fetching these splits, leaving the cluster's other
+    /// splits alone (watermark alignment). Records of theirs already fetched still
+    /// come out of [`poll`](Self::poll); a resumed split goes on right after the last
+    /// record that did, so nothing is skipped or fetched twice.
+    fn pause(&mut self, ids: &[SplitId], paused: bool);
+
     /// Takes what already arrived (never waits), up to `max` records, into `out` (an
     /// empty batch of this cluster), keys and values deserialized with `deserializer`.
     /// A fatal error (a position outside the log, by the read policy) comes after the

@@ -91,11 +91,15 @@ impl<D: Deserializer> SourceReader<D> {
                 }
             };
             self.ask_again(&cluster);
+            if self.time_order.is_some() {
+                self.hold(cluster, batch, polled);
+                continue;
+            }
             if let Some(found) = self.buffer(cluster, batch, polled) {
                 return Ok(found);
             }
         }
-        Ok(0)
+        Ok(self.release_held())
     }
 
     /// Asks the cluster's fetcher for its next batch; a fetcher whose thread has ended
@@ -134,17 +138,7 @@ impl<D: Deserializer> SourceReader<D> {
                 self.mark_finished(&id);
             }
         }
-        for (topic, partition, hw) in polled.high_watermarks {
-            let id = SplitId {
-                cluster: cluster.clone(),
-                topic,
-                partition,
-            };
-            if let Some(i) = self.index.get(&id).copied() {
-                self.states[i].high_watermark = hw;
-                self.touched.push(i);
-            }
-        }
+        self.note_high_watermarks(&cluster, polled.high_watermarks);
         // The batch's first run of records finds its split by lookup, so it is
         // counted as touched even if the previous batch ended on the same split.
         self.last = None;
@@ -160,6 +154,25 @@ impl<D: Deserializer> SourceReader<D> {
         self.handout.failed = polled.failed.map(|f| (cluster.clone(), *f));
         self.handout.cluster = Some(cluster);
         Some(found)
+    }
+
+    /// Takes the splits' high watermarks a poll reported (for their lag).
+    pub(super) fn note_high_watermarks(
+        &mut self,
+        cluster: &Arc<str>,
+        high_watermarks: Vec<(Arc<str>, i32, i64)>,
+    ) {
+        for (topic, partition, hw) in high_watermarks {
+            let id = SplitId {
+                cluster: cluster.clone(),
+                topic,
+                partition,
+            };
+            if let Some(i) = self.index.get(&id).copied() {
+                self.states[i].high_watermark = hw;
+                self.touched.push(i);
+            }
+        }
     }
 
     /// Whether a polled record is handed out (a split this reader owns, not finished,
@@ -316,7 +329,7 @@ impl<D: Deserializer> SourceReader<D> {
     /// A record's event time: the program's timestamp of its value when it set
     /// [`event_timestamps`](crate::SourceBuilder::event_timestamps), else the Kafka
     /// timestamp. Only with watermarks on.
-    fn event_time(&self, value: Option<&D::Value>, kafka: Option<i64>) -> Option<i64> {
+    pub(super) fn event_time(&self, value: Option<&D::Value>, kafka: Option<i64>) -> Option<i64> {
         self.watermarks.as_ref()?;
         match &self.event_timestamps {
             Some(f) => value.and_then(|v| f(v)),
@@ -451,6 +464,11 @@ impl<D: Deserializer> SourceReader<D> {
         }
         if self.is_done() {
             return Ok(true);
+        }
+        if self.aligning() {
+            // Paused splits resume when the others catch up or go idle, which may
+            // happen with no batch handed out.
+            self.update_watermark();
         }
         tokio::select! {
             biased;

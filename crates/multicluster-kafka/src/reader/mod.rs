@@ -12,6 +12,7 @@ mod handout;
 mod positions;
 mod split_state;
 mod staging;
+mod time_order;
 mod watermarks;
 
 use crate::base::config::ReadPolicy;
@@ -100,6 +101,8 @@ pub struct SourceReader<D: Deserializer> {
     /// Event time, when the source has a watermark strategy.
     watermarks: Option<Box<watermarks::Watermarks>>,
     event_timestamps: Option<crate::base::watermark::EventTimestamps<D::Value>>,
+    /// In time order: the records fetched and held for the merge.
+    time_order: Option<Box<time_order::TimeOrder<D::Value>>>,
     closed: bool,
 }
 
@@ -131,6 +134,8 @@ pub(crate) struct ReaderParts<D: Deserializer> {
     pub watermarks: Option<(crate::base::watermark::WatermarkStrategy, Option<i64>)>,
     /// The program's event timestamps of values (else the Kafka timestamps count).
     pub event_timestamps: Option<crate::base::watermark::EventTimestamps<D::Value>>,
+    /// Hand records out in time order.
+    pub time_order: bool,
 }
 
 impl<D: Deserializer> SourceReader<D> {
@@ -168,6 +173,7 @@ impl<D: Deserializer> SourceReader<D> {
                 .watermarks
                 .map(|(s, restored)| Box::new(watermarks::Watermarks::new(s, restored))),
             event_timestamps: parts.event_timestamps,
+            time_order: parts.time_order.then(Box::default),
             closed: false,
         }
     }
@@ -187,6 +193,7 @@ impl<D: Deserializer> SourceReader<D> {
             && self.handout.records.is_none()
             && self.handout.failed.is_none()
             && self.handout.diverged.is_empty()
+            && self.time_order.as_ref().is_none_or(|o| o.is_empty())
             && self.to_start.is_empty()
             && self.states.iter().all(|s| s.finished)
     }
@@ -320,6 +327,7 @@ mod tests {
             shard: None,
             watermarks: None,
             event_timestamps: None,
+            time_order: false,
         })
     }
 

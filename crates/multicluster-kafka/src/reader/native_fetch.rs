@@ -606,6 +606,14 @@ impl<D: Deserializer> FetchPath<D> for NativeFetch {
         self.staging.remove(ids);
     }
 
+    fn pause(&mut self, ids: &[SplitId], paused: bool) {
+        let keys: Vec<PartKey> = ids
+            .iter()
+            .map(|id| (self.topic(&id.topic), id.partition))
+            .collect();
+        self.fetch.pause(&keys, paused);
+    }
+
     fn poll(
         &mut self,
         deserializer: &D,

@@ -32,6 +32,12 @@ pub(super) struct SplitState {
     /// split came), for idleness.
     pub(super) seen_offset: i64,
     pub(super) active_at: std::time::Instant,
+    /// Its watermark ran too far ahead of the source's (alignment).
+    pub(super) ahead: bool,
+    /// In time order: it holds too many records waiting for the others.
+    pub(super) full: bool,
+    /// Its fetching is paused (for either reason above), as its fetcher was told.
+    pub(super) paused: bool,
 }
 
 impl SplitState {
@@ -49,6 +55,9 @@ impl SplitState {
             newest_ts: None,
             seen_offset: next_offset,
             active_at: std::time::Instant::now(),
+            ahead: false,
+            full: false,
+            paused: false,
         }
     }
 

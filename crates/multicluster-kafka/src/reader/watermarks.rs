@@ -2,7 +2,7 @@
 //! `accept`) and its activity, combined by [`crate::base::watermark::combine`] once per
 //! batch handed out and whenever the program asks.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -11,6 +11,7 @@ use super::split_state::SplitState;
 use crate::base::watermark::{SplitMark, WatermarkStrategy, combine};
 use crate::deserializer::Deserializer;
 use crate::metrics as m;
+use crate::split::SplitId;
 
 /// How often `mck_watermark_lag_seconds` is set at most.
 const METRIC_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
@@ -42,7 +43,8 @@ impl Watermarks {
 /// A split's part at `now`: done when finished, out when idle, waiting before its
 /// first record. Activity is seen as a position that moved since the last look.
 fn mark_of(s: &mut SplitState, strategy: &WatermarkStrategy, now: Instant) -> SplitMark {
-    if s.next_offset != s.seen_offset {
+    // A split paused by alignment has records waiting: it is not idle.
+    if s.next_offset != s.seen_offset || s.paused {
         s.seen_offset = s.next_offset;
         s.active_at = now;
     }
@@ -76,6 +78,11 @@ impl<D: Deserializer> SourceReader<D> {
         self.current_watermark()
     }
 
+    /// The strategy, with watermarks on.
+    pub(super) fn strategy(&self) -> Option<WatermarkStrategy> {
+        self.watermarks.as_ref().map(|w| w.strategy)
+    }
+
     /// The watermark as last computed.
     pub(super) fn current_watermark(&self) -> Option<i64> {
         self.watermarks.as_ref().and_then(|w| w.current)
@@ -92,6 +99,23 @@ impl<D: Deserializer> SourceReader<D> {
         w.marks
             .extend(self.states.iter_mut().map(|s| mark_of(s, &strategy, now)));
         w.current = combine(w.current, w.marks.iter().copied());
+        if strategy.max_drift().is_some() {
+            // Aligned to the lowest split that has a watermark, even while another
+            // waits for its first record (the source's watermark waits with it): a
+            // split ahead of that one is ahead of the source's watermark to come.
+            let lowest = w
+                .marks
+                .iter()
+                .filter_map(|m| match m {
+                    SplitMark::At(at) => Some(*at),
+                    _ => None,
+                })
+                .min();
+            self.align(&strategy, lowest);
+        }
+        let Some(w) = self.watermarks.as_deref_mut() else {
+            return;
+        };
         if w.metric_at
             .is_some_and(|at| now.duration_since(at) < METRIC_EVERY)
         {
@@ -119,10 +143,66 @@ impl<D: Deserializer> SourceReader<D> {
     }
 }
 
+impl<D: Deserializer> SourceReader<D> {
+    /// Marks the splits whose watermark runs too far ahead of `lowest` (the lowest
+    /// watermark of the splits that hold the source's back; none: no split is
+    /// ahead), and those that no longer do, and pauses or resumes their fetching.
+    fn align(&mut self, strategy: &WatermarkStrategy, lowest: Option<i64>) {
+        let mut changed = false;
+        for s in &mut self.states {
+            let ahead = !s.finished
+                && lowest.is_some_and(|low| {
+                    s.newest_ts
+                        .is_some_and(|ts| strategy.too_far_ahead(ts, low))
+                });
+            changed |= ahead != s.ahead;
+            s.ahead = ahead;
+        }
+        if changed {
+            self.sync_pauses();
+        }
+    }
+
+    /// Tells the fetchers which splits to pause (too far ahead, or holding too many
+    /// records in time order) and which to resume. Only splits with a fetcher: one
+    /// handed to a fetcher starts unpaused.
+    pub(super) fn sync_pauses(&mut self) {
+        let mut changes: BTreeMap<(Arc<str>, bool), Vec<SplitId>> = BTreeMap::new();
+        for s in &mut self.states {
+            let pause = (s.ahead || s.full) && !s.finished;
+            if pause == s.paused || !self.consumers.contains_key(&s.id.cluster) {
+                continue;
+            }
+            s.paused = pause;
+            changes
+                .entry((s.id.cluster.clone(), pause))
+                .or_default()
+                .push(s.id.clone());
+        }
+        if changes.is_empty() {
+            return;
+        }
+        for ((cluster, paused), ids) in changes {
+            tracing::debug!(reader = self.id, cluster = %cluster, splits = ids.len(), paused, "pausing or resuming splits' fetching");
+            if let Some(fetcher) = self.consumers.get_mut(&cluster) {
+                fetcher.pause(ids, paused);
+            }
+        }
+        let paused = self.states.iter().filter(|s| s.paused).count();
+        metrics::gauge!(m::PAUSED_SPLITS, "reader" => self.id.to_string()).set(paused as f64);
+    }
+
+    /// Whether splits are aligned (their fetching paused when too far ahead).
+    pub(super) fn aligning(&self) -> bool {
+        self.watermarks
+            .as_ref()
+            .is_some_and(|w| w.strategy.max_drift().is_some())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::split::SplitId;
     use std::time::Duration;
 
     fn split() -> SplitState {

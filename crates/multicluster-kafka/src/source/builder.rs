@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::*;
 use crate::base::config::{Interval, Settings, SourceConfig, Subscription};
-use crate::base::watermark::EventTimestamps;
+use crate::base::watermark::{EventTimestamps, ReadOrder};
 use crate::error::ConfigError;
 
 impl MultiClusterKafkaSource<RawValue> {
@@ -326,6 +326,17 @@ impl<D: Deserializer> SourceBuilder<D> {
         self
     }
 
+    /// The order records are handed out in: as fetched (the default), or by event
+    /// time across all of a reader's splits ([`ReadOrder::Time`], which needs
+    /// [`watermarks`](Self::watermarks)). In time order a checkpoint still counts
+    /// exactly the records handed out, and a bounded run hands every record out by
+    /// its end. Each reader orders its own splits: read with one reader (the default
+    /// parallelism) for one order over the whole source.
+    pub fn order(mut self, order: ReadOrder) -> Self {
+        self.s.order = order;
+        self
+    }
+
     /// Event time from the records' contents: `f` gives each deserialized value's
     /// timestamp (milliseconds since the epoch), which the watermarks then follow
     /// instead of the Kafka record's timestamp; `None` leaves the watermark where the
@@ -446,6 +457,12 @@ impl<D: Deserializer> SourceBuilder<D> {
                 "event timestamps need watermarks: set `watermarks` too",
             ));
         }
+        if self.s.order == ReadOrder::Time && self.s.watermarks.is_none() {
+            return Err(config(
+                "order",
+                "time order needs watermarks (their out-of-orderness and idle timeout): set `watermarks` too",
+            ));
+        }
         let shard = match self.s.scale_out {
             ScaleOut::Whole | ScaleOut::KafkaGroup => None,
             ScaleOut::Shard(shard) => {
@@ -489,6 +506,7 @@ impl<D: Deserializer> SourceBuilder<D> {
                 group_mode,
                 shard_lock_wait: self.s.shard_lock_wait,
                 watermarks: self.s.watermarks,
+                order: self.s.order,
             },
             service,
             deserializer: Arc::new(self.deserializer),

@@ -113,6 +113,7 @@ impl<D: Deserializer> MultiClusterKafkaSource<D> {
                 stream_index: stream_index.clone(),
                 shard: cfg.shard,
                 event_timestamps: self.event_timestamps.clone(),
+                time_order: cfg.order == crate::base::watermark::ReadOrder::Time,
                 watermarks: cfg
                     .watermarks
                     .map(|s| (s, cfg.restore.as_ref().and_then(|c| c.watermark_ms))),

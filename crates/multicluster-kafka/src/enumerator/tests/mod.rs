@@ -60,6 +60,7 @@ fn config() -> SourceConfig {
         group_mode: false,
         shard_lock_wait: crate::DEFAULT_SHARD_LOCK_WAIT,
         watermarks: None,
+        order: crate::ReadOrder::Fetch,
     }
 }
 

@@ -220,6 +220,29 @@ impl ClusterConsumer {
         self.staging.remove(ids);
     }
 
+    /// Pauses or resumes fetching these splits. librdkafka drops what it fetched of a
+    /// paused partition and not yet handed to this consumer's queue's reader, and on
+    /// resuming fetches again from the position after the last message taken: nothing
+    /// is skipped.
+    pub fn pause(&mut self, ids: &[SplitId], paused: bool) {
+        let mut tpl = TopicPartitionList::new();
+        for id in ids {
+            let topic = self.topic(&id.topic);
+            tpl.add_partition(&topic, id.partition);
+        }
+        if tpl.count() == 0 {
+            return;
+        }
+        let result = if paused {
+            self.consumer().pause(&tpl)
+        } else {
+            self.consumer().resume(&tpl)
+        };
+        if let Err(e) = result {
+            tracing::warn!(cluster = %self.cluster, error = %e, paused, "pausing or resuming partitions failed");
+        }
+    }
+
     fn unassign(&mut self, tpl: &TopicPartitionList) {
         if tpl.count() == 0 {
             return;
@@ -305,6 +328,10 @@ impl<D: Deserializer> FetchPath<D> for ClusterConsumer {
 
     fn remove(&mut self, ids: &[SplitId]) {
         ClusterConsumer::remove(self, ids)
+    }
+
+    fn pause(&mut self, ids: &[SplitId], paused: bool) {
+        ClusterConsumer::pause(self, ids, paused)
     }
 
     fn poll(

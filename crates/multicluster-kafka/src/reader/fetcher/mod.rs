@@ -51,6 +51,8 @@ enum Command {
     /// Splits to read, and when the enumerator sent the first of them.
     Add(u64, Vec<KafkaSplit>, Option<Instant>),
     Remove(u64, Vec<SplitId>),
+    /// Stop (`true`) or resume fetching these splits.
+    Pause(Vec<SplitId>, bool),
     /// Answer with the next batch (or error), waiting for one if need be.
     Poll,
     Stop,
@@ -140,6 +142,12 @@ impl<V> Fetcher<V> {
         }
         let n = self.sent;
         self.send(Command::Remove(n, ids));
+    }
+
+    /// Stops or resumes fetching these splits (watermark alignment); records of
+    /// theirs already fetched still come.
+    pub fn pause(&mut self, ids: Vec<SplitId>, paused: bool) {
+        self.send(Command::Pause(ids, paused));
     }
 
     /// Asks for batches until [`DEPTH`] are asked for.

@@ -82,6 +82,7 @@ impl<D: Deserializer> Running<D> {
                     self.done.retain(|id| !ids.contains(id));
                     self.consumer.remove(&ids);
                 }
+                Ok(Command::Pause(ids, paused)) => self.consumer.pause(&ids, paused),
                 Ok(Command::Poll) => {
                     self.asked += 1;
                     busy = true;

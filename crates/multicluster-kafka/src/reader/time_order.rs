@@ -1,0 +1,613 @@
+//! Records in time order ([`ReadOrder::Time`](crate::ReadOrder::Time)): what the
+//! fetchers bring is held per split, and handed out by a merge of the splits' queues
+//! on event time, held back by the watermark of what was *fetched*.
+//!
+//! A record may go out once no split that holds the merge back can still bring an
+//! earlier one: each such split's next records are no older than its newest
+//! timestamp fetched less the allowed out-of-orderness, so the merge releases records
+//! up to the lowest of those. Splits that hold nothing back: finished ones (all
+//! their records are here), idle ones (nothing fetched for the idle timeout), and,
+//! with none left, everything held goes out. A split that has fetched nothing yet,
+//! and is not idle, holds the merge entirely (its first record may be the oldest).
+//!
+//! Records leave their queues in offset order per split, so positions, checkpoints
+//! and stops work as in fetch order: a checkpoint counts exactly the records handed
+//! out; the held ones are fetched again after a restart. A late record (older than
+//! what already went out) goes out at once, as soon as it is first in its queue.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+
+use super::SourceReader;
+use super::fetch_path::Failed;
+use crate::deserializer::Deserializer;
+use crate::record::{BatchEntry, RecordBatch};
+use crate::split::SplitId;
+
+/// Up to which event time held records may go out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Bound {
+    /// None: a split that holds the merge back has fetched nothing yet.
+    Hold,
+    /// Records at or before this time.
+    Upto(i64),
+    /// Every record: no split holds the merge back.
+    All,
+}
+
+impl Bound {
+    fn allows(self, ts: i64) -> bool {
+        match self {
+            Bound::Hold => false,
+            Bound::Upto(b) => ts <= b,
+            Bound::All => true,
+        }
+    }
+}
+
+/// A split's part in the bound, as the reader sees it.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct SplitFacts {
+    /// Its newest event time fetched.
+    pub newest: Option<i64>,
+    /// When it last fetched a record (or came to the reader).
+    pub fetched_at: Instant,
+    /// Finished, or every record of it up to its stop is held here.
+    pub done: bool,
+}
+
+/// The bound over all splits' facts: the lowest newest timestamp (less the
+/// out-of-orderness, in ms) of the splits that are neither done nor idle.
+pub(super) fn bound(
+    splits: impl IntoIterator<Item = SplitFacts>,
+    out_of_orderness: i64,
+    idle_timeout: Option<std::time::Duration>,
+    now: Instant,
+) -> Bound {
+    let mut lowest: Option<i64> = None;
+    for s in splits {
+        if s.done || idle_timeout.is_some_and(|t| now.saturating_duration_since(s.fetched_at) >= t)
+        {
+            continue;
+        }
+        let Some(newest) = s.newest else {
+            return Bound::Hold;
+        };
+        let b = newest.saturating_sub(out_of_orderness);
+        lowest = Some(lowest.map_or(b, |l| l.min(b)));
+    }
+    lowest.map_or(Bound::All, Bound::Upto)
+}
+
+/// One held record, or a record that failed to deserialize (handed out as an error
+/// in its place).
+enum Held<V> {
+    Record {
+        ts: i64,
+        topic: Arc<str>,
+        key: Option<Bytes>,
+        entry: BatchEntry<V>,
+    },
+    Failed {
+        ts: i64,
+        failed: Box<Failed>,
+    },
+}
+
+impl<V> Held<V> {
+    fn ts(&self) -> i64 {
+        match self {
+            Held::Record { ts, .. } | Held::Failed { ts, .. } => *ts,
+        }
+    }
+}
+
+/// A split's held records and what the bound needs of it.
+struct Queue<V> {
+    id: SplitId,
+    items: VecDeque<Held<V>>,
+    newest: Option<i64>,
+    fetched_at: Instant,
+    /// The fetcher saw its stop: nothing more comes.
+    done: bool,
+}
+
+/// What one release hands out: records of one cluster in time order, or a failed
+/// record alone; and the splits whose last records (up to their stop) went out.
+pub(super) struct Released<V> {
+    pub batch: Option<RecordBatch<V>>,
+    pub failed: Option<(Arc<str>, Failed)>,
+    pub finished: Vec<SplitId>,
+}
+
+/// The held records of a reader's splits.
+pub(super) struct TimeOrder<V> {
+    queues: Vec<Queue<V>>,
+    index: HashMap<SplitId, usize>,
+    held: usize,
+}
+
+impl<V> Default for TimeOrder<V> {
+    fn default() -> Self {
+        Self {
+            queues: Vec::new(),
+            index: HashMap::new(),
+            held: 0,
+        }
+    }
+}
+
+impl<V> TimeOrder<V> {
+    /// Whether nothing is held.
+    pub fn is_empty(&self) -> bool {
+        self.held == 0
+    }
+
+    /// The split's queue (made if it has none).
+    fn slot(&mut self, id: SplitId, now: Instant) -> usize {
+        *self.index.entry(id).or_insert_with_key(|id| {
+            self.queues.push(Queue {
+                id: id.clone(),
+                items: VecDeque::new(),
+                newest: None,
+                fetched_at: now,
+                done: false,
+            });
+            self.queues.len() - 1
+        })
+    }
+
+    /// Holds a fetched batch (and the failed record after it); `event` gives a
+    /// record's event time from its value and Kafka timestamp. A record without one
+    /// takes its split's newest.
+    pub fn take(
+        &mut self,
+        batch: RecordBatch<V>,
+        failed: Option<Failed>,
+        event: impl Fn(Option<&V>, Option<i64>) -> Option<i64>,
+        now: Instant,
+    ) {
+        let cluster = batch.cluster.clone();
+        let mut last: Option<(Arc<str>, i32, usize)> = None;
+        for (topic, key, entry) in batch.into_moved() {
+            let i = match &last {
+                Some((t, p, i)) if *p == entry.partition && Arc::ptr_eq(t, &topic) => *i,
+                _ => {
+                    let id = SplitId {
+                        cluster: cluster.clone(),
+                        topic: topic.clone(),
+                        partition: entry.partition,
+                    };
+                    let i = self.slot(id, now);
+                    last = Some((topic.clone(), entry.partition, i));
+                    i
+                }
+            };
+            let q = &mut self.queues[i];
+            let ts = event(Some(&entry.value), entry.timestamp())
+                .or(q.newest)
+                .unwrap_or(i64::MIN);
+            q.newest = Some(q.newest.map_or(ts, |n| n.max(ts)));
+            q.fetched_at = now;
+            q.items.push_back(Held::Record {
+                ts,
+                topic,
+                key,
+                entry,
+            });
+            self.held += 1;
+        }
+        if let Some(f) = failed {
+            let id = SplitId {
+                cluster,
+                topic: f.topic.clone(),
+                partition: f.partition,
+            };
+            let i = self.slot(id, now);
+            let q = &mut self.queues[i];
+            let ts = event(None, f.timestamp).or(q.newest).unwrap_or(i64::MIN);
+            q.newest = Some(q.newest.map_or(ts, |n| n.max(ts)));
+            q.fetched_at = now;
+            q.items.push_back(Held::Failed {
+                ts,
+                failed: Box::new(f),
+            });
+            self.held += 1;
+        }
+    }
+
+    /// The fetcher saw the split's stop. Returns whether it holds nothing (so it is
+    /// finished now; else once its last held record goes out).
+    pub fn finish(&mut self, id: &SplitId) -> bool {
+        match self.index.get(id) {
+            Some(&i) => {
+                let q = &mut self.queues[i];
+                q.done = true;
+                q.items.is_empty()
+            }
+            None => true,
+        }
+    }
+
+    /// The split's facts, if anything was fetched of it.
+    pub fn facts(&self, id: &SplitId) -> Option<SplitFacts> {
+        let q = &self.queues[*self.index.get(id)?];
+        Some(SplitFacts {
+            newest: q.newest,
+            fetched_at: q.fetched_at,
+            done: q.done,
+        })
+    }
+
+    /// How many records of the split are held.
+    pub fn held_of(&self, id: &SplitId) -> usize {
+        self.index
+            .get(id)
+            .map_or(0, |&i| self.queues[i].items.len())
+    }
+
+    /// Forgets these splits and what is held of them.
+    pub fn remove(&mut self, ids: &[SplitId]) {
+        if !ids.iter().any(|id| self.index.contains_key(id)) {
+            return;
+        }
+        self.queues.retain(|q| !ids.contains(&q.id));
+        self.held = self.queues.iter().map(|q| q.items.len()).sum();
+        self.index = self
+            .queues
+            .iter()
+            .enumerate()
+            .map(|(i, q)| (q.id.clone(), i))
+            .collect();
+    }
+
+    /// Hands out what `bound` allows, oldest first: up to `max` records of one
+    /// cluster (the cluster of the oldest), stopping before a record of another
+    /// cluster or a failed one; a failed record first in line goes out alone.
+    pub fn release(&mut self, bound: Bound, max: usize) -> Released<V> {
+        let mut out = Released {
+            batch: None,
+            failed: None,
+            finished: Vec::new(),
+        };
+        if self.held == 0 || bound == Bound::Hold {
+            return out;
+        }
+        let mut heads: BinaryHeap<Reverse<(i64, usize)>> = self
+            .queues
+            .iter()
+            .enumerate()
+            .filter_map(|(i, q)| q.items.front().map(|h| Reverse((h.ts(), i))))
+            .collect();
+        let mut data: Vec<u8> = Vec::new();
+        while let Some(Reverse((ts, i))) = heads.pop() {
+            if !bound.allows(ts) {
+                break;
+            }
+            let q = &mut self.queues[i];
+            let batch = match &mut out.batch {
+                Some(b) if *b.cluster != *q.id.cluster || b.len() >= max => break,
+                Some(b) => b,
+                None => {
+                    if matches!(q.items.front(), Some(Held::Failed { .. })) {
+                        if let Some(Held::Failed { failed, .. }) = q.items.pop_front() {
+                            out.failed = Some((q.id.cluster.clone(), *failed));
+                            self.held -= 1;
+                            if q.done && q.items.is_empty() {
+                                out.finished.push(q.id.clone());
+                            }
+                        }
+                        break;
+                    }
+                    out.batch.insert(RecordBatch::new(q.id.cluster.clone()))
+                }
+            };
+            match q.items.pop_front() {
+                Some(Held::Record {
+                    topic, key, entry, ..
+                }) => batch.push_moved(&topic, key.as_deref(), entry, &mut data),
+                Some(failed @ Held::Failed { .. }) => {
+                    // A failed record after records: it waits for the next release.
+                    q.items.push_front(failed);
+                    break;
+                }
+                None => continue,
+            }
+            self.held -= 1;
+            if q.done && q.items.is_empty() {
+                out.finished.push(q.id.clone());
+            }
+            if let Some(h) = q.items.front() {
+                heads.push(Reverse((h.ts(), i)));
+            }
+        }
+        if let Some(b) = &mut out.batch {
+            b.set_data(data);
+        }
+        out
+    }
+}
+
+impl<D: Deserializer> SourceReader<D> {
+    /// Holds what a fetcher answered, for the merge.
+    pub(super) fn hold(
+        &mut self,
+        cluster: Arc<str>,
+        batch: RecordBatch<D::Value>,
+        polled: super::fetch_path::Polled,
+    ) {
+        self.note_high_watermarks(&cluster, polled.high_watermarks);
+        let Some(mut order) = self.time_order.take() else {
+            return;
+        };
+        if polled.records > 0 || polled.failed.is_some() {
+            let event = |v: Option<&D::Value>, ts: Option<i64>| self.event_time(v, ts);
+            order.take(batch, polled.failed.map(|f| *f), event, Instant::now());
+        }
+        let finished: Vec<SplitId> = polled
+            .finished
+            .into_iter()
+            .filter(|id| order.finish(id))
+            .collect();
+        self.time_order = Some(order);
+        for id in &finished {
+            self.mark_finished(id);
+        }
+        self.report_lag();
+    }
+
+    /// Makes what the merge lets out the buffer to hand out; returns how many
+    /// records it holds (a failed one counts). Splits holding more than they may
+    /// while they wait for the others are paused, and resumed once drained.
+    pub(super) fn release_held(&mut self) -> usize {
+        let (Some(strategy), Some(mut order)) = (self.strategy(), self.time_order.take()) else {
+            return 0;
+        };
+        let ooo = i64::try_from(strategy.out_of_orderness().as_millis()).unwrap_or(i64::MAX);
+        let facts = self.states.iter().filter(|s| !s.finished).map(|s| {
+            order.facts(&s.id).unwrap_or(SplitFacts {
+                newest: None,
+                fetched_at: s.active_at,
+                done: false,
+            })
+        });
+        let now = Instant::now();
+        let bound = bound(facts, ooo, strategy.idle_timeout(), now);
+        let released = order.release(bound, self.max_batch);
+        // Back-pressure: a split with many records waiting is paused, unless it is
+        // the one the others wait for.
+        let (most, resume_at) = (2 * self.max_batch, self.max_batch);
+        let mut changed = false;
+        for s in &mut self.states {
+            let held = order.held_of(&s.id);
+            let full = if held > most {
+                let newest = order.facts(&s.id).and_then(|f| f.newest);
+                match bound {
+                    Bound::Hold => true,
+                    Bound::Upto(b) => newest.is_some_and(|n| n.saturating_sub(ooo) > b),
+                    Bound::All => false,
+                }
+            } else {
+                s.full && held > resume_at
+            };
+            changed |= full != s.full;
+            s.full = full;
+        }
+        self.time_order = Some(order);
+        if changed {
+            self.sync_pauses();
+        }
+        let mut found = usize::from(released.failed.is_some());
+        self.handout.failed = released.failed;
+        if let Some(mut batch) = released.batch {
+            found += batch.len();
+            batch.set_streams(&self.stream_index);
+            self.handout.cluster = Some(batch.cluster.clone());
+            self.handout.records = Some(batch.into_iter());
+        } else if let Some((cluster, _)) = &self.handout.failed {
+            self.handout.cluster = Some(cluster.clone());
+        }
+        self.last = None;
+        if found == 0 {
+            for id in &released.finished {
+                self.mark_finished(id);
+            }
+        } else {
+            self.handout.finish_after.extend(released.finished);
+        }
+        found
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn id(cluster: &str, partition: i32) -> SplitId {
+        SplitId::new(cluster, "t", partition)
+    }
+
+    /// A batch of `cluster`'s topic `t`: (partition, offset, timestamp), each with
+    /// the key `k<offset>` and the value `cluster/partition/offset`.
+    fn batch(cluster: &str, records: &[(i32, i64, i64)]) -> RecordBatch<String> {
+        let mut b = RecordBatch::new(cluster.into());
+        let t: Arc<str> = "t".into();
+        let mut data = Vec::new();
+        for (p, o, ts) in records {
+            let key = format!("k{o}");
+            let entry = BatchEntry::timed(0, *p, *o, *ts, format!("{cluster}/{p}/{o}"));
+            b.push_moved(&t, Some(key.as_bytes()), entry, &mut data);
+        }
+        b.set_data(data);
+        b
+    }
+
+    fn kafka_ts(_: Option<&String>, ts: Option<i64>) -> Option<i64> {
+        ts
+    }
+
+    fn values(b: &RecordBatch<String>) -> Vec<String> {
+        b.iter().map(|r| r.value.clone()).collect()
+    }
+
+    fn facts(o: &TimeOrder<String>, ids: &[SplitId], now: Instant) -> Bound {
+        let splits = ids.iter().map(|id| {
+            o.facts(id).unwrap_or(SplitFacts {
+                newest: None,
+                fetched_at: now,
+                done: false,
+            })
+        });
+        bound(splits, 0, Some(Duration::from_secs(5)), now)
+    }
+
+    #[test]
+    fn the_bound_is_the_lowest_newest_of_splits_neither_done_nor_idle() {
+        let now = Instant::now();
+        let at = |newest, ago: u64, done| SplitFacts {
+            newest,
+            fetched_at: now - Duration::from_secs(ago),
+            done,
+        };
+        let idle = Some(Duration::from_secs(5));
+        assert_eq!(
+            bound(
+                [at(Some(10), 0, false), at(Some(7), 1, false)],
+                2,
+                idle,
+                now
+            ),
+            Bound::Upto(5)
+        );
+        assert_eq!(
+            bound([at(Some(10), 0, false), at(None, 1, false)], 0, idle, now),
+            Bound::Hold,
+            "a split with nothing fetched yet holds everything"
+        );
+        assert_eq!(
+            bound([at(Some(10), 0, false), at(None, 6, false)], 0, idle, now),
+            Bound::Upto(10),
+            "unless it is idle"
+        );
+        assert_eq!(
+            bound([at(Some(3), 9, false), at(Some(1), 0, true)], 0, idle, now),
+            Bound::All,
+            "idle and done splits hold nothing back"
+        );
+        assert_eq!(
+            bound([at(Some(3), 9, false)], 0, None, now),
+            Bound::Upto(3),
+            "without idleness a quiet split holds the merge"
+        );
+    }
+
+    #[test]
+    fn records_go_out_in_time_order_one_cluster_at_a_time_keys_and_all() {
+        let now = Instant::now();
+        let mut o = TimeOrder::default();
+        o.take(
+            batch("a", &[(0, 0, 10), (0, 1, 30), (1, 0, 15)]),
+            None,
+            kafka_ts,
+            now,
+        );
+        o.take(batch("b", &[(0, 0, 12), (0, 1, 20)]), None, kafka_ts, now);
+        let ids = [id("a", 0), id("a", 1), id("b", 0)];
+        // a/1's newest is 15: nothing after 15 may go out yet.
+        assert_eq!(facts(&o, &ids, now), Bound::Upto(15));
+        let r = o.release(Bound::Upto(15), 100);
+        let b = r.batch.unwrap();
+        assert_eq!(
+            values(&b),
+            ["a/0/0"],
+            "b/0/0 (12) is next, of another cluster"
+        );
+        assert_eq!(b.get(0).unwrap().key, Some(&b"k0"[..]));
+        let b = o.release(Bound::Upto(15), 100).batch.unwrap();
+        assert_eq!(values(&b), ["b/0/0"]);
+        let b = o.release(Bound::Upto(15), 100).batch.unwrap();
+        assert_eq!(values(&b), ["a/1/0"]);
+        assert!(
+            o.release(Bound::Upto(15), 100).batch.is_none(),
+            "20 and 30 wait"
+        );
+        assert!(!o.is_empty());
+        let b = o.release(Bound::All, 100).batch.unwrap();
+        assert_eq!(values(&b), ["b/0/1"]);
+        let b = o.release(Bound::All, 1).batch.unwrap();
+        assert_eq!(values(&b), ["a/0/1"]);
+        assert!(o.is_empty());
+    }
+
+    #[test]
+    fn a_split_s_records_keep_their_offset_order_even_when_its_timestamps_go_back() {
+        let now = Instant::now();
+        let mut o = TimeOrder::default();
+        o.take(
+            batch("a", &[(0, 0, 50), (0, 1, 5), (1, 0, 20)]),
+            None,
+            kafka_ts,
+            now,
+        );
+        let b = o.release(Bound::All, 100).batch.unwrap();
+        assert_eq!(values(&b), ["a/1/0", "a/0/0", "a/0/1"]);
+    }
+
+    #[test]
+    fn a_failed_record_goes_out_alone_in_its_place_and_done_splits_finish_when_emptied() {
+        let now = Instant::now();
+        let mut o = TimeOrder::default();
+        let failed = Failed {
+            topic: "t".into(),
+            partition: 0,
+            offset: 1,
+            timestamp: Some(20),
+            hash: 0,
+            bytes: 3,
+            error: crate::deserializer::DeserializeError {
+                cluster: "a".into(),
+                topic: "t".into(),
+                partition: 0,
+                offset: 1,
+                reason: "bad".into(),
+            },
+        };
+        o.take(
+            batch("a", &[(0, 0, 10), (1, 0, 30)]),
+            Some(failed),
+            kafka_ts,
+            now,
+        );
+        assert!(!o.finish(&id("a", 0)), "a/0 still holds records");
+        assert!(o.finish(&id("z", 9)), "nothing held of an unknown split");
+        let r = o.release(Bound::All, 100);
+        assert_eq!(values(&r.batch.unwrap()), ["a/0/0"]);
+        assert!(r.finished.is_empty());
+        let r = o.release(Bound::All, 100);
+        assert!(r.batch.is_none());
+        assert_eq!(r.failed.unwrap().1.offset, 1);
+        assert_eq!(r.finished, [id("a", 0)]);
+        let r = o.release(Bound::All, 100);
+        assert_eq!(values(&r.batch.unwrap()), ["a/1/0"]);
+        assert!(o.is_empty());
+    }
+
+    #[test]
+    fn removed_splits_lose_what_is_held_of_them() {
+        let now = Instant::now();
+        let mut o = TimeOrder::default();
+        o.take(batch("a", &[(0, 0, 10), (1, 0, 5)]), None, kafka_ts, now);
+        assert_eq!(o.held_of(&id("a", 1)), 1);
+        o.remove(&[id("a", 1)]);
+        assert_eq!(o.held_of(&id("a", 1)), 0);
+        assert!(o.facts(&id("a", 1)).is_none());
+        let b = o.release(Bound::All, 100).batch.unwrap();
+        assert_eq!(values(&b), ["a/0/0"]);
+        assert!(o.is_empty());
+    }
+}
