@@ -48,6 +48,11 @@ enum Command {
         mck consume streams.yaml -s orders -o 2026-11-30T10:00:00Z -c 100 --format kv\n  \
         mck consume streams.yaml -s orders --until latest --output out.jsonl \\\n      \
         --checkpoint-dir state/ -g my-group\n\n\
+        Three regions in time order (regions.yaml: stream `orders` on clusters\n\
+        eu, us and ap; a quiet region holds the others back at most --idle-timeout,\n\
+        a region with a backlog is paced by --align):\n  \
+        mck consume regions.yaml -s orders --order time --max-out-of-orderness 2s \\\n      \
+        --idle-timeout 10s --align 1m\n\n\
         Records appear as they arrive (flushed when the stream goes idle, and at least\n\
         every 100 ms). Every option can also come from an MCK_* environment variable\n\
         (MCK_BROKERS, MCK_FROM, ...), named in each option's help.\n\n\

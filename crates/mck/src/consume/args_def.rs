@@ -129,6 +129,18 @@ pub struct ConsumeArgs {
     /// holding the watermark back, until its next record.
     #[arg(long, value_name = "DURATION", default_value = "5s", env = "MCK_IDLE_TIMEOUT", value_parser = args::parse_duration)]
     pub idle_timeout: Duration,
+    /// Event time: with `time`, records of every cluster and partition come out
+    /// oldest first (by timestamp), each held until no partition that is neither idle
+    /// nor finished can still bring an older one; `fetch` (the default) prints them
+    /// as they arrive. Each partition stays in offset order either way.
+    #[arg(long, value_name = "fetch|time", default_value = "fetch", env = "MCK_ORDER", value_parser = ["fetch", "time"])]
+    pub order: String,
+    /// Event time: pause fetching a partition whose watermark runs more than this
+    /// ahead of the stream's (its cluster's other partitions go on), until the rest
+    /// catch up or go idle; a cluster with a backlog then comes at the pace of the
+    /// others. E.g. `1m`.
+    #[arg(long, value_name = "DURATION", env = "MCK_ALIGN", value_parser = args::parse_duration_or_zero)]
+    pub align: Option<Duration>,
     /// How often to checkpoint (and commit to `--group`), e.g. `10s`, `500ms`.
     #[arg(long, value_name = "DURATION", default_value = "10s", env = "MCK_CHECKPOINT_INTERVAL", value_parser = args::parse_duration)]
     pub checkpoint_interval: Duration,
@@ -191,6 +203,16 @@ pub struct ConsumeArgs {
 }
 
 impl ConsumeArgs {
+    /// The watermarks of `--max-out-of-orderness`, `--idle-timeout` and `--align`.
+    pub(super) fn watermark_strategy(&self) -> WatermarkStrategy {
+        let s = WatermarkStrategy::bounded_out_of_orderness(self.max_out_of_orderness)
+            .with_idle_timeout(self.idle_timeout);
+        match self.align {
+            Some(drift) => s.with_alignment(drift),
+            None => s,
+        }
+    }
+
     /// `--until`, or `latest` for `-e`.
     pub(super) fn stop(&self) -> Option<StoppingOffsets> {
         match (&self.until, self.exit_at_end) {

@@ -39,8 +39,8 @@ use multicluster_kafka::offsets::{OffsetReset, StartingOffsets, StoppingOffsets}
 use multicluster_kafka::properties::{BOOTSTRAP_SERVERS, ClientProperties};
 use multicluster_kafka::record::RecordBatch;
 use multicluster_kafka::{
-    Bytes, Committer, KafkaSourceStream, MultiClusterKafkaSource, ScaleOut, SourceBuilder,
-    WatermarkStrategy,
+    Bytes, Committer, KafkaSourceStream, MultiClusterKafkaSource, ReadOrder, ScaleOut,
+    SourceBuilder, WatermarkStrategy,
 };
 use tokio::signal::unix::{SignalKind, signal};
 

@@ -52,10 +52,12 @@ pub(super) fn source_builder(
         .allow_missing_topics(args.allow_missing_topics)
         .max_batch_size(MAX_BATCH)
         .include_headers(layout.shows_headers())
-        .watermarks(
-            WatermarkStrategy::bounded_out_of_orderness(args.max_out_of_orderness)
-                .with_idle_timeout(args.idle_timeout),
-        );
+        .watermarks(args.watermark_strategy())
+        .order(if args.order == "time" {
+            ReadOrder::Time
+        } else {
+            ReadOrder::Fetch
+        });
     builder = builder.on_offset_out_of_range(match args.on_missing_offset.as_str() {
         "earliest" => OffsetReset::Earliest,
         "latest" => OffsetReset::Latest,
