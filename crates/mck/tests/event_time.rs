@@ -1,15 +1,17 @@
-//! Event time through the `mck` binary on real Kafka clusters (`time-a`, `time-b`):
-//! the watermark each checkpoint holds never goes back across `kill -9` restarts
-//! while records with out-of-order timestamps keep coming, and every record is written
-//! exactly once.
+//! Event time through the `mck` binary on real Kafka clusters (`time-a`, `time-b`,
+//! `time-c`): the watermark each checkpoint holds never goes back across `kill -9`
+//! restarts while records with out-of-order timestamps keep coming, and every record
+//! is written exactly once; with `--order time`, three clusters written to in turns
+//! come out with timestamps that never go back, each record once, across `kill -9`
+//! restarts and while a cluster joins the stream and another leaves it.
 
 mod support;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::{Child, Stdio};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use mck_testkit::{KafkaCluster, TestCluster, TestRecord, assert_each_once, shared_cluster};
@@ -202,4 +204,288 @@ fn the_watermark_never_goes_back_across_kill_9_restarts() {
         last > oldest_first,
         "{last} never moved past the first records"
     );
+}
+
+/// The three clusters, started side by side.
+fn clusters() -> [&'static KafkaCluster; 3] {
+    std::thread::scope(|s| {
+        let a = s.spawn(|| shared_cluster("time-a").expect("cluster time-a starts"));
+        let b = s.spawn(|| shared_cluster("time-b").expect("cluster time-b starts"));
+        let c = shared_cluster("time-c").expect("cluster time-c starts");
+        [
+            a.join().expect("the thread starting time-a"),
+            b.join().expect("the thread starting time-b"),
+            c,
+        ]
+    })
+}
+
+/// Writes to the clusters `targets` names (indices, read at each round) in turns
+/// until `stop`: ten records per cluster per round, timestamps 10 ms apart and
+/// interleaved across clusters, the topic's two partitions alternating. Returns
+/// (cluster index, value) of each record written.
+fn produce_in_turns(
+    clusters: [&'static KafkaCluster; 3],
+    topic: &'static str,
+    targets: Arc<Mutex<Vec<usize>>>,
+    stop: Arc<AtomicBool>,
+    rounds: Arc<AtomicUsize>,
+) -> std::thread::JoinHandle<Vec<(usize, String)>> {
+    std::thread::spawn(move || {
+        let mut sent = Vec::new();
+        let mut i = 0i64;
+        let base = now_ms();
+        while !stop.load(Ordering::Relaxed) {
+            let now = targets.lock().unwrap().clone();
+            let mut batches: Vec<Vec<TestRecord>> = vec![Vec::new(); 3];
+            for _ in 0..10 {
+                for &k in &now {
+                    i += 1;
+                    let v = format!("{k}-{i}");
+                    let partition = (batches[k].len() % 2) as i32;
+                    batches[k].push(
+                        TestRecord::value(v.clone())
+                            .to_partition(partition)
+                            .at(base + i * 10),
+                    );
+                    sent.push((k, v));
+                }
+            }
+            // Side by side: each cluster gets its records at about the same time.
+            std::thread::scope(|s| {
+                for &k in &now {
+                    let batch = &batches[k];
+                    s.spawn(move || {
+                        clusters[k]
+                            .produce(topic, batch)
+                            .expect("the records are produced")
+                    });
+                }
+            });
+            rounds.fetch_add(1, Ordering::Relaxed);
+            std::thread::sleep(Duration::from_millis(30));
+        }
+        sent
+    })
+}
+
+/// (cluster, value, timestamp) of each line of the JSON-lines output.
+fn output(path: &Path) -> Vec<(String, String, i64)> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|line| {
+            let v: serde_json::Value =
+                serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+            (
+                v["cluster"].as_str().unwrap().to_string(),
+                v["value"].as_str().unwrap().to_string(),
+                v["timestamp"].as_i64().expect("a timestamp"),
+            )
+        })
+        .collect()
+}
+
+/// Asserts the output's timestamps never go back and no record came twice.
+fn assert_ordered_once(out: &[(String, String, i64)]) {
+    let mut seen = BTreeSet::new();
+    for (i, pair) in out.windows(2).enumerate() {
+        assert!(
+            pair[0].2 <= pair[1].2,
+            "line {} ({}/{} @{}) is older than the line before it ({}/{} @{})",
+            i + 2,
+            pair[1].0,
+            pair[1].1,
+            pair[1].2,
+            pair[0].0,
+            pair[0].1,
+            pair[0].2
+        );
+    }
+    for (c, v, _) in out {
+        assert!(seen.insert((c, v)), "{c}/{v} was written twice");
+    }
+}
+
+fn stderr_of(path: &Path) -> String {
+    tail(&std::fs::read_to_string(path).unwrap_or_default())
+}
+
+/// Waits until the output holds every record of `want` (cluster ids and values).
+fn wait_for(out: &Path, want: &BTreeSet<(String, String)>, child: &mut Child, stderr: &Path) {
+    let until = Instant::now() + PATIENCE;
+    loop {
+        let got: BTreeSet<(String, String)> =
+            output(out).into_iter().map(|(c, v, _)| (c, v)).collect();
+        if want.is_subset(&got) {
+            return;
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("mck ended ({status}):\n{}", stderr_of(stderr));
+        }
+        assert!(
+            Instant::now() < until,
+            "{} of {} records within {PATIENCE:?}:\n{}",
+            want.intersection(&got).count(),
+            want.len(),
+            stderr_of(stderr)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn sigterm(child: &mut Child, stderr: &Path) {
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status}:\n{}", stderr_of(stderr));
+}
+
+#[test]
+fn three_clusters_in_time_order_through_kill_9_restarts_each_record_once() {
+    const TOPIC: &str = "regions";
+    let cs = clusters();
+    for c in cs {
+        c.create_topic(TOPIC, 2).unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let md = dir.path().join("regions.yaml");
+    let listed: Vec<(&dyn TestCluster, &[&str])> = cs
+        .iter()
+        .map(|c| (*c as &dyn TestCluster, &[TOPIC][..]))
+        .collect();
+    std::fs::write(&md, mck_testkit::flink_metadata(TOPIC, &listed)).unwrap();
+    let (out, ck, stderr) = (
+        dir.path().join("out.jsonl"),
+        dir.path().join("ck"),
+        dir.path().join("stderr"),
+    );
+    let mut args = checkpointed_args(&md, TOPIC, &out, &ck);
+    // A cluster quiet for longer than the idle timeout stops holding the others
+    // back (its next records may then come late): here none is quiet for long.
+    args.extend(["--order", "time", "--idle-timeout", "30s"].map(String::from));
+    let stop = Arc::new(AtomicBool::new(false));
+    let rounds = Arc::new(AtomicUsize::new(0));
+    let feed = produce_in_turns(
+        cs,
+        TOPIC,
+        Arc::new(Mutex::new(vec![0, 1, 2])),
+        stop.clone(),
+        rounds.clone(),
+    );
+    for run in 0..3 {
+        let mut child = consume(&args, &stderr);
+        std::thread::sleep(Duration::from_millis(2_500 + 700 * run));
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("run {run} ended ({status}):\n{}", stderr_of(&stderr));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    stop.store(true, Ordering::Relaxed);
+    let sent = feed.join().expect("the producer thread");
+    assert!(
+        rounds.load(Ordering::Relaxed) > 10,
+        "too little was written"
+    );
+    let ids: Vec<String> = cs.iter().map(|c| c.logical_id().to_string()).collect();
+    let want: BTreeSet<(String, String)> = sent
+        .iter()
+        .map(|(k, v)| (ids[*k].clone(), v.clone()))
+        .collect();
+    let mut child = consume(&args, &stderr);
+    wait_for(&out, &want, &mut child, &stderr);
+    sigterm(&mut child, &stderr);
+    let got = output(&out);
+    assert_ordered_once(&got);
+    assert_eq!(got.len(), want.len(), "exactly the records written");
+}
+
+#[test]
+fn time_order_holds_while_a_cluster_joins_and_another_leaves() {
+    const TOPIC: &str = "regions-live";
+    let cs = clusters();
+    for c in cs {
+        c.create_topic(TOPIC, 2).unwrap();
+    }
+    let ids: Vec<String> = cs.iter().map(|c| c.logical_id().to_string()).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let md = dir.path().join("regions.yaml");
+    let write_md = |which: &[usize]| {
+        let listed: Vec<(&dyn TestCluster, &[&str])> = which
+            .iter()
+            .map(|k| (cs[*k] as &dyn TestCluster, &[TOPIC][..]))
+            .collect();
+        mck_testkit::write_atomically(&md, &mck_testkit::flink_metadata(TOPIC, &listed));
+    };
+    write_md(&[0, 1]);
+    let (out, ck, stderr) = (
+        dir.path().join("out.jsonl"),
+        dir.path().join("ck"),
+        dir.path().join("stderr"),
+    );
+    let mut args = checkpointed_args(&md, TOPIC, &out, &ck);
+    args.extend(["--order", "time", "--idle-timeout", "30s"].map(String::from));
+    let targets = Arc::new(Mutex::new(vec![0, 1]));
+    let stop = Arc::new(AtomicBool::new(false));
+    let rounds = Arc::new(AtomicUsize::new(0));
+    let feed = produce_in_turns(cs, TOPIC, targets.clone(), stop.clone(), rounds.clone());
+    let mut child = consume(&args, &stderr);
+    let seen_of = |k: usize| output(&out).iter().filter(|(c, ..)| *c == ids[k]).count();
+    let wait = |what: &str, child: &mut Child, done: &dyn Fn() -> bool| {
+        let until = Instant::now() + PATIENCE;
+        while !done() {
+            if let Some(status) = child.try_wait().unwrap() {
+                panic!(
+                    "mck ended ({status}) waiting for {what}:\n{}",
+                    stderr_of(&stderr)
+                );
+            }
+            assert!(Instant::now() < until, "no {what}:\n{}", stderr_of(&stderr));
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    wait("records of a and b", &mut child, &|| {
+        seen_of(0) > 50 && seen_of(1) > 50
+    });
+    // c joins the stream, then gets records (from now on: none of them is late).
+    write_md(&[0, 1, 2]);
+    std::thread::sleep(Duration::from_secs(2));
+    targets.lock().unwrap().push(2);
+    wait("records of c", &mut child, &|| seen_of(2) > 50);
+    // a leaves the stream (and is no longer written to).
+    targets.lock().unwrap().retain(|k| *k != 0);
+    std::thread::sleep(Duration::from_millis(500));
+    write_md(&[1, 2]);
+    let b_then = seen_of(1);
+    wait("more records of b and c", &mut child, &|| {
+        seen_of(1) > b_then + 100
+    });
+    stop.store(true, Ordering::Relaxed);
+    let sent = feed.join().expect("the producer thread");
+    // Everything written to b and c comes; a's records are a prefix of what it got.
+    let want: BTreeSet<(String, String)> = sent
+        .iter()
+        .filter(|(k, _)| *k != 0)
+        .map(|(k, v)| (ids[*k].clone(), v.clone()))
+        .collect();
+    wait_for(&out, &want, &mut child, &stderr);
+    sigterm(&mut child, &stderr);
+    let got = output(&out);
+    assert_ordered_once(&got);
+    let a_sent: BTreeSet<&String> = sent
+        .iter()
+        .filter(|(k, _)| *k == 0)
+        .map(|(_, v)| v)
+        .collect();
+    let a_got: Vec<&String> = got
+        .iter()
+        .filter(|(c, ..)| *c == ids[0])
+        .map(|(_, v, _)| v)
+        .collect();
+    assert!(a_got.len() > 50, "only {} records of a", a_got.len());
+    assert!(
+        a_got.iter().all(|v| a_sent.contains(v)),
+        "a record of a that was not written"
+    );
+    assert_eq!(got.len() - a_got.len(), want.len());
 }
