@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use mck_bench::peers::{self, PeerCluster, StreamTarget};
 
-use super::super::throughput::{Api, Peer, ours, plain};
+use super::super::throughput::{Peer, Reading, ours, plain};
 use super::table::{Rates, Row, Target, peer_rates, rate_rows};
 use super::{CompareArgs, JAVA_NOTE, PARTITIONS, Sizes};
 
@@ -126,7 +126,7 @@ fn measure_rounds(
             let pass = match side {
                 0 => plain(clusters, topic, PARTITIONS, Peer::Poll),
                 3 => plain(clusters, topic, PARTITIONS, Peer::Batch),
-                r => ours(rt, clusters, topic, r, Api::Batch, None, false).0,
+                r => ours(rt, clusters, topic, Reading::batches(r)).0,
             };
             assert_eq!(pass.records, expected, "every record read");
             rates[side].push(&pass, t);

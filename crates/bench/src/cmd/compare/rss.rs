@@ -4,7 +4,7 @@ use std::process::Command;
 
 use mck_bench::peers::PeerCluster;
 
-use super::super::throughput::{Api, Peer, Side, ours, plain};
+use super::super::throughput::{Peer, Reading, Side, ours, plain};
 use super::PARTITIONS;
 
 /// Options of the hidden `rss-child` command: read a topic to its end with one side,
@@ -75,10 +75,13 @@ pub fn rss_child(args: &RssChildArgs) {
         .collect();
     let pass = match args.side {
         Side::Plain => plain(&clusters, &args.topic, args.partitions, Peer::Poll),
-        Side::Ours | Side::Watermarked => {
+        side => {
             let rt = mck_testkit::runtime();
-            let marked = args.side == Side::Watermarked;
-            ours(&rt, &clusters, &args.topic, 1, Api::Batch, None, marked).0
+            let how = Reading {
+                event_time: side.event_time().expect("a side of the library"),
+                ..Reading::batches(1)
+            };
+            ours(&rt, &clusters, &args.topic, how).0
         }
     };
     assert_eq!(pass.records, args.expected, "every record read");

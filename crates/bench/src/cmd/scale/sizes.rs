@@ -10,7 +10,7 @@ use mck_bench::peers::{self, PeerCluster};
 use super::plot::{self, Axis, Chart, Series};
 use super::{PlotArgs, command_line, header};
 use crate::cmd::median;
-use crate::cmd::throughput::{Api, Pass, Peer, ours, plain};
+use crate::cmd::throughput::{Pass, Peer, Reading, ours, plain};
 use crate::cpu::process_cpu;
 
 /// Options of `scale sizes`.
@@ -96,7 +96,7 @@ pub fn sizes(args: &SizesArgs) {
                 let side = Side::ALL[(k + round) % 3];
                 let cpu0 = process_cpu();
                 let pass: Pass = match side {
-                    Side::Ours => ours(&rt, &clusters, &topic, 1, Api::Batch, None, false).0,
+                    Side::Ours => ours(&rt, &clusters, &topic, Reading::batches(1)).0,
                     Side::Poll => plain(&clusters, &topic, args.partitions, Peer::Poll),
                     Side::Batch => plain(&clusters, &topic, args.partitions, Peer::Batch),
                 };

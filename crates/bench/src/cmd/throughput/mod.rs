@@ -3,7 +3,7 @@
 
 mod sides;
 
-pub use sides::{ours, plain};
+pub use sides::{Reading, ours, plain};
 
 use std::time::Instant;
 
@@ -44,10 +44,33 @@ pub struct ThroughputArgs {
     /// third side in the same rounds, compared with the library without them.
     #[arg(long)]
     watermarks: bool,
+    /// Also read with watermarks, with watermarks aligned (1 s of drift), and in
+    /// time order (`ReadOrder::Time`): three more sides in the same rounds, each
+    /// compared with the library without event time.
+    #[arg(long, conflicts_with = "watermarks")]
+    event_time: bool,
+}
+
+impl ThroughputArgs {
+    /// The sides of this run, in the order of its even rounds.
+    fn sides(&self) -> Vec<Side> {
+        match (self.only, self.watermarks, self.event_time) {
+            (Some(side), ..) => vec![side],
+            (None, false, false) => vec![Side::Plain, Side::Ours],
+            (None, true, _) => vec![Side::Plain, Side::Ours, Side::Watermarked],
+            (None, false, true) => vec![
+                Side::Plain,
+                Side::Ours,
+                Side::Watermarked,
+                Side::Aligned,
+                Side::TimeOrdered,
+            ],
+        }
+    }
 }
 
 /// One side of the throughput comparison.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
 pub enum Side {
     /// This project's source.
     Ours,
@@ -55,6 +78,33 @@ pub enum Side {
     Plain,
     /// This project's source with event-time watermarks (with `--watermarks`).
     Watermarked,
+    /// With watermarks aligned across splits, 1 s of drift (with `--event-time`).
+    Aligned,
+    /// With records in time order (with `--event-time`).
+    TimeOrdered,
+}
+
+impl Side {
+    /// The library's event time on this side (none for the plain consumer).
+    pub(crate) fn event_time(self) -> Option<sides::EventTime> {
+        match self {
+            Side::Plain => None,
+            Side::Ours => Some(sides::EventTime::Off),
+            Side::Watermarked => Some(sides::EventTime::Watermarks),
+            Side::Aligned => Some(sides::EventTime::Aligned),
+            Side::TimeOrdered => Some(sides::EventTime::TimeOrder),
+        }
+    }
+
+    /// The row of its table.
+    fn row(self) -> &'static str {
+        match self {
+            Side::Plain | Side::Ours => "",
+            Side::Watermarked => "with watermarks",
+            Side::Aligned => "with watermarks aligned (1 s drift)",
+            Side::TimeOrdered => "in time order",
+        }
+    }
 }
 
 /// How the library side takes records.
@@ -198,48 +248,43 @@ pub fn throughput(args: &ThroughputArgs) {
     );
     let rt = mck_testkit::runtime();
     let clusters = [PeerCluster::of(&a), PeerCluster::of(&b)];
-    let (ours_f, plain_f, marked_f) = measure(args, &rt, &clusters);
+    let mut figures = measure(args, &rt, &clusters);
+    let ours_f = figures.remove(&Side::Ours).unwrap_or_default();
+    let plain_f = figures.remove(&Side::Plain).unwrap_or_default();
     print_figures(args, &ours_f, &plain_f);
-    if args.watermarks {
+    for (side, f) in &figures {
         let (o, _, _, oc) = ours_f.medians();
-        let (w, mb, wf, wc) = marked_f.medians();
+        let (w, mb, wf, wc) = f.medians();
+        let row = side.row();
         println!(
-            "| multicluster-kafka with watermarks (library, {} reader(s)) | {w:.0} | {mb:.1} | {wf:.0} | {wc:.0} |",
+            "| multicluster-kafka {row} (library, {} reader(s)) | {w:.0} | {mb:.1} | {wf:.0} | {wc:.0} |",
             args.readers
         );
         println!(
-            "ratio with watermarks / without: throughput {:.2}, CPU per record {:.2}",
+            "ratio {row} / without event time: throughput {:.2}, CPU per record {:.2}",
             w / o,
             wc / oc
         );
     }
 }
 
-/// Every round of each side; the figures of ours, of plain, and of ours with
-/// watermarks.
+/// Every round of each side; each side's figures.
 fn measure(
     args: &ThroughputArgs,
     rt: &tokio::runtime::Runtime,
     clusters: &[PeerCluster; 2],
-) -> (Figures, Figures, Figures) {
+) -> std::collections::BTreeMap<Side, Figures> {
     let partitions = args.load.partitions;
     let expected = (2 * args.records) as u64;
-    let (mut ours_f, mut plain_f) = (Figures::default(), Figures::default());
-    let mut marked_f = Figures::default();
+    let mut all: std::collections::BTreeMap<Side, Figures> = std::collections::BTreeMap::new();
     // Warm the brokers' page cache and JIT once before measuring.
     plain(clusters, TOPIC, partitions, Peer::Poll);
     eprintln!("measuring (pid {})", std::process::id());
-    let sides: &[Side] = match (args.only, args.watermarks) {
-        (Some(Side::Ours), _) => &[Side::Ours],
-        (Some(Side::Plain), _) => &[Side::Plain],
-        (Some(Side::Watermarked), _) => &[Side::Watermarked],
-        (None, false) => &[Side::Plain, Side::Ours],
-        (None, true) => &[Side::Plain, Side::Ours, Side::Watermarked],
-    };
+    let sides = args.sides();
     for round in 0..args.load.rounds {
         // Alternate which reader goes first, so neither always gets the warmer broker.
         let order: Vec<Side> = if round % 2 == 0 {
-            sides.to_vec()
+            sides.clone()
         } else {
             sides.iter().rev().copied().collect()
         };
@@ -247,30 +292,24 @@ fn measure(
             let t = Instant::now();
             let cpu0 = process_cpu();
             let threads0 = threads_cpu();
-            let (pass, threads, figures) = match side {
-                Side::Plain => (
+            let (pass, threads) = match side.event_time() {
+                None => (
                     plain(clusters, TOPIC, partitions, args.peer),
                     ThreadsCpu::new(),
-                    &mut plain_f,
                 ),
-                Side::Ours | Side::Watermarked => {
-                    let marked = side == Side::Watermarked;
-                    let (pass, threads) = ours(
-                        rt,
-                        clusters,
-                        TOPIC,
-                        args.readers,
-                        args.api,
-                        args.max_batch,
-                        marked,
-                    );
-                    (
-                        pass,
-                        threads,
-                        if marked { &mut marked_f } else { &mut ours_f },
-                    )
-                }
+                Some(event_time) => ours(
+                    rt,
+                    clusters,
+                    TOPIC,
+                    sides::Reading {
+                        readers: args.readers,
+                        api: args.api,
+                        max_batch: args.max_batch,
+                        event_time,
+                    },
+                ),
             };
+            let figures = all.entry(side).or_default();
             assert_eq!(pass.records, expected, "{side:?} read everything");
             figures.push(&pass, t, process_cpu() - cpu0);
             if side == Side::Ours {
@@ -286,18 +325,13 @@ fn measure(
                 }
             }
         }
-        eprintln!(
-            "round {round}: plain {}, multicluster-kafka {}{}",
-            plain_f.last(),
-            ours_f.last(),
-            if args.watermarks {
-                format!(", with watermarks {}", marked_f.last())
-            } else {
-                String::new()
-            }
-        );
+        let said: Vec<String> = all
+            .iter()
+            .map(|(side, f)| format!("{side:?} {}", f.last()))
+            .collect();
+        eprintln!("round {round}: {}", said.join(", "));
     }
-    (ours_f, plain_f, marked_f)
+    all
 }
 
 /// The workload, the table of both sides, ours by thread group, and the ratio.

@@ -154,17 +154,53 @@ fn read_batches(
     (records, bytes, first)
 }
 
+/// The library's event time in a pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventTime {
+    Off,
+    /// Watermarks (monotonous timestamps).
+    Watermarks,
+    /// Watermarks aligned across splits with 1 s of drift.
+    Aligned,
+    /// Watermarks, and records in time order.
+    TimeOrder,
+}
+
+/// How the library reads in a pass.
+#[derive(Clone, Copy, Debug)]
+pub struct Reading {
+    pub readers: usize,
+    pub api: Api,
+    pub max_batch: Option<usize>,
+    pub event_time: EventTime,
+}
+
+impl Reading {
+    /// `readers` readers taking batches, the default batch size, no event time.
+    pub fn batches(readers: usize) -> Self {
+        Self {
+            readers,
+            api: Api::Batch,
+            max_batch: None,
+            event_time: EventTime::Off,
+        }
+    }
+}
+
 /// Reads the stream to its end with the library; returns the pass and the CPU seconds
 /// its fetcher threads used.
 pub fn ours(
     rt: &tokio::runtime::Runtime,
     clusters: &[PeerCluster],
     topic: &str,
-    readers: usize,
-    api: Api,
-    max_batch: Option<usize>,
-    watermarks: bool,
+    how: Reading,
 ) -> (Pass, ThreadsCpu) {
+    let Reading {
+        readers,
+        api,
+        max_batch,
+        event_time,
+    } = how;
     let mut stream = KafkaStream::new("bench");
     for c in clusters {
         stream = stream.with_cluster(
@@ -187,10 +223,17 @@ pub fn ours(
         if let Some(records) = max_batch {
             builder = builder.max_batch_size(records);
         }
-        if watermarks {
-            builder =
-                builder.watermarks(multicluster_kafka::WatermarkStrategy::monotonous_timestamps());
-        }
+        let strategy = multicluster_kafka::WatermarkStrategy::monotonous_timestamps();
+        builder = match event_time {
+            EventTime::Off => builder,
+            EventTime::Watermarks => builder.watermarks(strategy),
+            EventTime::Aligned => {
+                builder.watermarks(strategy.with_alignment(std::time::Duration::from_secs(1)))
+            }
+            EventTime::TimeOrder => builder
+                .watermarks(strategy)
+                .order(multicluster_kafka::ReadOrder::Time),
+        };
         tracing::debug!("building the source");
         let source = builder.build().unwrap();
         let (coordinator, readers) = source.open_parallel().await.unwrap();
