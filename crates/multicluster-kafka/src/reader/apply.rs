@@ -230,6 +230,9 @@ impl<D: Deserializer> SourceReader<D> {
         // was not handed out is read again.
         self.consumers.remove(&cluster);
         self.ready.retain(|(c, _)| *c != cluster);
+        if let Some(order) = &mut self.time_order {
+            order.drop_held(&cluster);
+        }
         let active: Vec<KafkaSplit> = self
             .states
             .iter()

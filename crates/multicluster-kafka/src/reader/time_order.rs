@@ -172,6 +172,10 @@ impl<V> TimeOrder<V> {
         now: Instant,
     ) {
         let cluster = batch.cluster.clone();
+        // A record stamped in the future (a producer's clock ahead) is merged as of
+        // now: else it would hold its partition back until event time reached it.
+        let wall = crate::base::retention::now_ms();
+        let event = |v: Option<&V>, ts: Option<i64>| event(v, ts).map(|t| t.min(wall));
         let mut last: Option<(Arc<str>, i32, usize)> = None;
         for (topic, key, entry) in batch.into_moved() {
             let i = match &last {
@@ -248,6 +252,16 @@ impl<V> TimeOrder<V> {
         self.index
             .get(id)
             .map_or(0, |&i| self.queues[i].items.len())
+    }
+
+    /// Drops what is held of `cluster`'s splits (its fetcher starts again from the
+    /// positions handed out and brings them again), keeping what the bound needs.
+    pub fn drop_held(&mut self, cluster: &str) {
+        for q in self.queues.iter_mut().filter(|q| *q.id.cluster == *cluster) {
+            self.held -= q.items.len();
+            q.items.clear();
+            q.done = false;
+        }
     }
 
     /// Forgets these splits and what is held of them.
@@ -368,39 +382,36 @@ impl<D: Deserializer> SourceReader<D> {
             return 0;
         };
         let ooo = i64::try_from(strategy.out_of_orderness().as_millis()).unwrap_or(i64::MAX);
+        let now = Instant::now();
         let facts = self.states.iter().filter(|s| !s.finished).map(|s| {
-            order.facts(&s.id).unwrap_or(SplitFacts {
+            let mut f = order.facts(&s.id).unwrap_or(SplitFacts {
                 newest: None,
                 fetched_at: s.active_at,
                 done: false,
-            })
+            });
+            if s.paused {
+                // Not fetched because of us: not idle.
+                f.fetched_at = now;
+            }
+            f
         });
-        let now = Instant::now();
         let bound = bound(facts, ooo, strategy.idle_timeout(), now);
         let released = order.release(bound, self.max_batch);
         // Back-pressure: a split with many records waiting is paused, unless it is
         // the one the others wait for.
         let (most, resume_at) = (2 * self.max_batch, self.max_batch);
-        let mut changed = false;
         for s in &mut self.states {
             let held = order.held_of(&s.id);
-            let full = if held > most {
-                let newest = order.facts(&s.id).and_then(|f| f.newest);
-                match bound {
-                    Bound::Hold => true,
-                    Bound::Upto(b) => newest.is_some_and(|n| n.saturating_sub(ooo) > b),
-                    Bound::All => false,
-                }
-            } else {
-                s.full && held > resume_at
+            let newest = order.facts(&s.id).and_then(|f| f.newest);
+            let waited_for = match bound {
+                Bound::Hold => false,
+                Bound::Upto(b) => newest.is_none_or(|n| n.saturating_sub(ooo) <= b),
+                Bound::All => true,
             };
-            changed |= full != s.full;
-            s.full = full;
+            s.full = !waited_for && (held > most || (s.full && held > resume_at));
         }
         self.time_order = Some(order);
-        if changed {
-            self.sync_pauses();
-        }
+        self.sync_pauses();
         let mut found = usize::from(released.failed.is_some());
         self.handout.failed = released.failed;
         if let Some(mut batch) = released.batch {
@@ -595,6 +606,24 @@ mod tests {
         let r = o.release(Bound::All, 100);
         assert_eq!(values(&r.batch.unwrap()), ["a/1/0"]);
         assert!(o.is_empty());
+    }
+
+    #[test]
+    fn a_record_stamped_in_the_future_is_merged_as_of_when_it_was_fetched() {
+        let now = Instant::now();
+        let mut o = TimeOrder::default();
+        let wall = crate::base::retention::now_ms();
+        let year_3000 = 32_503_680_000_000;
+        o.take(batch("a", &[(0, 0, year_3000)]), None, kafka_ts, now);
+        let newest = o.facts(&id("a", 0)).unwrap().newest.unwrap();
+        assert!(
+            (wall..wall + 60_000).contains(&newest),
+            "{newest} is not about now ({wall})"
+        );
+        // A later record of another split, stamped now, goes out after it.
+        o.take(batch("b", &[(0, 0, wall + 60_000)]), None, kafka_ts, now);
+        let b = o.release(Bound::Upto(wall + 60_000), 100).batch.unwrap();
+        assert_eq!(values(&b), ["a/0/0"]);
     }
 
     #[test]

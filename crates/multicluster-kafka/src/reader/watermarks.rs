@@ -100,18 +100,23 @@ impl<D: Deserializer> SourceReader<D> {
             .extend(self.states.iter_mut().map(|s| mark_of(s, &strategy, now)));
         w.current = combine(w.current, w.marks.iter().copied());
         if strategy.max_drift().is_some() {
-            // Aligned to the lowest split that has a watermark, even while another
-            // waits for its first record (the source's watermark waits with it): a
-            // split ahead of that one is ahead of the source's watermark to come.
-            let lowest = w
-                .marks
-                .iter()
-                .filter_map(|m| match m {
-                    SplitMark::At(at) => Some(*at),
-                    _ => None,
-                })
-                .min();
-            self.align(&strategy, lowest);
+            if self.time_order.is_some() {
+                self.align_fetched(&strategy, now);
+            } else {
+                // Aligned to the lowest split that has a watermark, even while
+                // another waits for its first record (the source's watermark waits
+                // with it): a split ahead of that one is ahead of the source's
+                // watermark to come.
+                let lowest = w
+                    .marks
+                    .iter()
+                    .filter_map(|m| match m {
+                        SplitMark::At(at) => Some(*at),
+                        _ => None,
+                    })
+                    .min();
+                self.align(&strategy, lowest);
+            }
         }
         let Some(w) = self.watermarks.as_deref_mut() else {
             return;
@@ -148,24 +153,52 @@ impl<D: Deserializer> SourceReader<D> {
     /// watermark of the splits that hold the source's back; none: no split is
     /// ahead), and those that no longer do, and pauses or resumes their fetching.
     fn align(&mut self, strategy: &WatermarkStrategy, lowest: Option<i64>) {
-        let mut changed = false;
         for s in &mut self.states {
-            let ahead = !s.finished
+            s.ahead = !s.finished
                 && lowest.is_some_and(|low| {
                     s.newest_ts
                         .is_some_and(|ts| strategy.too_far_ahead(ts, low))
                 });
-            changed |= ahead != s.ahead;
-            s.ahead = ahead;
         }
-        if changed {
-            self.sync_pauses();
+        self.sync_pauses();
+    }
+
+    /// [`Self::align`] in time order, by the newest timestamps *fetched*: the merge
+    /// holds records back by those, so a split is ahead when what it fetched is, and
+    /// the lowest is over the splits the merge waits for (neither done nor idle; a
+    /// paused split is not idle).
+    fn align_fetched(&mut self, strategy: &WatermarkStrategy, now: Instant) {
+        let Some(order) = self.time_order.as_deref() else {
+            return;
+        };
+        let idle = strategy.idle_timeout();
+        let lowest = self
+            .states
+            .iter()
+            .filter(|s| !s.finished)
+            .filter_map(|s| {
+                let f = order.facts(&s.id)?;
+                let quiet = !s.paused
+                    && idle.is_some_and(|t| now.saturating_duration_since(f.fetched_at) >= t);
+                if f.done || quiet {
+                    return None;
+                }
+                f.newest
+            })
+            .min();
+        for s in &mut self.states {
+            let fetched = order.facts(&s.id).and_then(|f| f.newest);
+            s.ahead = !s.finished
+                && lowest
+                    .is_some_and(|low| fetched.is_some_and(|ts| strategy.too_far_ahead(ts, low)));
         }
+        self.sync_pauses();
     }
 
     /// Tells the fetchers which splits to pause (too far ahead, or holding too many
-    /// records in time order) and which to resume. Only splits with a fetcher: one
-    /// handed to a fetcher starts unpaused.
+    /// records in time order) and which to resume: every split whose fetching is not
+    /// as it should be (so also one handed to a new fetcher, which starts unpaused).
+    /// Only splits with a fetcher; the others are seen to at a later call.
     pub(super) fn sync_pauses(&mut self) {
         let mut changes: BTreeMap<(Arc<str>, bool), Vec<SplitId>> = BTreeMap::new();
         for s in &mut self.states {

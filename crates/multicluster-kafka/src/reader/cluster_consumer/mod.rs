@@ -179,6 +179,12 @@ impl ClusterConsumer {
             self.consumer()
                 .incremental_assign(&tpl)
                 .map_err(|e| SourceError::kafka(&self.cluster, format!("assign: {e}"), &e))?;
+            // The client may be one that paused a partition before (alignment, time
+            // order) and is reused: librdkafka keeps that pause across assignments,
+            // and a split added is fetched.
+            if let Err(e) = self.consumer().resume(&tpl) {
+                tracing::debug!(cluster = %self.cluster, error = %e, "resuming partitions just assigned failed");
+            }
             self.ask_leaders(&tpl);
             tracing::debug!(cluster = %self.cluster, partitions = tpl.count(), "partitions assigned");
         }
