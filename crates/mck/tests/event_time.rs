@@ -8,7 +8,7 @@
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -307,6 +307,17 @@ fn assert_ordered_once(out: &[(String, String, i64)]) {
     }
 }
 
+/// The output and stderr files of a run in `dir` (checkpoints in `dir/ck`), and its
+/// arguments: `--order time` over `stream` of the metadata file `md`.
+fn time_order_run(dir: &Path, md: &Path, stream: &str) -> (PathBuf, PathBuf, Vec<String>) {
+    let (out, ck, stderr) = (dir.join("out.jsonl"), dir.join("ck"), dir.join("stderr"));
+    let mut args = checkpointed_args(md, stream, &out, &ck);
+    // A cluster quiet for longer than the idle timeout stops holding the others
+    // back (its next records may then come late): here none is quiet for long.
+    args.extend(["--order", "time", "--idle-timeout", "30s"].map(String::from));
+    (out, stderr, args)
+}
+
 fn stderr_of(path: &Path) -> String {
     tail(&std::fs::read_to_string(path).unwrap_or_default())
 }
@@ -354,15 +365,7 @@ fn three_clusters_in_time_order_through_kill_9_restarts_each_record_once() {
         .map(|c| (*c as &dyn TestCluster, &[TOPIC][..]))
         .collect();
     std::fs::write(&md, mck_testkit::flink_metadata(TOPIC, &listed)).unwrap();
-    let (out, ck, stderr) = (
-        dir.path().join("out.jsonl"),
-        dir.path().join("ck"),
-        dir.path().join("stderr"),
-    );
-    let mut args = checkpointed_args(&md, TOPIC, &out, &ck);
-    // A cluster quiet for longer than the idle timeout stops holding the others
-    // back (its next records may then come late): here none is quiet for long.
-    args.extend(["--order", "time", "--idle-timeout", "30s"].map(String::from));
+    let (out, stderr, args) = time_order_run(dir.path(), &md, TOPIC);
     let stop = Arc::new(AtomicBool::new(false));
     let rounds = Arc::new(AtomicUsize::new(0));
     let feed = produce_in_turns(
@@ -418,13 +421,7 @@ fn time_order_holds_while_a_cluster_joins_and_another_leaves() {
         mck_testkit::write_atomically(&md, &mck_testkit::flink_metadata(TOPIC, &listed));
     };
     write_md(&[0, 1]);
-    let (out, ck, stderr) = (
-        dir.path().join("out.jsonl"),
-        dir.path().join("ck"),
-        dir.path().join("stderr"),
-    );
-    let mut args = checkpointed_args(&md, TOPIC, &out, &ck);
-    args.extend(["--order", "time", "--idle-timeout", "30s"].map(String::from));
+    let (out, stderr, args) = time_order_run(dir.path(), &md, TOPIC);
     let targets = Arc::new(Mutex::new(vec![0, 1]));
     let stop = Arc::new(AtomicBool::new(false));
     let rounds = Arc::new(AtomicUsize::new(0));

@@ -1,6 +1,7 @@
 //! Kafka's own Java console producer, run against a cluster.
 
 use std::fs;
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -48,7 +49,6 @@ impl KafkaCluster {
         values: &[String],
         producer_properties: &[(&str, &str)],
     ) -> Result<(), TestkitError> {
-        use std::io::Write;
         static SEQ: AtomicUsize = AtomicUsize::new(0);
         let n = SEQ.fetch_add(1, Ordering::Relaxed);
         let (mut cmd, dir, out_path) = self.console_producer(topic, &format!("{topic}-{n}"))?;
@@ -63,24 +63,8 @@ impl KafkaCluster {
                 cmd.arg("--producer-property").arg(format!("{k}={v}"));
             }
         }
-        let mut child = spawn_tied(cmd).map_err(|e| TestkitError::Java(e.to_string()))?;
-        let mut text = String::new();
-        for (i, v) in values.iter().enumerate() {
-            assert!(
-                !v.contains(['\n', '\t']),
-                "a value for the console producer holds a newline or tab: {v:?}"
-            );
-            text.push_str(&format!("k{i}\t{v}\n"));
-        }
-        let wrote = child
-            .stdin
-            .take()
-            .expect("stdin is piped")
-            .write_all(text.as_bytes());
-        // Closing stdin ends the producer once everything is sent.
-        let status = child
-            .wait()
-            .map_err(|e| TestkitError::Java(e.to_string()))?;
+        let lines = values.iter().enumerate().map(|(i, v)| format!("k{i}\t{v}"));
+        let (wrote, status) = feed(cmd, lines)?;
         let mut log = fs::read_to_string(&out_path).unwrap_or_default();
         log.push_str(&fs::read_to_string(dir.join("server.log")).unwrap_or_default());
         if wrote.is_err() || !status.success() || log.contains("ERROR") {
@@ -103,7 +87,6 @@ impl KafkaCluster {
         topic: &str,
         records: &[(i64, i32, String)],
     ) -> Result<(), TestkitError> {
-        use std::io::Write;
         static SEQ: AtomicUsize = AtomicUsize::new(0);
         let n = SEQ.fetch_add(1, Ordering::Relaxed);
         let dir = self
@@ -124,23 +107,11 @@ impl KafkaCluster {
             .stdin(Stdio::piped())
             .stdout(out)
             .stderr(err);
-        let mut child = spawn_tied(cmd).map_err(|e| TestkitError::Java(e.to_string()))?;
-        let mut text = String::new();
-        for (i, (ts, partition, v)) in records.iter().enumerate() {
-            assert!(
-                !v.contains(['\n', '\t']),
-                "a value for the timed producer holds a newline or tab: {v:?}"
-            );
-            text.push_str(&format!("{ts}\t{partition}\tk{i}\t{v}\n"));
-        }
-        let wrote = child
-            .stdin
-            .take()
-            .expect("stdin is piped")
-            .write_all(text.as_bytes());
-        let status = child
-            .wait()
-            .map_err(|e| TestkitError::Java(e.to_string()))?;
+        let lines = records
+            .iter()
+            .enumerate()
+            .map(|(i, (ts, partition, v))| format!("{ts}\t{partition}\tk{i}\t{v}"));
+        let (wrote, status) = feed(cmd, lines)?;
         let log = fs::read_to_string(&out_path).unwrap_or_default();
         let sent = format!("sent {}", records.len());
         if wrote.is_err() || !status.success() || !log.contains(&sent) {
@@ -210,7 +181,6 @@ impl JavaProducer {
     /// Sends a record with this value and the key `k<n>` (`n` counting the records
     /// sent). The value must not contain a newline or a tab.
     pub fn send(&mut self, value: &str) -> Result<(), TestkitError> {
-        use std::io::Write;
         assert!(
             !value.contains(['\n', '\t']),
             "a value for the console producer holds a newline or tab: {value:?}"
@@ -235,7 +205,6 @@ impl JavaProducer {
     /// acknowledged, or this fails with the end of the producer's log (a send that
     /// failed is logged as an ERROR).
     pub fn finish(mut self) -> Result<(), TestkitError> {
-        use std::io::Write;
         let flushed = self.stdin.take().map(|mut s| s.flush());
         let status = self
             .child
@@ -273,4 +242,32 @@ impl Drop for JavaProducer {
             kill_and_wait(&mut self.child);
         }
     }
+}
+
+/// Starts `cmd`, writes `lines` (tab-separated fields, the last a record's value) to
+/// its stdin and closes it, which ends a producer once everything is sent; waits for
+/// it. Returns whether the lines were written, and how it exited.
+fn feed(
+    cmd: Command,
+    lines: impl Iterator<Item = String>,
+) -> Result<(std::io::Result<()>, std::process::ExitStatus), TestkitError> {
+    let mut child = spawn_tied(cmd).map_err(|e| TestkitError::Java(e.to_string()))?;
+    let mut text = String::new();
+    for line in lines {
+        assert!(
+            !line.contains('\n'),
+            "a line for a Java producer holds a newline: {line:?}"
+        );
+        text.push_str(&line);
+        text.push('\n');
+    }
+    let wrote = child
+        .stdin
+        .take()
+        .expect("stdin is piped")
+        .write_all(text.as_bytes());
+    let status = child
+        .wait()
+        .map_err(|e| TestkitError::Java(e.to_string()))?;
+    Ok((wrote, status))
 }
