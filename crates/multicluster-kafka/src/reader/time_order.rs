@@ -399,7 +399,7 @@ impl<D: Deserializer> SourceReader<D> {
         let released = order.release(bound, self.max_batch);
         // Back-pressure: a split with many records waiting is paused, unless it is
         // the one the others wait for.
-        let (most, resume_at) = (2 * self.max_batch, self.max_batch);
+        let (most, resume_at) = (8 * self.max_batch, 4 * self.max_batch);
         for s in &mut self.states {
             let held = order.held_of(&s.id);
             let newest = order.facts(&s.id).and_then(|f| f.newest);
