@@ -189,6 +189,14 @@ fn builder_rejects_invalid_combinations_with_clear_messages() {
             "need watermarks",
             "event_timestamps",
         ),
+        (
+            MultiClusterKafkaSource::builder()
+                .metadata_service(svc())
+                .stream_ids(["s"])
+                .order(multicluster_kafka::ReadOrder::Time),
+            "needs watermarks",
+            "order",
+        ),
     ];
     // Event timestamps of byte values, then a UTF-8 deserializer: the function
     // cannot take its values.
