@@ -378,7 +378,11 @@ impl<D: Deserializer> SourceReader<D> {
     /// records it holds (a failed one counts). Splits holding more than they may
     /// while they wait for the others are paused, and resumed once drained.
     pub(super) fn release_held(&mut self) -> usize {
-        let (Some(strategy), Some(mut order)) = (self.strategy(), self.time_order.take()) else {
+        // The strategy first: taking the queues and then returning would drop them.
+        let Some(strategy) = self.strategy() else {
+            return 0;
+        };
+        let Some(mut order) = self.time_order.take() else {
             return 0;
         };
         let ooo = i64::try_from(strategy.out_of_orderness().as_millis()).unwrap_or(i64::MAX);
