@@ -275,13 +275,38 @@ impl Harness {
     }
 }
 
-/// Collects the enumerator's warnings while it is the thread's default subscriber.
+/// Collects the enumerator's warnings said on the thread that called `capture`.
+///
+/// tracing caches, process-wide, whether a call site is wanted, and the first thread
+/// to reach it decides. A test thread without a subscriber would make a warning
+/// nobody's for the whole binary, and a capture beside it would miss it now and then.
+/// So one subscriber is installed for the whole process, wanting every call site
+/// "sometimes", and it hands each warning to the capture of the thread it was said on.
 #[derive(Clone, Default)]
 struct Warnings(Arc<Mutex<Vec<String>>>);
 
+thread_local! {
+    static CAPTURING: std::cell::RefCell<Option<Warnings>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Ends a capture when dropped.
+struct Capture;
+
+impl Drop for Capture {
+    fn drop(&mut self) {
+        CAPTURING.with(|c| c.borrow_mut().take());
+    }
+}
+
 impl Warnings {
-    fn capture(&self) -> tracing::subscriber::DefaultGuard {
-        tracing::subscriber::set_default(self.clone())
+    fn capture(&self) -> Capture {
+        static INSTALLED: std::sync::Once = std::sync::Once::new();
+        INSTALLED.call_once(|| {
+            tracing::subscriber::set_global_default(Forward)
+                .expect("no other subscriber in the library's unit tests");
+        });
+        CAPTURING.with(|c| *c.borrow_mut() = Some(self.clone()));
+        Capture
     }
 
     fn count(&self) -> usize {
@@ -293,7 +318,10 @@ impl Warnings {
     }
 }
 
-impl tracing::Subscriber for Warnings {
+/// The process-wide subscriber behind [`Warnings::capture`].
+struct Forward;
+
+impl tracing::Subscriber for Forward {
     fn register_callsite(
         &self,
         _: &'static tracing::Metadata<'static>,
@@ -305,6 +333,7 @@ impl tracing::Subscriber for Warnings {
         *m.level() == tracing::Level::WARN
             && m.target()
                 .starts_with(module_path!().trim_end_matches("::tests"))
+            && CAPTURING.with(|c| c.borrow().is_some())
     }
 
     fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
@@ -326,7 +355,11 @@ impl tracing::Subscriber for Warnings {
         }
         let mut m = Message(String::new());
         event.record(&mut m);
-        self.0.lock().unwrap().push(m.0);
+        CAPTURING.with(|c| {
+            if let Some(w) = &*c.borrow() {
+                w.0.lock().unwrap().push(m.0);
+            }
+        });
     }
 
     fn enter(&self, _: &tracing::span::Id) {}
