@@ -593,3 +593,44 @@ fn fetch_response_seeds() -> Vec<Vec<u8>> {
 fn fetch_responses_of_arbitrary_and_mutated_bytes() {
     arbitrary_and_mutated(fetch_response_seeds(), check_fetch_response);
 }
+
+/// The seeds of the cargo-fuzz targets `record_batch` and `fetch_response`
+/// (`fuzz/seeds/<target>/<n>.bin`) are the seeds above, byte for byte, so a libFuzzer
+/// run starts from valid input of every codec and version. After a change of the
+/// seeds, `MCK_WRITE_FUZZ_SEEDS=1 cargo test -p multicluster-kafka --test fuzz_inputs
+/// committed_fuzz_seeds` writes them again.
+#[test]
+fn committed_fuzz_seeds_are_the_generated_ones() {
+    let write = std::env::var_os("MCK_WRITE_FUZZ_SEEDS").is_some();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds");
+    for (target, seeds) in [
+        ("record_batch", record_batch_seeds()),
+        ("fetch_response", fetch_response_seeds()),
+    ] {
+        let dir = root.join(target);
+        if write {
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            for (i, seed) in seeds.iter().enumerate() {
+                std::fs::write(dir.join(format!("{i:02}.bin")), seed).unwrap();
+            }
+        }
+        let mut committed: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .map(|e| e.unwrap().path())
+            .collect();
+        committed.sort();
+        let committed: Vec<Vec<u8>> = committed
+            .iter()
+            .map(|p| std::fs::read(p).unwrap())
+            .collect();
+        assert_eq!(
+            committed.len(),
+            seeds.len(),
+            "{target}: write the seeds again (see this test's comment)"
+        );
+        for (i, (c, s)) in committed.iter().zip(&seeds).enumerate() {
+            assert!(c == s, "{target} seed {i} differs: write the seeds again");
+        }
+    }
+}
