@@ -430,3 +430,28 @@ fn the_hash_is_the_one_of_the_librdkafka_path() {
     );
     assert_ne!(hashes[1], hashes[2], "null apart from empty");
 }
+
+/// A record's header count is bounded by the bytes left in it (two at least per
+/// header): a count it cannot hold is a decode error, never an allocation sized by it
+/// (the `record_batch` fuzz target once made `hash` ask for 12 GB this way).
+#[test]
+fn a_header_count_beyond_the_record_bytes_is_refused() {
+    let one = rec(0, 0, None, None, &[(b"", None)]);
+    let mut buf = record_batch(0, 0, &[one]);
+    // The record ends with its header count (1), the header's key length (0) and its
+    // null value (-1): the smallest header there is.
+    let n = buf.len();
+    assert_eq!(&buf[n - 3..], &[0x02, 0x00, 0x01]);
+    let all = decode_all(&buf);
+    assert_eq!(all[0].1[0].header_count(), 1);
+    assert_eq!(all[0].1[0].headers().count(), 1);
+    assert!(all[0].1[0].hash().is_ok());
+
+    buf[n - 3] = 0x04; // two headers in two bytes
+    let batch = Batches::new(&buf).next().unwrap().unwrap();
+    let records: Vec<_> = batch.records().unwrap().collect();
+    assert!(
+        matches!(records[..], [Err(DecodeError::Length(2))]),
+        "{records:?}"
+    );
+}

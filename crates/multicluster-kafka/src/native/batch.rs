@@ -241,15 +241,16 @@ impl<'a> Record<'a> {
     /// The hash of its key, value and headers that mirrors match records by: equal to
     /// `split::record_hash` of the same record read through librdkafka.
     pub fn hash(&self) -> Result<u64> {
-        let mut headers = Vec::with_capacity(self.header_count());
-        for h in self.headers() {
-            headers.push(h?);
+        // Hashed as they are decoded: nothing is allocated for them.
+        let mut failed = None;
+        let headers = self
+            .headers()
+            .map_while(|h| h.map_err(|e| failed = Some(e)).ok());
+        let hash = crate::base::fingerprint::hash_parts(self.key, self.value, headers);
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(hash),
         }
-        Ok(crate::base::fingerprint::hash_parts(
-            self.key,
-            self.value,
-            headers.iter().copied(),
-        ))
     }
 }
 
@@ -302,7 +303,11 @@ impl<'a> Records<'a> {
         let key = c.varint_bytes()?;
         let value = c.varint_bytes()?;
         let header_count = c.varint()?;
-        if header_count < 0 {
+        // A header takes two bytes at least (its key's and its value's lengths), so
+        // a count the rest of the record cannot hold is refused here, before anyone
+        // sizes anything by it.
+        let rest = c.rest();
+        if header_count < 0 || header_count as usize > rest.len() / 2 {
             return Err(DecodeError::Length(header_count.into()));
         }
         Ok(Record {
@@ -314,7 +319,7 @@ impl<'a> Records<'a> {
             value,
             header_count,
             // The rest of the record: its headers are not walked unless asked for.
-            headers: c.rest(),
+            headers: rest,
         })
     }
 }
