@@ -42,6 +42,9 @@ pub struct ClusterOptions {
     /// advertises at `127.0.0.1:<port>` instead of its own, so clients that bootstrap
     /// through a proxy on that port stay behind it. Empty: no such listener.
     pub advertise_via: Vec<u16>,
+    /// Broker `i` (from 0) sits in rack `rack-<i>`, and a leader points a consumer
+    /// that names its rack (`client.rack`) to a replica there (KIP-392).
+    pub racks: bool,
 }
 
 impl ClusterOptions {
@@ -55,6 +58,7 @@ impl ClusterOptions {
             ready_timeout: DEFAULT_READY_TIMEOUT,
             secured: false,
             advertise_via: Vec::new(),
+            racks: false,
         }
     }
 
@@ -64,6 +68,14 @@ impl ClusterOptions {
     /// `PLAINTEXT` listener the test kit itself uses stays direct.
     pub fn advertise_via(mut self, ports: impl IntoIterator<Item = u16>) -> Self {
         self.advertise_via = ports.into_iter().collect();
+        self
+    }
+
+    /// Puts broker `i` (from 0) in rack `rack-<i>` and has leaders send a consumer
+    /// that names its rack to a replica in it (Kafka's `RackAwareReplicaSelector`,
+    /// KIP-392).
+    pub fn racks(mut self) -> Self {
+        self.racks = true;
         self
     }
 

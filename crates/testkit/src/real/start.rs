@@ -252,6 +252,13 @@ fn write_node_configs(
         if let Some(sec) = security {
             props.extend(sec.broker_properties());
         }
+        if options.racks {
+            props.push(("broker.rack".into(), format!("rack-{i}")));
+            props.push((
+                "replica.selector.class".into(),
+                "org.apache.kafka.common.replica.RackAwareReplicaSelector".into(),
+            ));
+        }
         props.extend(options.broker_config.iter().cloned());
         let config = log_root.join(format!("node-{node_id}.properties"));
         let text: String = props.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
