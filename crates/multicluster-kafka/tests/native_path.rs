@@ -9,10 +9,12 @@ use std::collections::BTreeSet;
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use mck_testkit::ClusterOptions;
 use mck_testkit::Seen;
+use mck_testkit::proxy::ProxiedCluster;
 use mck_testkit::{Listener, TestCluster, TestRecord, TransactionEnd, produce_transaction};
 use multicluster_kafka::prelude::*;
-use support::{Capture, drain, east, meta, source_over, west};
+use support::{Capture, drain, east, meta, meta_at, source_over, west};
 
 /// A guard against hangs, not a timing assertion.
 const PATIENCE: Duration = Duration::from_secs(90);
@@ -141,6 +143,73 @@ fn a_bounded_read_of_two_clusters_hands_out_every_record_once_in_order() {
         stream.close().await;
     });
     assert_fetched_natively(&["np-eo-east", "np-eo-west"]);
+}
+
+/// Bytes each broker's proxy has sent to clients so far.
+fn bytes_down(cluster: &ProxiedCluster) -> Vec<u64> {
+    cluster
+        .proxies()
+        .iter()
+        .map(|p| p.stats().bytes_down)
+        .collect()
+}
+
+#[test]
+fn a_client_rack_is_read_from_the_replica_there_and_from_the_leader_when_it_dies() {
+    // Three brokers in racks rack-0, rack-1 and rack-2, each behind its own proxy
+    // (what it sends to the source is counted there).
+    let rack = ProxiedCluster::start(ClusterOptions::new("np-rack").brokers(3).racks())
+        .expect("cluster np-rack starts behind its proxies");
+    let topic = "np-rack";
+    rack.cluster().create_topic(topic, 1).unwrap();
+    let mut want: BTreeSet<String> =
+        mck_testkit::fill_values(rack.cluster(), topic, 1, 20_000, "near")
+            .into_iter()
+            .collect();
+    let leader = rack.cluster().partition_leaders(topic).unwrap()[0].expect("a leader");
+    let near = (leader + 1) % 3;
+    mck_testkit::runtime().block_on(async {
+        let before = bytes_down(&rack);
+        let stream = KafkaStream::new("s").with_cluster(
+            "np-rack",
+            meta_at(rack.proxied_bootstrap_servers(), &[topic]),
+        );
+        let mut stream = native(source_over(stream))
+            .property("client.rack", format!("rack-{near}"))
+            .starting_offsets(StartingOffsets::Earliest)
+            .build()
+            .unwrap()
+            .open()
+            .await
+            .unwrap();
+        let mut seen = support::take(&mut stream, 20_000).await;
+        let after = bytes_down(&rack);
+        let sent: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
+        // 20 000 records of about 20 bytes: the replica in the client's rack sent
+        // them; the leader sent metadata and answers without records.
+        assert!(
+            sent[near] > 300_000 && sent[leader] < sent[near] / 10,
+            "bytes sent by each broker (leader {leader}, near {near}): {sent:?}"
+        );
+
+        // The replica dies: its partition is read from the leader again, and what
+        // is produced meanwhile comes out once.
+        rack.cluster().kill_broker(near).unwrap();
+        let more = mck_testkit::fill_values(rack.cluster(), topic, 1, 500, "after");
+        want.extend(more);
+        support::read_until(&mut stream, &mut seen, |s| s.len() >= 20_500).await;
+        mck_testkit::assert_exactly_once(&seen, &want);
+        stream.close().await;
+    });
+    assert_fetched_natively(&["np-rack"]);
+    let said = capture().events();
+    assert!(
+        said.iter().any(|(_, _, f)| f.contains("cluster=np-rack ")
+            && f.contains("message=fetching from the preferred read replica ")
+            && f.contains(&format!("replica={} ", near + 1))),
+        "the fetch said it follows the replica (node {})",
+        near + 1
+    );
 }
 
 #[test]
@@ -306,19 +375,19 @@ fn a_property_the_native_path_lacks_is_refused_by_native_and_left_to_librdkafka_
         let stream =
             KafkaStream::new("s").with_cluster("np-refused-native", meta(east(), &[topic]));
         let mut stream =
-            open_bounded(native(source_over(stream)).property("client.rack", "rack-secret-1"))
+            open_bounded(native(source_over(stream)).property("ssl.curves.list", "curve-secret-1"))
                 .await;
         let err = tokio::time::timeout(PATIENCE, stream.next())
             .await
             .expect("an answer")
             .expect("the stream goes on")
-            .expect_err("native refuses client.rack");
+            .expect_err("native refuses ssl.curves.list");
         let text = err.to_string();
         assert!(
-            text.contains("fetch.backend=native") && text.contains("`client.rack`"),
+            text.contains("fetch.backend=native") && text.contains("`ssl.curves.list`"),
             "{text}"
         );
-        assert!(!text.contains("rack-secret-1"), "{text}");
+        assert!(!text.contains("curve-secret-1"), "{text}");
         assert!(!text.contains('\n'), "{text}");
         stream.close().await;
 
@@ -327,7 +396,7 @@ fn a_property_the_native_path_lacks_is_refused_by_native_and_left_to_librdkafka_
         let mut stream = open_bounded(
             source_over(stream)
                 .property("fetch.backend", "auto")
-                .property("client.rack", "r1"),
+                .property("ssl.curves.list", "P-256"),
         )
         .await;
         let seen = drained(&mut stream).await;
@@ -338,7 +407,7 @@ fn a_property_the_native_path_lacks_is_refused_by_native_and_left_to_librdkafka_
     assert!(
         said.iter()
             .any(|(_, _, fields)| fields.contains("fetching with librdkafka")
-                && fields.contains("client.rack")),
+                && fields.contains("ssl.curves.list")),
         "auto said why the cluster stays on librdkafka: {said:?}"
     );
     let made = |cluster: &str, message: &str| {

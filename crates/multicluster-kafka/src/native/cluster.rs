@@ -3,9 +3,11 @@
 //! fetch thread.
 //!
 //! A [`ClusterFetch`] runs a task that keeps the cluster's metadata (leaders, their
-//! epochs, topic ids, broker addresses) and one task per leading broker, each with a
-//! connection of its own that fetches all the partitions the broker leads in one
-//! request at a time, in a fetch session ([`FetchSession`]). An answer's partitions go to the queue as they came, their
+//! epochs, topic ids, broker addresses) and one task per broker fetched from, each
+//! with a connection of its own that fetches all the partitions read there in one
+//! request at a time, in a fetch session ([`FetchSession`]). A partition is read from
+//! its leader, or from the replica its leader points to when the client names its
+//! rack (KIP-392) until that replica answers an error or five minutes pass. An answer's partitions go to the queue as they came, their
 //! record batches still encoded ([`Arrival::Records`]); the fetch thread decodes them
 //! with a [`PartitionReader`](super::partition::PartitionReader) per partition. The
 //! next fetch of a partition starts after the last whole batch of its last answer, so
@@ -106,6 +108,10 @@ struct Part {
     offset: i64,
     /// Its leader's node id and epoch, once known.
     leader: Option<(i32, i32)>,
+    /// The replica its leader said to fetch it from (KIP-392) and until when; it is
+    /// fetched from its leader when there is none, once it expires, and after any
+    /// error of the replica's.
+    replica: Option<(i32, tokio::time::Instant)>,
     /// A fetch of it is on its way.
     in_flight: bool,
     /// Not fetched (outside the log, waiting for the reader).
@@ -115,6 +121,17 @@ struct Part {
     /// Not fetched before this time: its last answer was an error that fetching
     /// again at once would only repeat (an authorization failure, say).
     retry_at: Option<tokio::time::Instant>,
+}
+
+impl Part {
+    /// The broker this partition is fetched from now: its preferred read replica
+    /// while that holds, else its leader.
+    fn source(&self, now: tokio::time::Instant) -> Option<i32> {
+        match self.replica {
+            Some((node, until)) if until > now => Some(node),
+            _ => self.leader.map(|l| l.0),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -179,6 +196,10 @@ const BACKOFF_MAX: Duration = Duration::from_secs(1);
 /// fetched again (the broker's other partitions go on).
 const PARTITION_BACKOFF: Duration = Duration::from_secs(1);
 
+/// How long a preferred read replica is followed before the leader is asked again
+/// (the Java client's `metadata.max.age.ms` default).
+const REPLICA_EXPIRY: Duration = Duration::from_secs(300);
+
 impl ClusterFetch {
     /// Starts fetching on `runtime`; `wake` is called (from a task) whenever
     /// something arrives.
@@ -208,6 +229,7 @@ impl ClusterFetch {
                 generation,
                 offset,
                 leader: None,
+                replica: None,
                 in_flight: false,
                 parked: false,
                 paused: false,
@@ -303,7 +325,8 @@ impl Drop for ClusterFetch {
 }
 
 /// The metadata task: looks the leaders up whenever a partition has none (or a
-/// fetch said they moved), and starts a fetching task for every leading broker.
+/// fetch said they moved), and starts a fetching task for every broker fetched
+/// from (leaders and preferred read replicas).
 /// Ends (with its broker tasks) when the [`ClusterFetch`] goes.
 async fn keep_leaders(shared: Arc<Shared>) {
     let mut brokers: tokio::task::JoinSet<()> = tokio::task::JoinSet::new();
@@ -339,15 +362,13 @@ async fn keep_leaders(shared: Arc<Shared>) {
                 }
             }
         }
-        // A task for every leader that has none (from the metadata, or a fetch
-        // answer's hint).
+        // A task for every broker fetched from that has none (a leader from the
+        // metadata or a fetch answer's hint, or a preferred read replica).
         let (start, leaderless) = {
             let mut state = shared.state();
-            let mut leaders: Vec<i32> = state
-                .parts
-                .values()
-                .filter_map(|p| p.leader.map(|l| l.0))
-                .collect();
+            let now = tokio::time::Instant::now();
+            let mut leaders: Vec<i32> =
+                state.parts.values().filter_map(|p| p.source(now)).collect();
             leaders.sort_unstable();
             leaders.dedup();
             leaders.retain(|n| !state.fetching.contains(n));
@@ -415,7 +436,12 @@ async fn refresh(
         }
     }
     for (key, part) in state.parts.iter_mut() {
-        part.leader = leaders.get(key).copied();
+        let leader = leaders.get(key).copied();
+        if leader.map(|l| l.0) != part.leader.map(|l| l.0) {
+            // A new leader may prefer another replica.
+            part.replica = None;
+        }
+        part.leader = leader;
     }
     drop(state);
     shared.changed.notify_waiters();
@@ -443,10 +469,13 @@ struct Sent {
     key: PartKey,
     generation: u64,
     offset: i64,
+    /// Sent to a preferred read replica rather than to the leader.
+    to_replica: bool,
 }
 
-/// A broker task: fetches the partitions `node` leads, one request at a time, until
-/// it leads none or the fetch is closed.
+/// A broker task: fetches the partitions fetched from `node` (those it leads and
+/// those it is the preferred read replica of), one request at a time, until there
+/// are none or the fetch is closed.
 async fn fetch_from(shared: Arc<Shared>, node: i32) {
     let mut conn: Option<Connection> = None;
     let mut session = FetchSession::new();
@@ -457,10 +486,19 @@ async fn fetch_from(shared: Arc<Shared>, node: i32) {
         changed.as_mut().enable();
         let (sent, wants_owned, addr, wake_at) = {
             let mut state = shared.state();
-            let leads = state
-                .parts
-                .values()
-                .any(|p| p.leader.map(|l| l.0) == Some(node));
+            let now = tokio::time::Instant::now();
+            let mut expired = false;
+            for part in state.parts.values_mut() {
+                if part.replica.is_some_and(|(_, until)| until <= now) {
+                    part.replica = None;
+                    expired = true;
+                }
+            }
+            if expired {
+                // Their leaders may need a task again.
+                shared.changed.notify_waiters();
+            }
+            let leads = state.parts.values().any(|p| p.source(now) == Some(node));
             if state.closed || !leads {
                 state.fetching.retain(|n| *n != node);
                 return;
@@ -470,11 +508,10 @@ async fn fetch_from(shared: Arc<Shared>, node: i32) {
             let mut sent = Vec::new();
             let mut wants = Vec::new();
             let mut wake_at: Option<tokio::time::Instant> = None;
-            let now = tokio::time::Instant::now();
             if room {
                 let topic_ids = state.topic_ids.clone();
                 for (key, part) in state.parts.iter_mut() {
-                    if part.leader.map(|l| l.0) != Some(node)
+                    if part.source(now) != Some(node)
                         || part.in_flight
                         || part.parked
                         || part.paused
@@ -493,6 +530,7 @@ async fn fetch_from(shared: Arc<Shared>, node: i32) {
                         key: key.clone(),
                         generation: part.generation,
                         offset: part.offset,
+                        to_replica: part.leader.map(|l| l.0) != Some(node),
                     });
                     wants.push((
                         key.clone(),
@@ -544,7 +582,16 @@ async fn fetch_from(shared: Arc<Shared>, node: i32) {
             Err(e) => {
                 conn = None;
                 shared.trouble(&e);
-                shared.state().metadata_due = true;
+                {
+                    let mut state = shared.state();
+                    state.metadata_due = true;
+                    // What this broker served as a replica goes back to its leader.
+                    for part in state.parts.values_mut() {
+                        if part.replica.is_some_and(|(r, _)| r == node) {
+                            part.replica = None;
+                        }
+                    }
+                }
                 shared.changed.notify_waiters();
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(BACKOFF_MAX);
@@ -621,7 +668,30 @@ async fn fetch_round(
                 if part.generation != s.generation || part.offset != s.offset {
                     continue;
                 }
-                match issue(&answer, s.offset) {
+                if answer.preferred_read_replica >= 0
+                    && answer.preferred_read_replica != node
+                    && !s.to_replica
+                {
+                    // The leader points to a replica in the client's rack (KIP-392).
+                    let replica = answer.preferred_read_replica;
+                    if state.brokers.contains_key(&replica) {
+                        tracing::debug!(cluster = %shared.options.cluster, topic = %key.0, partition = key.1, replica, "fetching from the preferred read replica");
+                        part.replica =
+                            Some((replica, tokio::time::Instant::now() + REPLICA_EXPIRY));
+                    } else {
+                        state.metadata_due = true;
+                    }
+                }
+                let verdict = issue(&answer, s.offset);
+                if s.to_replica && verdict.is_err() {
+                    // Any error of a replica's (it fell behind, left the replicas,
+                    // or does not know the epoch yet): back to the leader, which
+                    // says what holds.
+                    tracing::debug!(cluster = %shared.options.cluster, topic = %key.0, partition = key.1, replica = node, "the preferred read replica answered an error; fetching from the leader");
+                    part.replica = None;
+                    continue;
+                }
+                match verdict {
                     Ok(()) => {
                         if answer.high_watermark >= 0 {
                             state

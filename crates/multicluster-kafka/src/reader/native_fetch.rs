@@ -36,6 +36,7 @@ const HONOURED: &[&str] = &[
     "fetch.message.max.bytes",
     "isolation.level",
     "check.crcs",
+    "client.rack",
     "queued.max.messages.kbytes",
     "socket.timeout.ms",
     "receive.message.max.bytes",
@@ -219,10 +220,9 @@ fn options(opening: &Opening<'_>) -> Result<(ClusterOptions, PartitionOptions), 
         min_bytes: number(opening, &["fetch.min.bytes"], 1)?,
         max_bytes: number(opening, &["fetch.max.bytes"], 52_428_800)?,
         read_committed,
-        // Not sent: a broker that knows the rack may point to a follower
-        // (KIP-392), which the path does not follow yet (`client.rack` keeps a
-        // cluster on librdkafka).
-        rack: String::new(),
+        // A leader may point a client of a known rack to a replica in it
+        // (KIP-392), which the cluster's broker tasks then follow.
+        rack: props.get("client.rack").unwrap_or("").trim().to_string(),
     };
     let timeout_ms: u64 = number(opening, &["socket.timeout.ms"], 60_000)?;
     let tls = tls(opening)?;
