@@ -84,3 +84,90 @@ pub fn add_acl(bootstrap_servers: &str, spec: &[&str]) -> Result<(), TestkitErro
     }
     Ok(())
 }
+
+/// Runs Kafka tool `class` with `args` after `--bootstrap-server`; an error with
+/// the tool's output when it fails (or says `Error`).
+fn run_tool(
+    bootstrap_servers: &str,
+    class: &str,
+    what: &str,
+    args: &[&str],
+) -> Result<String, TestkitError> {
+    let err = |message: String| TestkitError::Kafka {
+        cluster: bootstrap_servers.to_string(),
+        message,
+    };
+    let out = kafka_tool(class)?
+        .arg("--bootstrap-server")
+        .arg(bootstrap_servers)
+        .args(args)
+        .output()
+        .map_err(|e| err(format!("{what}: cannot run java: {e}")))?;
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() || text.contains("Error") {
+        return Err(err(format!(
+            "{what} failed ({}): {}",
+            out.status,
+            text.trim()
+        )));
+    }
+    Ok(text)
+}
+
+/// `kafka-topics --create --replica-assignment`: a topic whose partition `i` has
+/// the replicas (node ids) `assignment[i]`, the first its preferred leader.
+pub fn create_topic_on(
+    bootstrap_servers: &str,
+    topic: &str,
+    assignment: &[&[i32]],
+) -> Result<(), TestkitError> {
+    let spec: Vec<String> = assignment
+        .iter()
+        .map(|nodes| {
+            nodes
+                .iter()
+                .map(i32::to_string)
+                .collect::<Vec<_>>()
+                .join(":")
+        })
+        .collect();
+    run_tool(
+        bootstrap_servers,
+        "org.apache.kafka.tools.TopicCommand",
+        "kafka-topics --create",
+        &[
+            "--create",
+            "--topic",
+            topic,
+            "--replica-assignment",
+            &spec.join(","),
+        ],
+    )
+    .map(drop)
+}
+
+/// `kafka-leader-election --election-type unclean`: makes a live replica of
+/// `topic`/`partition` its leader even if it is not in sync (records only the old
+/// leader had are lost, and its log is truncated when it comes back).
+pub fn elect_unclean_leader(
+    bootstrap_servers: &str,
+    topic: &str,
+    partition: i32,
+) -> Result<(), TestkitError> {
+    let partition = partition.to_string();
+    run_tool(
+        bootstrap_servers,
+        "org.apache.kafka.tools.LeaderElectionCommand",
+        "kafka-leader-election --election-type unclean",
+        &[
+            "--election-type",
+            "unclean",
+            "--topic",
+            topic,
+            "--partition",
+            &partition,
+        ],
+    )
+    .map(drop)
+}
