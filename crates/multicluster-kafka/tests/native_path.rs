@@ -212,6 +212,92 @@ fn a_client_rack_is_read_from_the_replica_there_and_from_the_leader_when_it_dies
     );
 }
 
+/// Waits until `topic`/0 of `cluster` is led by broker `index`.
+fn await_leader(cluster: &mck_testkit::KafkaCluster, topic: &str, index: usize) {
+    let deadline = std::time::Instant::now() + PATIENCE;
+    loop {
+        let leader = cluster.partition_leaders(topic).ok().and_then(|l| l[0]);
+        if leader == Some(index) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{topic}/0 led by {leader:?}, not by broker {index}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn a_log_truncated_by_an_unclean_election_is_read_on_from_where_the_logs_part() {
+    // Three controllers and two brokers (node ids 4 and 5) that hold the topic's
+    // one partition; a broker that dies is out of the in-sync replicas in 3 s.
+    let cluster = mck_testkit::KafkaCluster::start(
+        ClusterOptions::new("np-trunc")
+            .brokers(5)
+            .broker_config("broker.session.timeout.ms", "3000")
+            .broker_config("broker.heartbeat.interval.ms", "500"),
+    )
+    .expect("cluster np-trunc starts");
+    let topic = "np-trunc";
+    let bootstrap = cluster.bootstrap_servers();
+    mck_testkit::tools::create_topic_on(&bootstrap, topic, &[&[4, 5]]).unwrap();
+    await_leader(&cluster, topic, 3);
+    let values = |prefix: &str, n: usize| -> Vec<TestRecord> {
+        (0..n)
+            .map(|i| TestRecord::value(format!("{prefix}-{i}")))
+            .collect()
+    };
+    mck_testkit::runtime().block_on(async {
+        let stream = KafkaStream::new("s").with_cluster("np-trunc", meta(&cluster, &[topic]));
+        let mut stream = native(source_over(stream))
+            .starting_offsets(StartingOffsets::Earliest)
+            .build()
+            .unwrap()
+            .open()
+            .await
+            .unwrap();
+        // A: on both replicas.
+        cluster.produce(topic, &values("a", 100)).unwrap();
+        let mut seen = support::take(&mut stream, 100).await;
+        // B: node 5 is dead, so only node 4 has it; the source reads it.
+        cluster.kill_broker(4).unwrap();
+        cluster.produce(topic, &values("b", 100)).unwrap();
+        support::read_until(&mut stream, &mut seen, |s| s.len() >= 200).await;
+        // Node 4 dies too; node 5 comes back and is made leader uncleanly, without
+        // B. C is written there from offset 100 on, where B was.
+        cluster.kill_broker(3).unwrap();
+        cluster.restart_broker(4).unwrap();
+        mck_testkit::tools::elect_unclean_leader(&bootstrap, topic, 0).unwrap();
+        await_leader(&cluster, topic, 4);
+        cluster.produce(topic, &values("c", 150)).unwrap();
+        // Every record of C comes out, those at B's offsets too; nothing twice.
+        support::read_until(&mut stream, &mut seen, |s| s.len() >= 350).await;
+        let got: Vec<&str> = seen.iter().map(|s| s.4.as_str()).collect();
+        let want: Vec<String> = ["a", "b"]
+            .iter()
+            .flat_map(|p| (0..100).map(move |i| format!("{p}-{i}")))
+            .chain((0..150).map(|i| format!("c-{i}")))
+            .collect();
+        assert_eq!(got, want, "A, B, then C, each once and in order");
+        let offsets: Vec<i64> = seen.iter().map(|s| s.3).collect();
+        assert_eq!(offsets[199], 199);
+        assert_eq!(offsets[200], 100, "C starts where B was");
+        let cp = stream.checkpoint().unwrap();
+        assert!(cp.splits().all(|s| s.next_offset == 250), "{cp:?}");
+        stream.close().await;
+    });
+    let said = capture().events();
+    assert!(
+        said.iter()
+            .any(|(_, _, f)| f.contains("split=np-trunc/np-trunc/0 ")
+                && f.contains("message=log truncated below the position")
+                && f.contains("offset=200 ")
+                && f.contains("to=100 ")),
+        "the truncation was warned about"
+    );
+}
+
 #[test]
 fn keys_headers_and_timestamps_come_through_as_written() {
     let topic = "np-fields";

@@ -52,6 +52,7 @@ fn wants<'a>(topic: &'a str, id: Uuid, offsets: &[(i32, i64)]) -> Vec<FetchWant<
             offset: *offset,
             leader_epoch: -1,
             max_bytes: 1 << 20,
+            last_fetched_epoch: -1,
         })
         .collect()
 }

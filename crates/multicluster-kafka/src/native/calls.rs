@@ -31,6 +31,10 @@ pub struct FetchWant<'a> {
     pub leader_epoch: i32,
     /// The most bytes to answer for this partition (one whole batch at least).
     pub max_bytes: i32,
+    /// The leader epoch of the last batch fetched before `offset` (−1: none). From
+    /// Fetch v12 up the broker checks that its log holds that epoch up to `offset`
+    /// and answers a diverging epoch instead of records when not (KIP-320).
+    pub last_fetched_epoch: i32,
 }
 
 /// What a fetch asks for as a whole.
@@ -111,13 +115,15 @@ pub(super) fn topic_name(topic: &str) -> TopicName {
     TopicName(StrBytes::from_string(topic.to_string()))
 }
 
-/// A Fetch request for `wants` (each topic's partitions next to each other), its
-/// topics named by id or by name; no fetch session (the caller sets one).
+/// A Fetch request of `version` for `wants` (each topic's partitions next to each
+/// other), its topics named by id from v13 up, by name below; no fetch session (the
+/// caller sets one).
 pub(super) fn fetch_request(
     wants: &[FetchWant<'_>],
     settings: &FetchSettings,
-    by_id: bool,
+    version: i16,
 ) -> FetchRequest {
+    let by_id = version >= 13;
     let mut topics: Vec<FetchTopic> = Vec::new();
     for w in wants {
         let same = topics.last().is_some_and(|t| {
@@ -141,6 +147,9 @@ pub(super) fn fetch_request(
         part.fetch_offset = w.offset;
         part.current_leader_epoch = w.leader_epoch;
         part.partition_max_bytes = w.max_bytes;
+        if version >= 12 {
+            part.last_fetched_epoch = w.last_fetched_epoch;
+        }
         topics.last_mut().expect("pushed").partitions.push(part);
     }
     let mut request = FetchRequest::default();
@@ -262,6 +271,7 @@ impl Connection {
             offset,
             leader_epoch: -1,
             max_bytes,
+            last_fetched_epoch: -1,
         };
         let settings = FetchSettings {
             max_bytes,
@@ -297,8 +307,8 @@ impl Connection {
         settings: &FetchSettings,
     ) -> Result<(FetchResponseData, bool), NativeError> {
         let version = self.fetch_version(wants)?;
+        let request = fetch_request(wants, settings, version);
         let by_id = version >= 13;
-        let request = fetch_request(wants, settings, by_id);
         let response = self.send_fetch(&request, version).await?;
         if response.error_code != 0 {
             return Err(self.broker_error::<FetchRequest>(response.error_code, "fetch"));

@@ -89,6 +89,17 @@ pub(crate) enum Arrival {
         log_start: i64,
         log_end: i64,
     },
+    /// The log was truncated below the position (KIP-320: its leader's log no
+    /// longer holds the epoch of the last batch fetched up to `from`, as after an
+    /// unclean leader election): fetching goes on at `to`, where the logs part.
+    Truncated {
+        key: PartKey,
+        generation: u64,
+        from: i64,
+        to: i64,
+        /// The last epoch both logs share.
+        epoch: i32,
+    },
     /// The position is outside the log and the policy is to fail: the partition is
     /// not fetched until it is sought or removed.
     OutOfRange {
@@ -106,6 +117,9 @@ struct Part {
     generation: u64,
     /// Where its next fetch starts.
     offset: i64,
+    /// The leader epoch of the last batch fetched before `offset` (−1: none yet),
+    /// which the broker checks its log against (KIP-320).
+    last_epoch: i32,
     /// Its leader's node id and epoch, once known.
     leader: Option<(i32, i32)>,
     /// The replica its leader said to fetch it from (KIP-392) and until when; it is
@@ -228,6 +242,7 @@ impl ClusterFetch {
             Part {
                 generation,
                 offset,
+                last_epoch: -1,
                 leader: None,
                 replica: None,
                 in_flight: false,
@@ -251,6 +266,7 @@ impl ClusterFetch {
         if let Some(part) = state.parts.get_mut(key) {
             part.generation = generation;
             part.offset = offset;
+            part.last_epoch = -1;
             part.parked = false;
             part.retry_at = None;
         }
@@ -464,6 +480,10 @@ async fn connect_any(shared: &Shared) -> Result<Connection, NativeError> {
     }))
 }
 
+/// A partition as a fetch asks for it: topic id, offset, leader epoch, and the
+/// epoch of the last batch fetched.
+type Want = (PartKey, Uuid, i64, i32, i32);
+
 /// A partition this broker task fetches, as sent.
 struct Sent {
     key: PartKey,
@@ -537,6 +557,7 @@ async fn fetch_from(shared: Arc<Shared>, node: i32) {
                         topic_ids.get(&key.0).copied().unwrap_or_default(),
                         part.offset,
                         part.leader.map_or(-1, |l| l.1),
+                        part.last_epoch,
                     ));
                 }
             }
@@ -608,7 +629,7 @@ async fn fetch_round(
     addr: Option<String>,
     (conn, session): (&mut Option<Connection>, &mut FetchSession),
     sent: &[Sent],
-    wants: &[(PartKey, Uuid, i64, i32)],
+    wants: &[Want],
 ) -> Result<Duration, NativeError> {
     if conn.is_none() {
         let addr = addr.ok_or_else(|| NativeError::Closed {
@@ -618,17 +639,18 @@ async fn fetch_round(
         session.reset();
     }
     let c = conn.as_mut().expect("connected");
-    let mut sorted: Vec<&(PartKey, Uuid, i64, i32)> = wants.iter().collect();
+    let mut sorted: Vec<&Want> = wants.iter().collect();
     sorted.sort_by(|a, b| a.0.cmp(&b.0));
     let list: Vec<FetchWant<'_>> = sorted
         .iter()
-        .map(|(key, id, offset, epoch)| FetchWant {
+        .map(|(key, id, offset, epoch, last_epoch)| FetchWant {
             topic: &key.0,
             topic_id: *id,
             partition: key.1,
             offset: *offset,
             leader_epoch: *epoch,
             max_bytes: shared.options.partition_max_bytes,
+            last_fetched_epoch: *last_epoch,
         })
         .collect();
     let (response, by_id) = c
@@ -706,7 +728,11 @@ async fn fetch_round(
                         let mut next = s.offset;
                         for batch in Batches::new(&answer.records) {
                             match batch {
-                                Ok(b) => next = next.max(b.next_offset()),
+                                Ok(b) if b.next_offset() > next => {
+                                    next = b.next_offset();
+                                    part.last_epoch = b.partition_leader_epoch;
+                                }
+                                Ok(_) => {}
                                 Err(_) => break,
                             }
                         }
@@ -724,6 +750,26 @@ async fn fetch_round(
                         part.leader = known.map(|h| (h.leader_id, h.leader_epoch));
                         if part.leader.is_none() {
                             state.metadata_due = true;
+                        }
+                    }
+                    Err(PartitionIssue::Diverged(d)) => {
+                        if d.end_offset >= 0 && d.end_offset < s.offset {
+                            // The records fetched from `end_offset` on are no
+                            // longer in the log: read on where the logs part.
+                            part.offset = d.end_offset;
+                            part.last_epoch = d.epoch;
+                            state.arrivals.push_back(Arrival::Truncated {
+                                key,
+                                generation: s.generation,
+                                from: s.offset,
+                                to: d.end_offset,
+                                epoch: d.epoch,
+                            });
+                            arrived = true;
+                        } else {
+                            // Nothing before the position is gone (the broker does
+                            // not know the epoch): fetch on without the check.
+                            part.last_epoch = -1;
                         }
                     }
                     Err(PartitionIssue::OutOfRange { offset }) => {
@@ -768,6 +814,7 @@ async fn fetch_round(
             && part.generation == generation
         {
             part.offset = *to;
+            part.last_epoch = -1;
             part.parked = false;
         }
         state.arrivals.push_back(arrival);

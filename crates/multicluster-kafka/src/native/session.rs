@@ -41,6 +41,7 @@ struct Held {
     leader_epoch: i32,
     max_bytes: i32,
     topic_id: Uuid,
+    last_fetched_epoch: i32,
     /// The request that last named it (or kept it).
     round: u64,
 }
@@ -125,6 +126,7 @@ impl FetchSession {
                         || h.leader_epoch != w.leader_epoch
                         || h.max_bytes != w.max_bytes
                         || h.topic_id != w.topic_id
+                        || h.last_fetched_epoch != w.last_fetched_epoch
                 })
             })
             .copied()
@@ -166,6 +168,7 @@ impl FetchSession {
                 leader_epoch: w.leader_epoch,
                 max_bytes: w.max_bytes,
                 topic_id: w.topic_id,
+                last_fetched_epoch: w.last_fetched_epoch,
                 round,
             };
             match self.held.get_mut(w.topic) {
@@ -215,13 +218,13 @@ impl Connection {
         loop {
             let full = session.id == 0;
             let request: FetchRequest = if full {
-                let mut request = fetch_request(wants, settings, by_id);
+                let mut request = fetch_request(wants, settings, version);
                 request.session_id = 0;
                 request.session_epoch = NEW_SESSION;
                 request
             } else {
                 let (changed, forgotten) = session.delta(wants);
-                let mut request = fetch_request(&changed, settings, by_id);
+                let mut request = fetch_request(&changed, settings, version);
                 request.session_id = session.id;
                 request.session_epoch = session.epoch;
                 request.forgotten_topics_data = forgotten;
@@ -282,6 +285,7 @@ mod tests {
             offset,
             leader_epoch: 3,
             max_bytes: 1024,
+            last_fetched_epoch: -1,
         }
     }
 

@@ -102,6 +102,11 @@ pub(crate) struct Polled {
     /// `(topic, partition, high watermark)` of every assigned partition, about once a
     /// second (empty in between).
     pub high_watermarks: Vec<(Arc<str>, i32, i64)>,
+    /// Splits whose log was truncated below what was fetched (KIP-320), each with
+    /// the offset fetched up to: the records of the log as it is now start below
+    /// what was handed out, after any left over from before (all below that
+    /// offset).
+    pub truncated: Vec<(SplitId, i64)>,
 }
 
 /// What wakes a fetcher: its thread, and a flag that says this fetcher (not another

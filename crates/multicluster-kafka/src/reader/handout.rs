@@ -139,6 +139,7 @@ impl<D: Deserializer> SourceReader<D> {
             }
         }
         self.note_high_watermarks(&cluster, polled.high_watermarks);
+        self.note_truncated(polled.truncated);
         // The batch's first run of records finds its split by lookup, so it is
         // counted as touched even if the previous batch ended on the same split.
         self.last = None;
@@ -154,6 +155,15 @@ impl<D: Deserializer> SourceReader<D> {
         self.handout.failed = polled.failed.map(|f| (cluster.clone(), *f));
         self.handout.cluster = Some(cluster);
         Some(found)
+    }
+
+    /// Marks the splits whose log was truncated below what was fetched.
+    pub(super) fn note_truncated(&mut self, truncated: Vec<(SplitId, i64)>) {
+        for (id, from) in truncated {
+            if let Some(i) = self.index.get(&id).copied() {
+                self.states[i].truncated = Some(from);
+            }
+        }
     }
 
     /// Takes the splits' high watermarks a poll reported (for their lag).
@@ -206,6 +216,16 @@ impl<D: Deserializer> SourceReader<D> {
             }
         };
         let state = &mut self.states[i];
+        if let Some(from) = state.truncated {
+            if offset < state.next_offset {
+                // The first record of the log as it is now, below what was
+                // handed out: the position goes back to it.
+                state.next_offset = offset;
+                state.truncated = None;
+            } else if offset >= from {
+                state.truncated = None;
+            }
+        }
         if state.finished || offset < state.next_offset {
             return false; // already handed out (a rebuilt consumer re-fetched it)
         }

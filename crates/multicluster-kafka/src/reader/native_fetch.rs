@@ -376,6 +376,9 @@ pub(crate) struct NativeFetch {
     arrivals: VecDeque<Arrival>,
     staging: Staging,
     slots: Vec<Slot>,
+    /// Splits whose log was truncated since the last poll, with the offset fetched
+    /// up to then (for [`Polled::truncated`]).
+    truncated: Vec<(SplitId, i64)>,
     last_lag_report: Instant,
 }
 
@@ -415,6 +418,7 @@ impl NativeFetch {
             arrivals: VecDeque::new(),
             staging: Staging::default(),
             slots: Vec::new(),
+            truncated: Vec::new(),
             last_lag_report: Instant::now()
                 .checked_sub(LAG_REPORT_INTERVAL)
                 .unwrap_or_else(Instant::now),
@@ -550,6 +554,35 @@ impl NativeFetch {
                 }
                 None
             }
+            Arrival::Truncated {
+                key,
+                generation,
+                from,
+                to,
+                epoch,
+            } => {
+                let part = self.parts.get_mut(&key)?;
+                if part.generation != generation {
+                    return None;
+                }
+                part.reader.seek(to);
+                let id = self.split_id(&key);
+                tracing::warn!(
+                    split = %id,
+                    offset = from,
+                    to,
+                    epoch,
+                    "log truncated below the position (an unclean leader election?): the records fetched from `to` on are no longer in the log; reading on from there"
+                );
+                metrics::counter!(
+                    crate::metrics::OFFSET_RESETS,
+                    "cluster" => self.cluster.to_string(),
+                    "topic" => key.0.to_string()
+                )
+                .increment(1);
+                self.truncated.push((id, from));
+                None
+            }
             Arrival::OutOfRange {
                 key,
                 generation,
@@ -670,6 +703,7 @@ impl<D: Deserializer> FetchPath<D> for NativeFetch {
                 }
             }
         }
+        polled.truncated = std::mem::take(&mut self.truncated);
         if !finished.is_empty() {
             finished.sort();
             finished.dedup();

@@ -26,6 +26,11 @@ pub(super) struct SplitState {
     /// diverged, `onMismatch: lowerBound`): records past this offset are left over
     /// from before and not handed out, until the re-read reaches back to it.
     pub(super) rewound: Option<i64>,
+    /// Set when its log was truncated below what was fetched (KIP-320), to the
+    /// offset fetched up to then: records below it may still come from before the
+    /// truncation, and the first record below the position (or any at or past this
+    /// offset) starts the log as it is now.
+    pub(super) truncated: Option<i64>,
     /// The newest record timestamp handed out (event time).
     pub(super) newest_ts: Option<i64>,
     /// The position at the last look for activity, and when it last moved (or the
@@ -52,6 +57,7 @@ impl SplitState {
             last: None,
             search: None,
             rewound: None,
+            truncated: None,
             newest_ts: None,
             seen_offset: next_offset,
             active_at: std::time::Instant::now(),

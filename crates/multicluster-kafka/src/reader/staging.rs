@@ -110,6 +110,7 @@ impl Staging {
                 if polled.records == 0
                     && polled.failed.is_none()
                     && polled.finished.is_empty()
+                    && polled.truncated.is_empty()
                     && self.leftover.is_none() =>
             {
                 Err(e)

@@ -355,6 +355,7 @@ impl<D: Deserializer> SourceReader<D> {
         polled: super::fetch_path::Polled,
     ) {
         self.note_high_watermarks(&cluster, polled.high_watermarks);
+        self.note_truncated(polled.truncated);
         let Some(mut order) = self.time_order.take() else {
             return;
         };

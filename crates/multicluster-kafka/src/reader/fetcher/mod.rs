@@ -237,6 +237,7 @@ pub(crate) fn drop_splits<V>(batch: &mut RecordBatch<V>, polled: &mut Polled, id
         polled.failed = None;
     }
     polled.finished.retain(|id| !ids.contains(id));
+    polled.truncated.retain(|(id, _)| !ids.contains(id));
 }
 
 /// Waits until a stopped fetcher has let its consumer go.

@@ -106,6 +106,7 @@ impl<D: Deserializer> Running<D> {
                     || polled.failed.is_some()
                     || !polled.finished.is_empty()
                     || !polled.high_watermarks.is_empty()
+                    || !polled.truncated.is_empty()
                 {
                     Answer::Batch(batch, polled)
                 } else {
