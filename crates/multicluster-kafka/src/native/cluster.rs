@@ -14,7 +14,8 @@
 //! a broker is asked again while the thread decodes.
 //!
 //! Memory: once the queue holds `budget` bytes, no broker task fetches until the
-//! thread takes some. Each partition has at most one fetch in flight, and an answer
+//! thread takes some; it takes an answer when it decodes it, so the answers
+//! waiting stay within the budget. Each partition has at most one fetch in flight, and an answer
 //! is applied only if the partition is still at the offset and the assignment
 //! (generation) it was fetched for: a partition removed, moved or read again from
 //! elsewhere never gets the old answer.
@@ -301,19 +302,22 @@ impl ClusterFetch {
         }
     }
 
-    /// Moves everything that arrived to `out`.
-    pub fn take(&self, out: &mut VecDeque<Arrival>) {
+    /// The oldest arrival, if any. Its records leave the budget: the thread takes
+    /// an answer only when it decodes it, so what waits, queued or taken, stays
+    /// within the budget.
+    pub fn take(&self) -> Option<Arrival> {
         let mut state = self.shared.state();
-        if state.arrivals.is_empty() {
-            return;
-        }
+        let arrival = state.arrivals.pop_front()?;
         let was_full = state.buffered >= self.shared.options.budget;
-        out.append(&mut state.arrivals);
-        state.buffered = 0;
+        if let Arrival::Records { answer, .. } = &arrival {
+            state.buffered = state.buffered.saturating_sub(answer.records.len());
+        }
+        let room = state.buffered < self.shared.options.budget;
         drop(state);
-        if was_full {
+        if was_full && room {
             self.shared.changed.notify_waiters();
         }
+        Some(arrival)
     }
 
     /// The high watermark of each partition that had an answer.

@@ -4,7 +4,7 @@
 //! time ([`PartitionReader`]). Chosen per cluster by `fetch.backend`
 //! ([`choose`]); docs/native-fetch.md says what it supports.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -373,7 +373,6 @@ pub(crate) struct NativeFetch {
     topics: HashMap<String, Arc<str>>,
     options: PartitionOptions,
     include_headers: bool,
-    arrivals: VecDeque<Arrival>,
     staging: Staging,
     slots: Vec<Slot>,
     /// Splits whose log was truncated since the last poll, with the offset fetched
@@ -415,7 +414,6 @@ impl NativeFetch {
             topics: HashMap::new(),
             options,
             include_headers: opening.include_headers,
-            arrivals: VecDeque::new(),
             staging: Staging::default(),
             slots: Vec::new(),
             truncated: Vec::new(),
@@ -664,7 +662,6 @@ impl<D: Deserializer> FetchPath<D> for NativeFetch {
             return Err(e);
         }
         let lag_due = self.last_lag_report.elapsed() >= LAG_REPORT_INTERVAL;
-        self.fetch.take(&mut self.arrivals);
         let mut data = self.staging.buffer();
         self.slots.clear();
         let mut finished: Vec<PartKey> = Vec::new();
@@ -672,7 +669,7 @@ impl<D: Deserializer> FetchPath<D> for NativeFetch {
         // Whole answers, until they give `max` records (those past it wait for the
         // next poll).
         while self.slots.len() < max {
-            let Some(arrival) = self.arrivals.pop_front() else {
+            let Some(arrival) = self.fetch.take() else {
                 break;
             };
             let mut index = |t: &Arc<str>| out.topic_index(t);
