@@ -71,6 +71,10 @@ pub struct OutputArgs {
     /// Leave out the franz-go peer (built with Go from the module proxy).
     #[arg(long)]
     no_franz: bool,
+    /// `queued.max.messages.kbytes` for the `mck` sides (their byte budget of
+    /// fetched records; librdkafka's and the native path's default is 65536).
+    #[arg(long)]
+    budget_kb: Option<u64>,
 }
 
 /// One measured side.
@@ -134,6 +138,8 @@ struct Run {
     broker_cpu: f64,
     /// Lines the child printed (counted only into a pipe).
     lines: Option<u64>,
+    /// The child's peak resident set size, MiB.
+    rss_mib: f64,
 }
 
 /// `java` of `JAVA_HOME`, else the one on the path.
@@ -154,6 +160,8 @@ struct Setup {
     kafka_libs: Option<PathBuf>,
     /// The franz-go peer.
     franz: Option<PathBuf>,
+    /// `queued.max.messages.kbytes` for the `mck` sides.
+    budget_kb: Option<u64>,
 }
 
 /// The command line of `side`.
@@ -174,6 +182,9 @@ fn command(side: Side, s: &Setup) -> Command {
                 "fetch.backend=librdkafka"
             };
             c.args(["-X", backend]);
+            if let Some(kb) = s.budget_kb {
+                c.arg("-X").arg(format!("queued.max.messages.kbytes={kb}"));
+            }
             c
         }
         Side::Franz => {
@@ -271,6 +282,7 @@ fn run(side: Side, mut cmd: Command, sink: Sink, broker: &[u32]) -> Run {
         cpu: tv(usage.ru_utime) + tv(usage.ru_stime),
         broker_cpu,
         lines,
+        rss_mib: usage.ru_maxrss as f64 / 1024.0,
     }
 }
 
@@ -324,6 +336,7 @@ pub fn output(args: &OutputArgs) {
         records: args.records,
         kafka_libs,
         franz,
+        budget_kb: args.budget_kb,
     };
 
     let expected = args.records as u64;
@@ -379,13 +392,16 @@ fn print_table(args: &OutputArgs, sides: &[Side], runs: &[Vec<Run>], mck: &Path)
     println!(
         "CLI output paths, {date}, {cores} cores, load average at the end {load}; \
          {} records of {} B (8 B keys) in {} partitions, one broker; whole processes, \
-         spawn to exit, output to /dev/null; {} rounds after {} warm-up, medians; mck: {}",
+         spawn to exit, output to /dev/null; {} rounds after {} warm-up, medians; mck: {}{}",
         args.records,
         args.load.value_size,
         args.load.partitions,
         runs[0].len(),
         args.warmup.max(1),
         mck.display(),
+        args.budget_kb
+            .map(|kb| format!(", with queued.max.messages.kbytes={kb}"))
+            .unwrap_or_default(),
     );
     println!();
     let base = sides
@@ -401,9 +417,9 @@ fn print_table(args: &OutputArgs, sides: &[Side], runs: &[Vec<Run>], mck: &Path)
             .collect()
     };
     println!(
-        "| side | wall s (median) | wall s (best) | records/s | client CPU s | broker CPU s | speed vs kcat bare values | single rounds |"
+        "| side | wall s (median) | wall s (best) | records/s | client CPU s | broker CPU s | peak RSS MiB | speed vs kcat bare values | single rounds |"
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|");
     for (i, side) in sides.iter().enumerate() {
         let secs = med(i, |r| r.secs);
         let best = runs[i].iter().map(|r| r.secs).fold(f64::INFINITY, f64::min);
@@ -411,11 +427,12 @@ fn print_table(args: &OutputArgs, sides: &[Side], runs: &[Vec<Run>], mck: &Path)
         let lo = r.iter().copied().fold(f64::INFINITY, f64::min);
         let hi = r.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         println!(
-            "| {} | {secs:.2} | {best:.2} | {:.0} | {:.2} | {:.2} | **{:.2}×** | {lo:.2}–{hi:.2} |",
+            "| {} | {secs:.2} | {best:.2} | {:.0} | {:.2} | {:.2} | {:.0} | **{:.2}×** | {lo:.2}–{hi:.2} |",
             side.name(),
             n / secs,
             med(i, |r| r.cpu),
             med(i, |r| r.broker_cpu),
+            med(i, |r| r.rss_mib),
             median(r.clone()),
         );
     }
