@@ -20,6 +20,8 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use mck_bench::peers;
@@ -138,7 +140,8 @@ struct Run {
     broker_cpu: f64,
     /// Lines the child printed (counted only into a pipe).
     lines: Option<u64>,
-    /// The child's peak resident set size, MiB.
+    /// The child's peak resident set size, MiB (its `VmHWM`, read every 5 ms while
+    /// it runs).
     rss_mib: f64,
 }
 
@@ -261,6 +264,22 @@ fn run(side: Side, mut cmd: Command, sink: Sink, broker: &[u32]) -> Run {
         s
     });
     let pid = child.id() as libc::pid_t;
+    // The peak RSS from the child's own /proc entry while it runs: wait4's
+    // ru_maxrss also counts the memory of this process it was spawned from.
+    let watching = Arc::new(AtomicBool::new(true));
+    let watcher = {
+        let watching = watching.clone();
+        std::thread::spawn(move || {
+            let mut peak_kb = 0u64;
+            while watching.load(Ordering::Relaxed) {
+                if let Some(kb) = vm_hwm_kb(pid) {
+                    peak_kb = peak_kb.max(kb);
+                }
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            peak_kb
+        })
+    };
     let mut status = 0;
     // SAFETY: zeroed rusage is a valid value; wait4 fills it for our own child.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
@@ -268,6 +287,8 @@ fn run(side: Side, mut cmd: Command, sink: Sink, broker: &[u32]) -> Run {
     let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
     let secs = start.elapsed().as_secs_f64();
     let broker_cpu = pids_cpu(broker) - broker_before;
+    watching.store(false, Ordering::Relaxed);
+    let peak_kb = watcher.join().expect("the RSS watcher");
     assert_eq!(r, pid, "wait4 on {}", side.name());
     let lines = counter.map(|c| c.join().expect("the line counter"));
     let errors = errors.join().expect("the stderr reader");
@@ -282,8 +303,15 @@ fn run(side: Side, mut cmd: Command, sink: Sink, broker: &[u32]) -> Run {
         cpu: tv(usage.ru_utime) + tv(usage.ru_stime),
         broker_cpu,
         lines,
-        rss_mib: usage.ru_maxrss as f64 / 1024.0,
+        rss_mib: peak_kb as f64 / 1024.0,
     }
+}
+
+/// `VmHWM` (peak resident set size, KiB) of a running process.
+fn vm_hwm_kb(pid: libc::pid_t) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// The `output` command.
