@@ -67,6 +67,16 @@ async fn open_bounded(b: SourceBuilder<Utf8>) -> KafkaSourceStream<Utf8> {
         .unwrap()
 }
 
+/// Opens the source `b` builds from the logs' starts on, without stops.
+async fn open_following(b: SourceBuilder<Utf8>) -> KafkaSourceStream<Utf8> {
+    b.starting_offsets(StartingOffsets::Earliest)
+        .build()
+        .unwrap()
+        .open()
+        .await
+        .unwrap()
+}
+
 /// Reads a bounded source to its stops (within [`PATIENCE`]).
 async fn drained(stream: &mut KafkaSourceStream<Utf8>) -> Vec<Seen> {
     tokio::time::timeout(PATIENCE, drain(stream))
@@ -174,14 +184,10 @@ fn a_client_rack_is_read_from_the_replica_there_and_from_the_leader_when_it_dies
             "np-rack",
             meta_at(rack.proxied_bootstrap_servers(), &[topic]),
         );
-        let mut stream = native(source_over(stream))
-            .property("client.rack", format!("rack-{near}"))
-            .starting_offsets(StartingOffsets::Earliest)
-            .build()
-            .unwrap()
-            .open()
-            .await
-            .unwrap();
+        let mut stream = open_following(
+            native(source_over(stream)).property("client.rack", format!("rack-{near}")),
+        )
+        .await;
         let mut seen = support::take(&mut stream, 20_000).await;
         let after = bytes_down(&rack);
         let sent: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
@@ -250,13 +256,7 @@ fn a_log_truncated_by_an_unclean_election_is_read_on_from_where_the_logs_part() 
     };
     mck_testkit::runtime().block_on(async {
         let stream = KafkaStream::new("s").with_cluster("np-trunc", meta(&cluster, &[topic]));
-        let mut stream = native(source_over(stream))
-            .starting_offsets(StartingOffsets::Earliest)
-            .build()
-            .unwrap()
-            .open()
-            .await
-            .unwrap();
+        let mut stream = open_following(native(source_over(stream))).await;
         // A: on both replicas.
         cluster.produce(topic, &values("a", 100)).unwrap();
         let mut seen = support::take(&mut stream, 100).await;
