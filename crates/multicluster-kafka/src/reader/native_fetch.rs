@@ -440,6 +440,24 @@ impl NativeFetch {
         }
     }
 
+    /// Moves a partition's reader to `to` (its position was reset, or its log
+    /// truncated) and counts the reset. Returns the partition's stop, or `None` when
+    /// the arrival is of an assignment it no longer has.
+    fn reset_to(&mut self, key: &PartKey, generation: u64, to: i64) -> Option<Option<i64>> {
+        let part = self.parts.get_mut(key)?;
+        if part.generation != generation {
+            return None;
+        }
+        part.reader.seek(to);
+        metrics::counter!(
+            crate::metrics::OFFSET_RESETS,
+            "cluster" => self.cluster.to_string(),
+            "topic" => key.0.to_string()
+        )
+        .increment(1);
+        Some(part.stop)
+    }
+
     /// Takes one arrival's records into `slots` (keys and values into `data`);
     /// returns a fatal error, if the arrival is one, and whether the split reached
     /// its stop.
@@ -527,11 +545,7 @@ impl NativeFetch {
                 log_start,
                 log_end,
             } => {
-                let part = self.parts.get_mut(&key)?;
-                if part.generation != generation {
-                    return None;
-                }
-                part.reader.seek(to);
+                let stop = self.reset_to(&key, generation, to)?;
                 let split = format!("{}/{}/{}", self.cluster, key.0, key.1);
                 tracing::warn!(
                     split = %split,
@@ -541,13 +555,7 @@ impl NativeFetch {
                     to,
                     "position outside the log (records deleted, or the topic re-created); resetting as the out-of-range policy says"
                 );
-                metrics::counter!(
-                    crate::metrics::OFFSET_RESETS,
-                    "cluster" => self.cluster.to_string(),
-                    "topic" => key.0.to_string()
-                )
-                .increment(1);
-                if part.stop.is_some_and(|s| to >= s) {
+                if stop.is_some_and(|s| to >= s) {
                     finished.push(key);
                 }
                 None
@@ -559,11 +567,7 @@ impl NativeFetch {
                 to,
                 epoch,
             } => {
-                let part = self.parts.get_mut(&key)?;
-                if part.generation != generation {
-                    return None;
-                }
-                part.reader.seek(to);
+                self.reset_to(&key, generation, to)?;
                 let id = self.split_id(&key);
                 tracing::warn!(
                     split = %id,
@@ -572,12 +576,6 @@ impl NativeFetch {
                     epoch,
                     "log truncated below the position (an unclean leader election?): the records fetched from `to` on are no longer in the log; reading on from there"
                 );
-                metrics::counter!(
-                    crate::metrics::OFFSET_RESETS,
-                    "cluster" => self.cluster.to_string(),
-                    "topic" => key.0.to_string()
-                )
-                .increment(1);
                 self.truncated.push((id, from));
                 None
             }
