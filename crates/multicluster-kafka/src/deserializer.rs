@@ -3,7 +3,7 @@
 //! A [`Deserializer`] sees the whole [`RawRecord`] (cluster id included) and returns the
 //! value the user gets in [`Record::value`](crate::record::Record). Ready-made ones:
 //! [`RawValue`] (the bytes, without a copy), [`NullableValue`] (the same, tombstones
-//! as `None`), [`Utf8`], [`Json`]; [`ValueOnly`] gathers
+//! as `None`), [`InBatch`] (none: the bytes stay in the batch), [`Utf8`], [`Json`]; [`ValueOnly`] gathers
 //! them under the names used in the design (`ValueOnly::<String>::utf8()`).
 
 use std::marker::PhantomData;
@@ -133,6 +133,31 @@ impl Deserializer for NullableValue {
 
     fn deserialize(&self, record: &RawRecord<'_>) -> Result<Option<Bytes>, DeserializeError> {
         Ok(record.value.map(|_| record.value_bytes()))
+    }
+}
+
+/// No value per record: the bytes stay where they were fetched, in the batch, and
+/// [`RecordRef::raw_value`](crate::record::RecordRef::raw_value) reads them, with
+/// no handle or reference count per record. For readers of whole batches
+/// ([`next_batch`](crate::KafkaSourceStream::next_batch)) that only pass the bytes
+/// on; a record taken on its own (`next`) has no value to give, so readers of
+/// single records want [`NullableValue`].
+///
+/// ```
+/// use multicluster_kafka::deserializer::{Deserializer, InBatch};
+/// use multicluster_kafka::record::RawRecord;
+/// let raw = RawRecord { cluster: "c", topic: "t", partition: 0, offset: 0,
+///     timestamp: None, key: None, value: Some(b"hi"), headers: &[], shared: None };
+/// assert_eq!(InBatch.deserialize(&raw), Ok(()));
+/// ```
+#[derive(Clone, Copy, Debug, Default)]
+pub struct InBatch;
+
+impl Deserializer for InBatch {
+    type Value = ();
+
+    fn deserialize(&self, _: &RawRecord<'_>) -> Result<(), DeserializeError> {
+        Ok(())
     }
 }
 

@@ -137,6 +137,10 @@ pub(crate) struct BatchEntry<V> {
     /// the fetch thread's profile at 100-byte records.
     key_start: usize,
     key_len: u32,
+    /// Where the value's bytes as fetched are in the batch's data ([`NO_KEY`]'s
+    /// length for a null value), for [`RecordRef::raw_value`].
+    value_start: usize,
+    value_len: u32,
     /// Key + value bytes, for the metrics.
     pub bytes: u32,
     pub headers: EntryHeaders,
@@ -145,20 +149,18 @@ pub(crate) struct BatchEntry<V> {
 
 impl<V> BatchEntry<V> {
     /// An entry; `at` is its topic index, partition and offset, `mark` its timestamp
-    /// and fingerprint hash, `key` where its key is in the batch's data (start,
-    /// length).
+    /// and fingerprint hash, `raw` where its key and its value are in the batch's
+    /// data (start, length).
     pub(crate) fn new(
         at: (u32, i32, i64),
         (timestamp, hash): (Option<i64>, u64),
-        key: Option<(usize, u32)>,
+        raw: RawSpans,
         bytes: u32,
         headers: EntryHeaders,
         value: V,
     ) -> Self {
-        let (key_start, key_len) = match key {
-            Some((start, len)) if len != NO_KEY => (start, len),
-            _ => (0, NO_KEY),
-        };
+        let (key_start, key_len) = packed(raw.key);
+        let (value_start, value_len) = packed(raw.value);
         let (topic, partition, offset) = at;
         Self {
             topic,
@@ -168,6 +170,8 @@ impl<V> BatchEntry<V> {
             hash,
             key_start,
             key_len,
+            value_start,
+            value_len,
             bytes,
             headers,
             value,
@@ -183,13 +187,42 @@ impl<V> BatchEntry<V> {
     pub(crate) fn key(&self) -> Option<(usize, u32)> {
         (self.key_len != NO_KEY).then_some((self.key_start, self.key_len))
     }
+
+    /// Where the value as fetched is in the batch's data, unless it is null.
+    pub(crate) fn raw_value(&self) -> Option<(usize, u32)> {
+        (self.value_len != NO_KEY).then_some((self.value_start, self.value_len))
+    }
+}
+
+/// Where a record's key and value are in its batch's data (start, length; `None`
+/// when null).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct RawSpans {
+    pub key: Option<(usize, u32)>,
+    pub value: Option<(usize, u32)>,
+}
+
+/// A span as an entry keeps it: a null one has the length [`NO_KEY`].
+fn packed(span: Option<(usize, u32)>) -> (usize, u32) {
+    match span {
+        Some((start, len)) if len != NO_KEY => (start, len),
+        _ => (0, NO_KEY),
+    }
+}
+
+/// A moved entry's key and value as fetched (see [`RecordBatch::into_moved`]).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct MovedBytes {
+    pub key: Option<Bytes>,
+    pub value: Option<Bytes>,
 }
 
 /// A [`BatchEntry`]'s timestamp when the record has none (Kafka's own "no
 /// timestamp" is -1, which a record may still carry; this one it cannot).
 const NO_TIMESTAMP: i64 = i64::MIN;
 
-/// No record's key is this long ([`BatchEntry`]'s key length of a record without a key).
+/// No record's key or value is this long ([`BatchEntry`]'s length of a null key or
+/// value).
 const NO_KEY: u32 = u32::MAX;
 
 /// A record's headers, boxed: most records have none (and a source built with
@@ -223,7 +256,7 @@ impl<V> BatchEntry<V> {
         Self::new(
             (topic, partition, offset),
             (None, 0),
-            None,
+            RawSpans::default(),
             bytes,
             EntryHeaders::default(),
             value,
@@ -235,7 +268,7 @@ impl<V> BatchEntry<V> {
         Self::new(
             (topic, partition, offset),
             (Some(timestamp), 0),
-            None,
+            RawSpans::default(),
             0,
             EntryHeaders::default(),
             value,
@@ -290,38 +323,40 @@ impl<V> RecordBatch<V> {
         });
     }
 
-    /// Takes the entries out, each with its topic and its key (a slice of the batch's
-    /// data, shared, not copied), to go into other batches ([`Self::push_moved`]).
-    pub(crate) fn into_moved(
-        self,
-    ) -> impl Iterator<Item = (Arc<str>, Option<Bytes>, BatchEntry<V>)> {
+    /// Takes the entries out, each with its topic, its key and its value as fetched
+    /// (slices of the batch's data, shared, not copied), to go into other batches
+    /// ([`Self::push_moved`]).
+    pub(crate) fn into_moved(self) -> impl Iterator<Item = (Arc<str>, MovedBytes, BatchEntry<V>)> {
         let (topics, data) = (self.topics, self.data);
         self.entries.into_iter().map(move |e| {
-            let key = e
-                .key()
-                .map(|(start, len)| data.slice(start..start + len as usize));
-            (topics[e.topic as usize].clone(), key, e)
+            let slice = |(start, len): (usize, u32)| data.slice(start..start + len as usize);
+            let bytes = MovedBytes {
+                key: e.key().map(slice),
+                value: e.raw_value().map(slice),
+            };
+            (topics[e.topic as usize].clone(), bytes, e)
         })
     }
 
-    /// Adds an entry taken by [`Self::into_moved`]; its key goes to the end of
-    /// `data`, which becomes the batch's data with [`Self::set_data`].
+    /// Adds an entry taken by [`Self::into_moved`]; its key and value go to the end
+    /// of `data`, which becomes the batch's data with [`Self::set_data`].
     pub(crate) fn push_moved(
         &mut self,
         topic: &Arc<str>,
-        key: Option<&[u8]>,
+        bytes: &MovedBytes,
         mut entry: BatchEntry<V>,
         data: &mut Vec<u8>,
     ) {
         entry.topic = self.topic_index(topic);
-        match key {
-            Some(key) => {
-                entry.key_start = data.len();
-                entry.key_len = u32::try_from(key.len()).unwrap_or(NO_KEY - 1);
-                data.extend_from_slice(key);
-            }
-            None => (entry.key_start, entry.key_len) = (0, NO_KEY),
-        }
+        let mut copy = |b: &Option<Bytes>| {
+            packed(b.as_deref().map(|b| {
+                let start = data.len();
+                data.extend_from_slice(b);
+                (start, u32::try_from(b.len()).unwrap_or(NO_KEY - 1))
+            }))
+        };
+        (entry.key_start, entry.key_len) = copy(&bytes.key);
+        (entry.value_start, entry.value_len) = copy(&bytes.value);
         self.entries.push(entry);
     }
 
@@ -366,9 +401,10 @@ impl<V> RecordBatch<V> {
             partition: e.partition,
             offset: e.offset,
             timestamp: e.timestamp(),
-            key: e.key().map(|k| &self.data[key_range(k)]),
+            key: e.key().map(|k| &self.data[span_range(k)]),
             headers: e.headers.as_slice(),
             value: &e.value,
+            raw_value: e.raw_value().map(|v| &self.data[span_range(v)]),
             data: &self.data,
         }
     }
@@ -387,7 +423,7 @@ impl<V> RecordBatch<V> {
             partition: e.partition,
             offset: e.offset,
             timestamp: e.timestamp(),
-            key: e.key().map(|k| data.slice(key_range(k))),
+            key: e.key().map(|k| data.slice(span_range(k))),
             headers: e.headers.into_vec(),
             value: e.value,
         }
@@ -405,7 +441,7 @@ impl<V> RecordBatch<V> {
     }
 }
 
-fn key_range((start, len): (usize, u32)) -> std::ops::Range<usize> {
+fn span_range((start, len): (usize, u32)) -> std::ops::Range<usize> {
     start..start + len as usize
 }
 
@@ -430,6 +466,8 @@ pub struct RecordRef<'a, V> {
     pub headers: &'a [(String, Option<Vec<u8>>)],
     /// The deserialized value.
     pub value: &'a V,
+    /// The value's bytes as fetched, in the batch's buffer.
+    raw_value: Option<&'a [u8]>,
     /// The batch's buffer, which `key` is part of.
     data: &'a Bytes,
 }
@@ -442,10 +480,36 @@ impl<V> Clone for RecordRef<'_, V> {
 
 impl<V> Copy for RecordRef<'_, V> {}
 
-impl<V> RecordRef<'_, V> {
+impl<'a, V> RecordRef<'a, V> {
     /// The key as shared [`Bytes`] (no copy).
     pub fn key_bytes(&self) -> Option<Bytes> {
         self.key.map(|k| self.data.slice_ref(k))
+    }
+
+    /// The value's bytes as they were fetched, before the deserializer saw them
+    /// (`None` for a tombstone), borrowed from the batch: whatever the deserializer.
+    /// A reader that only needs the bytes can skip per-record values altogether with
+    /// [`InBatch`](crate::deserializer::InBatch):
+    ///
+    /// ```no_run
+    /// # async fn run(mut stream: multicluster_kafka::KafkaSourceStream<multicluster_kafka::deserializer::InBatch>)
+    /// # -> Result<(), multicluster_kafka::error::SourceError> {
+    /// // built with .deserializer(InBatch)
+    /// while let Some(batch) = stream.next_batch().await {
+    ///     for record in batch?.iter() {
+    ///         let bytes = record.raw_value().unwrap_or_default();
+    ///         println!("{} bytes", bytes.len());
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn raw_value(&self) -> Option<&'a [u8]> {
+        self.raw_value
+    }
+
+    /// The value's bytes as fetched, as shared [`Bytes`] (no copy).
+    pub fn raw_value_bytes(&self) -> Option<Bytes> {
+        self.raw_value.map(|v| self.data.slice_ref(v))
     }
 
     /// The split this record belongs to.
@@ -602,31 +666,32 @@ mod tests {
         topic: u32,
         partition: i32,
         offset: i64,
-        key: Option<(usize, u32)>,
+        (key, raw): (Option<(usize, u32)>, Option<(usize, u32)>),
         value: &str,
     ) -> BatchEntry<String> {
         BatchEntry::new(
             (topic, partition, offset),
             (Some(offset * 10), 0),
-            key,
+            RawSpans { key, value: raw },
             0,
             EntryHeaders::default(),
             value.to_string(),
         )
     }
 
-    /// Two topics; keys "k1" and "k2" in the shared data, one record without a key.
+    /// Two topics; keys "k1" and "k2" and raw values "X" and "Z" in the shared data,
+    /// one record without either.
     fn batch() -> RecordBatch<String> {
         let mut b = RecordBatch::new(Arc::from("east"));
         let (a, t) = (Arc::from("a"), Arc::from("b"));
         assert_eq!(b.topic_index(&a), 0);
         assert_eq!(b.topic_index(&t), 1);
         assert_eq!(b.topic_index(&a), 0, "a topic is added once");
-        b.data = Bytes::from_static(b"k1k2");
+        b.data = Bytes::from_static(b"k1k2XZ");
         b.entries = vec![
-            entry(0, 0, 5, Some((0, 2)), "x"),
-            entry(1, 3, 9, None, "y"),
-            entry(0, 0, 6, Some((2, 2)), "z"),
+            entry(0, 0, 5, (Some((0, 2)), Some((4, 1))), "x"),
+            entry(1, 3, 9, (None, None), "y"),
+            entry(0, 0, 6, (Some((2, 2)), Some((5, 1))), "z"),
         ];
         b
     }
@@ -654,6 +719,9 @@ mod tests {
         let first = b.get(0).unwrap();
         assert_eq!(first.key, Some(&b"k1"[..]));
         assert_eq!(first.key_bytes().as_deref(), Some(&b"k1"[..]));
+        assert_eq!(first.raw_value(), Some(&b"X"[..]));
+        assert_eq!(first.raw_value_bytes().as_deref(), Some(&b"X"[..]));
+        assert_eq!(b.get(1).unwrap().raw_value(), None, "a null value");
         assert_eq!(
             first.split_id().to_string(),
             b.iter().next().unwrap().split_id().to_string()
@@ -677,18 +745,20 @@ mod tests {
             ["y", "z"]
         );
         assert_eq!(rest.get(1).unwrap().key, Some(&b"k2"[..]));
+        assert_eq!(rest.get(1).unwrap().raw_value(), Some(&b"Z"[..]));
     }
 
     #[test]
     fn an_entry_of_a_shared_value_stays_small_and_keeps_keys_and_headers() {
-        // 120 bytes with the key as `Option<(usize, u32)>` and headers as a `Vec`.
+        // 136 bytes with the key and value spans as `Option<(usize, u32)>` and
+        // headers as a `Vec`.
         let size = std::mem::size_of::<BatchEntry<Bytes>>();
-        assert!(size <= 88, "{size} bytes");
+        assert!(size <= 104, "{size} bytes");
         let with_key = |key| {
             BatchEntry::new(
                 (0, 0, 0),
                 (None, 0),
-                key,
+                RawSpans { key, value: None },
                 0,
                 EntryHeaders::default(),
                 Bytes::new(),

@@ -10,7 +10,7 @@ use bytes::Bytes;
 
 use crate::deserializer::Deserializer;
 use crate::error::SourceError;
-use crate::record::{BatchEntry, RawRecord, RecordBatch};
+use crate::record::{BatchEntry, RawRecord, RawSpans, RecordBatch};
 use crate::split::SplitId;
 
 use super::fetch_path::{Failed, Polled};
@@ -190,7 +190,10 @@ impl Staging {
                     out.entries.push(BatchEntry::new(
                         (slot.topic, slot.partition, slot.offset),
                         (slot.timestamp, slot.hash),
-                        slot.key,
+                        RawSpans {
+                            key: slot.key,
+                            value: slot.value,
+                        },
                         bytes,
                         slot.headers.into(),
                         value,

@@ -20,12 +20,10 @@ use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Instant;
 
-use bytes::Bytes;
-
 use super::SourceReader;
 use super::fetch_path::Failed;
 use crate::deserializer::Deserializer;
-use crate::record::{BatchEntry, RecordBatch};
+use crate::record::{BatchEntry, MovedBytes, RecordBatch};
 use crate::split::SplitId;
 
 /// Up to which event time held records may go out.
@@ -89,7 +87,7 @@ enum Held<V> {
     Record {
         ts: i64,
         topic: Arc<str>,
-        key: Option<Bytes>,
+        bytes: MovedBytes,
         entry: BatchEntry<V>,
     },
     Failed {
@@ -177,7 +175,7 @@ impl<V> TimeOrder<V> {
         let wall = crate::base::retention::now_ms();
         let event = |v: Option<&V>, ts: Option<i64>| event(v, ts).map(|t| t.min(wall));
         let mut last: Option<(Arc<str>, i32, usize)> = None;
-        for (topic, key, entry) in batch.into_moved() {
+        for (topic, bytes, entry) in batch.into_moved() {
             let i = match &last {
                 Some((t, p, i)) if *p == entry.partition && Arc::ptr_eq(t, &topic) => *i,
                 _ => {
@@ -200,7 +198,7 @@ impl<V> TimeOrder<V> {
             q.items.push_back(Held::Record {
                 ts,
                 topic,
-                key,
+                bytes,
                 entry,
             });
             self.held += 1;
@@ -322,8 +320,11 @@ impl<V> TimeOrder<V> {
             };
             match q.items.pop_front() {
                 Some(Held::Record {
-                    topic, key, entry, ..
-                }) => batch.push_moved(&topic, key.as_deref(), entry, &mut data),
+                    topic,
+                    bytes,
+                    entry,
+                    ..
+                }) => batch.push_moved(&topic, &bytes, entry, &mut data),
                 Some(failed @ Held::Failed { .. }) => {
                     // A failed record after records: it waits for the next release.
                     q.items.push_front(failed);
@@ -442,6 +443,7 @@ impl<D: Deserializer> SourceReader<D> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::Bytes;
     use std::time::Duration;
 
     fn id(cluster: &str, partition: i32) -> SplitId {
@@ -457,7 +459,11 @@ mod tests {
         for (p, o, ts) in records {
             let key = format!("k{o}");
             let entry = BatchEntry::timed(0, *p, *o, *ts, format!("{cluster}/{p}/{o}"));
-            b.push_moved(&t, Some(key.as_bytes()), entry, &mut data);
+            let bytes = MovedBytes {
+                key: Some(Bytes::from(key)),
+                value: Some(Bytes::from(format!("raw {o}"))),
+            };
+            b.push_moved(&t, &bytes, entry, &mut data);
         }
         b.set_data(data);
         b
@@ -544,6 +550,7 @@ mod tests {
             "b/0/0 (12) is next, of another cluster"
         );
         assert_eq!(b.get(0).unwrap().key, Some(&b"k0"[..]));
+        assert_eq!(b.get(0).unwrap().raw_value(), Some(&b"raw 0"[..]));
         let b = o.release(Bound::Upto(15), 100).batch.unwrap();
         assert_eq!(values(&b), ["b/0/0"]);
         let b = o.release(Bound::Upto(15), 100).batch.unwrap();
