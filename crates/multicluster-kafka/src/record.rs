@@ -365,6 +365,20 @@ impl<V> RecordBatch<V> {
         self.data = Bytes::from(data);
     }
 
+    /// The entries from `at` on, as a batch of their own sharing this one's data;
+    /// `None` when there are none.
+    pub(crate) fn split_off(&mut self, at: usize) -> Option<Self> {
+        (self.entries.len() > at).then(|| Self {
+            cluster: self.cluster.clone(),
+            topics: self.topics.clone(),
+            streams: self.streams.clone(),
+            no_streams: self.no_streams.clone(),
+            data: self.data.clone(),
+            entries: self.entries.split_off(at),
+            watermark: None,
+        })
+    }
+
     /// Logical id of the cluster every record of the batch comes from.
     pub fn cluster(&self) -> &Arc<str> {
         &self.cluster

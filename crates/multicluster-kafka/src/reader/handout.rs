@@ -407,15 +407,20 @@ impl<D: Deserializer> SourceReader<D> {
 
     /// Hands out the buffered records as one batch, advancing their splits'
     /// positions; then the deserialization failure after them, if any.
-    pub(super) fn take_batch(&mut self) -> Option<Result<RecordBatch<D::Value>, SourceError>> {
+    pub(super) fn take_batch(
+        &mut self,
+        max: usize,
+    ) -> Option<Result<RecordBatch<D::Value>, SourceError>> {
         if let Some(e) = self.handout.diverged.pop() {
             return Some(Err(e));
         }
-        if let Some(rest) = self.handout.records.take() {
+        while let Some(rest) = self.handout.records.take() {
             let mut batch = rest.into_batch();
+            // Past `max`, the records wait for the next call, as after `next`.
+            self.handout.records = batch.split_off(max.max(1)).map(RecordBatch::into_iter);
             self.accept_batch(&mut batch);
             if !batch.is_empty() {
-                if self.handout.failed.is_none() {
+                if self.handout.failed.is_none() && self.handout.records.is_none() {
                     self.buffer_done();
                 } else {
                     self.report_lag();

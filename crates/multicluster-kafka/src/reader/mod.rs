@@ -232,11 +232,24 @@ impl<D: Deserializer> SourceReader<D> {
     ///
     /// Cancel-safe: dropping the future loses nothing.
     pub async fn next_batch(&mut self) -> Option<Result<RecordBatch<D::Value>, SourceError>> {
+        self.next_batch_up_to(usize::MAX).await
+    }
+
+    /// [`next_batch`](Self::next_batch), with at most `max` records (at least one):
+    /// the rest of what was polled comes with the next call, and positions advance
+    /// only past the records handed out. For a reader that must stop at an exact
+    /// count without taking records it will not use.
+    ///
+    /// Cancel-safe: dropping the future loses nothing.
+    pub async fn next_batch_up_to(
+        &mut self,
+        max: usize,
+    ) -> Option<Result<RecordBatch<D::Value>, SourceError>> {
         loop {
             if self.closed {
                 return None;
             }
-            if let Some(r) = self.take_batch() {
+            if let Some(r) = self.take_batch(max) {
                 return Some(r);
             }
             match self.fill().await {
@@ -345,7 +358,37 @@ mod tests {
                 .push(BatchEntry::timed(k, *p, *o, *ts, format!("{p}/{o}")));
         }
         r.handout.records = Some(batch.into_iter());
-        r.take_batch().unwrap().unwrap()
+        r.take_batch(usize::MAX).unwrap().unwrap()
+    }
+
+    /// A batch of at most `max` records leaves the rest for the next call, and the
+    /// positions move only past what was handed out.
+    #[test]
+    fn a_batch_of_at_most_n_records_leaves_the_rest_and_their_positions() {
+        let mut r = reader();
+        r.apply(assign(&[(0, 0), (1, 0)])).unwrap();
+        let mut batch = RecordBatch::new("a".into());
+        let k = batch.topic_index(&Arc::from("t"));
+        for (p, o) in [(0, 0), (0, 1), (1, 0), (0, 2), (1, 1)] {
+            let entry = BatchEntry::timed(k, p, o, 1, format!("{p}/{o}"));
+            batch.entries.push(entry);
+        }
+        r.handout.records = Some(batch.into_iter());
+        let next = |r: &mut SourceReader<_>| {
+            r.positions()
+                .iter()
+                .map(|s| (s.id.partition, s.next_offset))
+                .collect::<Vec<_>>()
+        };
+        let values = |b: RecordBatch<String>| b.into_iter().map(|r| r.value).collect::<Vec<_>>();
+        let first = r.take_batch(2).unwrap().unwrap();
+        assert_eq!(values(first), ["0/0", "0/1"]);
+        assert_eq!(next(&mut r), [(0, 2), (1, 0)]);
+        let second = r.take_batch(0).unwrap().unwrap();
+        assert_eq!(values(second), ["1/0"], "at least one record");
+        assert_eq!(values(r.take_batch(9).unwrap().unwrap()), ["0/2", "1/1"]);
+        assert_eq!(next(&mut r), [(0, 3), (1, 2)]);
+        assert!(r.take_batch(9).is_none());
     }
 
     /// `mck_watermark_lag_seconds` by stream and cluster: the wall clock less the
@@ -556,7 +599,7 @@ mod tests {
             let found = r.buffer("a".into(), batch_of(0..3), polled(3, &[(0, 10), (1, 5)]));
             assert_eq!(found, Some(3));
             assert_eq!(lags(&snapshotter), BTreeMap::new(), "not handed out yet");
-            assert_eq!(r.take_batch().unwrap().unwrap().len(), 3);
+            assert_eq!(r.take_batch(usize::MAX).unwrap().unwrap().len(), 3);
             let both = lags(&snapshotter);
             assert_eq!((both["0"], both["1"]), (7.0, 5.0));
             // The next batch (no new watermark) handed out one record at a time: the
@@ -576,7 +619,7 @@ mod tests {
                 r.buffer("a".into(), batch_of(9..12), polled(3, &[])),
                 Some(3)
             );
-            assert_eq!(r.take_batch().unwrap().unwrap().len(), 3);
+            assert_eq!(r.take_batch(usize::MAX).unwrap().unwrap().len(), 3);
             assert_eq!(lag("0"), Some(0.0));
             // A removed split's series is marked removed.
             r.apply(ReaderEvent::Remove {

@@ -331,6 +331,15 @@ impl<D: Deserializer> KafkaSourceStream<D> {
         self.reader.next_batch().await
     }
 
+    /// [`next_batch`](Self::next_batch) with at most `max` records (at least one);
+    /// see [`SourceReader::next_batch_up_to`].
+    pub async fn next_batch_up_to(
+        &mut self,
+        max: usize,
+    ) -> Option<Result<RecordBatch<D::Value>, SourceError>> {
+        self.reader.next_batch_up_to(max).await
+    }
+
     /// A checkpoint consistent with the records handed out so far.
     pub fn checkpoint(&mut self) -> Result<Checkpoint, SourceError> {
         self.reader.checkpoint()
