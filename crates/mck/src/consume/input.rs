@@ -4,8 +4,12 @@
 use super::*;
 
 /// What the command reads: Kafka alone, or history files then Kafka.
+///
+/// Kafka alone is read a batch at a time and its values stay in their batches
+/// ([`InBatch`]): no handle per record. History files then Kafka come one record
+/// at a time, each with its value.
 pub(super) enum Input {
-    Kafka(Box<KafkaSourceStream<NullableValue>>),
+    Kafka(Box<KafkaSourceStream<InBatch>>),
     Hybrid(Box<HybridStream<NullableValue>>),
 }
 
@@ -14,20 +18,19 @@ pub(super) type Item = HybridRecord<Option<Bytes>>;
 
 /// What one read gives: a batch of Kafka records, or one record.
 pub(super) enum Read {
-    Batch(RecordBatch<Option<Bytes>>),
+    Batch(RecordBatch<()>),
     One(Item),
 }
 
 impl Input {
-    /// The next records: a whole batch when `batch` is true and the input reads Kafka
-    /// alone, else one record (a --backfill run has no batches).
-    pub(super) async fn next(&mut self, batch: bool) -> Option<Result<Read, SourceError>> {
+    /// The next records, at most `max`: a batch when the input reads Kafka alone,
+    /// else one record (a --backfill run has no batches).
+    pub(super) async fn next(&mut self, max: usize) -> Option<Result<Read, SourceError>> {
         match self {
-            Input::Kafka(s) if batch => s.next_batch().await.map(|r| r.map(Read::Batch)),
             Input::Kafka(s) => s
-                .next()
+                .next_batch_up_to(max)
                 .await
-                .map(|r| r.map(|r| Read::One(HybridRecord::Kafka(r)))),
+                .map(|r| r.map(Read::Batch)),
             Input::Hybrid(s) => s.next().await.map(|r| r.map(Read::One)),
         }
     }

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use multicluster_kafka::checkpoint::{
     Checkpoint, CheckpointError, CheckpointStore, FileCheckpointStore,
 };
-use multicluster_kafka::deserializer::NullableValue;
+use multicluster_kafka::deserializer::{InBatch, NullableValue};
 use multicluster_kafka::error::SourceError;
 use multicluster_kafka::file_source::{FileSource, MalformedLines};
 use multicluster_kafka::hybrid::{

@@ -55,10 +55,10 @@ pub(super) async fn read_loop(
         if args.count.is_some_and(|n| lines.records >= n) {
             break Ok(End::Completed);
         }
-        // A batch is taken only when all of it may be written.
-        let whole = args
-            .count
-            .is_none_or(|n| n - lines.records >= MAX_BATCH as u64);
+        // No record is taken that may not be written.
+        let room = args.count.map_or(usize::MAX, |n| {
+            usize::try_from(n - lines.records).unwrap_or(usize::MAX)
+        });
         tokio::select! {
             biased;
             _ = sigint.recv() => break Ok(End::Signal("SIGINT")),
@@ -77,7 +77,7 @@ pub(super) async fn read_loop(
                     break end;
                 }
             }
-            next = stream.next(whole) => match next {
+            next = stream.next(room) => match next {
                 None if ended_partitions > 0 => break Ok(End::PartitionsEnded(ended_partitions)),
                 None => break Ok(End::Completed),
                 Some(Ok(Read::Batch(batch))) => {
@@ -194,7 +194,7 @@ impl Lines<'_> {
 
     /// Writes a batch. While batches keep coming, the buffer still goes out every
     /// FLUSH_EVERY.
-    fn batch(&mut self, batch: &RecordBatch<Option<Bytes>>) -> Result<(), WriteError> {
+    fn batch(&mut self, batch: &RecordBatch<()>) -> Result<(), WriteError> {
         let mut written = 0;
         write_batch(
             batch,
@@ -239,7 +239,7 @@ impl Lines<'_> {
 /// empty) in `layout`: rendered in place into `lines`, handed to `output` in chunks
 /// of about [`WRITE_CHUNK`] bytes. `written` counts the records rendered.
 fn write_batch(
-    batch: &RecordBatch<Option<Bytes>>,
+    batch: &RecordBatch<()>,
     partitions: &BTreeSet<i32>,
     layout: &Layout,
     lines: &mut Vec<u8>,

@@ -76,7 +76,8 @@ impl Printable for Record<Option<Bytes>> {
     }
 }
 
-impl Printable for RecordRef<'_, Option<Bytes>> {
+/// A record of a batch read without values: its value as fetched, from the batch.
+impl Printable for RecordRef<'_, ()> {
     fn fields(&self) -> Fields<'_> {
         Fields {
             cluster: self.cluster,
@@ -85,7 +86,7 @@ impl Printable for RecordRef<'_, Option<Bytes>> {
             offset: self.offset,
             timestamp: self.timestamp,
             key: self.key,
-            value: self.value.as_deref(),
+            value: self.raw_value(),
             headers: self.headers,
             streams: self.streams,
         }
