@@ -237,3 +237,49 @@ fn a_session_out_of_step_with_the_broker_starts_again_without_an_error() {
         assert_eq!(session.restarts(), 2);
     });
 }
+
+/// A session given up on this side (its connection lost, say) is closed on the
+/// broker by the next full fetch, on a new connection: the broker no longer knows
+/// it, where it would otherwise hold it until its cache evicted it.
+#[test]
+fn a_session_given_up_is_closed_on_the_broker_by_the_next_full_fetch() {
+    let (c, addr) = broker();
+    let topic = "session-closed";
+    c.create_topic(topic, 1).unwrap();
+    c.produce(topic, &records(0, 3)).unwrap();
+    run(async {
+        let options = ConnectOptions::default();
+        let mut conn = Connection::connect(&addr, &options).await.unwrap();
+        let id = topic_id(&mut conn, topic).await;
+        let all = wants(topic, id, &[(0, 3)]);
+        let mut session = FetchSession::new();
+        conn.fetch_in_session(&all, &settings(), &mut session)
+            .await
+            .unwrap();
+        let old = session.id();
+        assert_ne!(old, 0, "the broker opened a session");
+        // The connection goes; a new one starts a new session.
+        drop(conn);
+        session.reset();
+        assert_eq!(session.to_close(), old);
+        let mut conn = Connection::connect(&addr, &options).await.unwrap();
+        conn.fetch_in_session(&all, &settings(), &mut session)
+            .await
+            .unwrap();
+        assert_ne!(session.id(), old);
+        assert_eq!(session.to_close(), 0, "named once");
+        // The old session at its next epoch: the broker has closed it, so an
+        // incremental fetch in it is refused and starts a new session. (The probe
+        // opens a session of its own first, so it names topics as the old one did.)
+        let mut probe = FetchSession::new();
+        conn.fetch_in_session(&all, &settings(), &mut probe)
+            .await
+            .unwrap();
+        probe.set_id(old);
+        probe.set_epoch(1);
+        conn.fetch_in_session(&all, &settings(), &mut probe)
+            .await
+            .unwrap();
+        assert_eq!(probe.restarts(), 1, "the broker still knew session {old}");
+    });
+}

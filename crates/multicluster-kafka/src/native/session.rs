@@ -10,7 +10,9 @@
 //! its cache) or saw another epoch says so in the answer's top-level error; the
 //! session then starts again with a full fetch, at once and without an error for the
 //! caller. A broker that keeps no session for this client (its cache is full, or
-//! Fetch below v7) is fetched in full every time.
+//! Fetch below v7) is fetched in full every time. A session this side gave up on
+//! (its connection failed, an answer was in error) is named by the next full fetch,
+//! which closes it on the broker rather than leaving it to be evicted.
 
 use std::collections::HashMap;
 
@@ -52,6 +54,11 @@ struct Held {
 pub struct FetchSession {
     /// The broker's id for the session; 0: none yet.
     id: i32,
+    /// A session given up on this side (its connection failed, an answer was in
+    /// error) that the broker may still hold: the next full fetch names it, which
+    /// closes it there (as the Java client does), instead of leaving it in the
+    /// broker's session cache until evicted.
+    stale: i32,
     /// The epoch of the next incremental request.
     epoch: i32,
     /// Whether the session's topics are named by id (Fetch v13 up).
@@ -92,11 +99,20 @@ impl FetchSession {
         self.incremental
     }
 
-    /// Forgets the session: the next fetch is full.
+    /// Forgets the session: the next fetch is full, and closes the session on the
+    /// broker.
     pub fn reset(&mut self) {
+        if self.id != 0 {
+            self.stale = self.id;
+        }
         self.id = 0;
         self.epoch = NEW_SESSION;
         self.held.clear();
+    }
+
+    /// The session the next full fetch closes on the broker (0: none).
+    pub fn to_close(&self) -> i32 {
+        self.stale
     }
 
     /// Sets the next epoch (for tests of a client out of step with its broker).
@@ -219,7 +235,8 @@ impl Connection {
             let full = session.id == 0;
             let request: FetchRequest = if full {
                 let mut request = fetch_request(wants, settings, version);
-                request.session_id = 0;
+                // A full fetch naming a session closes it and opens a new one.
+                request.session_id = session.stale;
                 request.session_epoch = NEW_SESSION;
                 request
             } else {
@@ -240,6 +257,7 @@ impl Connection {
             match response.error_code {
                 0 => {
                     if full {
+                        session.stale = 0;
                         session.id = response.session_id;
                         session.epoch = next_epoch(NEW_SESSION);
                         session.by_id = by_id;
@@ -262,6 +280,8 @@ impl Connection {
                 {
                     tracing::debug!(broker = %self.addr(), session = session.id, epoch = session.epoch, code = response.error_code, "fetch session lost; starting a new one");
                     session.reset();
+                    // The broker holds none: nothing to close.
+                    session.stale = 0;
                     session.restarts += 1;
                 }
                 code => {
@@ -322,6 +342,17 @@ mod tests {
         assert_eq!(s.held["a"][&0].offset, 2);
         let (changed, forgotten) = s.delta(&[want("a", 0, 2)]);
         assert!(changed.is_empty() && forgotten.is_empty());
+    }
+
+    #[test]
+    fn a_session_given_up_is_named_once_to_be_closed() {
+        let mut s = FetchSession::new();
+        s.reset();
+        assert_eq!(s.to_close(), 0, "no session yet: nothing to close");
+        s.id = 7;
+        s.reset();
+        s.reset();
+        assert_eq!((s.id(), s.to_close()), (0, 7), "a second reset keeps it");
     }
 
     #[test]
