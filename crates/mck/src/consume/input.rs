@@ -27,10 +27,7 @@ impl Input {
     /// else one record (a --backfill run has no batches).
     pub(super) async fn next(&mut self, max: usize) -> Option<Result<Read, SourceError>> {
         match self {
-            Input::Kafka(s) => s
-                .next_batch_up_to(max)
-                .await
-                .map(|r| r.map(Read::Batch)),
+            Input::Kafka(s) => s.next_batch_up_to(max).await.map(|r| r.map(Read::Batch)),
             Input::Hybrid(s) => s.next().await.map(|r| r.map(Read::One)),
         }
     }

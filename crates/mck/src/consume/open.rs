@@ -86,7 +86,10 @@ pub(super) async fn open_input(
             }
             builder = builder.restore_from(cp);
         }
-        let source = builder.deserializer(InBatch).build().map_err(|e| e.to_string())?;
+        let source = builder
+            .deserializer(InBatch)
+            .build()
+            .map_err(|e| e.to_string())?;
         let open = async {
             match source.open().await {
                 Ok(stream) => Ok(stream),
