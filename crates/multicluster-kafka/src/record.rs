@@ -680,13 +680,13 @@ mod tests {
         topic: u32,
         partition: i32,
         offset: i64,
-        (key, raw): (Option<(usize, u32)>, Option<(usize, u32)>),
+        raw: RawSpans,
         value: &str,
     ) -> BatchEntry<String> {
         BatchEntry::new(
             (topic, partition, offset),
             (Some(offset * 10), 0),
-            RawSpans { key, value: raw },
+            raw,
             0,
             EntryHeaders::default(),
             value.to_string(),
@@ -702,10 +702,11 @@ mod tests {
         assert_eq!(b.topic_index(&t), 1);
         assert_eq!(b.topic_index(&a), 0, "a topic is added once");
         b.data = Bytes::from_static(b"k1k2XZ");
+        let spans = |key, value| RawSpans { key, value };
         b.entries = vec![
-            entry(0, 0, 5, (Some((0, 2)), Some((4, 1))), "x"),
-            entry(1, 3, 9, (None, None), "y"),
-            entry(0, 0, 6, (Some((2, 2)), Some((5, 1))), "z"),
+            entry(0, 0, 5, spans(Some((0, 2)), Some((4, 1))), "x"),
+            entry(1, 3, 9, spans(None, None), "y"),
+            entry(0, 0, 6, spans(Some((2, 2)), Some((5, 1))), "z"),
         ];
         b
     }
