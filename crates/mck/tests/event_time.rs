@@ -94,6 +94,22 @@ fn consume(args: &[String], stderr: &Path) -> Child {
         .expect("mck starts")
 }
 
+/// `consume` with the enumerator's and the reader's debug lines on stderr (which
+/// splits came when), for a failure to show.
+fn consume_logged(args: &[String], stderr: &Path) -> Child {
+    mck()
+        .arg("consume")
+        .args(args)
+        .env(
+            "MCK_LOG",
+            "warn,librdkafka=off,rdkafka=off,multicluster_kafka::enumerator=debug,multicluster_kafka::reader=debug",
+        )
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(stderr).unwrap())
+        .spawn()
+        .expect("mck starts")
+}
+
 fn kill9(child: &mut Child) {
     let _ = child.kill();
     let _ = child.wait();
@@ -286,20 +302,33 @@ fn output(path: &Path) -> Vec<(String, String, i64)> {
         .collect()
 }
 
-/// Asserts the output's timestamps never go back and no record came twice.
-fn assert_ordered_once(out: &[(String, String, i64)]) {
+/// Asserts the output's timestamps never go back and no record came twice. A
+/// failure shows the lines up to the one out of order and, when given, the start of
+/// the run's stderr.
+fn assert_ordered_once(out: &[(String, String, i64)], stderr: Option<&Path>) {
     let mut seen = BTreeSet::new();
     for (i, pair) in out.windows(2).enumerate() {
-        assert!(
-            pair[0].2 <= pair[1].2,
-            "line {} ({}/{} @{}) is older than the line before it ({}/{} @{})",
+        if pair[0].2 <= pair[1].2 {
+            continue;
+        }
+        let before: Vec<String> = out[i.saturating_sub(20)..=i + 1]
+            .iter()
+            .map(|(c, v, ts)| format!("{c}/{v} @{ts}"))
+            .collect();
+        let log = stderr
+            .and_then(|p| std::fs::read_to_string(p).ok())
+            .map(|t| t.lines().take(60).collect::<Vec<_>>().join("\n"))
+            .unwrap_or_default();
+        panic!(
+            "line {} ({}/{} @{}) is older than the line before it ({}/{} @{}); the lines up to it:\n{}\nstderr:\n{log}",
             i + 2,
             pair[1].0,
             pair[1].1,
             pair[1].2,
             pair[0].0,
             pair[0].1,
-            pair[0].2
+            pair[0].2,
+            before.join("\n")
         );
     }
     for (c, v, _) in out {
@@ -399,7 +428,7 @@ fn three_clusters_in_time_order_through_kill_9_restarts_each_record_once() {
     wait_for(&out, &want, &mut child, &stderr);
     sigterm(&mut child, &stderr);
     let got = output(&out);
-    assert_ordered_once(&got);
+    assert_ordered_once(&got, None);
     assert_eq!(got.len(), want.len(), "exactly the records written");
 }
 
@@ -426,7 +455,7 @@ fn time_order_holds_while_a_cluster_joins_and_another_leaves() {
     let stop = Arc::new(AtomicBool::new(false));
     let rounds = Arc::new(AtomicUsize::new(0));
     let feed = produce_in_turns(cs, TOPIC, targets.clone(), stop.clone(), rounds.clone());
-    let mut child = consume(&args, &stderr);
+    let mut child = consume_logged(&args, &stderr);
     let seen_of = |k: usize| output(&out).iter().filter(|(c, ..)| *c == ids[k]).count();
     let wait = |what: &str, child: &mut Child, done: &dyn Fn() -> bool| {
         let until = Instant::now() + PATIENCE;
@@ -468,7 +497,7 @@ fn time_order_holds_while_a_cluster_joins_and_another_leaves() {
     wait_for(&out, &want, &mut child, &stderr);
     sigterm(&mut child, &stderr);
     let got = output(&out);
-    assert_ordered_once(&got);
+    assert_ordered_once(&got, Some(&stderr));
     let a_sent: BTreeSet<&String> = sent
         .iter()
         .filter(|(k, _)| *k == 0)
