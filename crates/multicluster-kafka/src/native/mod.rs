@@ -17,6 +17,7 @@ mod partition;
 mod responses;
 mod sasl;
 mod session;
+pub(crate) mod settings;
 mod tls;
 mod wire;
 

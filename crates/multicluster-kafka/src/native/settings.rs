@@ -1,0 +1,368 @@
+//! Which clusters the native path serves, and its settings from a cluster's client
+//! properties (librdkafka's names and defaults): for the readers' fetches
+//! (`reader/native_fetch.rs`) and the enumerator's lookups alike.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::base::properties::{BOOTSTRAP_SERVERS, ClientProperties, FetchBackend, hide_secrets};
+use crate::error::SourceError;
+
+use super::calls::FetchSettings;
+use super::conn::ConnectOptions;
+use super::credentials::{Mechanism, Sasl};
+use super::partition::PartitionOptions;
+use super::tls::{Pem, Tls, TlsSettings};
+
+/// What the choice of a cluster's path depends on.
+pub(crate) struct Given<'a> {
+    pub cluster: &'a Arc<str>,
+    pub props: &'a ClientProperties,
+    /// The program set client hooks (librdkafka's).
+    pub hooks: bool,
+    /// The caller runs on a tokio runtime, where the native tasks would go.
+    pub runtime: bool,
+}
+
+/// A cluster's native settings.
+#[derive(Clone, Debug)]
+pub(crate) struct Settings {
+    /// `host:port` of the brokers to ask for the metadata first.
+    pub bootstrap: Vec<String>,
+    pub connect: ConnectOptions,
+    pub fetch: FetchSettings,
+    /// The most bytes one partition answers in one fetch (`max.partition.fetch.bytes`).
+    pub partition_max_bytes: i32,
+    /// Bytes of answers queued for a reader before fetching pauses.
+    pub budget: usize,
+    pub partition: PartitionOptions,
+}
+
+/// Properties the native path reads.
+const HONOURED: &[&str] = &[
+    BOOTSTRAP_SERVERS,
+    crate::base::properties::FETCH_BACKEND,
+    "security.protocol",
+    "client.id",
+    "fetch.wait.max.ms",
+    "fetch.min.bytes",
+    "fetch.max.bytes",
+    "max.partition.fetch.bytes",
+    "fetch.message.max.bytes",
+    "isolation.level",
+    "check.crcs",
+    "client.rack",
+    "queued.max.messages.kbytes",
+    "socket.timeout.ms",
+    "receive.message.max.bytes",
+    // TLS (`security.protocol=ssl`), with OpenSSL as librdkafka: native/tls.rs.
+    "ssl.ca.location",
+    "ssl.ca.pem",
+    "ssl.certificate.location",
+    "ssl.certificate.pem",
+    "ssl.key.location",
+    "ssl.key.pem",
+    "ssl.key.password",
+    "ssl.endpoint.identification.algorithm",
+    "enable.ssl.certificate.verification",
+    // SASL PLAIN and SCRAM (`sasl_plaintext`, `sasl_ssl`): native/sasl.rs.
+    "sasl.mechanism",
+    "sasl.mechanisms",
+    "sasl.username",
+    "sasl.password",
+];
+
+/// The `security.protocol` values the native path speaks.
+const PROTOCOLS: [&str; 4] = ["plaintext", "ssl", "sasl_plaintext", "sasl_ssl"];
+
+/// Properties that do not change what a reader fetches: groups and commits (which
+/// stay on librdkafka), producers' settings, logging, and librdkafka's own tuning.
+const INDIFFERENT: &[&str] = &[
+    "group.id",
+    "group.instance.id",
+    "group.protocol",
+    "partition.assignment.strategy",
+    "session.timeout.ms",
+    "heartbeat.interval.ms",
+    "max.poll.interval.ms",
+    "enable.auto.commit",
+    "enable.auto.offset.store",
+    "auto.commit.interval.ms",
+    "auto.offset.reset",
+    "enable.partition.eof",
+    "allow.auto.create.topics",
+    "log_level",
+    "debug",
+    "statistics.interval.ms",
+    "reconnect.backoff.ms",
+    "reconnect.backoff.max.ms",
+    "socket.connection.setup.timeout.ms",
+    "topic.metadata.refresh.interval.ms",
+    "metadata.max.age.ms",
+    "fetch.queue.backoff.ms",
+    "queued.min.messages",
+    "fetch.error.backoff.ms",
+    "linger.ms",
+    "acks",
+    "enable.idempotence",
+    "message.timeout.ms",
+    "compression.codec",
+    "compression.type",
+];
+
+/// Which path a cluster's fetcher takes: `Ok(true)` for the native one. With
+/// `fetch.backend=native` a property the native path does not support is an error
+/// naming it; with `auto` such a cluster stays on librdkafka, said once at debug
+/// level.
+pub(crate) fn choose(given: &Given<'_>) -> Result<bool, SourceError> {
+    let props = given.props;
+    let backend = props.fetch_backend().map_err(|r| SourceError::Kafka {
+        cluster: given.cluster.to_string(),
+        message: r.to_string(),
+        code: None,
+        retriable: false,
+    })?;
+    if backend == FetchBackend::Librdkafka {
+        return Ok(false);
+    }
+    let why_not = unsupported(given);
+    match (backend, why_not) {
+        (FetchBackend::Native, Some(why)) => Err(SourceError::Kafka {
+            cluster: given.cluster.to_string(),
+            message: format!("fetch.backend=native: {why}"),
+            code: None,
+            retriable: false,
+        }),
+        (FetchBackend::Native, None) => Ok(true),
+        (_, Some(why)) => {
+            tracing::debug!(cluster = %given.cluster, reason = %why, "fetching with librdkafka");
+            Ok(false)
+        }
+        (_, None) => Ok(AUTO_IS_NATIVE),
+    }
+}
+
+/// What `fetch.backend=auto` takes for a cluster the native path supports: the
+/// native path (every reading test of the library and of `mck` passed on it, and
+/// again on librdkafka with `MCK_FETCH_BACKEND=librdkafka`).
+const AUTO_IS_NATIVE: bool = true;
+
+/// Why the native path cannot fetch for this cluster, if it cannot.
+fn unsupported(given: &Given<'_>) -> Option<String> {
+    let props = given.props;
+    if given.hooks {
+        return Some("the program's client hooks are librdkafka's".into());
+    }
+    if !given.runtime {
+        return Some("the reader runs outside a tokio runtime".into());
+    }
+    let protocol = props
+        .get("security.protocol")
+        .unwrap_or("plaintext")
+        .trim()
+        .to_ascii_lowercase();
+    if !PROTOCOLS.contains(&protocol.as_str()) {
+        return Some(format!("security.protocol={protocol} is not supported"));
+    }
+    if protocol.starts_with("sasl") {
+        // librdkafka's default mechanism is GSSAPI.
+        let mechanism = mechanism(props).unwrap_or("GSSAPI");
+        if Mechanism::parse(mechanism).is_none() {
+            return Some(format!(
+                "sasl.mechanism={} is not supported yet (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)",
+                mechanism.trim()
+            ));
+        }
+    }
+    let other = props
+        .iter()
+        .map(|(k, _)| k)
+        .find(|k| !HONOURED.contains(k) && !INDIFFERENT.contains(k));
+    other.map(|k| format!("property `{k}` is not supported"))
+}
+
+/// A property as a number, or librdkafka's default; a value that is not one is an
+/// error naming the key (never the value).
+fn number<T: std::str::FromStr>(
+    given: &Given<'_>,
+    keys: &[&str],
+    default: T,
+) -> Result<T, SourceError> {
+    for key in keys {
+        if let Some(v) = given.props.get(key) {
+            return v.trim().parse().map_err(|_| SourceError::Kafka {
+                cluster: given.cluster.to_string(),
+                message: format!("property `{key}` refused: not a number in range"),
+                code: None,
+                retriable: false,
+            });
+        }
+    }
+    Ok(default)
+}
+
+/// The cluster's native settings from its properties (librdkafka's names and
+/// defaults).
+pub(crate) fn settings(given: &Given<'_>) -> Result<Settings, SourceError> {
+    let props: &ClientProperties = given.props;
+    let bootstrap: Vec<String> = props
+        .bootstrap_servers()
+        .unwrap_or_default()
+        .split(',')
+        .map(|s| {
+            let s = s.trim();
+            s.split_once("://").map_or(s, |(_, a)| a).to_string()
+        })
+        .filter(|s| !s.is_empty())
+        .collect();
+    let read_committed = match props.get("isolation.level").map(str::trim) {
+        None | Some("read_committed") => true,
+        Some("read_uncommitted") => false,
+        Some(_) => {
+            return Err(SourceError::Kafka {
+                cluster: given.cluster.to_string(),
+                message: "property `isolation.level` refused: read_committed or read_uncommitted"
+                    .into(),
+                code: None,
+                retriable: false,
+            });
+        }
+    };
+    let check_crcs = matches!(props.get("check.crcs").map(str::trim), Some("true"));
+    let max_frame: usize = number(given, &["receive.message.max.bytes"], 100_000_000)?;
+    let fetch = FetchSettings {
+        max_wait_ms: number(given, &["fetch.wait.max.ms"], 500)?,
+        min_bytes: number(given, &["fetch.min.bytes"], 1)?,
+        max_bytes: number(given, &["fetch.max.bytes"], 52_428_800)?,
+        read_committed,
+        // A leader may point a client of a known rack to a replica in it
+        // (KIP-392), which the cluster's broker tasks then follow.
+        rack: props.get("client.rack").unwrap_or("").trim().to_string(),
+    };
+    let timeout_ms: u64 = number(given, &["socket.timeout.ms"], 60_000)?;
+    let tls = tls(given)?;
+    let connect = ConnectOptions {
+        tls,
+        sasl: sasl(given)?,
+        client_id: props.get("client.id").unwrap_or("rdkafka").to_string(),
+        // A fetch waits up to fetch.wait.max.ms before the broker answers.
+        timeout: Duration::from_millis(timeout_ms)
+            + Duration::from_millis(u64::try_from(fetch.max_wait_ms).unwrap_or(0)),
+        max_frame_size: max_frame.max(fetch.max_bytes.max(0) as usize + (1 << 20)),
+    };
+    let budget_kb: usize = number(given, &["queued.max.messages.kbytes"], 65_536)?;
+    let partition_max_bytes = number(
+        given,
+        &["max.partition.fetch.bytes", "fetch.message.max.bytes"],
+        1_048_576,
+    )?;
+    let partition = PartitionOptions {
+        read_committed,
+        check_crcs,
+        max_decompressed: max_frame.max(64 << 20),
+    };
+    Ok(Settings {
+        bootstrap,
+        connect,
+        fetch,
+        partition_max_bytes,
+        budget: budget_kb.saturating_mul(1024).max(1 << 20),
+        partition,
+    })
+}
+
+/// The cluster's TLS from its `ssl.*` properties (librdkafka's names and defaults),
+/// with its files read; none unless `security.protocol=ssl`.
+fn tls(given: &Given<'_>) -> Result<Option<Tls>, SourceError> {
+    let props = given.props;
+    let ssl = props.get("security.protocol").is_some_and(|p| {
+        let p = p.trim();
+        p.eq_ignore_ascii_case("ssl") || p.eq_ignore_ascii_case("sasl_ssl")
+    });
+    if !ssl {
+        return Ok(None);
+    }
+    let pem = |file: &str, text: &str| {
+        props
+            .get(text)
+            .map(|t| Pem::Text(t.to_string()))
+            .or_else(|| props.get(file).map(|f| Pem::File(f.trim().into())))
+    };
+    let refused = |property: &str, expected: &str| SourceError::Kafka {
+        cluster: given.cluster.to_string(),
+        message: format!("property `{property}` refused: {expected}"),
+        code: None,
+        retriable: false,
+    };
+    // A property with two values (case-insensitive; unset: the first, librdkafka's
+    // default) as a bool.
+    let either = |property: &str, yes: &str, no: &str| match props
+        .get(property)
+        .map(|v| v.trim().to_ascii_lowercase())
+    {
+        None => Ok(true),
+        Some(v) if v == yes => Ok(true),
+        Some(v) if v == no => Ok(false),
+        Some(_) => Err(refused(property, &format!("{yes} or {no}"))),
+    };
+    let verify_hostname = either("ssl.endpoint.identification.algorithm", "https", "none")?;
+    let verify_certificate = either("enable.ssl.certificate.verification", "true", "false")?;
+    let settings = TlsSettings {
+        // librdkafka's `probe` looks for the system's CAs: OpenSSL's defaults.
+        ca: pem("ssl.ca.location", "ssl.ca.pem")
+            .filter(|p| !matches!(p, Pem::File(f) if f.as_os_str() == "probe")),
+        certificate: pem("ssl.certificate.location", "ssl.certificate.pem"),
+        key: pem("ssl.key.location", "ssl.key.pem"),
+        key_password: props.get("ssl.key.password").map(str::to_string),
+        verify_hostname,
+        verify_certificate,
+    };
+    // A path given by reference (`${env:…}`, `${file:…}`) is as secret as its
+    // value: hidden like librdkafka's words about it.
+    Tls::new(&settings)
+        .map(Some)
+        .map_err(|e| SourceError::Kafka {
+            cluster: given.cluster.to_string(),
+            message: hide_secrets(&e.to_string(), &props.secret_texts()).into_owned(),
+            code: None,
+            retriable: false,
+        })
+}
+
+/// `sasl.mechanism` (or its other spelling `sasl.mechanisms`), if set.
+fn mechanism(props: &ClientProperties) -> Option<&str> {
+    props
+        .get("sasl.mechanism")
+        .or_else(|| props.get("sasl.mechanisms"))
+}
+
+/// The cluster's SASL credentials; none unless `security.protocol` is `sasl_*`.
+fn sasl(given: &Given<'_>) -> Result<Option<Sasl>, SourceError> {
+    let props = given.props;
+    let sasl = props
+        .get("security.protocol")
+        .is_some_and(|p| p.trim().to_ascii_lowercase().starts_with("sasl"));
+    if !sasl {
+        return Ok(None);
+    }
+    let refused = |property: &str, why: &str| SourceError::Kafka {
+        cluster: given.cluster.to_string(),
+        message: format!("property `{property}` refused: {why}"),
+        code: None,
+        retriable: false,
+    };
+    let mechanism = mechanism(props)
+        .and_then(Mechanism::parse)
+        .ok_or_else(|| refused("sasl.mechanism", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"))?;
+    let username = props
+        .get("sasl.username")
+        .ok_or_else(|| refused("sasl.username", "not set"))?;
+    let password = props
+        .get("sasl.password")
+        .ok_or_else(|| refused("sasl.password", "not set"))?;
+    Ok(Some(Sasl {
+        mechanism,
+        username: username.to_string(),
+        password: password.to_string(),
+    }))
+}
