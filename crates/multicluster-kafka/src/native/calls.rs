@@ -70,6 +70,8 @@ impl Default for FetchSettings {
 pub struct Metadata {
     /// The cluster's brokers.
     pub brokers: Vec<BrokerInfo>,
+    /// The cluster's id (`cluster.id`), if the broker gave one.
+    pub cluster_id: Option<String>,
     /// The topics asked for (or all), each with its own error code.
     pub topics: Vec<TopicInfo>,
 }
@@ -209,7 +211,11 @@ impl Connection {
                     .collect(),
             })
             .collect();
-        Ok(Metadata { brokers, topics })
+        Ok(Metadata {
+            brokers,
+            cluster_id: response.cluster_id,
+            topics,
+        })
     }
 
     /// The offset of `topic`/`partition` for `timestamp` (ms since the epoch; −2: the
@@ -247,6 +253,41 @@ impl Connection {
             return Err(self.broker_error::<ListOffsetsRequest>(found.error_code, &what));
         }
         Ok(found.offset)
+    }
+
+    /// The offsets of several partitions, each `(topic, partition, timestamp)` with
+    /// the timestamps of [`Self::list_offsets`], in one request to their leader;
+    /// `read_committed` makes the latest offset the last stable one, as a consumer
+    /// of that isolation level reads up to. Each partition's answer keeps its own
+    /// error code; its offset is −1 for a timestamp no record reaches.
+    pub(crate) async fn list_offsets_of(
+        &mut self,
+        wanted: &[(&str, i32, i64)],
+        read_committed: bool,
+    ) -> Result<Vec<responses::OffsetAnswer>, NativeError> {
+        let mut topics: Vec<ListOffsetsTopic> = Vec::new();
+        for &(topic, partition, timestamp) in wanted {
+            let mut part = ListOffsetsPartition::default();
+            part.partition_index = partition;
+            part.timestamp = timestamp;
+            match topics.iter_mut().find(|t| t.name.0.as_str() == topic) {
+                Some(t) => t.partitions.push(part),
+                None => {
+                    let mut t = ListOffsetsTopic::default();
+                    t.name = topic_name(topic);
+                    t.partitions = vec![part];
+                    topics.push(t);
+                }
+            }
+        }
+        let mut request = ListOffsetsRequest::default();
+        request.replica_id = BrokerId(-1);
+        request.isolation_level = i8::from(read_committed);
+        request.topics = topics;
+        request.timeout_ms = i32::try_from(self.timeout().as_millis()).unwrap_or(i32::MAX);
+        let version = self.version_within::<ListOffsetsRequest>(&responses::LIST_OFFSETS)?;
+        let body = self.exchange(&request, version).await?;
+        self.decoded::<ListOffsetsRequest, _>(version, responses::list_offsets(&body, version))
     }
 
     /// One fetch of `topic`/`partition` from `offset`, up to `max_bytes`, from its

@@ -79,6 +79,8 @@ pub(crate) struct MetaTopic {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct MetadataAnswer {
     pub brokers: Vec<MetaBroker>,
+    /// The cluster's id (from v2; a broker may give none).
+    pub cluster_id: Option<String>,
     pub topics: Vec<MetaTopic>,
 }
 
@@ -104,9 +106,7 @@ pub(crate) fn metadata(body: &Bytes, version: i16) -> Result<MetadataAnswer> {
             port,
         });
     }
-    if version >= 2 {
-        let _cluster_id = r.string()?;
-    }
+    let cluster_id = if version >= 2 { r.string()? } else { None };
     let _controller = r.c.i32()?;
     // error code, name, (id), internal, partitions
     let n = r.count(6)?.unwrap_or(0);
@@ -151,7 +151,11 @@ pub(crate) fn metadata(body: &Bytes, version: i16) -> Result<MetadataAnswer> {
         let _cluster_authorized = r.c.i32()?;
     }
     r.tagged(|_, _| Ok(()))?;
-    Ok(MetadataAnswer { brokers, topics })
+    Ok(MetadataAnswer {
+        brokers,
+        cluster_id,
+        topics,
+    })
 }
 
 /// A partition of a ListOffsets answer.
