@@ -254,6 +254,7 @@ pub fn inspect_cluster_state(
         options.group.as_deref(),
         options.timeout,
         Default::default(),
+        None,
     ) {
         Ok(client) => client,
         Err(e) => {
@@ -640,6 +641,7 @@ fn with_own_client<T>(
         options.group.as_deref(),
         options.timeout,
         Default::default(),
+        None,
     ) {
         Ok(client) => client,
         Err(e) => {

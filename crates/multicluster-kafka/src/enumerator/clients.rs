@@ -46,6 +46,9 @@ fn make_client(
         cfg.client_timeout,
     );
     let setup = ClientSetup::new(cfg.client_hooks.as_ref(), &cluster);
+    // Made on a lookup thread: the runtime the enumerator runs on, where native
+    // lookups go.
+    let runtime = tokio::runtime::Handle::try_current().ok();
     move || {
         ClusterClient::new(
             share.as_deref(),
@@ -54,6 +57,7 @@ fn make_client(
             group.as_deref(),
             timeout,
             setup,
+            runtime,
         )
     }
 }

@@ -3,7 +3,7 @@
 //! their own ([`detached`]), never on an async worker thread.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
@@ -16,6 +16,8 @@ use crate::error::SourceError;
 use crate::kafka::config::ClientSetup;
 use crate::kafka::events::SourceContext;
 use crate::kafka::shared::{ClientShare, SharedClient};
+use crate::native::lookup::{Bounds, GiveUp, Lookup};
+use crate::native::settings::{self, Given};
 
 /// Runs a blocking librdkafka call (a lookup, a commit, closing a client) on a thread
 /// of its own, and waits for it. Unlike tokio's blocking pool, the thread is not
@@ -141,29 +143,50 @@ pub(crate) struct TopicPartitions {
     pub unauthorized: BTreeSet<String>,
 }
 
-/// Lookups and commits on one cluster, through a client that a reader may fetch
-/// with as well ([`crate::kafka::shared`]).
+/// Lookups and commits on one cluster: through the native path's connections
+/// ([`Lookup`]) where it serves the cluster and the caller runs on a tokio runtime,
+/// with a librdkafka client for groups and commits made when first needed; else
+/// through a librdkafka client that a reader may fetch with as well
+/// ([`crate::kafka::shared`]).
 pub(crate) struct ClusterClient {
     cluster: Arc<str>,
-    client: Arc<SharedClient>,
+    way: Way,
     timeout: Duration,
+}
+
+/// How a [`ClusterClient`] reaches its cluster.
+enum Way {
+    Librdkafka(Arc<SharedClient>),
+    Native {
+        lookup: Arc<Lookup>,
+        /// The librdkafka client for groups and commits, once made.
+        groups: OnceLock<Arc<SharedClient>>,
+        /// What it is made from.
+        props: ClientProperties,
+        group_id: Option<String>,
+        setup: ClientSetup,
+    },
 }
 
 impl std::fmt::Debug for ClusterClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ClusterClient")
             .field("cluster", &self.cluster)
+            .field("native", &matches!(self.way, Way::Native { .. }))
             .finish()
     }
 }
 
 impl ClusterClient {
-    /// Creates the lookup client of a cluster: the `share`'s one for these settings
-    /// (which the first reader of the cluster fetches with), or one of its own without
-    /// a share. `props` are the merged client properties of the cluster; `group_id`
-    /// (else the properties' group id) is used for committed-offset lookups and
-    /// commits; `setup` has the cluster's hooks, if the program set any, and where its
-    /// log lines go.
+    /// Creates the lookup client of a cluster. On a tokio `runtime`, for a cluster
+    /// the native path serves ([`settings::choose`]), it connects natively (nothing
+    /// yet) and makes a librdkafka client only for groups and commits, when first
+    /// asked. Otherwise it is the `share`'s librdkafka client for these settings
+    /// (which the first reader of the cluster fetches with), or one of its own
+    /// without a share. `props` are the merged client properties of the cluster;
+    /// `group_id` (else the properties' group id) is used for committed-offset lookups
+    /// and commits; `setup` has the cluster's hooks, if the program set any, and where
+    /// its log lines go.
     pub fn new(
         share: Option<&ClientShare>,
         cluster: Arc<str>,
@@ -171,27 +194,94 @@ impl ClusterClient {
         group_id: Option<&str>,
         timeout: Duration,
         setup: ClientSetup,
+        runtime: Option<tokio::runtime::Handle>,
     ) -> Result<Self, SourceError> {
+        if let Some(runtime) = runtime {
+            let given = Given {
+                cluster: &cluster,
+                props,
+                hooks: setup.hooks.is_some(),
+                runtime: true,
+            };
+            if settings::choose(&given)? {
+                let settings = settings::settings(&given)?;
+                let lookup = Lookup::new(cluster.clone(), &settings, timeout, runtime);
+                tracing::debug!(cluster = %cluster, "looking up natively");
+                return Ok(Self {
+                    cluster,
+                    way: Way::Native {
+                        lookup: Arc::new(lookup),
+                        groups: OnceLock::new(),
+                        props: props.clone(),
+                        group_id: group_id.map(str::to_string),
+                        setup,
+                    },
+                    timeout,
+                });
+            }
+        }
         let client = match share {
             Some(share) => share.lookup_client(&cluster, props, group_id, setup)?,
             None => crate::kafka::shared::standalone(&cluster, props, group_id, setup)?,
         };
         Ok(Self {
             cluster,
-            client,
+            way: Way::Librdkafka(client),
             timeout,
         })
     }
 
-    fn consumer(&self) -> &BaseConsumer<SourceContext> {
-        self.client.consumer()
+    /// The native lookups, when this client has them.
+    fn native(&self) -> Option<&Arc<Lookup>> {
+        match &self.way {
+            Way::Native { lookup, .. } => Some(lookup),
+            Way::Librdkafka(_) => None,
+        }
+    }
+
+    /// The librdkafka client: the one lookups go through, or the one for groups and
+    /// commits beside native lookups (made on first use, blocking).
+    fn rdkafka(&self) -> Result<&SharedClient, SourceError> {
+        match &self.way {
+            Way::Librdkafka(client) => Ok(client),
+            Way::Native {
+                groups,
+                props,
+                group_id,
+                setup,
+                ..
+            } => {
+                if let Some(client) = groups.get() {
+                    return Ok(client);
+                }
+                let made = crate::kafka::shared::standalone(
+                    &self.cluster,
+                    props,
+                    group_id.as_deref(),
+                    setup.clone(),
+                )?;
+                if let Err(other) = groups.set(made) {
+                    // Another call made one meanwhile.
+                    close_detached(other);
+                }
+                Ok(groups.get().expect("set above"))
+            }
+        }
+    }
+
+    /// The librdkafka consumer of [`Self::rdkafka`].
+    fn consumer(&self) -> Result<&BaseConsumer<SourceContext>, SourceError> {
+        self.rdkafka().map(SharedClient::consumer)
     }
 
     /// Whether a reader fetches with this client too: then a request of ours waits
     /// behind the reader's fetch on the broker (a broker answers one connection's
     /// requests in order, and an idle fetch is held for up to `fetch.wait.max.ms`).
     pub fn is_read(&self) -> bool {
-        self.client.is_reading()
+        match &self.way {
+            Way::Librdkafka(client) => client.is_reading(),
+            Way::Native { .. } => false,
+        }
     }
 
     /// A failed request, with librdkafka's last client error as its cause: a request
@@ -202,7 +292,10 @@ impl ClusterClient {
 
     /// `message`, with librdkafka's last client error as its cause when there is one.
     fn with_cause(&self, message: String) -> String {
-        match self.consumer().context().last_error() {
+        let Way::Librdkafka(client) = &self.way else {
+            return message;
+        };
+        match client.consumer().context().last_error() {
             Some(cause) => format!("{message}; last client error: {cause}"),
             None => message,
         }
@@ -212,7 +305,10 @@ impl ClusterClient {
     /// since its last metadata answer, as opposed to not answering at all (or a token
     /// provider that failed).
     pub fn rejected(&self) -> bool {
-        self.consumer().context().refused_since_answer()
+        match &self.way {
+            Way::Librdkafka(client) => client.consumer().context().refused_since_answer(),
+            Way::Native { lookup, .. } => lookup.rejected(),
+        }
     }
 
     /// The Kafka `cluster.id` (the physical identity of the cluster).
@@ -229,11 +325,24 @@ impl ClusterClient {
     }
 
     fn cluster_id_unless(&self, end_early: EndEarly) -> Result<String, SourceError> {
+        if let Some(lookup) = self.native() {
+            let give_up = match end_early {
+                EndEarly::OnRefusal => GiveUp::OnRefusal,
+                EndEarly::OnAnyError => GiveUp::OnAnyError,
+            };
+            // Asks for no topic: the answer's cluster id is all that is wanted.
+            let md = lookup.metadata(Some(Vec::new()), give_up)?;
+            return md.cluster_id.ok_or_else(|| SourceError::Cluster {
+                cluster: self.cluster.to_string(),
+                message: "metadata request: the broker gave no cluster id".into(),
+            });
+        }
         // A metadata answer carries the cluster id; asking for the id alone first
         // waits in librdkafka's one-second polling steps.
-        all_metadata(self.consumer().client(), self.timeout, end_early)
+        let consumer = self.consumer()?;
+        all_metadata(consumer.client(), self.timeout, end_early)
             .map_err(|e| self.err("metadata request", &e))?;
-        self.consumer()
+        consumer
             .client()
             .fetch_cluster_id(self.timeout)
             .ok_or_else(|| SourceError::Cluster {
@@ -247,7 +356,11 @@ impl ClusterClient {
 
     /// Partitions of each topic (one metadata request for all topics).
     pub fn describe(&self, topics: &BTreeSet<String>) -> Result<TopicPartitions, SourceError> {
-        let md = all_metadata(self.consumer().client(), self.timeout, EndEarly::OnRefusal)
+        if let Some(lookup) = self.native() {
+            return describe_natively(lookup, topics);
+        }
+        let consumer = self.consumer()?;
+        let md = all_metadata(consumer.client(), self.timeout, EndEarly::OnRefusal)
             .map_err(|e| self.err("metadata request", &e))?;
         let mut out = TopicPartitions::default();
         for t in md.topics() {
@@ -265,7 +378,7 @@ impl ClusterClient {
         // A listing of all topics leaves out those the principal may not describe:
         // asked by name, the broker says which ones it refused.
         for t in &out.missing {
-            if let Ok(md) = self.consumer().fetch_metadata(Some(t), self.timeout)
+            if let Ok(md) = consumer.fetch_metadata(Some(t), self.timeout)
                 && md.topics().iter().any(|m| {
                     m.name() == t
                         && m.error()
@@ -280,7 +393,16 @@ impl ClusterClient {
 
     /// The names of the cluster's topics that `keep` selects (one metadata request).
     pub fn topic_names(&self, keep: impl Fn(&str) -> bool) -> Result<Vec<String>, SourceError> {
-        let md = all_metadata(self.consumer().client(), self.timeout, EndEarly::OnRefusal)
+        if let Some(lookup) = self.native() {
+            let md = lookup.metadata(None, GiveUp::OnRefusal)?;
+            return Ok(md
+                .topics
+                .into_iter()
+                .map(|t| t.name)
+                .filter(|n| keep(n))
+                .collect());
+        }
+        let md = all_metadata(self.consumer()?.client(), self.timeout, EndEarly::OnRefusal)
             .map_err(|e| self.err("metadata request", &e))?;
         Ok(md
             .topics()
@@ -302,27 +424,19 @@ impl ClusterClient {
         if partitions.is_empty() {
             return Ok(BTreeMap::new());
         }
-        let earliest = self.list_offsets(partitions, Offset::Beginning, "earliest offsets")?;
-        let latest = self.list_offsets(partitions, Offset::End, "latest offsets")?;
-        let mut out = BTreeMap::new();
-        for (topic, p) in partitions {
-            let key = (topic.clone(), *p);
-            let (Some(&low), Some(&high)) = (earliest.get(&key), latest.get(&key)) else {
-                return Err(SourceError::Cluster {
-                    cluster: self.cluster.to_string(),
-                    message: format!("offsets of {topic}/{p}: missing from the broker's answer"),
-                });
-            };
-            out.insert(
-                key,
-                PartitionFacts {
+        let mut out: BTreeMap<(String, i32), PartitionFacts> = self
+            .bounds(partitions)?
+            .into_iter()
+            .map(|(key, (low, high))| {
+                let facts = PartitionFacts {
                     earliest: low,
                     latest: high,
                     committed: None,
                     at_timestamp: None,
-                },
-            );
-        }
+                };
+                (key, facts)
+            })
+            .collect();
         if committed {
             let mut tpl = TopicPartitionList::new();
             for (topic, p) in partitions {
@@ -351,6 +465,27 @@ impl ClusterClient {
         Ok(out)
     }
 
+    /// The earliest and latest offsets of every partition.
+    fn bounds(&self, partitions: &[(String, i32)]) -> Result<Bounds, SourceError> {
+        if let Some(lookup) = self.native() {
+            return lookup.bounds(partitions);
+        }
+        let earliest = self.list_offsets(partitions, Offset::Beginning, "earliest offsets")?;
+        let latest = self.list_offsets(partitions, Offset::End, "latest offsets")?;
+        let mut out = Bounds::new();
+        for (topic, p) in partitions {
+            let key = (topic.clone(), *p);
+            let (Some(&low), Some(&high)) = (earliest.get(&key), latest.get(&key)) else {
+                return Err(SourceError::Cluster {
+                    cluster: self.cluster.to_string(),
+                    message: format!("offsets of {topic}/{p}: missing from the broker's answer"),
+                });
+            };
+            out.insert(key, (low, high));
+        }
+        Ok(out)
+    }
+
     /// The first offset at or after each partition's own timestamp (`None` where no
     /// record is that late), in one ListOffsets round.
     pub fn offsets_at_times(
@@ -361,6 +496,9 @@ impl ClusterClient {
         if queries.is_empty() {
             return Ok(out);
         }
+        if let Some(lookup) = self.native() {
+            return lookup.offsets_at_times(queries);
+        }
         let mut tpl = TopicPartitionList::new();
         for (topic, p, ts) in queries {
             tpl.add_partition_offset(topic, *p, Offset::Offset(*ts))
@@ -368,7 +506,7 @@ impl ClusterClient {
             out.insert((topic.clone(), *p), None);
         }
         let got = self
-            .consumer()
+            .consumer()?
             .offsets_for_times(tpl, self.timeout)
             .map_err(|e| self.err("timestamp lookup", &e))?;
         for e in got.elements() {
@@ -389,7 +527,10 @@ impl ClusterClient {
         // SAFETY: the handle lives as long as `self.consumer`, which outlives the call.
         unsafe {
             crate::kafka::group_describe::describe_group(
-                self.consumer().client().native_ptr(),
+                self.consumer()
+                    .map_err(|e| e.to_string())?
+                    .client()
+                    .native_ptr(),
                 group,
                 self.timeout,
             )
@@ -428,7 +569,7 @@ impl ClusterClient {
         let give_up = std::time::Instant::now() + self.timeout;
         loop {
             let left = give_up.saturating_duration_since(std::time::Instant::now());
-            match self.consumer().committed_offsets(tpl.clone(), left) {
+            match self.consumer()?.committed_offsets(tpl.clone(), left) {
                 Ok(got) => return Ok(got),
                 Err(e)
                     if matches!(
@@ -488,7 +629,7 @@ impl ClusterClient {
                 .map_err(|e| self.err(what, &e))?;
         }
         let got = self
-            .consumer()
+            .consumer()?
             .offsets_for_times(tpl, self.timeout)
             .map_err(|e| self.err(what, &e))?;
         let mut out = BTreeMap::new();
@@ -525,7 +666,7 @@ impl ClusterClient {
             tpl.add_partition_offset(topic, *p, Offset::Offset(*o))
                 .map_err(|e| self.err("commit", &e))?;
         }
-        self.consumer()
+        self.consumer()?
             .commit(&tpl, CommitMode::Sync)
             .map_err(|e| self.err("commit", &e))
     }
@@ -554,28 +695,26 @@ impl ClusterClient {
             ));
         }
         let deadline = Instant::now() + self.timeout;
-        let tp = [(topic.to_string(), partition)];
         let key = (topic.to_string(), partition);
-        let offset = |which: Offset, of: &str| -> Result<i64, SourceError> {
-            self.list_offsets(&tp, which, of)?
-                .get(&key)
-                .copied()
-                .ok_or_else(|| SourceError::Cluster {
-                    cluster: self.cluster.to_string(),
-                    message: format!("{what}: {of} missing from the broker's answer"),
-                })
+        let Some(&(start, end)) = self.bounds(std::slice::from_ref(&key))?.get(&key) else {
+            return Err(SourceError::Cluster {
+                cluster: self.cluster.to_string(),
+                message: format!("{what}: offsets missing from the broker's answer"),
+            });
         };
-        let start = offset(Offset::Beginning, "earliest offsets")?;
-        let end = offset(Offset::End, "latest offsets")?;
         if start >= end {
             return Ok(0);
         }
+        if let Some(lookup) = self.native() {
+            return lookup.read(topic, partition, (start, end), &mut |r| {
+                each(r.offset, r.key, r.value)
+            });
+        }
+        let consumer = self.consumer()?;
         let mut tpl = TopicPartitionList::new();
         tpl.add_partition_offset(topic, partition, Offset::Offset(start))
             .map_err(|e| self.err(&what, &e))?;
-        self.consumer()
-            .assign(&tpl)
-            .map_err(|e| self.err(&what, &e))?;
+        consumer.assign(&tpl).map_err(|e| self.err(&what, &e))?;
         let mut next = start;
         let mut read = 0u64;
         let outcome = loop {
@@ -592,7 +731,7 @@ impl ClusterClient {
                     )),
                 });
             }
-            match self.consumer().poll(left.min(Duration::from_millis(100))) {
+            match consumer.poll(left.min(Duration::from_millis(100))) {
                 Some(Ok(m)) => {
                     if m.topic() == topic && m.partition() == partition && m.offset() >= next {
                         each(m.offset(), m.key(), m.payload());
@@ -605,8 +744,7 @@ impl ClusterClient {
                     // Nothing more to hand out: transaction markers at the end take
                     // offsets that no record is handed out for; the position passes
                     // them.
-                    let position = self
-                        .consumer()
+                    let position = consumer
                         .position()
                         .ok()
                         .and_then(|p| p.find_partition(topic, partition).map(|e| e.offset()));
@@ -616,7 +754,7 @@ impl ClusterClient {
                 }
             }
         };
-        if let Err(e) = self.consumer().unassign() {
+        if let Err(e) = consumer.unassign() {
             tracing::debug!(cluster = %self.cluster, error = %e, "{what}: unassigning failed");
         }
         outcome
@@ -648,14 +786,13 @@ impl ClusterClient {
         if partitions.is_empty() {
             return Ok(out);
         }
-        let earliest = self.list_offsets(partitions, Offset::Beginning, "earliest offsets")?;
-        let latest = self.list_offsets(partitions, Offset::End, "latest offsets")?;
+        if let Some(lookup) = self.native() {
+            return lookup.newest_timestamps(partitions);
+        }
+        let consumer = self.consumer()?;
         let mut tpl = TopicPartitionList::new();
         let mut wanted: BTreeMap<(String, i32), i64> = BTreeMap::new();
-        for key in partitions {
-            let (Some(&low), Some(&high)) = (earliest.get(key), latest.get(key)) else {
-                continue;
-            };
+        for (key, (low, high)) in self.bounds(partitions)? {
             if high > low {
                 tpl.add_partition_offset(&key.0, key.1, Offset::Offset(high - 1))
                     .map_err(|e| self.err(what, &e))?;
@@ -665,9 +802,7 @@ impl ClusterClient {
         if wanted.is_empty() {
             return Ok(out);
         }
-        self.consumer()
-            .assign(&tpl)
-            .map_err(|e| self.err(what, &e))?;
+        consumer.assign(&tpl).map_err(|e| self.err(what, &e))?;
         let deadline = Instant::now() + self.timeout;
         let mut quiet_since = Instant::now();
         while !wanted.is_empty() {
@@ -677,7 +812,7 @@ impl ClusterClient {
             if left.is_zero() || quiet_since.elapsed() > Duration::from_secs(1) {
                 break;
             }
-            match self.consumer().poll(left.min(Duration::from_millis(100))) {
+            match consumer.poll(left.min(Duration::from_millis(100))) {
                 Some(Ok(m)) => {
                     let key = (m.topic().to_string(), m.partition());
                     if wanted.get(&key).is_some_and(|at| m.offset() >= *at) {
@@ -687,7 +822,7 @@ impl ClusterClient {
                     quiet_since = Instant::now();
                 }
                 Some(Err(e)) => {
-                    if let Err(u) = self.consumer().unassign() {
+                    if let Err(u) = consumer.unassign() {
                         tracing::debug!(cluster = %self.cluster, error = %u, "{what}: unassigning failed");
                     }
                     return Err(self.err(what, &e));
@@ -695,11 +830,48 @@ impl ClusterClient {
                 None => {}
             }
         }
-        if let Err(e) = self.consumer().unassign() {
+        if let Err(e) = consumer.unassign() {
             tracing::debug!(cluster = %self.cluster, error = %e, "{what}: unassigning failed");
         }
         Ok(out)
     }
+}
+
+/// [`ClusterClient::describe`] on the native path: the partitions of the listed
+/// topics, and those missing asked for by name, which is how a broker says which it
+/// refused to describe.
+fn describe_natively(
+    lookup: &Arc<Lookup>,
+    topics: &BTreeSet<String>,
+) -> Result<TopicPartitions, SourceError> {
+    /// Kafka's TOPIC_AUTHORIZATION_FAILED.
+    const UNAUTHORIZED: i16 = 29;
+    let md = lookup.metadata(None, GiveUp::OnRefusal)?;
+    let mut out = TopicPartitions::default();
+    for t in md.topics {
+        if topics.contains(&t.name) && t.error_code == 0 && !t.partitions.is_empty() {
+            let mut parts: Vec<i32> = t.partitions.iter().map(|p| p.partition).collect();
+            parts.sort_unstable();
+            out.partitions.insert(t.name, parts);
+        }
+    }
+    out.missing = topics
+        .iter()
+        .filter(|t| !out.partitions.contains_key(*t))
+        .cloned()
+        .collect();
+    if !out.missing.is_empty() {
+        let asked: Vec<String> = out.missing.iter().cloned().collect();
+        if let Ok(md) = lookup.metadata(Some(asked), GiveUp::OnRefusal) {
+            out.unauthorized = md
+                .topics
+                .into_iter()
+                .filter(|t| t.error_code == UNAUTHORIZED && out.missing.contains(&t.name))
+                .map(|t| t.name)
+                .collect();
+        }
+    }
+    Ok(out)
 }
 
 /// What [`ClusterClient::read_partition`] hands each record to: its offset, key and
@@ -779,6 +951,7 @@ mod tests {
             None,
             timeout,
             ClientSetup::default(),
+            None,
         )
         .unwrap();
         for attempt in 1..=3 {
@@ -816,7 +989,8 @@ mod tests {
             dispatch: None,
         };
         let timeout = Duration::from_secs(5);
-        let client = ClusterClient::new(None, "dead".into(), &props, None, timeout, setup).unwrap();
+        let client =
+            ClusterClient::new(None, "dead".into(), &props, None, timeout, setup, None).unwrap();
         // Ends about a second after the broker failed; the report comes with it.
         let _ = client.first_contact();
         close_detached(client);

@@ -13,6 +13,7 @@ mod credentials;
 mod cursor;
 mod error;
 mod fetch_response;
+pub(crate) mod lookup;
 mod partition;
 mod responses;
 mod sasl;

@@ -97,6 +97,7 @@ fn idle_client(cluster: &str) -> ClusterClient {
         None,
         Duration::from_millis(100),
         ClientSetup::new(None, cluster),
+        None,
     )
     .expect("librdkafka makes a client without a broker")
 }
