@@ -1,8 +1,9 @@
-//! What a source costs in threads (in-process librdkafka mock clusters): one
-//! librdkafka client per cluster it reads, shared by the enumerator's lookups and the
-//! reader, one thread serving the events of every client, and a reader's fetch
-//! threads (at most one per core). The tests of this binary take turns, so no other
-//! test's clients are counted.
+//! What a source costs in threads (in-process librdkafka mock clusters): on the
+//! native path none per cluster (its lookups and fetches are tasks on the program's
+//! runtime), on librdkafka's one client per cluster it reads, shared by the
+//! enumerator's lookups and the reader, and one thread serving the events of every
+//! client; on both a reader's fetch threads (at most one per core). The tests of this
+//! binary take turns, so no other test's clients are counted.
 
 mod support;
 
@@ -12,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use mck_testkit::{MockKafkaCluster, TestCluster, TestRecord};
 use multicluster_kafka::prelude::*;
-use support::{meta, shared_source};
+use support::shared_source;
 
 /// The process's threads by name.
 fn threads() -> BTreeMap<String, usize> {
@@ -54,7 +55,57 @@ async fn until(what: &str, mut done: impl FnMut() -> bool) {
 }
 
 #[test]
-fn each_cluster_read_costs_one_client_and_the_events_share_a_thread() {
+fn natively_no_cluster_costs_a_thread() {
+    let (before, during, clusters) = read_three_clusters("native");
+    let added =
+        |prefix: &str| named(&during, prefix) - named(&before, prefix).min(named(&during, prefix));
+    assert_eq!(
+        added("rdk:"),
+        0,
+        "no librdkafka client; threads before {before:?}, while reading {during:?}"
+    );
+    assert_eq!(named(&during, "mck-events"), 0, "{during:?}");
+    assert_eq!(
+        added("mck-fetch"),
+        clusters.min(cores()),
+        "a fetch thread per cluster, up to one per core: {during:?}"
+    );
+    // Everything else the process has is the test's own: the mock clusters, their
+    // producers and the runtime.
+    assert_eq!(
+        during.values().sum::<usize>() - added("mck-fetch"),
+        before.values().sum::<usize>(),
+        "threads before {before:?}, while reading {during:?}"
+    );
+}
+
+#[test]
+fn with_librdkafka_each_cluster_read_costs_one_client_and_the_events_share_a_thread() {
+    let (before, during, clusters) = read_three_clusters("librdkafka");
+    let added =
+        |prefix: &str| named(&during, prefix) - named(&before, prefix).min(named(&during, prefix));
+    // librdkafka starts one `rdk:main` thread per client.
+    assert_eq!(
+        added("rdk:main"),
+        clusters,
+        "one client per cluster; threads before {before:?}, while reading {during:?}"
+    );
+    assert_eq!(
+        named(&during, "mck-events"),
+        1,
+        "one event thread for all clients: {during:?}"
+    );
+    assert_eq!(
+        added("mck-fetch"),
+        clusters.min(cores()),
+        "a fetch thread per cluster, up to one per core: {during:?}"
+    );
+}
+
+/// Reads a record from each of three mock clusters with `fetch.backend` set to
+/// `backend`: the threads before the source opened, while it read, and the number
+/// of clusters.
+fn read_three_clusters(backend: &str) -> (BTreeMap<String, usize>, BTreeMap<String, usize>, usize) {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let clusters: Vec<MockKafkaCluster> = (0..3)
         .map(|i| MockKafkaCluster::start(&format!("c{i}"), 1).unwrap())
@@ -63,7 +114,12 @@ fn each_cluster_read_costs_one_client_and_the_events_share_a_thread() {
     for c in &clusters {
         c.create_topic("t", 2).unwrap();
         c.produce("t", &[TestRecord::value("v")]).unwrap();
-        stream = stream.with_cluster(c.logical_id(), meta(c, &["t"]));
+        let cluster = ClusterMetadata::builder(c.bootstrap_servers())
+            .topic("t")
+            .property("fetch.backend", backend)
+            .build()
+            .unwrap();
+        stream = stream.with_cluster(c.logical_id(), cluster);
     }
     let rt = mck_testkit::runtime();
     // Threads after the clusters and the runtime exist (the clusters' producers are
@@ -98,29 +154,20 @@ fn each_cluster_read_costs_one_client_and_the_events_share_a_thread() {
         .await;
         during
     });
-    let added =
-        |prefix: &str| named(&during, prefix) - named(&before, prefix).min(named(&during, prefix));
-    // librdkafka starts one `rdk:main` thread per client.
-    assert_eq!(
-        added("rdk:main"),
-        clusters.len(),
-        "one client per cluster; threads before {before:?}, while reading {during:?}"
-    );
-    assert_eq!(
-        named(&during, "mck-events"),
-        1,
-        "one event thread for all clients: {during:?}"
-    );
-    assert_eq!(
-        added("mck-fetch"),
-        clusters.len().min(cores()),
-        "a fetch thread per cluster, up to one per core: {during:?}"
-    );
+    (before, during, clusters.len())
 }
 
 #[test]
 fn a_cluster_that_leaves_is_let_go_and_closing_ends_the_fetch_threads() {
+    // On librdkafka's path, where a cluster's client has threads to count.
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let meta = |c: &MockKafkaCluster, topics: &[&str]| {
+        ClusterMetadata::builder(c.bootstrap_servers())
+            .topics(topics.iter().copied())
+            .property("fetch.backend", "librdkafka")
+            .build()
+            .unwrap()
+    };
     let (a, b) = (
         MockKafkaCluster::start("fta", 1).unwrap(),
         MockKafkaCluster::start("ftb", 1).unwrap(),
