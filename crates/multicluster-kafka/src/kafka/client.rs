@@ -969,6 +969,150 @@ mod tests {
     }
 
     #[test]
+    fn a_native_first_contact_with_no_broker_ends_at_once() {
+        // Port 1 on loopback refuses connections: one round over the bootstrap list,
+        // then the enumerator's backoff, not the client timeout.
+        let props = ClientProperties::from_iter([("bootstrap.servers", "127.0.0.1:1")]);
+        let rt = mck_testkit::runtime();
+        let timeout = Duration::from_secs(30);
+        let setup = ClientSetup::default();
+        let client = ClusterClient::new(
+            None,
+            "dead".into(),
+            &props,
+            None,
+            timeout,
+            setup,
+            Some(rt.handle().clone()),
+        )
+        .unwrap();
+        assert!(client.native().is_some());
+        let began = std::time::Instant::now();
+        let e = client.first_contact().unwrap_err();
+        assert!(began.elapsed() < timeout / 3, "took {:?}", began.elapsed());
+        assert!(e.to_string().contains("Connection refused"), "{e}");
+        assert!(e.is_retriable(), "{e}");
+        assert!(!client.rejected());
+    }
+
+    /// The lookups through the native path and through librdkafka answer alike on
+    /// one real broker (reached through the test kit's proxy), over committed and
+    /// aborted transactions and timestamps; the native ones go on when every
+    /// connection they kept is cut.
+    #[test]
+    fn native_lookups_answer_as_librdkafkas_do() {
+        use mck_testkit::proxy::ProxiedCluster;
+        use mck_testkit::{
+            ClusterOptions, TestCluster, TestRecord, TransactionEnd, produce_transaction,
+        };
+        let kafka = ProxiedCluster::start(ClusterOptions::new("lookups"))
+            .unwrap_or_else(|e| panic!("the cluster starts: {e:?}"));
+        let c = kafka.cluster();
+        c.create_topic("lk", 2).unwrap();
+        c.create_topic("other", 1).unwrap();
+        // Recent timestamps: retention would delete records of 1970.
+        let t0 = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64
+            - 600_000;
+        let at = |i: i64| t0 + i * 1_000;
+        let p0: Vec<TestRecord> = (0..5)
+            .map(|i| {
+                TestRecord::value(format!("v{i}"))
+                    .with_key(format!("k{i}"))
+                    .at(at(i))
+                    .to_partition(0)
+            })
+            .collect();
+        c.produce("lk", &p0).unwrap();
+        let committed = [TestRecord::value("t").at(at(5)).to_partition(0)];
+        produce_transaction(c, "lk", &committed, TransactionEnd::Commit).unwrap();
+        c.produce("lk", &[TestRecord::value("last").at(at(7)).to_partition(0)])
+            .unwrap();
+        let p1 = [
+            TestRecord::value("a").at(at(1)).to_partition(1),
+            TestRecord::value("b").at(at(2)).to_partition(1),
+        ];
+        c.produce("lk", &p1).unwrap();
+        let aborted = [TestRecord::value("gone").at(at(3)).to_partition(1)];
+        produce_transaction(c, "lk", &aborted, TransactionEnd::Abort).unwrap();
+
+        let rt = mck_testkit::runtime();
+        let props = ClientProperties::from_iter([(
+            "bootstrap.servers",
+            kafka.proxied_bootstrap_servers().as_str(),
+        )]);
+        let make = |runtime: Option<tokio::runtime::Handle>| {
+            let setup = ClientSetup::default();
+            let timeout = Duration::from_secs(30);
+            ClusterClient::new(
+                None,
+                "lookups".into(),
+                &props,
+                None,
+                timeout,
+                setup,
+                runtime,
+            )
+            .unwrap()
+        };
+        let native = make(Some(rt.handle().clone()));
+        let librdkafka = make(None);
+        assert!(native.native().is_some() && librdkafka.native().is_none());
+        let parts = vec![("lk".to_string(), 0), ("lk".to_string(), 1)];
+        let topics: BTreeSet<String> = ["lk", "other", "absent"].map(String::from).into();
+        let ask = |client: &ClusterClient| {
+            let id = client.kafka_cluster_id().unwrap();
+            let described = client.describe(&topics).unwrap();
+            let mut names = client.topic_names(|t| !t.starts_with("__")).unwrap();
+            names.sort();
+            let facts = client.facts(&parts, false, Some(at(2))).unwrap();
+            let times = [
+                ("lk".to_string(), 0, at(3) - 500),
+                ("lk".to_string(), 1, at(10_000)),
+            ];
+            let found = client.offsets_at_times(&times).unwrap();
+            let newest = client.newest_timestamps(&parts).unwrap();
+            let mut read = Vec::new();
+            let count = client
+                .read_partition("lk", 1, &mut |o, _, v| {
+                    read.push((o, v.map(<[u8]>::to_vec)));
+                })
+                .unwrap();
+            (id, described, names, facts, found, newest, read, count)
+        };
+        let answers = ask(&native);
+        assert_eq!(answers, ask(&librdkafka), "native first, librdkafka second");
+        let (id, described, names, facts, found, newest, read, count) = answers.clone();
+        assert_eq!(id, c.kafka_cluster_id());
+        assert_eq!(described.partitions.get("lk"), Some(&vec![0, 1]));
+        assert_eq!(described.missing, BTreeSet::from(["absent".to_string()]));
+        assert_eq!(names, ["lk", "other"]);
+        // Partition 0: five records, the committed one and its marker, "last".
+        let p0_facts = &facts[&("lk".to_string(), 0)];
+        assert_eq!((p0_facts.earliest, p0_facts.latest), (0, 8));
+        assert_eq!(p0_facts.at_timestamp, Some(2));
+        assert_eq!(found[&("lk".to_string(), 0)], Some(3));
+        assert_eq!(found[&("lk".to_string(), 1)], None);
+        assert_eq!(newest[&("lk".to_string(), 0)], Some(at(7)));
+        // Partition 1 ends with the abort marker: no record at its last offset, and
+        // the aborted record is not read.
+        assert_eq!(newest[&("lk".to_string(), 1)], None);
+        assert_eq!(count, 2);
+        assert_eq!(
+            read,
+            [(0, Some(b"a".to_vec())), (1, Some(b"b".to_vec()))].to_vec()
+        );
+
+        // Every connection through the proxy is cut: the kept ones are dead, and the
+        // native lookups open new ones without an error.
+        kafka.proxy().reset_all();
+        assert_eq!(ask(&native), answers, "after the connections were cut");
+        close_detached(librdkafka);
+    }
+
+    #[test]
     fn librdkafka_says_when_every_broker_is_down() {
         // librdkafka raises "N/N brokers are down" (and re-bootstraps) only when its
         // rd_atomic32_set returns the previous value, which its CMake build gets
