@@ -179,7 +179,7 @@ impl std::fmt::Debug for ClusterClient {
 
 impl ClusterClient {
     /// Creates the lookup client of a cluster. On a tokio `runtime`, for a cluster
-    /// the native path serves ([`settings::choose`]), it connects natively (nothing
+    /// the native path serves ([`settings::serves`]), it connects natively (nothing
     /// yet) and makes a librdkafka client only for groups and commits, when first
     /// asked. Otherwise it is the `share`'s librdkafka client for these settings
     /// (which the first reader of the cluster fetches with), or one of its own
@@ -203,8 +203,14 @@ impl ClusterClient {
                 hooks: setup.hooks.is_some(),
                 runtime: true,
             };
-            if settings::choose(&given)? {
-                let settings = settings::settings(&given)?;
+            // Settings the native path refuses (a bad number, a missing file) leave
+            // the lookups on librdkafka, which says so in its words, as before; the
+            // reader's native fetcher fails with the native path's.
+            let native = match settings::serves(&given) {
+                true => settings::settings(&given).ok(),
+                false => None,
+            };
+            if let Some(settings) = native {
                 let lookup = Lookup::new(cluster.clone(), &settings, timeout, runtime);
                 tracing::debug!(cluster = %cluster, "looking up natively");
                 return Ok(Self {

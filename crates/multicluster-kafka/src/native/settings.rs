@@ -142,6 +142,17 @@ pub(crate) fn choose(given: &Given<'_>) -> Result<bool, SourceError> {
     }
 }
 
+/// Whether the native path serves this cluster, quietly: `fetch.backend` is not
+/// `librdkafka` (nor invalid) and the path supports every property set. For the
+/// enumerator's lookups, which otherwise stay on librdkafka; the reader's
+/// [`choose`] says why, or fails, for the same cluster.
+pub(crate) fn serves(given: &Given<'_>) -> bool {
+    let backend = given.props.fetch_backend();
+    matches!(backend, Ok(FetchBackend::Native | FetchBackend::Auto))
+        && AUTO_IS_NATIVE
+        && unsupported(given).is_none()
+}
+
 /// What `fetch.backend=auto` takes for a cluster the native path supports: the
 /// native path (every reading test of the library and of `mck` passed on it, and
 /// again on librdkafka with `MCK_FETCH_BACKEND=librdkafka`).
