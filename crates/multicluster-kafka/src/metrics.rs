@@ -22,6 +22,7 @@
 //! | `mck_mirror_behind_seconds` | gauge | `cluster`, `topic`, `partition` | while a split on a mirror looks for its last record: how much older the newest record read there is (a lagging mirror's distance); 0 after |
 //! | `mck_watermark_lag_seconds` | gauge | `stream`, `cluster` | with watermarks on: how far the lowest watermark of the stream's active splits on the cluster is behind the wall clock (see [`WATERMARK_LAG`]) |
 //! | `mck_paused_splits` | gauge | `reader` | the reader's splits whose fetching is paused: their watermark ran too far ahead (alignment), or they hold many records waiting for the others (time order) |
+//! | `mck_fetch_buffered_bytes` | gauge | | bytes of fetch answers the source's native fetches hold queued for their readers, every cluster's (see [`FETCH_BUFFERED_BYTES`]) |
 //! | `mck_mirror_switches_total` | counter | `cluster`, `outcome` | splits on a mirror that ended their search for the last record handed out from the source: `found`, `diverged`, `lower_bound` (see [`MIRROR_SWITCHES`]) |
 
 /// Splits on a mirror (`cluster`) whose search for the last record handed out from
@@ -134,6 +135,11 @@ pub const CONSUMERS_CREATED: &str = "mck_consumers_created_total";
 /// Errors that kept a change from a cluster, by `cluster` and `kind` (`properties`:
 /// librdkafka refused the cluster's new properties, which are not applied).
 pub const CLUSTER_ERRORS: &str = "mck_cluster_errors_total";
+/// Bytes of fetch answers the source's native fetches hold queued for their readers,
+/// all clusters together: within the largest `queued.max.messages.kbytes` of the
+/// clusters plus one answer per cluster (docs/native-fetch.md). Set about once a
+/// second by each reader that fetches natively.
+pub const FETCH_BUFFERED_BYTES: &str = "mck_fetch_buffered_bytes";
 /// Positions reset by the out-of-range policy, by `cluster` and `topic`.
 pub const OFFSET_RESETS: &str = "mck_offset_resets_total";
 

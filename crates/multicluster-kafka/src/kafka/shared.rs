@@ -97,11 +97,13 @@ impl SharedClient {
 
 type Key = (Arc<str>, Vec<(String, String)>);
 
-/// The clients of one source by cluster and settings; each lives as long as one of
-/// its holders does.
+/// The clients of one source by cluster and settings, each living as long as one
+/// of its holders does; and the byte budget its native fetches share.
 #[derive(Default)]
 pub(crate) struct ClientShare {
     clients: Mutex<HashMap<Key, Weak<SharedClient>>>,
+    /// The byte budget of the source's native fetches, which all of them share.
+    native_budget: Arc<crate::native::budget::Budget>,
 }
 
 impl std::fmt::Debug for ClientShare {
@@ -144,6 +146,11 @@ impl Made {
 }
 
 impl ClientShare {
+    /// The byte budget of the source's native fetches.
+    pub(crate) fn native_budget(&self) -> Arc<crate::native::budget::Budget> {
+        self.native_budget.clone()
+    }
+
     fn live(&self, key: &Key) -> Option<Arc<SharedClient>> {
         let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
         clients.retain(|_, c| c.strong_count() > 0);

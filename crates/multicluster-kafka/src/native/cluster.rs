@@ -34,6 +34,7 @@ use tokio::sync::Notify;
 use uuid::Uuid;
 
 use super::batch::Batches;
+use super::budget::Budget;
 use super::calls::{FetchSettings, FetchWant};
 use super::conn::{ConnectOptions, Connection};
 use super::error::NativeError;
@@ -68,6 +69,8 @@ pub(crate) struct ClusterOptions {
     pub partition_max_bytes: i32,
     /// Bytes of answers queued for the thread before fetching pauses.
     pub budget: usize,
+    /// The source's budget, shared by all its native fetches ([`Budget`]).
+    pub shared_budget: Arc<Budget>,
     pub out_of_range: OutOfRange,
 }
 
@@ -223,6 +226,7 @@ impl ClusterFetch {
         options: ClusterOptions,
         wake: Box<dyn Fn() + Send + Sync>,
     ) -> Self {
+        options.shared_budget.raise_to(options.budget);
         let shared = Arc::new(Shared {
             options,
             state: Mutex::new(State::default()),
@@ -311,6 +315,10 @@ impl ClusterFetch {
         let was_full = state.buffered >= self.shared.options.budget;
         if let Arrival::Records { answer, .. } = &arrival {
             state.buffered = state.buffered.saturating_sub(answer.records.len());
+            self.shared
+                .options
+                .shared_budget
+                .release(answer.records.len());
         }
         let room = state.buffered < self.shared.options.budget;
         drop(state);
@@ -330,6 +338,11 @@ impl ClusterFetch {
             .collect()
     }
 
+    /// Bytes of answers the source's native fetches hold queued, all clusters'.
+    pub fn source_buffered(&self) -> usize {
+        self.shared.options.shared_budget.used()
+    }
+
     /// Says the records came through (a new error is warned about again).
     pub fn records_flow(&self) {
         self.shared.state().streak = None;
@@ -338,7 +351,12 @@ impl ClusterFetch {
 
 impl Drop for ClusterFetch {
     fn drop(&mut self) {
-        self.shared.state().closed = true;
+        let mut state = self.shared.state();
+        state.closed = true;
+        // What is still queued leaves the source's budget with it.
+        let queued = std::mem::take(&mut state.buffered);
+        drop(state);
+        self.shared.options.shared_budget.release(queued);
         self.shared.changed.notify_waiters();
         self.task.abort();
     }
@@ -508,6 +526,10 @@ async fn fetch_from(shared: Arc<Shared>, node: i32) {
         let changed = shared.changed.notified();
         tokio::pin!(changed);
         changed.as_mut().enable();
+        // Room in the source's budget, made by another cluster's reader.
+        let room_freed = shared.options.shared_budget.room();
+        tokio::pin!(room_freed);
+        room_freed.as_mut().enable();
         let (sent, wants_owned, addr, wake_at) = {
             let mut state = shared.state();
             let now = tokio::time::Instant::now();
@@ -527,7 +549,11 @@ async fn fetch_from(shared: Arc<Shared>, node: i32) {
                 state.fetching.retain(|n| *n != node);
                 return;
             }
-            let room = state.buffered < shared.options.budget;
+            // A cluster with nothing queued may always fetch: its reader may be
+            // waiting for its records while the others' fill the source's budget.
+            let room = state.buffered == 0
+                || (state.buffered < shared.options.budget
+                    && shared.options.shared_budget.has_room());
             let addr = state.brokers.get(&node).cloned();
             let mut sent = Vec::new();
             let mut wants = Vec::new();
@@ -572,10 +598,16 @@ async fn fetch_from(shared: Arc<Shared>, node: i32) {
                 Some(at) => {
                     tokio::select! {
                         () = &mut changed => {}
+                        () = &mut room_freed => {}
                         () = tokio::time::sleep_until(at) => {}
                     }
                 }
-                None => changed.await,
+                None => {
+                    tokio::select! {
+                        () = &mut changed => {}
+                        () = &mut room_freed => {}
+                    }
+                }
             }
             continue;
         }
@@ -742,6 +774,7 @@ async fn fetch_round(
                         }
                         part.offset = next;
                         state.buffered += answer.records.len();
+                        shared.options.shared_budget.add(answer.records.len());
                         state.arrivals.push_back(Arrival::Records {
                             key,
                             generation: s.generation,
@@ -863,4 +896,100 @@ async fn reset(
         log_start: log_start.unwrap_or(-1),
         log_end: log_end.unwrap_or(-1),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mck_testkit::TestCluster;
+
+    /// Four fetches (of four topics of a real broker: as four clusters would be)
+    /// with a backlog each, sharing one budget and never taken from: together they
+    /// stop near the budget (each may still queue one answer), where budgets of
+    /// their own would each fill theirs.
+    #[test]
+    fn clusters_sharing_a_budget_stop_at_it_together() {
+        const BUDGET: usize = 64 * 1024;
+        const ANSWER: i32 = 16 * 1024;
+        let kafka = mck_testkit::shared_cluster("native-budget")
+            .unwrap_or_else(|e| panic!("the cluster starts: {e:?}"));
+        let topics: Vec<String> = (0..4).map(|i| format!("budget{i}")).collect();
+        // Batches of 10 KiB: a broker answers at least one whole batch.
+        let producer: rdkafka::producer::BaseProducer = kafka
+            .client_config()
+            .set("batch.size", "10240")
+            .create()
+            .unwrap();
+        let value = vec![b'x'; 1024];
+        for t in &topics {
+            kafka.create_topic(t, 1).unwrap();
+            for _ in 0..500 {
+                let record = rdkafka::producer::BaseRecord::<(), [u8]>::to(t).payload(&value);
+                producer.send(record).map_err(|(e, _)| e).unwrap();
+            }
+        }
+        rdkafka::producer::Producer::flush(&producer, Duration::from_secs(60)).unwrap();
+        let rt = mck_testkit::runtime();
+        let shared_budget = Arc::new(Budget::default());
+        let fetches: Vec<ClusterFetch> = topics
+            .iter()
+            .map(|topic| {
+                let options = ClusterOptions {
+                    cluster: Arc::from(topic.as_str()),
+                    bootstrap: vec![kafka.bootstrap_servers()],
+                    connect: ConnectOptions::default(),
+                    fetch: FetchSettings {
+                        max_bytes: ANSWER,
+                        ..FetchSettings::default()
+                    },
+                    partition_max_bytes: ANSWER,
+                    budget: BUDGET,
+                    shared_budget: shared_budget.clone(),
+                    out_of_range: OutOfRange::Fail,
+                };
+                let fetch = ClusterFetch::start(rt.handle(), options, Box::new(|| {}));
+                fetch.add((Arc::from(topic.as_str()), 0), 0);
+                fetch
+            })
+            .collect();
+        // Until the queued bytes stay put for a second (a guard against hangs, not
+        // a timing assertion).
+        let patience = std::time::Instant::now();
+        let mut last = (usize::MAX, std::time::Instant::now());
+        loop {
+            let used = shared_budget.used();
+            if used != last.0 {
+                last = (used, std::time::Instant::now());
+            } else if used > 0 && last.1.elapsed() > Duration::from_secs(1) {
+                break;
+            }
+            assert!(
+                patience.elapsed() < Duration::from_secs(60),
+                "still fetching: {used}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let used = shared_budget.used();
+        assert!(used >= BUDGET, "stopped below the budget: {used}");
+        // Budgets of their own: at least 4 × BUDGET.
+        assert!(
+            used <= BUDGET + topics.len() * 2 * ANSWER as usize,
+            "{used} bytes queued, over the budget and an answer per cluster"
+        );
+        // Every cluster got its answers, and taking them gives the bytes back.
+        let mut taken = 0;
+        for fetch in &fetches {
+            let mut any = false;
+            while let Some(arrival) = fetch.take() {
+                if let Arrival::Records { answer, .. } = arrival {
+                    taken += answer.records.len();
+                    any = true;
+                }
+            }
+            assert!(any, "a cluster was starved");
+        }
+        assert_eq!(taken, used);
+        assert_eq!(shared_budget.used(), 0);
+        drop(fetches);
+    }
 }

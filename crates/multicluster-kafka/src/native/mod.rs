@@ -5,6 +5,7 @@
 //! this module.
 
 mod batch;
+pub(crate) mod budget;
 mod calls;
 pub(crate) mod cluster;
 mod codec;

@@ -51,6 +51,7 @@ fn options(opening: &Opening<'_>) -> Result<(ClusterOptions, PartitionOptions), 
         partition_max_bytes: settings.partition_max_bytes,
         fetch: settings.fetch,
         budget: settings.budget,
+        shared_budget: opening.clients.native_budget(),
         out_of_range,
     };
     Ok((cluster, settings.partition))
@@ -390,6 +391,8 @@ impl<D: Deserializer> FetchPath<D> for NativeFetch {
         self.slots = slots;
         if lag_due {
             self.last_lag_report = Instant::now();
+            metrics::gauge!(crate::metrics::FETCH_BUFFERED_BYTES)
+                .set(self.fetch.source_buffered() as f64);
             for (key, high) in self.fetch.high_watermarks() {
                 if self.parts.contains_key(&key) {
                     polled.high_watermarks.push((key.0, key.1, high));
