@@ -13,9 +13,10 @@
 //! next fetch of a partition starts after the last whole batch of its last answer, so
 //! a broker is asked again while the thread decodes.
 //!
-//! Memory: once the queue holds `budget` bytes, no broker task fetches until the
-//! thread takes some; it takes an answer when it decodes it, so the answers
-//! waiting stay within the budget. Each partition has at most one fetch in flight, and an answer
+//! Memory: once the queue holds `budget` bytes, or the source's fetches together
+//! hold their shared budget ([`Budget`]) and this one holds something, no broker
+//! task fetches until the thread takes some; it takes an answer when it decodes it,
+//! so the answers waiting stay within the budget. Each partition has at most one fetch in flight, and an answer
 //! is applied only if the partition is still at the offset and the assignment
 //! (generation) it was fetched for: a partition removed, moved or read again from
 //! elsewhere never gets the old answer.
