@@ -197,7 +197,12 @@ impl Connection {
             reauth_at: None,
             reauthentications: 0,
         };
-        conn.negotiate().await?;
+        if let Err(e) = conn.negotiate().await {
+            return Err(match options.tls {
+                Some(_) => super::tls::alert_as_refusal(e),
+                None => e,
+            });
+        }
         if let Some(sasl) = &options.sasl {
             conn.reauth_at = conn.authenticate(sasl).await?;
         }

@@ -252,6 +252,25 @@ impl Tls {
     }
 }
 
+/// `e`, the error of a TLS connection's first exchange, as a refusal when it is the
+/// broker's TLS alert: with TLS 1.3 a broker checks the client's certificate after
+/// the handshake completed on the client's side, and an expired or unknown one
+/// comes back as an alert on the first read, not as a handshake failure.
+pub(super) fn alert_as_refusal(e: NativeError) -> NativeError {
+    if let NativeError::Io { addr, source } = &e
+        && let Some(ssl) = source
+            .get_ref()
+            .and_then(|inner| inner.downcast_ref::<openssl::ssl::Error>())
+        && let Some(stack) = ssl.ssl_error()
+    {
+        return NativeError::Tls {
+            addr: addr.clone(),
+            message: reasons(stack),
+        };
+    }
+    e
+}
+
 /// OpenSSL's reasons in an error stack, without its source file names.
 fn reasons(stack: &openssl::error::ErrorStack) -> String {
     let reasons: Vec<&str> = stack.errors().iter().filter_map(|e| e.reason()).collect();
