@@ -62,8 +62,9 @@ fn leader_moving(code: i16) -> bool {
 /// When a metadata request gives up before the client timeout.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum GiveUp {
-    /// Once every broker refused the client (TLS or SASL) in one round; a broker
-    /// that does not answer is asked again until the timeout.
+    /// Once every broker failed in one round and one of them refused the client
+    /// (TLS or SASL); brokers that only do not answer are asked again until the
+    /// timeout.
     OnRefusal,
     /// Once every broker failed in one round, however: for a first contact, which
     /// its caller tries again with backoff and should say why meanwhile.
@@ -205,16 +206,16 @@ impl Lookup {
                     }
                 }
             }
-            let every_refused = tried > 0 && refusals == tried;
-            if every_refused {
-                self.refused.store(true, Ordering::SeqCst);
-            }
+            // Every broker failed; some refused the client (others may be down),
+            // as librdkafka's "refused since its last answer".
+            let refused = tried > 0 && refusals > 0;
+            self.refused.store(refused, Ordering::SeqCst);
             let last = last.unwrap_or_else(|| NativeError::Closed {
                 addr: "(no bootstrap.servers)".into(),
             });
             let ends = match give_up {
                 GiveUp::OnAnyError => true,
-                GiveUp::OnRefusal => every_refused,
+                GiveUp::OnRefusal => refused,
             };
             if ends || Instant::now() + backoff >= deadline {
                 return Err(self.error("metadata request", &last));
