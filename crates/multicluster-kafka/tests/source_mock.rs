@@ -455,6 +455,34 @@ fn a_checkpoint_after_a_failed_record_in_a_batch_resumes_after_it() {
 
 #[test]
 fn fetch_errors_become_reader_warnings_and_librdkafka_lines_keep_their_target() {
+    let events = read_through_a_broker_restart("librdkafka");
+    // librdkafka's own lines arrive as events under its target (not on stderr), and
+    // its client errors are not repeated there.
+    assert!(
+        events.iter().any(|(target, _, _)| target == "librdkafka"),
+        "{events:?}"
+    );
+    assert!(
+        !events
+            .iter()
+            .any(|(_, _, fields)| fields.contains("rdkafka#consumer")),
+        "{events:?}"
+    );
+}
+
+#[test]
+fn native_fetch_errors_become_reader_warnings_and_no_librdkafka_client_is_made() {
+    let events = read_through_a_broker_restart("native");
+    assert!(
+        !events.iter().any(|(target, _, _)| target == "librdkafka"),
+        "{events:?}"
+    );
+}
+
+/// Reads a record of a mock cluster with `fetch.backend` = `backend`, takes its
+/// broker down until the reader warns once about its fetches, brings it back and
+/// reads the next record; returns the events logged meanwhile.
+fn read_through_a_broker_restart(backend: &str) -> Vec<(String, tracing::Level, String)> {
     let c = MockKafkaCluster::start("flaky", 1).unwrap();
     c.create_topic("t", 1).unwrap();
     c.produce("t", &[TestRecord::value("one")]).unwrap();
@@ -471,6 +499,7 @@ fn fetch_errors_become_reader_warnings_and_librdkafka_lines_keep_their_target() 
                 .metadata_service(stream_on("s", "flaky", &c, "t"))
                 .stream_ids(["s"])
                 .deserializer(Utf8)
+                .property("fetch.backend", backend)
                 .build()
                 .unwrap()
                 .open()
@@ -505,19 +534,7 @@ fn fetch_errors_become_reader_warnings_and_librdkafka_lines_keep_their_target() 
             s.close().await;
         })
     });
-    let events = capture.events();
-    // librdkafka's own lines arrive as events under its target (not on stderr), and
-    // its client errors are not repeated there.
-    assert!(
-        events.iter().any(|(target, _, _)| target == "librdkafka"),
-        "{events:?}"
-    );
-    assert!(
-        !events
-            .iter()
-            .any(|(_, _, fields)| fields.contains("rdkafka#consumer")),
-        "{events:?}"
-    );
+    capture.events()
 }
 
 #[test]
