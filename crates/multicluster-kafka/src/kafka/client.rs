@@ -978,7 +978,10 @@ mod tests {
     fn a_native_first_contact_with_no_broker_ends_at_once() {
         // Port 1 on loopback refuses connections: one round over the bootstrap list,
         // then the enumerator's backoff, not the client timeout.
-        let props = ClientProperties::from_iter([("bootstrap.servers", "127.0.0.1:1")]);
+        let props = ClientProperties::from_iter([
+            ("bootstrap.servers", "127.0.0.1:1"),
+            ("fetch.backend", "native"),
+        ]);
         let rt = mck_testkit::runtime();
         let timeout = Duration::from_secs(30);
         let setup = ClientSetup::default();
@@ -1045,10 +1048,14 @@ mod tests {
         produce_transaction(c, "lk", &aborted, TransactionEnd::Abort).unwrap();
 
         let rt = mck_testkit::runtime();
-        let props = ClientProperties::from_iter([(
-            "bootstrap.servers",
-            kafka.proxied_bootstrap_servers().as_str(),
-        )]);
+        // Whatever MCK_FETCH_BACKEND says; librdkafka never sees the property.
+        let props = ClientProperties::from_iter([
+            (
+                "bootstrap.servers",
+                kafka.proxied_bootstrap_servers().as_str(),
+            ),
+            ("fetch.backend", "native"),
+        ]);
         let make = |runtime: Option<tokio::runtime::Handle>| {
             let setup = ClientSetup::default();
             let timeout = Duration::from_secs(30);
