@@ -11,12 +11,25 @@ use rdkafka::types::RDKafkaRespErr;
 use super::{ClusterMetadata, KafkaMetadataService, KafkaStream, MetadataError};
 use crate::base::hooks::ClientHooks;
 use crate::base::properties::ClientProperties;
+use crate::error::SourceError;
 use crate::kafka::events::Served;
 use crate::kafka::events::{ClientRole, SourceContext};
+use crate::native::lookup::{GiveUp, Lookup};
+use crate::native::settings::{self, Given};
 
 /// The admin client and the thread serving its events (log lines, errors, token
 /// requests); the thread is declared first, so it stops before the client goes.
 type Admin = Served<AdminClient<SourceContext>>;
+
+/// How the service lists the cluster's topics.
+#[derive(Clone)]
+enum Client {
+    /// The native path's lookups (no thread of their own), where it serves the
+    /// cluster and the service is made on a tokio runtime.
+    Native(Arc<Lookup>),
+    /// A librdkafka admin client.
+    Librdkafka(Arc<Admin>),
+}
 
 /// Every topic of one cluster is a stream of the same name.
 ///
@@ -26,10 +39,12 @@ type Admin = Served<AdminClient<SourceContext>>;
 /// name starts with `__` (Kafka's internal topics such as `__consumer_offsets` and
 /// `__transaction_state`) are never streams.
 ///
-/// The metadata request blocks inside librdkafka, so it runs on a thread of its own,
-/// which a runtime shutting down does not wait for; a call waits at most
-/// [`metadata_timeout`](Self::with_metadata_timeout) for the cluster. The methods need
-/// a tokio runtime. [`close`](KafkaMetadataService::close), or dropping the service,
+/// Made on a tokio runtime for a cluster the native fetch path serves (see
+/// `fetch.backend`), the service lists topics over connections of its own on that
+/// runtime, with no thread of its own; otherwise with a librdkafka admin client. Each
+/// request runs on a thread of its own, which a runtime shutting down does not wait
+/// for; a call waits at most [`metadata_timeout`](Self::with_metadata_timeout) for the
+/// cluster. The methods need a tokio runtime. [`close`](KafkaMetadataService::close), or dropping the service,
 /// lets the client go on a thread of its own too (destroying it takes rust-rdkafka up
 /// to 100 ms), so neither blocks the caller.
 ///
@@ -57,7 +72,7 @@ pub struct SingleClusterMetadataService {
     properties: ClientProperties,
     metadata_timeout: Duration,
     /// `None` once closed.
-    client: Mutex<Option<Arc<Admin>>>,
+    client: Mutex<Option<Client>>,
     /// How the listings went so far ([`Listing`]), for how loudly a failure is said.
     listing: AtomicU8,
 }
@@ -117,6 +132,31 @@ impl SingleClusterMetadataService {
                 cluster: cluster_id,
             });
         }
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let cluster: Arc<str> = Arc::from(cluster_id.as_str());
+            let given = Given {
+                cluster: &cluster,
+                props: &properties,
+                hooks: hooks.is_some(),
+                runtime: true,
+            };
+            // Settings the native path refuses stay with librdkafka's words for them.
+            let native = match settings::serves(&given) {
+                true => settings::settings(&given).ok(),
+                false => None,
+            };
+            if let Some(settings) = native {
+                let timeout = Self::DEFAULT_METADATA_TIMEOUT;
+                let lookup = Lookup::new(cluster, &settings, timeout, runtime);
+                return Ok(Self {
+                    cluster_id,
+                    properties,
+                    metadata_timeout: timeout,
+                    client: Mutex::new(Some(Client::Native(Arc::new(lookup)))),
+                    listing: AtomicU8::new(Listing::NEVER),
+                });
+            }
+        }
         let mut config = client_settings(&properties);
         let refused = |e: String| MetadataError::Cluster {
             message: redact(&properties, format!("cannot create a Kafka client: {e}")),
@@ -131,7 +171,7 @@ impl SingleClusterMetadataService {
             cluster_id,
             properties,
             metadata_timeout: Self::DEFAULT_METADATA_TIMEOUT,
-            client: Mutex::new(Some(Arc::new(client))),
+            client: Mutex::new(Some(Client::Librdkafka(Arc::new(client)))),
             listing: AtomicU8::new(Listing::NEVER),
         })
     }
@@ -140,6 +180,11 @@ impl SingleClusterMetadataService {
     /// fails with [`MetadataError::Cluster`].
     pub fn with_metadata_timeout(mut self, timeout: Duration) -> Self {
         self.metadata_timeout = timeout;
+        let mut client = self.lock();
+        if let Some(Client::Native(lookup)) = client.as_mut() {
+            *lookup = Arc::new(lookup.retimed(timeout));
+        }
+        drop(client);
         self
     }
 
@@ -148,7 +193,7 @@ impl SingleClusterMetadataService {
         &self.cluster_id
     }
 
-    fn lock(&self) -> MutexGuard<'_, Option<Arc<Admin>>> {
+    fn lock(&self) -> MutexGuard<'_, Option<Client>> {
         self.client.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -167,6 +212,10 @@ impl SingleClusterMetadataService {
         // meanwhile, the client is destroyed there, not on an async worker, and a
         // runtime shutting down does not wait for it.
         let fetch = crate::kafka::client::detached(move || {
+            let client = match client {
+                Client::Native(lookup) => return native_topics(&lookup),
+                Client::Librdkafka(admin) => admin,
+            };
             let metadata = crate::kafka::client::all_metadata(
                 client.inner(),
                 timeout,
@@ -197,7 +246,10 @@ impl SingleClusterMetadataService {
             _ = tokio::time::sleep(Self::SLOW_FIRST_ANSWER) => {
                 if self.listing.load(Ordering::Relaxed) == Listing::NEVER {
                     // Nothing else is said before the request's timeout ends it.
-                    let cause = self.lock().as_ref().and_then(|c| c.inner().context().last_error());
+                    let cause = self.lock().as_ref().and_then(|c| match c {
+                        Client::Native(lookup) => lookup.last_error(),
+                        Client::Librdkafka(admin) => admin.inner().context().last_error(),
+                    });
                     let cause = cause.map_or_else(String::new, |c| format!(" (last client error: {c})"));
                     let bootstrap = self.properties.shown("bootstrap.servers").unwrap_or_default();
                     tracing::warn!(cluster = %self.cluster_id, bootstrap, "no answer from the cluster yet{}; waiting up to the metadata timeout of {:?}", redact(&self.properties, cause), self.metadata_timeout);
@@ -295,6 +347,25 @@ impl KafkaMetadataService for SingleClusterMetadataService {
             tracing::debug!(cluster = %self.cluster_id, "single-cluster metadata service closed");
         }
         Ok(())
+    }
+}
+
+/// The cluster's non-internal topics through native lookups; an error as its
+/// message (the caller names the cluster).
+fn native_topics(lookup: &Arc<Lookup>) -> Result<BTreeSet<String>, String> {
+    /// Kafka's UNKNOWN_TOPIC_OR_PARTITION.
+    const UNKNOWN: i16 = 3;
+    match lookup.metadata(None, GiveUp::OnRefusal) {
+        Ok(md) => Ok(md
+            .topics
+            .into_iter()
+            .filter(|t| t.error_code != UNKNOWN && !is_internal_topic(&t.name))
+            .map(|t| t.name)
+            .collect()),
+        Err(SourceError::Kafka { message, .. } | SourceError::Cluster { message, .. }) => {
+            Err(message)
+        }
+        Err(other) => Err(other.to_string()),
     }
 }
 

@@ -77,6 +77,8 @@ pub(crate) type Bounds = BTreeMap<(String, i32), (i64, i64)>;
 /// The native lookups of one cluster.
 pub(crate) struct Lookup {
     cluster: Arc<str>,
+    /// What it was made from (for [`Lookup::retimed`]).
+    settings: Settings,
     bootstrap: Vec<String>,
     connect: ConnectOptions,
     partition: PartitionOptions,
@@ -90,6 +92,8 @@ pub(crate) struct Lookup {
     brokers: Mutex<BTreeMap<i32, String>>,
     /// The cluster refused the client (TLS, SASL) since its last answer.
     refused: AtomicBool,
+    /// The last failure of a metadata request since the last answer.
+    last_error: Mutex<Option<String>>,
 }
 
 impl std::fmt::Debug for Lookup {
@@ -113,6 +117,7 @@ impl Lookup {
         connect.timeout = connect.timeout.min(timeout);
         Self {
             cluster,
+            settings: settings.clone(),
             bootstrap: settings.bootstrap.clone(),
             connect,
             partition: settings.partition,
@@ -122,7 +127,26 @@ impl Lookup {
             idle: Mutex::new(HashMap::new()),
             brokers: Mutex::new(BTreeMap::new()),
             refused: AtomicBool::new(false),
+            last_error: Mutex::new(None),
         }
+    }
+
+    /// The same lookups with calls of `timeout` (no connection is carried over).
+    pub fn retimed(&self, timeout: Duration) -> Self {
+        Self::new(
+            self.cluster.clone(),
+            &self.settings,
+            timeout,
+            self.runtime.clone(),
+        )
+    }
+
+    /// Why the last metadata request failed, if none answered since.
+    pub fn last_error(&self) -> Option<String> {
+        self.last_error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Runs `work` on the runtime and waits for it: blocks the calling thread, which
@@ -194,6 +218,7 @@ impl Lookup {
                     Ok((conn, md)) => {
                         self.give(conn);
                         self.refused.store(false, Ordering::SeqCst);
+                        *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = None;
                         self.learn(&md);
                         return Ok(md);
                     }
@@ -202,6 +227,8 @@ impl Lookup {
                             refusals += 1;
                         }
                         tracing::debug!(cluster = %self.cluster, error = %e, "metadata request failed");
+                        *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) =
+                            Some(e.to_string());
                         last = Some(e);
                     }
                 }
