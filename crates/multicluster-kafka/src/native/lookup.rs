@@ -150,18 +150,19 @@ impl Lookup {
     }
 
     /// Runs `work` on the runtime and waits for it: blocks the calling thread, which
-    /// is one of the enumerator's lookup threads (or any other thread off the
-    /// runtime; on one of its workers the call moves to a thread of its own).
-    fn block<T: Send + 'static>(&self, work: impl Future<Output = T> + Send + 'static) -> T {
-        if Handle::try_current().is_ok() {
-            let runtime = self.runtime.clone();
-            return std::thread::scope(|s| {
-                s.spawn(move || runtime.block_on(work))
-                    .join()
-                    .expect("a native lookup panicked")
-            });
-        }
-        self.runtime.block_on(work)
+    /// is one of the enumerator's lookup threads (never a runtime's worker). The work
+    /// is a task of the runtime, so a runtime that shuts down meanwhile drops it, and
+    /// the call ends with [`SourceError::Closed`] (its timers would panic in a
+    /// `Handle::block_on` then).
+    fn block<T: Send + 'static>(
+        &self,
+        work: impl Future<Output = Result<T, SourceError>> + Send + 'static,
+    ) -> Result<T, SourceError> {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        self.runtime.spawn(async move {
+            let _ = tx.send(work.await);
+        });
+        rx.recv().unwrap_or(Err(SourceError::Closed))
     }
 
     /// True when the cluster refused this client (TLS or SASL failed) since its last
@@ -788,4 +789,43 @@ fn rdkafka_code(code: i16) -> Option<rdkafka::types::RDKafkaErrorCode> {
         code::PREFERRED_LEADER_NOT_AVAILABLE => C::PreferredLeaderNotAvailable,
         _ => return None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::base::properties::ClientProperties;
+    use crate::native::settings::{self, Given};
+
+    #[test]
+    fn a_lookup_ends_closed_when_its_runtime_shuts_down() {
+        let rt = mck_testkit::runtime();
+        // Port 1 refuses connections: the call tries again until its timeout.
+        let props = ClientProperties::from_iter([("bootstrap.servers", "127.0.0.1:1")]);
+        let cluster: Arc<str> = Arc::from("dead");
+        let given = Given {
+            cluster: &cluster,
+            props: &props,
+            hooks: false,
+            runtime: true,
+        };
+        let settings = settings::settings(&given).unwrap();
+        let timeout = Duration::from_secs(30);
+        let lookup = Arc::new(Lookup::new(
+            cluster,
+            &settings,
+            timeout,
+            rt.handle().clone(),
+        ));
+        let pending = {
+            let lookup = lookup.clone();
+            std::thread::spawn(move || lookup.metadata(None, GiveUp::OnRefusal))
+        };
+        std::thread::sleep(Duration::from_millis(300));
+        rt.shutdown_background();
+        let during = pending.join().expect("the call does not panic");
+        assert!(matches!(during, Err(SourceError::Closed)), "{during:?}");
+        let after = lookup.metadata(None, GiveUp::OnAnyError);
+        assert!(matches!(after, Err(SourceError::Closed)), "{after:?}");
+    }
 }
