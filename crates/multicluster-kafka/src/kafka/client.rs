@@ -943,6 +943,16 @@ mod tests {
         assert_eq!(pem.get("ssl.ca.location"), None);
     }
 
+    /// A client of the cluster "dead" with `props`, native on a `runtime`.
+    fn dead(
+        props: &ClientProperties,
+        timeout: Duration,
+        runtime: Option<tokio::runtime::Handle>,
+    ) -> ClusterClient {
+        let setup = ClientSetup::default();
+        ClusterClient::new(None, "dead".into(), props, None, timeout, setup, runtime).unwrap()
+    }
+
     #[test]
     fn a_client_kept_for_the_next_attempt_ends_it_early_too() {
         // Port 1 on loopback refuses connections. librdkafka reports the same error
@@ -950,16 +960,7 @@ mod tests {
         // client remembers that its broker failed, not because of a fresh error.
         let props = ClientProperties::from_iter([("bootstrap.servers", "127.0.0.1:1")]);
         let timeout = Duration::from_secs(30);
-        let client = ClusterClient::new(
-            None,
-            "dead".into(),
-            &props,
-            None,
-            timeout,
-            ClientSetup::default(),
-            None,
-        )
-        .unwrap();
+        let client = dead(&props, timeout, None);
         for attempt in 1..=3 {
             let began = std::time::Instant::now();
             let e = client.first_contact().unwrap_err().to_string();
@@ -984,17 +985,7 @@ mod tests {
         ]);
         let rt = mck_testkit::runtime();
         let timeout = Duration::from_secs(30);
-        let setup = ClientSetup::default();
-        let client = ClusterClient::new(
-            None,
-            "dead".into(),
-            &props,
-            None,
-            timeout,
-            setup,
-            Some(rt.handle().clone()),
-        )
-        .unwrap();
+        let client = dead(&props, timeout, Some(rt.handle().clone()));
         assert!(client.native().is_some());
         let began = std::time::Instant::now();
         let e = client.first_contact().unwrap_err();
