@@ -104,6 +104,9 @@ impl std::fmt::Debug for Lookup {
     }
 }
 
+/// How long a metadata request waits for a broker before it asks the next one too.
+const STAGGER: Duration = Duration::from_secs(1);
+
 /// The least and most a lookup waits before asking again.
 const BACKOFF_MIN: Duration = Duration::from_millis(50);
 const BACKOFF_MAX: Duration = Duration::from_secs(1);
@@ -189,41 +192,53 @@ impl Lookup {
     }
 
     async fn metadata_until(
-        &self,
+        self: &Arc<Self>,
         topics: Option<&[String]>,
         give_up: GiveUp,
         deadline: Instant,
     ) -> Result<Metadata, SourceError> {
-        let names: Option<Vec<&str>> = topics.map(|t| t.iter().map(String::as_str).collect());
         let mut backoff = BACKOFF_MIN;
         loop {
             let mut last: Option<NativeError> = None;
             let mut refusals = 0;
             let mut tried = 0;
-            for addr in self.addresses() {
-                tried += 1;
-                let answer = match self.take(&addr, false).await {
-                    Ok((mut conn, reused)) => match conn.metadata(names.as_deref()).await {
-                        Ok(md) => Ok((conn, md)),
-                        Err(e) if reused && stale(&e) => match self.take(&addr, true).await {
-                            Ok((mut conn, _)) => {
-                                conn.metadata(names.as_deref()).await.map(|md| (conn, md))
-                            }
-                            Err(e) => Err(e),
-                        },
-                        Err(e) => Err(e),
-                    },
-                    Err(e) => Err(e),
+            let addrs = self.addresses();
+            // The brokers are asked one after the other, the next one when the one
+            // before failed or has not answered within [`STAGGER`]: a broker whose
+            // host is down (its connection attempts time out) holds nothing up,
+            // and the first answer ends the round (the others' attempts are
+            // dropped).
+            let mut attempts: tokio::task::JoinSet<Result<Metadata, NativeError>> =
+                tokio::task::JoinSet::new();
+            let mut next = 0;
+            loop {
+                if attempts.is_empty() && next < addrs.len() {
+                    attempts.spawn(self.clone().metadata_from(addrs[next].clone(), topics));
+                    next += 1;
+                    tried += 1;
+                }
+                if attempts.is_empty() {
+                    break;
+                }
+                let stagger = tokio::time::sleep(STAGGER);
+                let outcome = tokio::select! {
+                    joined = attempts.join_next() => joined,
+                    () = stagger, if next < addrs.len() => {
+                        attempts.spawn(self.clone().metadata_from(addrs[next].clone(), topics));
+                        next += 1;
+                        tried += 1;
+                        continue;
+                    }
+                    () = tokio::time::sleep_until(deadline) => break,
                 };
-                match answer {
-                    Ok((conn, md)) => {
-                        self.give(conn);
+                match outcome {
+                    Some(Ok(Ok(md))) => {
                         self.refused.store(false, Ordering::SeqCst);
                         *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = None;
                         self.learn(&md);
                         return Ok(md);
                     }
-                    Err(e) => {
+                    Some(Ok(Err(e))) => {
                         if refusal(&e) {
                             refusals += 1;
                         }
@@ -232,14 +247,22 @@ impl Lookup {
                             Some(e.to_string());
                         last = Some(e);
                     }
+                    Some(Err(panicked)) => {
+                        return Err(SourceError::internal("a metadata request", panicked));
+                    }
+                    None => {}
                 }
             }
             // Every broker failed; some refused the client (others may be down),
             // as librdkafka's "refused since its last answer".
             let refused = tried > 0 && refusals > 0;
             self.refused.store(refused, Ordering::SeqCst);
-            let last = last.unwrap_or_else(|| NativeError::Closed {
-                addr: "(no bootstrap.servers)".into(),
+            let last = last.unwrap_or_else(|| match addrs.first() {
+                // The deadline came while brokers were still being asked.
+                Some(addr) => self.late(addr, "metadata answer"),
+                None => NativeError::Closed {
+                    addr: "(no bootstrap.servers)".into(),
+                },
             });
             let ends = match give_up {
                 GiveUp::OnAnyError => true,
@@ -250,6 +273,32 @@ impl Lookup {
             }
             tokio::time::sleep(backoff).await;
             backoff = (backoff * 2).min(BACKOFF_MAX);
+        }
+    }
+
+    /// The metadata from the broker at `addr`, on an idle connection to it (replaced
+    /// once if the broker closed it meanwhile) or a new one, given back after the
+    /// answer.
+    fn metadata_from(
+        self: Arc<Self>,
+        addr: String,
+        topics: Option<&[String]>,
+    ) -> impl Future<Output = Result<Metadata, NativeError>> + Send + 'static {
+        let topics: Option<Vec<String>> = topics.map(<[String]>::to_vec);
+        async move {
+            let names: Option<Vec<&str>> = topics
+                .as_ref()
+                .map(|t| t.iter().map(String::as_str).collect());
+            let (mut conn, reused) = self.take(&addr, false).await?;
+            let md = match conn.metadata(names.as_deref()).await {
+                Err(e) if reused && stale(&e) => {
+                    conn = self.take(&addr, true).await?.0;
+                    conn.metadata(names.as_deref()).await
+                }
+                other => other,
+            }?;
+            self.give(conn);
+            Ok(md)
         }
     }
 
@@ -266,7 +315,7 @@ impl Lookup {
     }
 
     async fn bounds_until(
-        &self,
+        self: &Arc<Self>,
         partitions: &[(String, i32)],
         deadline: Instant,
     ) -> Result<Bounds, SourceError> {
@@ -331,7 +380,7 @@ impl Lookup {
     /// ListOffsets for `queries` (topic, partition, timestamp: −2 earliest, −1
     /// latest), one request per leader, asked again while a leader moves.
     async fn offsets_until(
-        &self,
+        self: &Arc<Self>,
         queries: &[(String, i32, i64)],
         what: &str,
         deadline: Instant,
@@ -373,7 +422,11 @@ impl Lookup {
                     .iter()
                     .map(|(t, p, ts)| (t.as_str(), *p, *ts))
                     .collect();
-                let answers = match self.list_offsets_on(&addr, &asked).await {
+                let asking = tokio::time::timeout_at(deadline, self.list_offsets_on(&addr, &asked));
+                let answered = asking
+                    .await
+                    .unwrap_or_else(|_| Err(self.late(&addr, "ListOffsets answer")));
+                let answers = match answered {
                     Ok(answers) => answers,
                     Err(e) if retriable(&e) && Instant::now() + backoff < deadline => {
                         last_moving = Some(e.to_string());
@@ -581,30 +634,44 @@ impl Lookup {
                 });
             };
             let id = topic_id(&md, &topic);
-            let (max, committed) = (me.partition_max_bytes, me.partition.read_committed);
-            let (mut conn, reused) = me
-                .take(&addr, false)
-                .await
-                .map_err(|e| me.error(&what, &e))?;
-            let answer = match conn
-                .fetch_once(&topic, id, partition, offset, max, committed)
-                .await
-            {
-                Err(e) if reused && stale(&e) => {
-                    conn = me
-                        .take(&addr, true)
-                        .await
-                        .map_err(|e| me.error(&what, &e))?
-                        .0;
-                    conn.fetch_once(&topic, id, partition, offset, max, committed)
-                        .await
-                }
-                other => other,
+            let fetched = me.fetch_on(&addr, (&topic, id, partition), offset);
+            match tokio::time::timeout_at(deadline, fetched).await {
+                Ok(answer) => answer.map_err(|e| me.error(&what, &e)),
+                Err(_) => Err(me.error(&what, &me.late(&addr, "Fetch answer"))),
             }
-            .map_err(|e| me.error(&what, &e))?;
-            me.give(conn);
-            Ok(answer)
         })
+    }
+
+    async fn fetch_on(
+        &self,
+        addr: &str,
+        (topic, id, partition): (&str, Uuid, i32),
+        offset: i64,
+    ) -> Result<FetchPartitionData, NativeError> {
+        let (max, committed) = (self.partition_max_bytes, self.partition.read_committed);
+        let (mut conn, reused) = self.take(addr, false).await?;
+        let answer = match conn
+            .fetch_once(topic, id, partition, offset, max, committed)
+            .await
+        {
+            Err(e) if reused && stale(&e) => {
+                conn = self.take(addr, true).await?.0;
+                conn.fetch_once(topic, id, partition, offset, max, committed)
+                    .await
+            }
+            other => other,
+        }?;
+        self.give(conn);
+        Ok(answer)
+    }
+
+    /// The error of a call to `addr` the deadline ended.
+    fn late(&self, addr: &str, what: &str) -> NativeError {
+        NativeError::Timeout {
+            addr: addr.to_string(),
+            what: what.to_string(),
+            timeout_ms: self.timeout.as_millis(),
+        }
     }
 }
 
