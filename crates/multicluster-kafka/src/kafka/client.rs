@@ -1114,6 +1114,33 @@ mod tests {
         kafka.proxy().reset_all();
         assert_eq!(ask(&native), answers, "after the connections were cut");
         close_detached(librdkafka);
+
+        // A first bootstrap broker that takes connections and never answers (its
+        // host gone behind a load balancer): the next one is asked a second later,
+        // not after the timeout.
+        let silent = mck_testkit::proxy::FaultProxy::bind().unwrap();
+        silent.blackhole();
+        let bootstrap = format!("{},{}", silent.addr(), kafka.proxied_bootstrap_servers());
+        let props = ClientProperties::from_iter([
+            ("bootstrap.servers", bootstrap.as_str()),
+            ("fetch.backend", "native"),
+        ]);
+        let setup = ClientSetup::default();
+        let timeout = Duration::from_secs(30);
+        let runtime = Some(rt.handle().clone());
+        let behind = ClusterClient::new(
+            None,
+            "lookups".into(),
+            &props,
+            None,
+            timeout,
+            setup,
+            runtime,
+        )
+        .unwrap();
+        let began = std::time::Instant::now();
+        assert_eq!(behind.first_contact().unwrap(), c.kafka_cluster_id());
+        assert!(began.elapsed() < timeout / 3, "took {:?}", began.elapsed());
     }
 
     #[test]
