@@ -26,22 +26,8 @@ use super::calls::Metadata;
 use super::conn::{ConnectOptions, Connection};
 use super::error::NativeError;
 use super::fetch_response::FetchPartitionData;
-use super::partition::{PartitionIssue, PartitionOptions, PartitionReader};
+use super::partition::{PartitionIssue, PartitionOptions, PartitionReader, code};
 use super::settings::Settings;
-
-/// Kafka's error codes the lookups act on.
-mod code {
-    pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-    pub const LEADER_NOT_AVAILABLE: i16 = 5;
-    pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
-    pub const REPLICA_NOT_AVAILABLE: i16 = 9;
-    pub const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
-    pub const KAFKA_STORAGE_ERROR: i16 = 56;
-    pub const FENCED_LEADER_EPOCH: i16 = 74;
-    pub const UNKNOWN_LEADER_EPOCH: i16 = 75;
-    pub const OFFSET_NOT_AVAILABLE: i16 = 78;
-    pub const PREFERRED_LEADER_NOT_AVAILABLE: i16 = 80;
-}
 
 /// Whether a partition's error code says its leader is moving or not yet known:
 /// worth asking again after a metadata refresh.
@@ -833,22 +819,24 @@ fn retriable(e: &NativeError) -> bool {
 }
 
 fn retriable_code(code: i16) -> bool {
-    leader_moving(code) || code == code::UNKNOWN_TOPIC_OR_PARTITION || code == 7
+    leader_moving(code)
+        || code == code::UNKNOWN_TOPIC_OR_PARTITION
+        || code == code::REQUEST_TIMED_OUT
 }
 
 /// librdkafka's name for Kafka's error codes the source tells apart.
 fn rdkafka_code(code: i16) -> Option<rdkafka::types::RDKafkaErrorCode> {
     use rdkafka::types::RDKafkaErrorCode as C;
     Some(match code {
-        1 => C::OffsetOutOfRange,
+        code::OFFSET_OUT_OF_RANGE => C::OffsetOutOfRange,
         code::UNKNOWN_TOPIC_OR_PARTITION => C::UnknownTopicOrPartition,
         code::LEADER_NOT_AVAILABLE => C::LeaderNotAvailable,
         code::NOT_LEADER_OR_FOLLOWER => C::NotLeaderForPartition,
-        7 => C::RequestTimedOut,
+        code::REQUEST_TIMED_OUT => C::RequestTimedOut,
         code::REPLICA_NOT_AVAILABLE => C::ReplicaNotAvailable,
         code::TOPIC_AUTHORIZATION_FAILED => C::TopicAuthorizationFailed,
-        30 => C::GroupAuthorizationFailed,
-        31 => C::ClusterAuthorizationFailed,
+        code::GROUP_AUTHORIZATION_FAILED => C::GroupAuthorizationFailed,
+        code::CLUSTER_AUTHORIZATION_FAILED => C::ClusterAuthorizationFailed,
         code::KAFKA_STORAGE_ERROR => C::KafkaStorageError,
         code::FENCED_LEADER_EPOCH => C::FencedLeaderEpoch,
         code::UNKNOWN_LEADER_EPOCH => C::UnknownLeaderEpoch,

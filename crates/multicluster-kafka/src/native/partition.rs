@@ -12,18 +12,24 @@ use super::batch::{Batch, Batches, Record};
 use super::cursor::{Cursor, DecodeError};
 use super::fetch_response::{DivergingEpoch, FetchPartitionData, LeaderHint};
 
-/// Kafka's error codes a fetch answer may carry for a partition, as far as the path
-/// acts on them.
-mod code {
+/// Kafka's error codes a fetch or lookup answer may carry for a partition, as far as
+/// the path acts on them.
+pub(super) mod code {
     pub const NONE: i16 = 0;
     pub const OFFSET_OUT_OF_RANGE: i16 = 1;
     pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
     pub const LEADER_NOT_AVAILABLE: i16 = 5;
     pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+    pub const REQUEST_TIMED_OUT: i16 = 7;
+    pub const REPLICA_NOT_AVAILABLE: i16 = 9;
+    pub const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
+    pub const GROUP_AUTHORIZATION_FAILED: i16 = 30;
+    pub const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
     pub const KAFKA_STORAGE_ERROR: i16 = 56;
     pub const FENCED_LEADER_EPOCH: i16 = 74;
     pub const UNKNOWN_LEADER_EPOCH: i16 = 75;
     pub const OFFSET_NOT_AVAILABLE: i16 = 78;
+    pub const PREFERRED_LEADER_NOT_AVAILABLE: i16 = 80;
     pub const UNKNOWN_TOPIC_ID: i16 = 100;
     pub const INCONSISTENT_TOPIC_ID: i16 = 103;
 }
