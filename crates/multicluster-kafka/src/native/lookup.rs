@@ -26,7 +26,7 @@ use super::calls::Metadata;
 use super::conn::{ConnectOptions, Connection};
 use super::error::NativeError;
 use super::fetch_response::FetchPartitionData;
-use super::partition::{PartitionIssue, PartitionOptions, PartitionReader, code};
+use super::partition::{PartitionIssue, PartitionReader, code};
 use super::settings::Settings;
 
 /// Whether a partition's error code says its leader is moving or not yet known:
@@ -63,12 +63,10 @@ pub(crate) type Bounds = BTreeMap<(String, i32), (i64, i64)>;
 /// The native lookups of one cluster.
 pub(crate) struct Lookup {
     cluster: Arc<str>,
-    /// What it was made from (for [`Lookup::retimed`]).
+    /// What it was made from.
     settings: Settings,
-    bootstrap: Vec<String>,
+    /// The settings' connection options, no answer waited for longer than `timeout`.
     connect: ConnectOptions,
-    partition: PartitionOptions,
-    partition_max_bytes: i32,
     /// How long a call may take in all.
     timeout: Duration,
     runtime: Handle,
@@ -107,10 +105,7 @@ impl Lookup {
         Self {
             cluster,
             settings: settings.clone(),
-            bootstrap: settings.bootstrap.clone(),
             connect,
-            partition: settings.partition,
-            partition_max_bytes: settings.partition_max_bytes,
             timeout,
             runtime,
             idle: Mutex::new(HashMap::new()),
@@ -473,7 +468,7 @@ impl Lookup {
         addr: &str,
         asked: &[(&str, i32, i64)],
     ) -> Result<Vec<super::responses::OffsetAnswer>, NativeError> {
-        let committed = self.partition.read_committed;
+        let committed = self.settings.partition.read_committed;
         let (mut conn, reused) = self.take(addr, false).await?;
         let answer = match conn.list_offsets_of(asked, committed).await {
             Err(e) if reused && stale(&e) => {
@@ -499,7 +494,7 @@ impl Lookup {
     ) -> Result<u64, SourceError> {
         let what = format!("reading {topic}/{partition}");
         let deadline = Instant::now() + self.timeout;
-        let mut reader = PartitionReader::new(from, self.partition);
+        let mut reader = PartitionReader::new(from, self.settings.partition);
         let mut handed = 0u64;
         let mut backoff = BACKOFF_MIN;
         while reader.next_offset() < to {
@@ -560,7 +555,7 @@ impl Lookup {
                 continue;
             }
             let what = format!("the newest record of {}/{}", key.0, key.1);
-            let mut reader = PartitionReader::new(high - 1, self.partition);
+            let mut reader = PartitionReader::new(high - 1, self.settings.partition);
             let mut newest = None;
             let mut backoff = BACKOFF_MIN;
             loop {
@@ -634,7 +629,11 @@ impl Lookup {
         (topic, id, partition): (&str, Uuid, i32),
         offset: i64,
     ) -> Result<FetchPartitionData, NativeError> {
-        let (max, committed) = (self.partition_max_bytes, self.partition.read_committed);
+        let settings = &self.settings;
+        let (max, committed) = (
+            settings.partition_max_bytes,
+            settings.partition.read_committed,
+        );
         let (mut conn, reused) = self.take(addr, false).await?;
         let answer = match conn
             .fetch_once(topic, id, partition, offset, max, committed)
@@ -679,7 +678,7 @@ impl Lookup {
         for addr in self.brokers.lock().expect("lookup brokers").values() {
             add(addr);
         }
-        for addr in &self.bootstrap {
+        for addr in &self.settings.bootstrap {
             add(addr);
         }
         out
