@@ -6,14 +6,17 @@
 mod support;
 
 use std::collections::BTreeSet;
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use mck_testkit::ClusterOptions;
 use mck_testkit::Seen;
 use mck_testkit::proxy::ProxiedCluster;
 use mck_testkit::{Listener, TestCluster, TestRecord, TransactionEnd, produce_transaction};
+use multicluster_kafka::client_context::{ClientHooks, KafkaError, OAuthToken};
 use multicluster_kafka::prelude::*;
+use rdkafka::types::RDKafkaErrorCode;
 use support::{Capture, drain, east, meta, meta_at, source_over, west};
 
 /// A guard against hangs, not a timing assertion.
@@ -391,6 +394,8 @@ fn tls_and_sasl_listeners_are_read_natively_by_native_and_by_auto() {
         (Listener::Mtls, "mtls"),
         (Listener::ScramSsl, "scram"),
         (Listener::PlainSasl, "plain"),
+        // librdkafka's unsecured JWT from `sasl.oauthbearer.config`.
+        (Listener::OauthSsl, "oauth"),
     ] {
         for backend in [Some("native"), None] {
             let cluster = format!("np-{name}-{}", backend.unwrap_or("auto"));
@@ -402,6 +407,109 @@ fn tls_and_sasl_listeners_are_read_natively_by_native_and_by_auto() {
     }
     let names: Vec<&str> = clusters.iter().map(String::as_str).collect();
     assert_fetched_natively(&names);
+}
+
+/// Client hooks that make unsecured tokens for `principal` (a token the broker
+/// cannot parse when it is empty) and keep the errors they hear of.
+struct Hooks {
+    principal: String,
+    made: AtomicU64,
+    heard: Mutex<Vec<(Option<RDKafkaErrorCode>, String)>>,
+}
+
+impl ClientHooks for Hooks {
+    fn enable_token_refresh(&self) -> bool {
+        true
+    }
+
+    fn generate_oauth_token(
+        &self,
+        _: Option<&str>,
+    ) -> Result<OAuthToken, Box<dyn std::error::Error>> {
+        self.made.fetch_add(1, Ordering::Relaxed);
+        if self.principal.is_empty() {
+            let mut t = support::unsecured_token("x", Duration::from_secs(300))?;
+            t.token = "not-a-jwt".into();
+            return Ok(t);
+        }
+        support::unsecured_token(&self.principal, Duration::from_secs(300))
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        self.heard
+            .lock()
+            .unwrap()
+            .push((error.rdkafka_error_code(), reason.to_string()));
+    }
+}
+
+#[test]
+fn the_client_hooks_tokens_are_used_natively_and_their_error_hook_hears_of_refusals() {
+    capture();
+    let c = mck_testkit::shared_secured_cluster().expect("the secured cluster starts");
+    let topic = "np-hooked";
+    c.create_topic(topic, 2).unwrap();
+    let want: BTreeSet<String> = mck_testkit::fill_values(c, topic, 2, 100, "hk")
+        .into_iter()
+        .collect();
+    let over = |cluster: &str| {
+        let mut props = support::oauth_without_token_maker(c);
+        let mut m = ClusterMetadata::builder(props.remove(0).1).topics([topic]);
+        for (k, v) in props {
+            m = m.property(k, v);
+        }
+        KafkaStream::new("s").with_cluster(cluster, m.build().unwrap())
+    };
+    let hooks = |principal: &str| {
+        Arc::new(Hooks {
+            principal: principal.into(),
+            made: AtomicU64::new(0),
+            heard: Mutex::new(Vec::new()),
+        })
+    };
+
+    // Good tokens, by auto: read natively, the hooks asked.
+    let good = hooks(&c.security().unwrap().oauth_principal);
+    let given = good.clone();
+    let seen = mck_testkit::runtime().block_on(read_to_the_end(
+        source_over(over("np-hooked-good"))
+            .client_hooks(move |_: &str| Some(given.clone() as Arc<dyn ClientHooks>)),
+    ));
+    mck_testkit::assert_exactly_once(&seen, &want);
+    assert!(good.made.load(Ordering::Relaxed) >= 1);
+    assert!(good.heard.lock().unwrap().is_empty(), "{:?}", good.heard);
+    assert_fetched_natively(&["np-hooked-good"]);
+
+    // A token the broker refuses: the start fails in the broker's words, the hooks
+    // hear of it as an authentication error, and the token is never shown.
+    let bad = hooks("");
+    let given = bad.clone();
+    let err = mck_testkit::runtime()
+        .block_on(
+            native(source_over(over("np-hooked-bad")))
+                .client_hooks(move |_: &str| Some(given.clone() as Arc<dyn ClientHooks>))
+                .stopping_offsets(StoppingOffsets::Latest)
+                .startup_timeout(Some(Duration::from_secs(30)))
+                .build()
+                .unwrap()
+                .open(),
+        )
+        .map(|_| ())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("refused the token"), "{err}");
+    assert!(!err.contains("not-a-jwt") && !err.contains('\n'), "{err}");
+    let heard = bad.heard.lock().unwrap();
+    assert!(
+        heard.iter().any(|(code, reason)| {
+            *code == Some(RDKafkaErrorCode::Authentication) && reason.contains("refused the token")
+        }),
+        "{heard:?}"
+    );
+    assert!(
+        heard.iter().all(|(_, r)| !r.contains("not-a-jwt")),
+        "{heard:?}"
+    );
 }
 
 #[test]

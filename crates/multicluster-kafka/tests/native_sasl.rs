@@ -4,11 +4,16 @@
 //! the password, and re-authentication on a live connection before the session
 //! lifetime the broker sets runs out (KIP-368).
 
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use base64::Engine as _;
 
 use mck_testkit::{ClusterOptions, KafkaCluster, Listener, TestCluster};
+use multicluster_kafka::client_context::{ClientHooks, OAuthToken};
 use multicluster_kafka::unstable::native_conn::{
-    ConnectOptions, Connection, Mechanism, NativeError, Pem, Sasl, Tls, TlsSettings,
+    ConnectOptions, Connection, Mechanism, NativeError, Pem, Sasl, Tls, TlsSettings, Tokens,
 };
 
 /// A guard against hangs, not a timing assertion.
@@ -49,11 +54,7 @@ fn options(
     });
     ConnectOptions {
         tls,
-        sasl: Some(Sasl {
-            mechanism,
-            username,
-            password: password.to_string(),
-        }),
+        sasl: Some(Sasl::password(mechanism, username, password.to_string())),
         timeout: Duration::from_secs(10),
         ..ConnectOptions::default()
     }
@@ -223,4 +224,81 @@ fn a_connection_re_authenticates_before_its_session_lifetime_runs_out() {
             conn.reauthentications()
         );
     });
+
+    // OAUTHBEARER on the same broker, with tokens of the program's hooks living 4 s:
+    // a session lasts 3 s (or less), and a token past 80 % of its life is made anew
+    // when the connection re-authenticates.
+    let hooks = Arc::new(ShortTokens {
+        principal: sec.oauth_principal.clone(),
+        made: AtomicU64::new(0),
+    });
+    run(async {
+        let tls = Tls::new(&TlsSettings {
+            ca: Some(Pem::File(sec.ca.clone())),
+            ..TlsSettings::default()
+        })
+        .unwrap();
+        let options = ConnectOptions {
+            tls: Some(tls),
+            sasl: Some(Sasl::oauth(Tokens::from_hooks(hooks.clone(), None))),
+            timeout: Duration::from_secs(10),
+            ..ConnectOptions::default()
+        };
+        let mut conn = Connection::connect(&addr(&c, Listener::OauthSsl), &options)
+            .await
+            .unwrap_or_else(|e| panic!("authenticates: {e}"));
+        let id = conn.metadata(Some(&[topic])).await.unwrap().topics[0].topic_id;
+        let began = Instant::now();
+        while began.elapsed() < Duration::from_secs(7) {
+            let answer = conn
+                .fetch_once(topic, id, 0, 0, 1 << 20, false)
+                .await
+                .unwrap_or_else(|e| panic!("fetch after {:?}: {e}", began.elapsed()));
+            assert_eq!(answer.high_watermark, 5);
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        assert!(
+            conn.reauthentications() >= 2,
+            "{} OAUTHBEARER re-authentications in 7 s",
+            conn.reauthentications()
+        );
+    });
+    assert!(
+        hooks.made.load(Ordering::Relaxed) >= 2,
+        "{} tokens made in 7 s of 4 s tokens",
+        hooks.made.load(Ordering::Relaxed)
+    );
+}
+
+/// Client hooks making unsecured tokens that live 4 s.
+struct ShortTokens {
+    principal: String,
+    made: AtomicU64,
+}
+
+impl ClientHooks for ShortTokens {
+    fn enable_token_refresh(&self) -> bool {
+        true
+    }
+
+    fn generate_oauth_token(
+        &self,
+        _: Option<&str>,
+    ) -> Result<OAuthToken, Box<dyn std::error::Error>> {
+        self.made.fetch_add(1, Ordering::Relaxed);
+        let now = SystemTime::now().duration_since(UNIX_EPOCH)?;
+        let expires = now + Duration::from_secs(4);
+        let claims = format!(
+            r#"{{"sub":"{}","iat":{},"exp":{}}}"#,
+            self.principal,
+            now.as_secs_f64(),
+            expires.as_secs_f64()
+        );
+        let b64 = |b: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b);
+        Ok(OAuthToken {
+            token: format!("{}.{}.", b64(br#"{"alg":"none"}"#), b64(claims.as_bytes())),
+            principal_name: self.principal.clone(),
+            lifetime_ms: expires.as_millis() as i64,
+        })
+    }
 }

@@ -37,6 +37,11 @@
 //! A cluster with OAUTHBEARER and none of these is refused when its client is made,
 //! and so is a token provider together with one of the first two.
 //!
+//! On the native fetch path (`native/oauth.rs`) the hooks' tokens and the unsecured
+//! JWT serve the source's own connections, and `error` hears of their failures; the
+//! OIDC flow and `stats` are librdkafka's, so a cluster with OIDC, or with hooks and
+//! `statistics.interval.ms`, is fetched with librdkafka.
+//!
 //! [`SingleClusterMetadataService`]: crate::metadata::SingleClusterMetadataService
 //! [`SourceBuilder::client_hooks`]: crate::SourceBuilder::client_hooks
 
@@ -54,8 +59,10 @@ pub use rdkafka::statistics::Statistics;
 /// overrides only what it needs.
 ///
 /// The methods are called on the client's event thread, never on a reader's task: a
-/// slow token provider delays that client's token and nothing else. They must not
-/// panic.
+/// slow token provider delays that client's token and nothing else. On the native
+/// fetch path tokens are made on a blocking thread of the source's runtime, and
+/// `error` is called on the runtime's task that met the error, so it should return
+/// at once (hand work to a thread or channel of its own). They must not panic.
 ///
 /// ```
 /// use std::sync::Arc;

@@ -200,7 +200,7 @@ impl ClusterClient {
             let given = Given {
                 cluster: &cluster,
                 props,
-                hooks: setup.hooks.is_some(),
+                hooks: setup.hooks.as_ref(),
                 runtime: true,
             };
             // Settings the native path refuses (a bad number, a missing file) leave

@@ -137,7 +137,7 @@ impl SingleClusterMetadataService {
             let given = Given {
                 cluster: &cluster,
                 props: &properties,
-                hooks: hooks.is_some(),
+                hooks: hooks.as_ref(),
                 runtime: true,
             };
             // Settings the native path refuses stay with librdkafka's words for them.

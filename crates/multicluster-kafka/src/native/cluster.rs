@@ -32,6 +32,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use tokio::sync::Notify;
+
+use crate::base::hooks::ClientHooks;
 use uuid::Uuid;
 
 use super::batch::Batches;
@@ -73,6 +75,35 @@ pub(crate) struct ClusterOptions {
     /// The source's budget, shared by all its native fetches ([`Budget`]).
     pub shared_budget: Arc<Budget>,
     pub out_of_range: OutOfRange,
+    /// The program's client hooks, told of the cluster's connection errors.
+    pub hooks: ErrorHook,
+}
+
+/// The program's client hooks of a cluster, whose `error` hears of its connection
+/// errors as a librdkafka client's would. `Debug` says only whether there are any.
+#[derive(Clone, Default)]
+pub(crate) struct ErrorHook(pub Option<Arc<dyn ClientHooks>>);
+
+impl std::fmt::Debug for ErrorHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "ErrorHook(set)"
+        } else {
+            "ErrorHook(none)"
+        })
+    }
+}
+
+impl ErrorHook {
+    /// Tells the hooks of `e`, with librdkafka's code for it.
+    pub(super) fn tell(&self, e: &NativeError) {
+        if let Some(hooks) = &self.0 {
+            let code = super::lookup::kind(e)
+                .0
+                .unwrap_or(rdkafka::types::RDKafkaErrorCode::Fail);
+            hooks.error(rdkafka::error::KafkaError::Global(code), &e.to_string());
+        }
+    }
 }
 
 /// What the broker tasks queue for the fetch thread.
@@ -186,6 +217,12 @@ struct Shared {
 impl Shared {
     fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Says a connection error once per streak; the hooks hear of each.
+    fn failed(&self, error: &NativeError) {
+        self.options.hooks.tell(error);
+        self.trouble(error);
     }
 
     /// Says a cluster error once per streak.
@@ -394,7 +431,7 @@ async fn keep_leaders(shared: Arc<Shared>) {
                 Ok(()) => backoff = BACKOFF_MIN,
                 Err(e) => {
                     conn = None;
-                    shared.trouble(&e);
+                    shared.failed(&e);
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(BACKOFF_MAX);
                     continue;
@@ -639,7 +676,7 @@ async fn fetch_from(shared: Arc<Shared>, node: i32) {
             }
             Err(e) => {
                 conn = None;
-                shared.trouble(&e);
+                shared.failed(&e);
                 {
                     let mut state = shared.state();
                     state.metadata_due = true;
@@ -947,6 +984,7 @@ mod tests {
                     budget: BUDGET,
                     shared_budget: shared_budget.clone(),
                     out_of_range: OutOfRange::Fail,
+                    hooks: ErrorHook::default(),
                 };
                 let fetch = ClusterFetch::start(rt.handle(), options, Box::new(|| {}));
                 fetch.add((Arc::from(topic.as_str()), 0), 0);

@@ -1,5 +1,8 @@
 //! SASL credentials as a connection is given them (`native/sasl.rs` speaks the
-//! protocol): the mechanism, the user and the password, which `Debug` never shows.
+//! protocol): the mechanism, the user and the password, which `Debug` never shows, or
+//! the OAUTHBEARER tokens (`native/oauth.rs`).
+
+pub use super::oauth::Tokens;
 
 /// A SASL mechanism the native path speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -10,6 +13,8 @@ pub enum Mechanism {
     ScramSha256,
     /// `SCRAM-SHA-512`.
     ScramSha512,
+    /// `OAUTHBEARER`: a bearer token (RFC 7628) from [`Sasl::tokens`].
+    OAuthBearer,
 }
 
 impl Mechanism {
@@ -20,6 +25,7 @@ impl Mechanism {
             "PLAIN" => Some(Self::Plain),
             "SCRAM-SHA-256" => Some(Self::ScramSha256),
             "SCRAM-SHA-512" => Some(Self::ScramSha512),
+            "OAUTHBEARER" => Some(Self::OAuthBearer),
             _ => None,
         }
     }
@@ -30,19 +36,45 @@ impl Mechanism {
             Self::Plain => "PLAIN",
             Self::ScramSha256 => "SCRAM-SHA-256",
             Self::ScramSha512 => "SCRAM-SHA-512",
+            Self::OAuthBearer => "OAUTHBEARER",
         }
     }
 }
 
-/// A connection's SASL credentials. `Debug` shows the user, never the password.
+/// A connection's SASL credentials. `Debug` shows the user, never the password or a
+/// token.
 #[derive(Clone)]
 pub struct Sasl {
     /// The mechanism.
     pub mechanism: Mechanism,
-    /// `sasl.username`.
+    /// `sasl.username` (PLAIN, SCRAM).
     pub username: String,
-    /// `sasl.password`.
+    /// `sasl.password` (PLAIN, SCRAM).
     pub password: String,
+    /// Where OAUTHBEARER's tokens come from (required for it, unused by the others).
+    pub tokens: Option<Tokens>,
+}
+
+impl Sasl {
+    /// PLAIN or SCRAM credentials.
+    pub fn password(mechanism: Mechanism, username: String, password: String) -> Self {
+        Self {
+            mechanism,
+            username,
+            password,
+            tokens: None,
+        }
+    }
+
+    /// OAUTHBEARER with `tokens`.
+    pub fn oauth(tokens: Tokens) -> Self {
+        Self {
+            mechanism: Mechanism::OAuthBearer,
+            username: String::new(),
+            password: String::new(),
+            tokens: Some(tokens),
+        }
+    }
 }
 
 impl std::fmt::Debug for Sasl {
@@ -51,6 +83,7 @@ impl std::fmt::Debug for Sasl {
             .field("mechanism", &self.mechanism)
             .field("username", &self.username)
             .field("password", &"[redacted]")
+            .field("tokens", &self.tokens)
             .finish()
     }
 }

@@ -142,6 +142,16 @@ pub enum NativeError {
         /// Why.
         message: String,
     },
+    /// No OAUTHBEARER token to authenticate with: the token provider (the program's
+    /// client hooks) failed or made an unusable token. Asked again at the next
+    /// connection.
+    #[error("broker {addr}: no SASL OAUTHBEARER token: {message}")]
+    Token {
+        /// `host:port` of the broker.
+        addr: String,
+        /// The provider's error, as one line.
+        message: String,
+    },
     /// The broker answered with an error code.
     #[error("broker {addr}: {api} refused: {message} (error code {code})")]
     Broker {
@@ -173,6 +183,7 @@ impl NativeError {
             | Self::Unsupported { addr, .. }
             | Self::Tls { addr, .. }
             | Self::Auth { addr, .. }
+            | Self::Token { addr, .. }
             | Self::Broker { addr, .. } => addr,
         }
     }

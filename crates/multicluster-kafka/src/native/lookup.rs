@@ -224,6 +224,7 @@ impl Lookup {
                             refusals += 1;
                         }
                         tracing::debug!(cluster = %self.cluster, error = %e, "metadata request failed");
+                        self.settings.hooks.tell(&e);
                         *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) =
                             Some(e.to_string());
                         last = Some(e);
@@ -734,20 +735,7 @@ impl Lookup {
 
     /// A connection error as the source's error of this cluster.
     fn error(&self, what: &str, e: &NativeError) -> SourceError {
-        use rdkafka::types::RDKafkaErrorCode as C;
-        let (code, retriable) = match e {
-            NativeError::Connect { .. } | NativeError::Io { .. } | NativeError::Closed { .. } => {
-                (Some(C::BrokerTransportFailure), true)
-            }
-            NativeError::Timeout { .. } => (Some(C::OperationTimedOut), true),
-            NativeError::Broker { code, .. } => {
-                let c = rdkafka_code(*code);
-                (c, retriable_code(*code))
-            }
-            NativeError::Tls { .. } => (Some(C::SSL), false),
-            NativeError::Auth { .. } => (Some(C::Authentication), false),
-            _ => (None, false),
-        };
+        let (code, retriable) = kind(e);
         SourceError::Kafka {
             cluster: self.cluster.to_string(),
             message: format!("{what}: {e}"),
@@ -766,6 +754,24 @@ impl Lookup {
             code: rdkafka_code(code),
             retriable: retriable_code(code),
         }
+    }
+}
+
+/// A connection error's code as librdkafka's path reports it, and whether it is
+/// retriable.
+pub(super) fn kind(e: &NativeError) -> (Option<rdkafka::types::RDKafkaErrorCode>, bool) {
+    use rdkafka::types::RDKafkaErrorCode as C;
+    match e {
+        NativeError::Connect { .. } | NativeError::Io { .. } | NativeError::Closed { .. } => {
+            (Some(C::BrokerTransportFailure), true)
+        }
+        NativeError::Timeout { .. } => (Some(C::OperationTimedOut), true),
+        NativeError::Broker { code, .. } => (rdkafka_code(*code), retriable_code(*code)),
+        NativeError::Tls { .. } => (Some(C::SSL), false),
+        NativeError::Auth { .. } => (Some(C::Authentication), false),
+        // The provider is asked again, as librdkafka asks it.
+        NativeError::Token { .. } => (Some(C::Authentication), true),
+        _ => (None, false),
     }
 }
 
@@ -811,7 +817,8 @@ fn retriable(e: &NativeError) -> bool {
         NativeError::Connect { .. }
         | NativeError::Io { .. }
         | NativeError::Closed { .. }
-        | NativeError::Timeout { .. } => true,
+        | NativeError::Timeout { .. }
+        | NativeError::Token { .. } => true,
         NativeError::Broker { code, .. } => retriable_code(*code),
         _ => false,
     }
@@ -860,7 +867,7 @@ mod tests {
         let given = Given {
             cluster: &cluster,
             props: &props,
-            hooks: false,
+            hooks: None,
             runtime: true,
         };
         let settings = settings::settings(&given).unwrap();

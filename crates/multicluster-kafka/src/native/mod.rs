@@ -15,6 +15,7 @@ mod cursor;
 mod error;
 mod fetch_response;
 pub(crate) mod lookup;
+mod oauth;
 mod partition;
 mod responses;
 mod sasl;
@@ -36,7 +37,7 @@ pub mod api {
     pub use crate::native::conn::{
         ConnectOptions, Connection, DEFAULT_MAX_FRAME_SIZE, NativeRequest,
     };
-    pub use crate::native::credentials::{Mechanism, Sasl};
+    pub use crate::native::credentials::{Mechanism, Sasl, Tokens};
     pub use crate::native::cursor::{Cursor, DecodeError};
     pub use crate::native::error::NativeError;
     pub use crate::native::fetch_response::{

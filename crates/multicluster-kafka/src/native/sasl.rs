@@ -1,7 +1,8 @@
-//! SASL on the native path's connections: PLAIN and SCRAM-SHA-256/512 (RFC 5802,
-//! RFC 7677) through SaslHandshake v1 and SaslAuthenticate, right after the API
-//! versions are agreed; and re-authentication on the live connection before the
-//! session lifetime the broker sets runs out (KIP-368).
+//! SASL on the native path's connections: PLAIN, SCRAM-SHA-256/512 (RFC 5802,
+//! RFC 7677) and OAUTHBEARER (RFC 7628, tokens from `native/oauth.rs`) through
+//! SaslHandshake v1 and SaslAuthenticate, right after the API versions are agreed;
+//! and re-authentication on the live connection before the session lifetime the
+//! broker sets runs out (KIP-368), with a fresh token for OAUTHBEARER.
 //!
 //! SCRAM's hashing, HMAC, PBKDF2, base64 and nonces are OpenSSL's (the library TLS
 //! already uses). The password never reaches an error, a log or `Debug` output; the
@@ -150,9 +151,55 @@ impl Connection {
                     .map_err(|m| failed(self.addr(), m))?;
                 answer.session_lifetime_ms
             }
+            Mechanism::OAuthBearer => self.bearer(sasl, version).await?,
         };
         Ok((lifetime > 0)
             .then(|| Instant::now() + Duration::from_millis(lifetime as u64).mul_f64(REAUTH_AT)))
+    }
+
+    /// OAUTHBEARER's exchange: the token in one message; returns the session lifetime.
+    /// A broker that refuses the token answers with its reasons (a JSON object, RFC
+    /// 7628 §3.2.2) and expects a lone ^A before it fails the authentication in its own
+    /// words.
+    async fn bearer(&mut self, sasl: &Sasl, version: i16) -> Result<i64, NativeError> {
+        let Some(tokens) = &sasl.tokens else {
+            return Err(NativeError::Token {
+                addr: self.addr().to_string(),
+                message: "no token provider is set".into(),
+            });
+        };
+        let first = tokens
+            .first_message()
+            .await
+            .map_err(|message| NativeError::Token {
+                addr: self.addr().to_string(),
+                message,
+            })?;
+        let answer = self
+            .sasl_step(sasl, version, first)
+            .await
+            .inspect_err(|_| tokens.forget())?;
+        if answer.auth_bytes.is_empty() {
+            return Ok(answer.session_lifetime_ms);
+        }
+        tokens.forget();
+        let reasons = super::error::one_line(&String::from_utf8_lossy(&answer.auth_bytes));
+        // The broker's failure, in its words, follows the ^A.
+        let said = match self.sasl_step(sasl, version, vec![1]).await {
+            Err(NativeError::Auth { message, .. }) => message,
+            Err(other) => return Err(other),
+            Ok(_) => reasons.clone(),
+        };
+        let message = if said == reasons {
+            format!("the broker refused the token: {reasons}")
+        } else {
+            format!("the broker refused the token ({reasons}): {said}")
+        };
+        Err(NativeError::Auth {
+            addr: self.addr().to_string(),
+            mechanism: sasl.mechanism.name(),
+            message,
+        })
     }
 
     /// One SaslAuthenticate exchange; a refusal is an [`NativeError::Auth`] with the
@@ -308,11 +355,7 @@ mod tests {
     use super::*;
 
     fn user(mechanism: Mechanism) -> Sasl {
-        Sasl {
-            mechanism,
-            username: "user".into(),
-            password: "pencil".into(),
-        }
+        Sasl::password(mechanism, "user".into(), "pencil".into())
     }
 
     /// RFC 7677's SCRAM-SHA-256 example exchange.
@@ -367,10 +410,7 @@ mod tests {
 
     #[test]
     fn names_with_commas_and_equals_are_escaped() {
-        let sasl = Sasl {
-            username: "a,b=c".into(),
-            ..user(Mechanism::ScramSha256)
-        };
+        let sasl = Sasl::password(Mechanism::ScramSha256, "a,b=c".into(), "pencil".into());
         let scram = Scram::with_nonce(&sasl, "n".into());
         assert_eq!(scram.client_first(), "n,,n=a=2Cb=3Dc,r=n");
         assert!(!format!("{sasl:?}").contains("pencil"));

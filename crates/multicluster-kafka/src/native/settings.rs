@@ -5,12 +5,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::base::hooks::ClientHooks;
 use crate::base::properties::{BOOTSTRAP_SERVERS, ClientProperties, FetchBackend, hide_secrets};
 use crate::error::SourceError;
 
 use super::calls::FetchSettings;
+use super::cluster::ErrorHook;
 use super::conn::ConnectOptions;
-use super::credentials::{Mechanism, Sasl};
+use super::credentials::{Mechanism, Sasl, Tokens};
+use super::oauth::Unsecured;
 use super::partition::PartitionOptions;
 use super::tls::{Pem, Tls, TlsSettings};
 
@@ -18,8 +21,8 @@ use super::tls::{Pem, Tls, TlsSettings};
 pub(crate) struct Given<'a> {
     pub cluster: &'a Arc<str>,
     pub props: &'a ClientProperties,
-    /// The program set client hooks (librdkafka's).
-    pub hooks: bool,
+    /// The client hooks the program set for the cluster.
+    pub hooks: Option<&'a Arc<dyn ClientHooks>>,
     /// The caller runs on a tokio runtime, where the native tasks would go.
     pub runtime: bool,
 }
@@ -36,6 +39,8 @@ pub(crate) struct Settings {
     /// Bytes of answers queued for a reader before fetching pauses.
     pub budget: usize,
     pub partition: PartitionOptions,
+    /// The program's client hooks, told of connection errors.
+    pub hooks: ErrorHook,
 }
 
 /// Properties the native path reads.
@@ -70,6 +75,10 @@ const HONOURED: &[&str] = &[
     "sasl.mechanisms",
     "sasl.username",
     "sasl.password",
+    // OAUTHBEARER with the client hooks' tokens or an unsecured JWT: native/oauth.rs.
+    "sasl.oauthbearer.method",
+    "sasl.oauthbearer.config",
+    "enable.sasl.oauthbearer.unsecure.jwt",
 ];
 
 /// The `security.protocol` values the native path speaks.
@@ -161,8 +170,8 @@ const AUTO_IS_NATIVE: bool = true;
 /// Why the native path cannot fetch for this cluster, if it cannot.
 fn unsupported(given: &Given<'_>) -> Option<String> {
     let props = given.props;
-    if given.hooks {
-        return Some("the program's client hooks are librdkafka's".into());
+    if given.hooks.is_some() && props.get("statistics.interval.ms").is_some() {
+        return Some("the client hooks' statistics are librdkafka's".into());
     }
     if !given.runtime {
         return Some("the reader runs outside a tokio runtime".into());
@@ -180,8 +189,15 @@ fn unsupported(given: &Given<'_>) -> Option<String> {
         let mechanism = mechanism(props).unwrap_or("GSSAPI");
         if Mechanism::parse(mechanism).is_none() {
             return Some(format!(
-                "sasl.mechanism={} is not supported yet (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)",
+                "sasl.mechanism={} is not supported yet (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER)",
                 mechanism.trim()
+            ));
+        }
+        let method = props.get("sasl.oauthbearer.method").map(str::trim);
+        if method.is_some_and(|m| !m.eq_ignore_ascii_case("default")) {
+            return Some(format!(
+                "sasl.oauthbearer.method={} is not supported yet (the client hooks' tokens, or an unsecured JWT)",
+                method.unwrap_or_default()
             ));
         }
     }
@@ -279,6 +295,7 @@ pub(crate) fn settings(given: &Given<'_>) -> Result<Settings, SourceError> {
         partition_max_bytes,
         budget: budget_kb.saturating_mul(1024).max(1 << 20),
         partition,
+        hooks: ErrorHook(given.hooks.cloned()),
     })
 }
 
@@ -362,18 +379,168 @@ fn sasl(given: &Given<'_>) -> Result<Option<Sasl>, SourceError> {
         code: None,
         retriable: false,
     };
-    let mechanism = mechanism(props)
-        .and_then(Mechanism::parse)
-        .ok_or_else(|| refused("sasl.mechanism", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"))?;
+    let mechanism = mechanism(props).and_then(Mechanism::parse).ok_or_else(|| {
+        refused(
+            "sasl.mechanism",
+            "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER",
+        )
+    })?;
+    if mechanism == Mechanism::OAuthBearer {
+        return oauth(given).map(|tokens| Some(Sasl::oauth(tokens)));
+    }
     let username = props
         .get("sasl.username")
         .ok_or_else(|| refused("sasl.username", "not set"))?;
     let password = props
         .get("sasl.password")
         .ok_or_else(|| refused("sasl.password", "not set"))?;
-    Ok(Some(Sasl {
+    Ok(Some(Sasl::password(
         mechanism,
-        username: username.to_string(),
-        password: password.to_string(),
-    }))
+        username.to_string(),
+        password.to_string(),
+    )))
+}
+
+/// Where an OAUTHBEARER cluster's tokens come from, as librdkafka takes them: the
+/// client hooks when they make tokens, else an unsecured JWT when
+/// `enable.sasl.oauthbearer.unsecure.jwt` is true; both, or neither, is refused.
+fn oauth(given: &Given<'_>) -> Result<Tokens, SourceError> {
+    let props = given.props;
+    let refused = |property: &str, why: String| SourceError::Kafka {
+        cluster: given.cluster.to_string(),
+        message: format!("property `{property}` refused: {why}"),
+        code: None,
+        retriable: false,
+    };
+    let unsecure = props
+        .get("enable.sasl.oauthbearer.unsecure.jwt")
+        .map(str::trim);
+    let unsecure = match unsecure {
+        None | Some("false") => false,
+        Some("true") => true,
+        Some(_) => {
+            return Err(refused(
+                "enable.sasl.oauthbearer.unsecure.jwt",
+                "true or false".into(),
+            ));
+        }
+    };
+    let config = props.get("sasl.oauthbearer.config");
+    let hooks = given.hooks.filter(|h| h.enable_token_refresh());
+    match (hooks, unsecure) {
+        (Some(_), true) => Err(refused(
+            "enable.sasl.oauthbearer.unsecure.jwt",
+            "the client hooks make the tokens; set one or the other".into(),
+        )),
+        (Some(h), false) => Ok(Tokens::from_hooks(h.clone(), config.map(str::to_string))),
+        (None, true) => {
+            let u = Unsecured::parse(config.unwrap_or(""))
+                .map_err(|why| refused("sasl.oauthbearer.config", why))?;
+            Ok(Tokens::unsecured(u))
+        }
+        (None, false) => Err(refused(
+            "sasl.mechanism",
+            "OAUTHBEARER needs tokens: client hooks that make them, or enable.sasl.oauthbearer.unsecure.jwt=true".into(),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::base::hooks::OAuthToken;
+
+    /// Hooks that make tokens (never asked here).
+    struct TokenHooks;
+
+    impl ClientHooks for TokenHooks {
+        fn enable_token_refresh(&self) -> bool {
+            true
+        }
+        fn generate_oauth_token(
+            &self,
+            _: Option<&str>,
+        ) -> Result<OAuthToken, Box<dyn std::error::Error>> {
+            Err("not asked".into())
+        }
+    }
+
+    fn oauth_props(extra: &[(&str, &str)]) -> ClientProperties {
+        let mut p = ClientProperties::new();
+        p.set("bootstrap.servers", "127.0.0.1:9092");
+        p.set("security.protocol", "sasl_ssl");
+        p.set("sasl.mechanism", "OAUTHBEARER");
+        for (k, v) in extra {
+            p.set(*k, *v);
+        }
+        p
+    }
+
+    /// Whether the path serves `props` (with `hooks`), and its settings' error.
+    fn outcome(
+        props: &ClientProperties,
+        hooks: Option<&Arc<dyn ClientHooks>>,
+    ) -> (bool, Option<String>) {
+        let cluster: Arc<str> = Arc::from("c");
+        let given = Given {
+            cluster: &cluster,
+            props,
+            hooks,
+            runtime: true,
+        };
+        let error = settings(&given).err().map(|e| e.to_string());
+        (serves(&given), error)
+    }
+
+    #[test]
+    fn oauthbearer_is_served_with_one_source_of_tokens_and_refused_with_none_or_two() {
+        let hooks: Arc<dyn ClientHooks> = Arc::new(TokenHooks);
+        let unsecured = [
+            ("enable.sasl.oauthbearer.unsecure.jwt", "true"),
+            ("sasl.oauthbearer.config", "principal=carol lifeSeconds=60"),
+        ];
+        assert_eq!(outcome(&oauth_props(&unsecured), None), (true, None));
+        assert_eq!(outcome(&oauth_props(&[]), Some(&hooks)), (true, None));
+
+        let refused = |props: ClientProperties, hooks, key: &str| {
+            let (served, error) = outcome(&props, hooks);
+            assert!(served, "the choice does not read the tokens' settings");
+            let error = error.expect("refused");
+            assert!(error.contains(&format!("`{key}`")), "{error}");
+        };
+        refused(oauth_props(&[]), None, "sasl.mechanism");
+        refused(
+            oauth_props(&unsecured),
+            Some(&hooks),
+            "enable.sasl.oauthbearer.unsecure.jwt",
+        );
+        refused(
+            oauth_props(&[("enable.sasl.oauthbearer.unsecure.jwt", "true")]),
+            None,
+            "sasl.oauthbearer.config",
+        );
+        refused(
+            oauth_props(&[("enable.sasl.oauthbearer.unsecure.jwt", "yes")]),
+            None,
+            "enable.sasl.oauthbearer.unsecure.jwt",
+        );
+
+        // What only librdkafka does leaves the cluster there.
+        let oidc = oauth_props(&[
+            ("sasl.oauthbearer.method", "oidc"),
+            ("sasl.oauthbearer.token.endpoint.url", "https://idp/token"),
+        ]);
+        assert!(!outcome(&oidc, None).0);
+        let method_only = oauth_props(&[("sasl.oauthbearer.method", "OIDC")]);
+        let cluster: Arc<str> = Arc::from("c");
+        let why = unsupported(&Given {
+            cluster: &cluster,
+            props: &method_only,
+            hooks: None,
+            runtime: true,
+        });
+        assert!(why.is_some_and(|w| w.contains("sasl.oauthbearer.method=OIDC")));
+        let stats = oauth_props(&[("statistics.interval.ms", "1000")]);
+        assert!(!outcome(&stats, Some(&hooks)).0);
+    }
 }

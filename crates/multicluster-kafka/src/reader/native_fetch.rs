@@ -25,7 +25,7 @@ fn given<'a>(opening: &'a Opening<'_>) -> Given<'a> {
     Given {
         cluster: &opening.cluster,
         props: opening.props,
-        hooks: opening.hooks.is_some(),
+        hooks: opening.hooks.as_ref(),
         runtime: opening.runtime.is_some(),
     }
 }
@@ -53,6 +53,7 @@ fn options(opening: &Opening<'_>) -> Result<(ClusterOptions, PartitionOptions), 
         budget: settings.budget,
         shared_budget: opening.clients.native_budget(),
         out_of_range,
+        hooks: settings.hooks,
     };
     Ok((cluster, settings.partition))
 }
