@@ -225,13 +225,14 @@ fn a_client_rack_is_read_from_the_replica_there_and_from_the_leader_when_it_dies
 fn await_leader(cluster: &mck_testkit::KafkaCluster, topic: &str, index: usize) {
     let deadline = std::time::Instant::now() + PATIENCE;
     loop {
-        let leader = cluster.partition_leaders(topic).ok().and_then(|l| l[0]);
-        if leader == Some(index) {
+        // The whole answer, an error too, for the failure's message.
+        let leaders = cluster.partition_leaders(topic);
+        if leaders.as_ref().is_ok_and(|l| l[0] == Some(index)) {
             return;
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "{topic}/0 led by {leader:?}, not by broker {index}"
+            "{topic}/0 not led by broker {index} after {PATIENCE:?}: leaders by broker index {leaders:?}"
         );
         std::thread::sleep(Duration::from_millis(200));
     }
