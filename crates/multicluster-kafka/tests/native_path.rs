@@ -406,6 +406,28 @@ fn tls_and_sasl_listeners_are_read_natively_by_native_and_by_auto() {
             clusters.push(cluster);
         }
     }
+    // OAUTHBEARER with tokens from an OIDC endpoint (client credentials).
+    let principal = &c.security().unwrap().oauth_principal;
+    let endpoint = support::TokenEndpoint::start(principal, "np-reader", "np-secret");
+    for backend in [Some("native"), None] {
+        let mut m = over(Listener::OauthSsl, backend);
+        m.properties.remove("enable.sasl.oauthbearer.unsecure.jwt");
+        m.properties.remove("sasl.oauthbearer.config");
+        for (k, v) in [
+            ("sasl.oauthbearer.method", "oidc"),
+            ("sasl.oauthbearer.token.endpoint.url", endpoint.url.as_str()),
+            ("sasl.oauthbearer.client.id", "np-reader"),
+            ("sasl.oauthbearer.client.secret", "np-secret"),
+        ] {
+            m.properties.set(k, v);
+        }
+        let cluster = format!("np-oidc-{}", backend.unwrap_or("auto"));
+        let stream = KafkaStream::new("s").with_cluster(&cluster, m);
+        let seen = mck_testkit::runtime().block_on(read_to_the_end(source_over(stream)));
+        mck_testkit::assert_exactly_once(&seen, &want);
+        clusters.push(cluster);
+    }
+    assert!(!endpoint.granted.lock().unwrap().is_empty());
     let names: Vec<&str> = clusters.iter().map(String::as_str).collect();
     assert_fetched_natively(&names);
 }

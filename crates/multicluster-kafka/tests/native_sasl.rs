@@ -286,13 +286,12 @@ impl ClientHooks for ShortTokens {
         _: Option<&str>,
     ) -> Result<OAuthToken, Box<dyn std::error::Error>> {
         self.made.fetch_add(1, Ordering::Relaxed);
-        let now = SystemTime::now().duration_since(UNIX_EPOCH)?;
-        let expires = now + Duration::from_secs(4);
+        let now = SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs();
+        let expires = Duration::from_secs(now + 4);
         let claims = format!(
-            r#"{{"sub":"{}","iat":{},"exp":{}}}"#,
+            r#"{{"sub":"{}","iat":{now},"exp":{}}}"#,
             self.principal,
-            now.as_secs_f64(),
-            expires.as_secs_f64()
+            expires.as_secs()
         );
         let b64 = |b: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b);
         Ok(OAuthToken {

@@ -592,3 +592,100 @@ fn a_first_contact_waits_for_a_slow_broker_though_another_of_the_list_refuses_co
         "answered after {took:?}"
     );
 }
+
+/// The OAUTHBEARER listener through OIDC client credentials from `endpoint`, with
+/// `secret` as the client's secret.
+fn through_oidc(
+    c: &KafkaCluster,
+    endpoint: &support::TokenEndpoint,
+    secret: &str,
+) -> ClusterMetadata {
+    let mut props = support::oauth_without_token_maker(c);
+    for (k, v) in [
+        ("sasl.oauthbearer.method", "oidc"),
+        ("sasl.oauthbearer.token.endpoint.url", endpoint.url.as_str()),
+        ("sasl.oauthbearer.client.id", "orders-reader"),
+        ("sasl.oauthbearer.client.secret", secret),
+        ("sasl.oauthbearer.scope", "kafka read"),
+    ] {
+        props.push((k.to_string(), v.to_string()));
+    }
+    meta(c.listener_bootstrap(Listener::OauthSsl), &props, "oidc")
+}
+
+#[test]
+fn oidc_client_credentials_read_a_sasl_ssl_listener_exactly_once_and_a_wrong_secret_is_said() {
+    let c = secure();
+    c.create_topic("oidc", 2).unwrap();
+    let want: BTreeSet<String> = fill_values(c, "oidc", 2, 40, "oidc").into_iter().collect();
+    let principal = c.security().unwrap().oauth_principal.clone();
+    let endpoint = support::TokenEndpoint::start(&principal, "orders-reader", "s3cret-oidc");
+    let svc = StaticMetadataService::new([stream(vec![(
+        "oidc",
+        through_oidc(c, &endpoint, "s3cret-oidc"),
+    )])])
+    .unwrap();
+    mck_testkit::runtime().block_on(async {
+        let mut stream = MultiClusterKafkaSource::builder()
+            .metadata_service(svc)
+            .stream_ids(["s"])
+            .deserializer(ValueOnly::<String>::utf8())
+            .stopping_offsets(StoppingOffsets::Latest)
+            .build()
+            .unwrap()
+            .open()
+            .await
+            .unwrap();
+        let seen = drain(&mut stream).await;
+        assert_exactly_once(&seen, &want);
+        stream.close().await;
+    });
+    let granted = endpoint.granted.lock().unwrap().clone();
+    assert!(!granted.is_empty(), "the endpoint was asked for a token");
+    for body in &granted {
+        assert!(
+            body.contains("grant_type=client_credentials") && body.contains("scope=kafka"),
+            "{body}"
+        );
+    }
+
+    // A wrong secret: the endpoint refuses the client, the start fails within its
+    // timeout, naming the cluster, never the secret.
+    let svc = StaticMetadataService::new([stream(vec![(
+        "oidc-wrong",
+        through_oidc(c, &endpoint, "wrong-secret-1"),
+    )])])
+    .unwrap();
+    let started = Instant::now();
+    let err = mck_testkit::runtime()
+        .block_on(
+            MultiClusterKafkaSource::builder()
+                .metadata_service(svc)
+                .stream_ids(["s"])
+                .deserializer(ValueOnly::<String>::utf8())
+                .stopping_offsets(StoppingOffsets::Latest)
+                .client_timeout(Duration::from_secs(5))
+                .startup_timeout(Some(Duration::from_secs(8)))
+                .build()
+                .unwrap()
+                .open(),
+        )
+        .map(|_| ())
+        .unwrap_err()
+        .to_string();
+    // Both paths pass on the endpoint's words and wait, as for a cluster that does
+    // not answer (the endpoint is asked again).
+    assert!(err.contains("cluster `oidc-wrong`"), "{err}");
+    assert!(err.contains("invalid_client"), "{err}");
+    assert!(started.elapsed() >= Duration::from_secs(8), "{err}");
+    assert!(
+        !err.contains("wrong-secret-1") && !err.contains('\n'),
+        "{err}"
+    );
+    assert!(endpoint.refused.load(Ordering::Relaxed) >= 1);
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "{:?}",
+        started.elapsed()
+    );
+}

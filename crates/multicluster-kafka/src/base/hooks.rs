@@ -37,10 +37,10 @@
 //! A cluster with OAUTHBEARER and none of these is refused when its client is made,
 //! and so is a token provider together with one of the first two.
 //!
-//! On the native fetch path (`native/oauth.rs`) the hooks' tokens and the unsecured
-//! JWT serve the source's own connections, and `error` hears of their failures; the
-//! OIDC flow and `stats` are librdkafka's, so a cluster with OIDC, or with hooks and
-//! `statistics.interval.ms`, is fetched with librdkafka.
+//! On the native fetch path (`native/oauth.rs`, `native/oidc.rs`) the same three
+//! sources serve the source's own connections, and `error` hears of their failures;
+//! `stats` are librdkafka's, so a cluster with hooks and `statistics.interval.ms` is
+//! fetched with librdkafka.
 //!
 //! [`SingleClusterMetadataService`]: crate::metadata::SingleClusterMetadataService
 //! [`SourceBuilder::client_hooks`]: crate::SourceBuilder::client_hooks

@@ -16,6 +16,7 @@ mod error;
 mod fetch_response;
 pub(crate) mod lookup;
 mod oauth;
+mod oidc;
 mod partition;
 mod responses;
 mod sasl;

@@ -1,6 +1,7 @@
 //! OAUTHBEARER tokens for the native path's connections (RFC 7628 over Kafka's
-//! SaslAuthenticate, KIP-255): from the program's client hooks, or librdkafka's
-//! unsecured JWT built from `sasl.oauthbearer.config` (for tests). A token is kept and
+//! SaslAuthenticate, KIP-255): from the program's client hooks, an OIDC token
+//! endpoint (`native/oidc.rs`), or librdkafka's unsecured JWT built from
+//! `sasl.oauthbearer.config` (for tests). A token is kept and
 //! given to every connection of the cluster until 80 % of its lifetime has passed, as
 //! librdkafka refreshes it; the hooks are called on a blocking thread, never on a
 //! runtime worker. The token never reaches an error, a log or `Debug` output.
@@ -13,6 +14,8 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
 use crate::base::hooks::ClientHooks;
 
+use super::oidc::Oidc;
+
 /// Share of a token's lifetime after which a new one is made.
 const REFRESH_AT: f64 = 0.8;
 
@@ -22,6 +25,8 @@ enum Source {
     /// `enable.sasl.oauthbearer.unsecure.jwt=true`: an unsigned JWT (`"alg":"none"`)
     /// made here, which only a broker with Kafka's unsecured validator accepts.
     Unsecured(Unsecured),
+    /// An OIDC token endpoint, client credentials grant.
+    Oidc(Oidc),
     /// The program's [`ClientHooks::generate_oauth_token`].
     Hooks {
         hooks: Arc<dyn ClientHooks>,
@@ -94,12 +99,14 @@ impl Unsecured {
 
     /// A new token, valid from `now`.
     fn token(&self, now: SystemTime) -> Token {
-        let iat = now.duration_since(UNIX_EPOCH).unwrap_or_default();
+        // Whole seconds: a broker refuses a token issued after the moment it checks
+        // it, and a fraction of a second may be just that (seen with Kafka 4.1).
+        let iat = Duration::from_secs(now.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs());
         let exp = iat + self.life;
         let mut claims = serde_json::Map::new();
         claims.insert(self.principal_claim.clone(), self.principal.clone().into());
-        claims.insert("iat".into(), iat.as_secs_f64().into());
-        claims.insert("exp".into(), exp.as_secs_f64().into());
+        claims.insert("iat".into(), iat.as_secs().into());
+        claims.insert("exp".into(), exp.as_secs().into());
         if !self.scope.is_empty() {
             claims.insert(self.scope_claim.clone(), self.scope.clone().into());
         }
@@ -112,9 +119,27 @@ impl Unsecured {
         Token {
             value,
             made: now,
-            expires: now + self.life,
+            expires: UNIX_EPOCH + exp,
         }
     }
+}
+
+/// `sasl.oauthbearer.extensions`: `key=value` pairs separated by commas.
+pub(crate) fn parse_extensions(list: &str) -> Result<Vec<(String, String)>, String> {
+    list.split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(|pair| {
+            let (k, v) = pair
+                .split_once('=')
+                .ok_or_else(|| "expected key=value pairs separated by commas".to_string())?;
+            if valid_extension(k, v) {
+                Ok((k.to_string(), v.to_string()))
+            } else {
+                Err(format!("extension `{k}` is not valid"))
+            }
+        })
+        .collect()
 }
 
 /// RFC 7628's rules for an extension: a name of letters, a value of printable ASCII
@@ -149,6 +174,8 @@ impl Token {
 #[derive(Clone)]
 pub struct Tokens {
     source: Source,
+    /// SASL extensions sent with every token (key, value).
+    extensions: Vec<(String, String)>,
     kept: Arc<Mutex<Option<Token>>>,
 }
 
@@ -156,34 +183,34 @@ impl std::fmt::Debug for Tokens {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self.source {
             Source::Unsecured(_) => "Tokens(unsecured JWT)",
+            Source::Oidc(_) => "Tokens(OIDC token endpoint)",
             Source::Hooks { .. } => "Tokens(the program's client hooks)",
         })
     }
 }
 
 impl Tokens {
-    /// Unsecured JWTs from `sasl.oauthbearer.config`.
+    /// Unsecured JWTs from `sasl.oauthbearer.config`, with its extensions.
     pub(crate) fn unsecured(config: Unsecured) -> Self {
-        Self::from(Source::Unsecured(config))
+        let extensions = config.extensions.clone();
+        Self::from(Source::Unsecured(config), extensions)
+    }
+
+    /// Tokens of an OIDC endpoint, sent with `extensions`.
+    pub(crate) fn oidc(oidc: Oidc, extensions: Vec<(String, String)>) -> Self {
+        Self::from(Source::Oidc(oidc), extensions)
     }
 
     /// The tokens of the program's hooks.
     pub fn from_hooks(hooks: Arc<dyn ClientHooks>, config: Option<String>) -> Self {
-        Self::from(Source::Hooks { hooks, config })
+        Self::from(Source::Hooks { hooks, config }, Vec::new())
     }
 
-    fn from(source: Source) -> Self {
+    fn from(source: Source, extensions: Vec<(String, String)>) -> Self {
         Self {
             source,
+            extensions,
             kept: Arc::new(Mutex::new(None)),
-        }
-    }
-
-    /// The SASL extensions sent with every token.
-    fn extensions(&self) -> &[(String, String)] {
-        match &self.source {
-            Source::Unsecured(u) => &u.extensions,
-            Source::Hooks { .. } => &[],
         }
     }
 
@@ -198,6 +225,21 @@ impl Tokens {
         }
         let token = match &self.source {
             Source::Unsecured(u) => u.token(now),
+            Source::Oidc(oidc) => {
+                let oidc = oidc.clone();
+                let made = tokio::task::spawn_blocking(move || oidc.fetch())
+                    .await
+                    .map_err(|e| format!("the token request was cancelled: {e}"))??;
+                if made.expires <= now {
+                    return Err("the token endpoint made a token that has already expired".into());
+                }
+                tracing::debug!(principal = %made.principal, "OAUTHBEARER token from the OIDC endpoint");
+                Token {
+                    value: made.value,
+                    made: now,
+                    expires: made.expires,
+                }
+            }
             Source::Hooks { hooks, config } => {
                 let (hooks, config) = (hooks.clone(), config.clone());
                 let made = tokio::task::spawn_blocking(move || {
@@ -231,7 +273,7 @@ impl Tokens {
     /// `n,,` ^A `auth=Bearer <token>` ^A extensions ^A ^A (RFC 7628 §3.1).
     pub(super) async fn first_message(&self) -> Result<Vec<u8>, String> {
         let token = self.token().await?;
-        Ok(message(&token, self.extensions()))
+        Ok(message(&token, &self.extensions))
     }
 
     /// Forgets the kept token (the broker refused it), so the next connection asks
@@ -287,7 +329,7 @@ mod tests {
     #[test]
     fn an_unsecured_token_carries_the_claims_and_the_message_its_extensions() {
         let u = Unsecured::parse("principal=carol scope=s1 lifeSeconds=100 extension_a=b").unwrap();
-        let now = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let now = UNIX_EPOCH + Duration::from_millis(1_700_000_000_600);
         let t = u.token(now);
         let parts: Vec<&str> = t.value.split('.').collect();
         assert_eq!(parts.len(), 3, "{}", t.value);
@@ -297,13 +339,22 @@ mod tests {
         let claims: serde_json::Value =
             serde_json::from_slice(&URL_SAFE_NO_PAD.decode(parts[1]).unwrap()).unwrap();
         assert_eq!(claims["sub"], "carol");
-        assert_eq!(claims["iat"].as_f64(), Some(1_700_000_000.0));
-        assert_eq!(claims["exp"].as_f64(), Some(1_700_000_100.0));
+        assert_eq!(claims["iat"].as_u64(), Some(1_700_000_000));
+        assert_eq!(claims["exp"].as_u64(), Some(1_700_000_100));
         assert_eq!(claims["scope"], serde_json::json!(["s1"]));
         assert!(t.fresh(now + Duration::from_secs(79)));
         assert!(!t.fresh(now + Duration::from_secs(80)));
         let m = message("tok", &u.extensions);
         assert_eq!(m, b"n,,\x01auth=Bearer tok\x01a=b\x01\x01");
+        assert_eq!(
+            parse_extensions("logicalCluster=lkc-1, identityPoolId=pool-X").unwrap(),
+            [
+                ("logicalCluster".to_string(), "lkc-1".to_string()),
+                ("identityPoolId".to_string(), "pool-X".to_string())
+            ]
+        );
+        assert!(parse_extensions("a").unwrap_err().contains("key=value"));
+        assert!(parse_extensions("auth=x").unwrap_err().contains("`auth`"));
     }
 
     /// Hooks that count their calls and make tokens living `life_ms` from now (less

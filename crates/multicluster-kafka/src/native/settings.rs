@@ -2,6 +2,7 @@
 //! properties (librdkafka's names and defaults): for the readers' fetches
 //! (`reader/native_fetch.rs`) and the enumerator's lookups alike.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,6 +15,7 @@ use super::cluster::ErrorHook;
 use super::conn::ConnectOptions;
 use super::credentials::{Mechanism, Sasl, Tokens};
 use super::oauth::Unsecured;
+use super::oidc::{Oidc, Roots};
 use super::partition::PartitionOptions;
 use super::tls::{Pem, Tls, TlsSettings};
 
@@ -75,10 +77,21 @@ const HONOURED: &[&str] = &[
     "sasl.mechanisms",
     "sasl.username",
     "sasl.password",
-    // OAUTHBEARER with the client hooks' tokens or an unsecured JWT: native/oauth.rs.
+    // OAUTHBEARER with the client hooks' tokens, an OIDC endpoint or an unsecured JWT:
+    // native/oauth.rs, native/oidc.rs.
     "sasl.oauthbearer.method",
     "sasl.oauthbearer.config",
     "enable.sasl.oauthbearer.unsecure.jwt",
+    "sasl.oauthbearer.grant.type",
+    "sasl.oauthbearer.client.id",
+    "sasl.oauthbearer.client.credentials.client.id",
+    "sasl.oauthbearer.client.secret",
+    "sasl.oauthbearer.client.credentials.client.secret",
+    "sasl.oauthbearer.token.endpoint.url",
+    "sasl.oauthbearer.scope",
+    "sasl.oauthbearer.extensions",
+    "https.ca.location",
+    "https.ca.pem",
 ];
 
 /// The `security.protocol` values the native path speaks.
@@ -194,10 +207,19 @@ fn unsupported(given: &Given<'_>) -> Option<String> {
             ));
         }
         let method = props.get("sasl.oauthbearer.method").map(str::trim);
-        if method.is_some_and(|m| !m.eq_ignore_ascii_case("default")) {
+        if method
+            .is_some_and(|m| !m.eq_ignore_ascii_case("default") && !m.eq_ignore_ascii_case("oidc"))
+        {
             return Some(format!(
-                "sasl.oauthbearer.method={} is not supported yet (the client hooks' tokens, or an unsecured JWT)",
+                "sasl.oauthbearer.method={} is not supported",
                 method.unwrap_or_default()
+            ));
+        }
+        let grant = props.get("sasl.oauthbearer.grant.type").map(str::trim);
+        if grant.is_some_and(|g| g != "client_credentials") {
+            return Some(format!(
+                "sasl.oauthbearer.grant.type={} is not supported yet (client_credentials)",
+                grant.unwrap_or_default()
             ));
         }
     }
@@ -297,6 +319,94 @@ pub(crate) fn settings(given: &Given<'_>) -> Result<Settings, SourceError> {
         partition,
         hooks: ErrorHook(given.hooks.cloned()),
     })
+}
+
+/// Tokens from the OIDC token endpoint of `sasl.oauthbearer.*` and `https.ca.*`.
+fn oidc_tokens(given: &Given<'_>) -> Result<Tokens, SourceError> {
+    let props = given.props;
+    let refused = |property: &str, why: String| SourceError::Kafka {
+        cluster: given.cluster.to_string(),
+        message: format!("property `{property}` refused: {why}"),
+        code: None,
+        retriable: false,
+    };
+    let required = |keys: &[&str]| {
+        keys.iter()
+            .find_map(|k| props.get(k))
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+            .ok_or_else(|| {
+                refused(
+                    keys[0],
+                    "not set (sasl.oauthbearer.method=oidc needs it)".into(),
+                )
+            })
+    };
+    let endpoint = required(&["sasl.oauthbearer.token.endpoint.url"])?;
+    let id = required(&[
+        "sasl.oauthbearer.client.id",
+        "sasl.oauthbearer.client.credentials.client.id",
+    ])?;
+    let secret = required(&[
+        "sasl.oauthbearer.client.secret",
+        "sasl.oauthbearer.client.credentials.client.secret",
+    ])?;
+    let extensions =
+        super::oauth::parse_extensions(props.get("sasl.oauthbearer.extensions").unwrap_or(""))
+            .map_err(|why| refused("sasl.oauthbearer.extensions", why))?;
+    let roots = match (props.get("https.ca.pem"), props.get("https.ca.location")) {
+        (Some(pem), _) => Roots::Pem(pem.as_bytes().to_vec()),
+        (None, None) => Roots::System,
+        (None, Some(l)) if l.trim() == "probe" => Roots::System,
+        (None, Some(location)) => Roots::Pem(
+            read_cas(Path::new(location.trim()))
+                .map_err(|why| refused("https.ca.location", why))?,
+        ),
+    };
+    let ca_key = if props.get("https.ca.pem").is_some() {
+        "https.ca.pem"
+    } else {
+        "https.ca.location"
+    };
+    let oidc = Oidc::new(
+        endpoint,
+        id,
+        secret,
+        props.get("sasl.oauthbearer.scope"),
+        roots,
+    )
+    .map_err(|why| {
+        let key = if why.starts_with("the CA") {
+            ca_key
+        } else {
+            "sasl.oauthbearer.token.endpoint.url"
+        };
+        refused(key, why)
+    })?;
+    Ok(Tokens::oidc(oidc, extensions))
+}
+
+/// The PEM certificates of a file, or of every file in a directory.
+fn read_cas(location: &Path) -> Result<Vec<u8>, String> {
+    let cannot = |e: std::io::Error| format!("cannot read {}: {e}", location.display());
+    if !location.is_dir() {
+        return std::fs::read(location).map_err(cannot);
+    }
+    let mut pem = Vec::new();
+    let mut entries: Vec<_> = std::fs::read_dir(location)
+        .map_err(cannot)?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.is_file())
+        .collect();
+    entries.sort();
+    for path in entries {
+        if let Ok(bytes) = std::fs::read(&path) {
+            pem.extend_from_slice(&bytes);
+            pem.push(b'\n');
+        }
+    }
+    Ok(pem)
 }
 
 /// The cluster's TLS from its `ssl.*` properties (librdkafka's names and defaults),
@@ -427,6 +537,18 @@ fn oauth(given: &Given<'_>) -> Result<Tokens, SourceError> {
     };
     let config = props.get("sasl.oauthbearer.config");
     let hooks = given.hooks.filter(|h| h.enable_token_refresh());
+    let oidc = props
+        .get("sasl.oauthbearer.method")
+        .is_some_and(|m| m.trim().eq_ignore_ascii_case("oidc"));
+    if oidc {
+        if hooks.is_some() || unsecure {
+            return Err(refused(
+                "sasl.oauthbearer.method",
+                "oidc makes the tokens; the client hooks or an unsecured JWT cannot too".into(),
+            ));
+        }
+        return oidc_tokens(given);
+    }
     match (hooks, unsecure) {
         (Some(_), true) => Err(refused(
             "enable.sasl.oauthbearer.unsecure.jwt",
@@ -525,21 +647,60 @@ mod tests {
             "enable.sasl.oauthbearer.unsecure.jwt",
         );
 
+        // OIDC: its three settings are required, and it is the only source of tokens.
+        let oidc = [
+            ("sasl.oauthbearer.method", "OIDC"),
+            (
+                "sasl.oauthbearer.token.endpoint.url",
+                "https://idp.example/token",
+            ),
+            ("sasl.oauthbearer.client.id", "reader"),
+            ("sasl.oauthbearer.client.secret", "s3cret"),
+            ("sasl.oauthbearer.extensions", "logicalCluster=lkc-1"),
+        ];
+        assert_eq!(outcome(&oauth_props(&oidc), None), (true, None));
+        refused(
+            oauth_props(&oidc[..3]),
+            None,
+            "sasl.oauthbearer.client.secret",
+        );
+        refused(oauth_props(&oidc), Some(&hooks), "sasl.oauthbearer.method");
+        let mut bad_url = oidc;
+        bad_url[1].1 = "idp.example/token";
+        refused(
+            oauth_props(&bad_url),
+            None,
+            "sasl.oauthbearer.token.endpoint.url",
+        );
+        let mut with_ca = oidc.to_vec();
+        with_ca.push(("https.ca.location", "/nonexistent/ca.pem"));
+        refused(oauth_props(&with_ca), None, "https.ca.location");
+        let (_, error) = outcome(&oauth_props(&bad_url), None);
+        assert!(!error.unwrap().contains("s3cret"));
+
         // What only librdkafka does leaves the cluster there.
-        let oidc = oauth_props(&[
-            ("sasl.oauthbearer.method", "oidc"),
-            ("sasl.oauthbearer.token.endpoint.url", "https://idp/token"),
-        ]);
-        assert!(!outcome(&oidc, None).0);
-        let method_only = oauth_props(&[("sasl.oauthbearer.method", "OIDC")]);
         let cluster: Arc<str> = Arc::from("c");
-        let why = unsupported(&Given {
-            cluster: &cluster,
-            props: &method_only,
-            hooks: None,
-            runtime: true,
-        });
-        assert!(why.is_some_and(|w| w.contains("sasl.oauthbearer.method=OIDC")));
+        for (key, value, says) in [
+            (
+                "sasl.oauthbearer.method",
+                "magic",
+                "sasl.oauthbearer.method=magic",
+            ),
+            (
+                "sasl.oauthbearer.grant.type",
+                "urn:ietf:params:oauth:grant-type:jwt-bearer",
+                "grant.type",
+            ),
+        ] {
+            let props = oauth_props(&[(key, value)]);
+            let why = unsupported(&Given {
+                cluster: &cluster,
+                props: &props,
+                hooks: None,
+                runtime: true,
+            });
+            assert!(why.is_some_and(|w| w.contains(says)), "{key}");
+        }
         let stats = oauth_props(&[("statistics.interval.ms", "1000")]);
         assert!(!outcome(&stats, Some(&hooks)).0);
     }

@@ -521,3 +521,89 @@ impl tracing::Subscriber for Capture {
     fn enter(&self, _: &tracing::span::Id) {}
     fn exit(&self, _: &tracing::span::Id) {}
 }
+
+/// An OpenID Connect token endpoint for the tests (plain HTTP on 127.0.0.1): a POST
+/// with HTTP Basic credentials `client_id:client_secret` is answered with an
+/// unsecured JWT for `principal` living 300 s (what the broker's unsecured validator
+/// accepts); other credentials get 401. It keeps the bodies it was sent.
+pub struct TokenEndpoint {
+    /// `http://127.0.0.1:PORT/token`.
+    pub url: String,
+    /// The form bodies of the requests with good credentials.
+    pub granted: Arc<Mutex<Vec<String>>>,
+    /// Requests refused for their credentials.
+    pub refused: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl TokenEndpoint {
+    /// Starts the endpoint on a thread of its own (it lives as long as the process).
+    pub fn start(principal: &str, client_id: &str, client_secret: &str) -> Self {
+        use std::io::{BufRead, BufReader, Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+        let url = format!("http://{}/token", listener.local_addr().unwrap());
+        let granted = Arc::new(Mutex::new(Vec::new()));
+        let refused = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let basic = base64std(format!("{client_id}:{client_secret}").as_bytes());
+        let (principal, g, r) = (principal.to_string(), granted.clone(), refused.clone());
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut conn) = conn else { continue };
+                let mut reader = BufReader::new(conn.try_clone().expect("a second handle"));
+                let (mut length, mut authorized) = (0usize, false);
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                        break;
+                    }
+                    let lower = line.to_ascii_lowercase();
+                    if let Some(v) = lower.strip_prefix("content-length:") {
+                        length = v.trim().parse().unwrap_or(0);
+                    }
+                    if lower.starts_with("authorization:") {
+                        authorized = line.trim_end() == format!("authorization: Basic {basic}")
+                            || line.trim_end() == format!("Authorization: Basic {basic}");
+                    }
+                }
+                let mut body = vec![0; length];
+                let _ = reader.read_exact(&mut body);
+                let (status, answer) = if authorized {
+                    g.lock()
+                        .unwrap()
+                        .push(String::from_utf8_lossy(&body).into_owned());
+                    let token = unsecured_token(&principal, Duration::from_secs(300))
+                        .expect("a token")
+                        .token;
+                    (
+                        "200 OK",
+                        format!(
+                            r#"{{"access_token":"{token}","token_type":"Bearer","expires_in":300}}"#
+                        ),
+                    )
+                } else {
+                    r.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    (
+                        "401 Unauthorized",
+                        r#"{"error":"invalid_client"}"#.to_string(),
+                    )
+                };
+                let _ = write!(
+                    conn,
+                    "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{answer}",
+                    answer.len()
+                );
+            }
+        });
+        Self {
+            url,
+            granted,
+            refused,
+        }
+    }
+}
+
+/// Base64 with padding (RFC 4648 §4), for HTTP Basic credentials.
+pub fn base64std(bytes: &[u8]) -> String {
+    let url = base64url(bytes).replace('-', "+").replace('_', "/");
+    let pad = (4 - url.len() % 4) % 4;
+    url + &"=".repeat(pad)
+}
