@@ -600,7 +600,20 @@ fn through_oidc(
     endpoint: &support::TokenEndpoint,
     secret: &str,
 ) -> ClusterMetadata {
+    through_oidc_with(c, endpoint, secret, &[])
+}
+
+/// [`through_oidc`] with `more` properties.
+fn through_oidc_with(
+    c: &KafkaCluster,
+    endpoint: &support::TokenEndpoint,
+    secret: &str,
+    more: &[(&str, &str)],
+) -> ClusterMetadata {
     let mut props = support::oauth_without_token_maker(c);
+    for (k, v) in more {
+        props.push((k.to_string(), v.to_string()));
+    }
     for (k, v) in [
         ("sasl.oauthbearer.method", "oidc"),
         ("sasl.oauthbearer.token.endpoint.url", endpoint.url.as_str()),
@@ -687,5 +700,66 @@ fn oidc_client_credentials_read_a_sasl_ssl_listener_exactly_once_and_a_wrong_sec
         started.elapsed() < Duration::from_secs(60),
         "{:?}",
         started.elapsed()
+    );
+}
+
+/// Opens a bounded source of stream `s` of `svc`, its start-up within 8 s.
+fn open_within_8s(svc: StaticMetadataService) -> Result<(), SourceError> {
+    mck_testkit::runtime().block_on(async {
+        let stream = MultiClusterKafkaSource::builder()
+            .metadata_service(svc)
+            .stream_ids(["s"])
+            .deserializer(ValueOnly::<String>::utf8())
+            .stopping_offsets(StoppingOffsets::Latest)
+            .client_timeout(Duration::from_secs(5))
+            .startup_timeout(Some(Duration::from_secs(8)))
+            .build()
+            .unwrap()
+            .open()
+            .await?;
+        stream.close().await;
+        Ok(())
+    })
+}
+
+#[test]
+fn an_https_token_endpoint_is_checked_against_https_ca_location() {
+    let c = secure();
+    let sec = c.security().unwrap();
+    c.create_topic("oidc-tls", 1).unwrap();
+    let principal = sec.oauth_principal.clone();
+    // The broker's certificate (127.0.0.1 and localhost, signed by the test CA).
+    let endpoint = support::TokenEndpoint::start_tls(
+        &principal,
+        "orders-reader",
+        "s3cret-tls",
+        (&sec.dir.join("broker.pem"), &sec.dir.join("broker.key")),
+    );
+    let through = |ca: &std::path::Path| {
+        let ca = ca.display().to_string();
+        let mut m = through_oidc_with(c, &endpoint, "s3cret-tls", &[("https.ca.location", &ca)]);
+        m.topics = ["oidc-tls".to_string()].into_iter().collect();
+        m
+    };
+    let svc = StaticMetadataService::new([stream(vec![("oidc-tls", through(&sec.ca))])]).unwrap();
+    open_within_8s(svc).expect("the endpoint's certificate is trusted");
+    assert!(!endpoint.granted.lock().unwrap().is_empty());
+
+    // Checked against a CA that did not sign it: no token, and the cause said.
+    let svc =
+        StaticMetadataService::new([stream(vec![("oidc-untrusted", through(&sec.other_ca))])])
+            .unwrap();
+    let asked = endpoint.granted.lock().unwrap().len();
+    let err = open_within_8s(svc).unwrap_err().to_string();
+    assert!(err.contains("cluster `oidc-untrusted`"), "{err}");
+    // OpenSSL's words, on both paths.
+    assert!(
+        err.contains("unable to get local issuer certificate"),
+        "{err}"
+    );
+    assert_eq!(
+        endpoint.granted.lock().unwrap().len(),
+        asked,
+        "no token was asked for"
     );
 }

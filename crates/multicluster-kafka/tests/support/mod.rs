@@ -522,12 +522,12 @@ impl tracing::Subscriber for Capture {
     fn exit(&self, _: &tracing::span::Id) {}
 }
 
-/// An OpenID Connect token endpoint for the tests (plain HTTP on 127.0.0.1): a POST
-/// with HTTP Basic credentials `client_id:client_secret` is answered with an
-/// unsecured JWT for `principal` living 300 s (what the broker's unsecured validator
-/// accepts); other credentials get 401. It keeps the bodies it was sent.
+/// An OpenID Connect token endpoint for the tests on 127.0.0.1: a POST with HTTP Basic
+/// credentials `client_id:client_secret` is answered with an unsecured JWT for
+/// `principal` living 300 s (what the broker's unsecured validator accepts); other
+/// credentials get 401. It keeps the bodies it was sent.
 pub struct TokenEndpoint {
-    /// `http://127.0.0.1:PORT/token`.
+    /// `http://127.0.0.1:PORT/token`, or `https://…` with TLS.
     pub url: String,
     /// The form bodies of the requests with good credentials.
     pub granted: Arc<Mutex<Vec<String>>>,
@@ -536,61 +536,56 @@ pub struct TokenEndpoint {
 }
 
 impl TokenEndpoint {
-    /// Starts the endpoint on a thread of its own (it lives as long as the process).
+    /// Starts the endpoint over plain HTTP on a thread of its own (it lives as long
+    /// as the process).
     pub fn start(principal: &str, client_id: &str, client_secret: &str) -> Self {
-        use std::io::{BufRead, BufReader, Read, Write};
+        Self::serve(principal, client_id, client_secret, None)
+    }
+
+    /// The same over HTTPS, with the certificate and key (PEM files) of `tls`.
+    pub fn start_tls(
+        principal: &str,
+        client_id: &str,
+        client_secret: &str,
+        tls: (&std::path::Path, &std::path::Path),
+    ) -> Self {
+        use openssl::ssl::{SslAcceptor, SslFiletype, SslMethod};
+        let mut acceptor = SslAcceptor::mozilla_intermediate_v5(SslMethod::tls()).unwrap();
+        acceptor.set_certificate_chain_file(tls.0).unwrap();
+        acceptor
+            .set_private_key_file(tls.1, SslFiletype::PEM)
+            .unwrap();
+        Self::serve(principal, client_id, client_secret, Some(acceptor.build()))
+    }
+
+    fn serve(
+        principal: &str,
+        client_id: &str,
+        client_secret: &str,
+        tls: Option<openssl::ssl::SslAcceptor>,
+    ) -> Self {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
-        let url = format!("http://{}/token", listener.local_addr().unwrap());
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let url = format!("{scheme}://{}/token", listener.local_addr().unwrap());
         let granted = Arc::new(Mutex::new(Vec::new()));
         let refused = Arc::new(std::sync::atomic::AtomicU64::new(0));
-        let basic = base64std(format!("{client_id}:{client_secret}").as_bytes());
+        let basic = format!(
+            "basic {}",
+            base64std(format!("{client_id}:{client_secret}").as_bytes())
+        );
         let (principal, g, r) = (principal.to_string(), granted.clone(), refused.clone());
         std::thread::spawn(move || {
             for conn in listener.incoming() {
-                let Ok(mut conn) = conn else { continue };
-                let mut reader = BufReader::new(conn.try_clone().expect("a second handle"));
-                let (mut length, mut authorized) = (0usize, false);
-                loop {
-                    let mut line = String::new();
-                    if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                        break;
-                    }
-                    let lower = line.to_ascii_lowercase();
-                    if let Some(v) = lower.strip_prefix("content-length:") {
-                        length = v.trim().parse().unwrap_or(0);
-                    }
-                    if lower.starts_with("authorization:") {
-                        authorized = line.trim_end() == format!("authorization: Basic {basic}")
-                            || line.trim_end() == format!("Authorization: Basic {basic}");
-                    }
-                }
-                let mut body = vec![0; length];
-                let _ = reader.read_exact(&mut body);
-                let (status, answer) = if authorized {
-                    g.lock()
-                        .unwrap()
-                        .push(String::from_utf8_lossy(&body).into_owned());
-                    let token = unsecured_token(&principal, Duration::from_secs(300))
-                        .expect("a token")
-                        .token;
-                    (
-                        "200 OK",
-                        format!(
-                            r#"{{"access_token":"{token}","token_type":"Bearer","expires_in":300}}"#
-                        ),
-                    )
-                } else {
-                    r.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    (
-                        "401 Unauthorized",
-                        r#"{"error":"invalid_client"}"#.to_string(),
-                    )
+                let Ok(conn) = conn else { continue };
+                let answered = match &tls {
+                    Some(acceptor) => match acceptor.accept(conn) {
+                        Ok(stream) => answer(stream, &basic, &principal, &g, &r),
+                        // A client that refused the certificate.
+                        Err(_) => continue,
+                    },
+                    None => answer(conn, &basic, &principal, &g, &r),
                 };
-                let _ = write!(
-                    conn,
-                    "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{answer}",
-                    answer.len()
-                );
+                let _ = answered;
             }
         });
         Self {
@@ -599,6 +594,61 @@ impl TokenEndpoint {
             refused,
         }
     }
+}
+
+/// Reads one token request from `conn` and answers it (see [`TokenEndpoint`]).
+fn answer(
+    mut conn: impl std::io::Read + std::io::Write,
+    basic: &str,
+    principal: &str,
+    granted: &Mutex<Vec<String>>,
+    refused: &std::sync::atomic::AtomicU64,
+) -> std::io::Result<()> {
+    // The head, byte by byte up to the blank line (requests here are small).
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if conn.read(&mut byte)? == 0 {
+            return Ok(());
+        }
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
+    let header = |name: &str| {
+        head.lines()
+            .find_map(|l| l.strip_prefix(name).map(|v| v.trim().to_string()))
+    };
+    let length: usize = header("content-length:")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let authorized = header("authorization:").as_deref() == Some(&basic.to_ascii_lowercase());
+    let mut body = vec![0; length];
+    conn.read_exact(&mut body)?;
+    let (status, json) = if authorized {
+        granted
+            .lock()
+            .unwrap()
+            .push(String::from_utf8_lossy(&body).into_owned());
+        let token = unsecured_token(principal, Duration::from_secs(300))
+            .expect("a token")
+            .token;
+        (
+            "200 OK",
+            format!(r#"{{"access_token":"{token}","token_type":"Bearer","expires_in":300}}"#),
+        )
+    } else {
+        refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        (
+            "401 Unauthorized",
+            r#"{"error":"invalid_client"}"#.to_string(),
+        )
+    };
+    write!(
+        conn,
+        "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{json}",
+        json.len()
+    )?;
+    conn.flush()
 }
 
 /// Base64 with padding (RFC 4648 §4), for HTTP Basic credentials.
