@@ -129,8 +129,11 @@ pub(crate) struct BatchEntry<V> {
     /// every entry).
     timestamp: i64,
     /// [`record_hash`](crate::split::record_hash) of key, value and headers: the
-    /// record's fingerprint with its timestamp.
-    pub hash: u64,
+    /// record's fingerprint with its timestamp; unset (see `hashed`) for a record
+    /// without headers until [`Self::hash`] makes it from the key and value.
+    hash: u64,
+    /// Whether `hash` is set.
+    hashed: bool,
     /// Where the key is in the batch's data: start and length ([`NO_KEY`] without
     /// a key). Two fields, not `Option<(usize, u32)>` (24 bytes, where these take 12
     /// beside `bytes`): an entry is written for every record, and its size showed in
@@ -149,11 +152,12 @@ pub(crate) struct BatchEntry<V> {
 
 impl<V> BatchEntry<V> {
     /// An entry; `at` is its topic index, partition and offset, `mark` its timestamp
-    /// and fingerprint hash, `raw` where its key and its value are in the batch's
+    /// and fingerprint hash (`None` for a record without headers: made from the key
+    /// and value when needed), `raw` where its key and its value are in the batch's
     /// data (start, length).
     pub(crate) fn new(
         at: (u32, i32, i64),
-        (timestamp, hash): (Option<i64>, u64),
+        (timestamp, hash): (Option<i64>, Option<u64>),
         raw: RawSpans,
         bytes: u32,
         headers: EntryHeaders,
@@ -167,7 +171,8 @@ impl<V> BatchEntry<V> {
             partition,
             offset,
             timestamp: timestamp.unwrap_or(NO_TIMESTAMP),
-            hash,
+            hash: hash.unwrap_or(0),
+            hashed: hash.is_some(),
             key_start,
             key_len,
             value_start,
@@ -191,6 +196,23 @@ impl<V> BatchEntry<V> {
     /// Where the value as fetched is in the batch's data, unless it is null.
     pub(crate) fn raw_value(&self) -> Option<(usize, u32)> {
         (self.value_len != NO_KEY).then_some((self.value_start, self.value_len))
+    }
+
+    /// The record's fingerprint hash (`data` is its batch's data): as it was fetched
+    /// with, or for a record without headers, made from its key and value now.
+    pub(crate) fn hash(&self, data: &[u8]) -> u64 {
+        if self.hashed {
+            return self.hash;
+        }
+        let part = |span: Option<(usize, u32)>| {
+            span.map(|(start, len)| &data[start..start + len as usize])
+        };
+        crate::split::record_hash(part(self.key()), part(self.raw_value()), &[])
+    }
+
+    /// The hash when it is already known (see [`Self::hash`]).
+    pub(crate) fn known_hash(&self) -> Option<u64> {
+        self.hashed.then_some(self.hash)
     }
 }
 
@@ -255,7 +277,7 @@ impl<V> BatchEntry<V> {
     pub(crate) fn bare(topic: u32, partition: i32, offset: i64, bytes: u32, value: V) -> Self {
         Self::new(
             (topic, partition, offset),
-            (None, 0),
+            (None, Some(0)),
             RawSpans::default(),
             bytes,
             EntryHeaders::default(),
@@ -267,7 +289,7 @@ impl<V> BatchEntry<V> {
     pub(crate) fn timed(topic: u32, partition: i32, offset: i64, timestamp: i64, value: V) -> Self {
         Self::new(
             (topic, partition, offset),
-            (Some(timestamp), 0),
+            (Some(timestamp), Some(0)),
             RawSpans::default(),
             0,
             EntryHeaders::default(),
@@ -659,7 +681,7 @@ impl<V> IntoIter<V> {
     /// The next record with its key + value size and fingerprint hash.
     pub(crate) fn next_counted(&mut self) -> Option<(Record<V>, u32, u64)> {
         let e = self.entries.next()?;
-        let (bytes, hash) = (e.bytes, e.hash);
+        let (bytes, hash) = (e.bytes, e.hash(&self.data));
         let streams = self
             .streams
             .get(e.topic as usize)
@@ -685,7 +707,7 @@ mod tests {
     ) -> BatchEntry<String> {
         BatchEntry::new(
             (topic, partition, offset),
-            (Some(offset * 10), 0),
+            (Some(offset * 10), Some(0)),
             raw,
             0,
             EntryHeaders::default(),
@@ -772,7 +794,7 @@ mod tests {
         let with_key = |key| {
             BatchEntry::new(
                 (0, 0, 0),
-                (None, 0),
+                (None, Some(0)),
                 RawSpans { key, value: None },
                 0,
                 EntryHeaders::default(),

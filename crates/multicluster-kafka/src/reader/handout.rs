@@ -13,6 +13,7 @@ use crate::base::resolve::{AgainstStop, against_stop};
 use crate::deserializer::Deserializer;
 use crate::error::{MirrorDivergence, SourceError};
 use crate::metrics as m;
+use crate::record::BatchEntry;
 use crate::record::{Record, RecordBatch};
 use crate::split::{Fingerprint, SplitId};
 
@@ -196,7 +197,7 @@ impl<D: Deserializer> SourceReader<D> {
         topic: &Arc<str>,
         partition: i32,
         offset: i64,
-        mark: (Option<i64>, u64),
+        mark: (Option<i64>, HashOf<'_, D::Value>),
         event: Option<i64>,
     ) -> bool {
         let i = match &self.last {
@@ -230,7 +231,7 @@ impl<D: Deserializer> SourceReader<D> {
             return false; // already handed out (a rebuilt consumer re-fetched it)
         }
         if state.search.is_some() {
-            return self.search_step(i, offset, mark);
+            return self.search_step(i, offset, (mark.0, mark.1.made()));
         }
         if let Some(rewound) = state.rewound {
             if offset > rewound {
@@ -253,7 +254,12 @@ impl<D: Deserializer> SourceReader<D> {
         state.last = Some(Fingerprint {
             offset,
             timestamp: mark.0,
-            hash: mark.1,
+            // `accept_batch` sets a hash made later, for the last record of the split
+            // it hands out.
+            hash: match mark.1 {
+                HashOf::Known(h) => h,
+                HashOf::Later(..) => 0,
+            },
         });
         if against == AgainstStop::Last {
             state.finished = true;
@@ -371,7 +377,7 @@ impl<D: Deserializer> SourceReader<D> {
                 &record.topic,
                 record.partition,
                 record.offset,
-                (record.timestamp, hash),
+                (record.timestamp, HashOf::Known(hash)),
                 event,
             ) {
                 self.handout.counts.0 += 1;
@@ -395,7 +401,7 @@ impl<D: Deserializer> SourceReader<D> {
             &f.topic,
             f.partition,
             f.offset,
-            (f.timestamp, f.hash),
+            (f.timestamp, HashOf::Known(f.hash)),
             event,
         ) {
             return None;
@@ -447,23 +453,50 @@ impl<D: Deserializer> SourceReader<D> {
     }
 
     /// [`Self::accept`] for every record of `batch`, dropping those not handed out.
+    /// The fingerprint hash of a record without headers is made only for the last
+    /// record of each split handed out (what a checkpoint keeps), not for every one.
     pub(super) fn accept_batch(&mut self, batch: &mut RecordBatch<D::Value>) {
         let mut rejected: Vec<usize> = Vec::new();
         let mut bytes = 0u64;
+        // (split, record) of the last record of each run of one split handed out.
+        let mut runs: Vec<(usize, usize)> = Vec::new();
         for (k, e) in batch.entries.iter().enumerate() {
             let topic = &batch.topics[e.topic as usize];
             let event = self.event_time(Some(&e.value), e.timestamp());
+            let hash = match e.known_hash() {
+                Some(h) => HashOf::Known(h),
+                None => HashOf::Later(e, &batch.data),
+            };
             if self.accept(
                 &batch.cluster,
                 topic,
                 e.partition,
                 e.offset,
-                (e.timestamp(), e.hash),
+                (e.timestamp(), hash),
                 event,
             ) {
                 bytes += u64::from(e.bytes);
+                if let Some((_, _, i)) = self.last {
+                    match runs.last_mut() {
+                        Some(run) if run.0 == i => run.1 = k,
+                        _ => runs.push((i, k)),
+                    }
+                }
             } else {
                 rejected.push(k);
+            }
+        }
+        // Each split's last record handed out, the latest run of it first.
+        let mut done = std::collections::HashSet::with_capacity(runs.len());
+        for &(i, k) in runs.iter().rev() {
+            if !done.insert(i) {
+                continue;
+            }
+            let e = &batch.entries[k];
+            if let Some(last) = &mut self.states[i].last
+                && last.offset == e.offset
+            {
+                last.hash = e.hash(&batch.data);
             }
         }
         if !rejected.is_empty() {
@@ -513,5 +546,25 @@ impl<D: Deserializer> SourceReader<D> {
             _ = tokio::time::sleep(self.poll_timeout) => {}
         }
         Ok(false)
+    }
+}
+
+/// A record's fingerprint hash as [`SourceReader::accept`] takes it.
+#[derive(Clone, Copy)]
+pub(super) enum HashOf<'a, V> {
+    Known(u64),
+    /// A record without headers, whose hash is made from its key and value (in the
+    /// batch's data) only when needed: by a mirror search at once, else by
+    /// [`SourceReader::accept_batch`] for the last record of its split.
+    Later(&'a BatchEntry<V>, &'a [u8]),
+}
+
+impl<V> HashOf<'_, V> {
+    /// The hash, made now if it was not known.
+    fn made(&self) -> u64 {
+        match self {
+            Self::Known(h) => *h,
+            Self::Later(entry, data) => entry.hash(data),
+        }
     }
 }

@@ -361,6 +361,52 @@ mod tests {
         r.take_batch(usize::MAX).unwrap().unwrap()
     }
 
+    /// Records without headers get their fingerprint hash only when they are the
+    /// last of their split handed out; that is the one positions (and checkpoints)
+    /// keep, as if every record had been hashed. A record with headers keeps the hash
+    /// it was fetched with.
+    #[test]
+    fn the_last_record_of_each_split_handed_out_keeps_its_fingerprint_hash() {
+        use crate::record::RawSpans;
+        let mut r = reader();
+        r.apply(assign(&[(0, 0), (1, 0), (2, 0)])).unwrap();
+        let mut batch = RecordBatch::new("a".into());
+        let t = batch.topic_index(&Arc::from("t"));
+        batch.data = bytes::Bytes::from_static(b"k0v0k1v1k2v2k3v3");
+        let at = |i: usize| RawSpans {
+            key: Some((4 * i, 2)),
+            value: Some((4 * i + 2, 2)),
+        };
+        // Runs of splits interleave: 0, 1, 0, 2 (with headers, known hash 77), 2.
+        for (p, o, raw, hash) in [
+            (0, 0, at(0), None),
+            (1, 0, at(1), None),
+            (0, 1, at(2), None),
+            (2, 0, at(3), Some(77)),
+        ] {
+            batch.entries.push(BatchEntry::new(
+                (t, p, o),
+                (Some(5), hash),
+                raw,
+                4,
+                Default::default(),
+                format!("{p}/{o}"),
+            ));
+        }
+        r.handout.records = Some(batch.into_iter());
+        let handed = r.take_batch(usize::MAX).unwrap().unwrap();
+        assert_eq!(handed.len(), 4);
+        let last = |p: i32| {
+            let split = r.positions().into_iter().find(|s| s.id.partition == p);
+            let last = split.and_then(|s| s.last).expect("a last record");
+            (last.fingerprint.offset, last.fingerprint.hash)
+        };
+        let hash = |k: &[u8], v: &[u8]| crate::split::record_hash(Some(k), Some(v), &[]);
+        assert_eq!(last(0), (1, hash(b"k2", b"v2")));
+        assert_eq!(last(1), (0, hash(b"k1", b"v1")));
+        assert_eq!(last(2), (0, 77));
+    }
+
     /// A batch of at most `max` records leaves the rest for the next call, and the
     /// positions move only past what was handed out.
     #[test]

@@ -187,11 +187,17 @@ impl NativeFetch {
                     if stop.is_some_and(|s| r.offset >= s) {
                         return;
                     }
-                    let hash = match r.hash() {
-                        Ok(h) => h,
-                        Err(e) => {
-                            bad_header.get_or_insert((r.offset, e));
-                            return;
+                    // Without headers the hash is made from the key and value when it
+                    // is needed (most records handed out never need theirs).
+                    let hash = if r.header_count() == 0 {
+                        None
+                    } else {
+                        match r.hash() {
+                            Ok(h) => Some(h),
+                            Err(e) => {
+                                bad_header.get_or_insert((r.offset, e));
+                                return;
+                            }
                         }
                     };
                     let headers = if include_headers {

@@ -27,8 +27,10 @@ pub(crate) struct Slot {
     pub key: Option<(usize, u32)>,
     pub value: Option<(usize, u32)>,
     pub headers: Vec<(String, Option<Vec<u8>>)>,
-    /// [`record_hash`](crate::split::record_hash) of key, value and headers.
-    pub hash: u64,
+    /// [`record_hash`](crate::split::record_hash) of key, value and headers; `None`
+    /// for a record without headers, whose hash is made from its key and value only
+    /// when it is needed ([`BatchEntry::hash`](crate::record::BatchEntry::hash)).
+    pub hash: Option<u64>,
 }
 
 /// Copies `bytes` to the end of `data`; returns where they are.
@@ -206,7 +208,9 @@ impl Staging {
                         partition: slot.partition,
                         offset: slot.offset,
                         timestamp: slot.timestamp,
-                        hash: slot.hash,
+                        hash: slot
+                            .hash
+                            .unwrap_or_else(|| crate::split::record_hash(raw.key, raw.value, &[])),
                         bytes,
                         error,
                     }));

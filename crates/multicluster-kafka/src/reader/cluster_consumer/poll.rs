@@ -105,7 +105,10 @@ impl ClusterConsumer {
                 timestamp: m.timestamp(),
                 key,
                 value,
-                hash: crate::split::record_hash(raw_key, raw_value, &headers),
+                // Without headers the hash is made from the key and value when
+                // it is needed.
+                hash: (!headers.is_empty())
+                    .then(|| crate::split::record_hash(raw_key, raw_value, &headers)),
                 headers,
             });
         }
