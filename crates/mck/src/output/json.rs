@@ -36,10 +36,10 @@ fn needs_escape(b: &[u8]) -> bool {
     chunks.remainder().iter().any(|&c| special(c))
 }
 
-/// Writes an integer at the end of `out`, as serde_json prints it.
+/// Writes an integer at the end of `out`, as serde_json prints it (both use itoa;
+/// this skips serde's writer around it).
 pub(super) fn json_int(out: &mut Vec<u8>, n: i64) {
-    // Writing into a Vec cannot fail.
-    let _ = serde_json::to_writer(&mut *out, &n);
+    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
 }
 
 /// Writes `"<name>":` and the bytes: a string when they are UTF-8, else base64 and
