@@ -99,8 +99,9 @@ enum Side {
     /// `mck consume` with `-X fetch.backend=native`.
     MckJsonNative,
     MckValueNative,
-    /// The library's `next_batch`, one reader, in a child process
-    /// (`rss-child --side ours`), with `MCK_FETCH_BACKEND=native` / `librdkafka`.
+    /// The library's `next_batch`, one reader, values read in place (`InBatch`), in
+    /// a child process (`rss-child --side ours --api in-batch`), with
+    /// `MCK_FETCH_BACKEND=native` / `librdkafka`.
     LibNative,
     LibLibrdkafka,
     /// franz-go (the peer program in `crates/bench/franz-go`), values to stdout.
@@ -135,8 +136,8 @@ impl Side {
             Side::MckValue => "mck consume --format value",
             Side::MckJsonNative => "mck consume --format json, native fetch",
             Side::MckValueNative => "mck consume --format value, native fetch",
-            Side::LibNative => "library next_batch, native fetch",
-            Side::LibLibrdkafka => "library next_batch, librdkafka",
+            Side::LibNative => "library next_batch (InBatch), native fetch",
+            Side::LibLibrdkafka => "library next_batch (InBatch), librdkafka",
             Side::Franz => "franz-go, values",
             Side::KcatJson => "kcat -C -J",
             Side::KcatValue => "kcat -C -f '%s\\n'",
@@ -227,9 +228,17 @@ fn command(side: Side, s: &Setup) -> Command {
         }
         Side::LibNative | Side::LibLibrdkafka => {
             let mut c = Command::new(std::env::current_exe().expect("the bench binary"));
-            c.args(["rss-child", "--side", "ours", "--topic", TOPIC])
-                .args(["--partitions", &s.partitions.to_string()])
-                .args(["--expected", &s.records.to_string()]);
+            c.args([
+                "rss-child",
+                "--side",
+                "ours",
+                "--api",
+                "in-batch",
+                "--topic",
+                TOPIC,
+            ])
+            .args(["--partitions", &s.partitions.to_string()])
+            .args(["--expected", &s.records.to_string()]);
             for (i, b) in s.bootstraps.iter().enumerate() {
                 c.arg("--cluster").arg(format!("c{i}={b}"));
             }

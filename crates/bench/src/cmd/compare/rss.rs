@@ -4,7 +4,7 @@ use std::process::Command;
 
 use mck_bench::peers::PeerCluster;
 
-use super::super::throughput::{Peer, Reading, Side, ours, plain};
+use super::super::throughput::{Api, Peer, Reading, Side, ours, plain};
 use super::PARTITIONS;
 
 /// Options of the hidden `rss-child` command: read a topic to its end with one side,
@@ -26,6 +26,10 @@ pub struct RssChildArgs {
     /// Records expected over all clusters.
     #[arg(long)]
     expected: u64,
+    /// How the library's side takes records (`batch`: values as shared bytes;
+    /// `in-batch`: read in place, as `mck consume` does).
+    #[arg(long, value_enum, default_value_t = Api::Batch)]
+    api: Api,
 }
 
 /// with `wait4`) in MiB.
@@ -79,6 +83,7 @@ pub fn rss_child(args: &RssChildArgs) {
             let rt = mck_testkit::runtime();
             let how = Reading {
                 event_time: side.event_time().expect("a side of the library"),
+                api: args.api,
                 ..Reading::batches(1)
             };
             ours(&rt, &clusters, &args.topic, how).0

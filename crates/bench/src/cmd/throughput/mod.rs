@@ -26,8 +26,8 @@ pub struct ThroughputArgs {
     /// Run only one side (to profile it): `ours` or `plain`. No ratio is printed.
     #[arg(long)]
     only: Option<Side>,
-    /// How this project's side takes records: `batch` (`next_batch`) or `record`
-    /// (`next`).
+    /// How this project's side takes records: `batch` (`next_batch`), `in-batch`
+    /// (`next_batch` reading the bytes in place) or `record` (`next`).
     #[arg(long, value_enum, default_value_t = Api::Batch)]
     api: Api,
     /// How the plain consumer takes records: `poll` (`BaseConsumer::poll`, one
@@ -110,8 +110,11 @@ impl Side {
 /// How the library side takes records.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Api {
-    /// `SourceReader::next_batch`.
+    /// `SourceReader::next_batch`, values as shared `Bytes` (`RawValue`).
     Batch,
+    /// `SourceReader::next_batch` with no value per record (`InBatch`): the bytes
+    /// read in place with `raw_value`, as `mck consume` reads them.
+    InBatch,
     /// `SourceReader::next`.
     Record,
 }

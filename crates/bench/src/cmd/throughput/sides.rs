@@ -4,7 +4,9 @@
 use std::time::{Duration, Instant};
 
 use mck_bench::peers::PeerCluster;
+use multicluster_kafka::deserializer::InBatch;
 use multicluster_kafka::prelude::*;
+use multicluster_kafka::record::RecordRef;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
 
@@ -195,6 +197,39 @@ pub fn ours(
     topic: &str,
     how: Reading,
 ) -> (Pass, ThreadsCpu) {
+    match how.api {
+        // `next` takes records one by one: only with values of their own.
+        Api::InBatch => read_with(
+            rt,
+            clusters,
+            topic,
+            how,
+            InBatch,
+            (|r| r.raw_value().unwrap_or_default(), |_| &[]),
+        ),
+        Api::Batch | Api::Record => {
+            read_with(rt, clusters, topic, how, RawValue, (|r| r.value, |v| v))
+        }
+    }
+}
+
+/// How a side gets a record's value bytes: from a record of a batch, and from a
+/// value taken on its own.
+type ValueBytes<V> = (for<'a> fn(&RecordRef<'a, V>) -> &'a [u8], fn(&V) -> &[u8]);
+
+/// [`ours`] with `deserializer`, reading values with `bytes`.
+fn read_with<D>(
+    rt: &tokio::runtime::Runtime,
+    clusters: &[PeerCluster],
+    topic: &str,
+    how: Reading,
+    deserializer: D,
+    bytes: ValueBytes<D::Value>,
+) -> (Pass, ThreadsCpu)
+where
+    D: multicluster_kafka::deserializer::Deserializer + Clone + Send + Sync + 'static,
+    D::Value: Send + 'static,
+{
     let Reading {
         readers,
         api,
@@ -216,7 +251,7 @@ pub fn ours(
         let mut builder = MultiClusterKafkaSource::builder()
             .metadata_service(svc)
             .stream_ids(["bench"])
-            .deserializer(RawValue)
+            .deserializer(deserializer)
             .parallelism(readers)
             .include_headers(false)
             .stopping_offsets(StoppingOffsets::Latest);
@@ -241,12 +276,13 @@ pub fn ours(
         let tasks: Vec<_> = readers
             .into_iter()
             .map(|mut reader| {
+                let (bytes_of, owned) = bytes;
                 tokio::spawn(async move {
                     let (mut records, mut bytes) = (0u64, 0u64);
                     let mut first = None;
                     let mut scratch: Vec<u8> = Vec::with_capacity(4096);
                     match api {
-                        Api::Batch => {
+                        Api::Batch | Api::InBatch => {
                             while let Some(batch) = reader.next_batch().await {
                                 first.get_or_insert_with(|| {
                                     tracing::debug!("first batch");
@@ -254,7 +290,7 @@ pub fn ours(
                                 });
                                 for r in &batch.unwrap() {
                                     records += 1;
-                                    bytes += touch(&mut scratch, r.key, r.value, r.timestamp);
+                                    bytes += touch(&mut scratch, r.key, bytes_of(&r), r.timestamp);
                                 }
                             }
                         }
@@ -263,8 +299,12 @@ pub fn ours(
                                 first.get_or_insert_with(Instant::now);
                                 let r = r.unwrap();
                                 records += 1;
-                                bytes +=
-                                    touch(&mut scratch, r.key.as_deref(), &r.value, r.timestamp);
+                                bytes += touch(
+                                    &mut scratch,
+                                    r.key.as_deref(),
+                                    owned(&r.value),
+                                    r.timestamp,
+                                );
                             }
                         }
                     }
