@@ -324,12 +324,6 @@ pub(crate) fn settings(given: &Given<'_>) -> Result<Settings, SourceError> {
 /// Tokens from the OIDC token endpoint of `sasl.oauthbearer.*` and `https.ca.*`.
 fn oidc_tokens(given: &Given<'_>) -> Result<Tokens, SourceError> {
     let props = given.props;
-    let refused = |property: &str, why: String| SourceError::Kafka {
-        cluster: given.cluster.to_string(),
-        message: format!("property `{property}` refused: {why}"),
-        code: None,
-        retriable: false,
-    };
     let required = |keys: &[&str]| {
         keys.iter()
             .find_map(|k| props.get(k))
@@ -337,8 +331,9 @@ fn oidc_tokens(given: &Given<'_>) -> Result<Tokens, SourceError> {
             .filter(|v| !v.is_empty())
             .ok_or_else(|| {
                 refused(
+                    given,
                     keys[0],
-                    "not set (sasl.oauthbearer.method=oidc needs it)".into(),
+                    "not set (sasl.oauthbearer.method=oidc needs it)",
                 )
             })
     };
@@ -353,14 +348,14 @@ fn oidc_tokens(given: &Given<'_>) -> Result<Tokens, SourceError> {
     ])?;
     let extensions =
         super::oauth::parse_extensions(props.get("sasl.oauthbearer.extensions").unwrap_or(""))
-            .map_err(|why| refused("sasl.oauthbearer.extensions", why))?;
+            .map_err(|why| refused(given, "sasl.oauthbearer.extensions", why))?;
     let roots = match (props.get("https.ca.pem"), props.get("https.ca.location")) {
         (Some(pem), _) => Roots::Pem(pem.as_bytes().to_vec()),
         (None, None) => Roots::System,
         (None, Some(l)) if l.trim() == "probe" => Roots::System,
         (None, Some(location)) => Roots::Pem(
             read_cas(Path::new(location.trim()))
-                .map_err(|why| refused("https.ca.location", why))?,
+                .map_err(|why| refused(given, "https.ca.location", why))?,
         ),
     };
     let ca_key = if props.get("https.ca.pem").is_some() {
@@ -381,7 +376,7 @@ fn oidc_tokens(given: &Given<'_>) -> Result<Tokens, SourceError> {
         } else {
             "sasl.oauthbearer.token.endpoint.url"
         };
-        refused(key, why)
+        refused(given, key, why)
     })?;
     Ok(Tokens::oidc(oidc, extensions))
 }
@@ -426,12 +421,6 @@ fn tls(given: &Given<'_>) -> Result<Option<Tls>, SourceError> {
             .map(|t| Pem::Text(t.to_string()))
             .or_else(|| props.get(file).map(|f| Pem::File(f.trim().into())))
     };
-    let refused = |property: &str, expected: &str| SourceError::Kafka {
-        cluster: given.cluster.to_string(),
-        message: format!("property `{property}` refused: {expected}"),
-        code: None,
-        retriable: false,
-    };
     // A property with two values (case-insensitive; unset: the first, librdkafka's
     // default) as a bool.
     let either = |property: &str, yes: &str, no: &str| match props
@@ -441,7 +430,7 @@ fn tls(given: &Given<'_>) -> Result<Option<Tls>, SourceError> {
         None => Ok(true),
         Some(v) if v == yes => Ok(true),
         Some(v) if v == no => Ok(false),
-        Some(_) => Err(refused(property, &format!("{yes} or {no}"))),
+        Some(_) => Err(refused(given, property, format!("{yes} or {no}"))),
     };
     let verify_hostname = either("ssl.endpoint.identification.algorithm", "https", "none")?;
     let verify_certificate = either("enable.ssl.certificate.verification", "true", "false")?;
@@ -467,6 +456,16 @@ fn tls(given: &Given<'_>) -> Result<Option<Tls>, SourceError> {
         })
 }
 
+/// The cluster's `property` refused, and why (never its value).
+fn refused(given: &Given<'_>, property: &str, why: impl std::fmt::Display) -> SourceError {
+    SourceError::Kafka {
+        cluster: given.cluster.to_string(),
+        message: format!("property `{property}` refused: {why}"),
+        code: None,
+        retriable: false,
+    }
+}
+
 /// `sasl.mechanism` (or its other spelling `sasl.mechanisms`), if set.
 fn mechanism(props: &ClientProperties) -> Option<&str> {
     props
@@ -483,14 +482,9 @@ fn sasl(given: &Given<'_>) -> Result<Option<Sasl>, SourceError> {
     if !sasl {
         return Ok(None);
     }
-    let refused = |property: &str, why: &str| SourceError::Kafka {
-        cluster: given.cluster.to_string(),
-        message: format!("property `{property}` refused: {why}"),
-        code: None,
-        retriable: false,
-    };
     let mechanism = mechanism(props).and_then(Mechanism::parse).ok_or_else(|| {
         refused(
+            given,
             "sasl.mechanism",
             "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER",
         )
@@ -500,10 +494,10 @@ fn sasl(given: &Given<'_>) -> Result<Option<Sasl>, SourceError> {
     }
     let username = props
         .get("sasl.username")
-        .ok_or_else(|| refused("sasl.username", "not set"))?;
+        .ok_or_else(|| refused(given, "sasl.username", "not set"))?;
     let password = props
         .get("sasl.password")
-        .ok_or_else(|| refused("sasl.password", "not set"))?;
+        .ok_or_else(|| refused(given, "sasl.password", "not set"))?;
     Ok(Some(Sasl::password(
         mechanism,
         username.to_string(),
@@ -516,12 +510,6 @@ fn sasl(given: &Given<'_>) -> Result<Option<Sasl>, SourceError> {
 /// `enable.sasl.oauthbearer.unsecure.jwt` is true; both, or neither, is refused.
 fn oauth(given: &Given<'_>) -> Result<Tokens, SourceError> {
     let props = given.props;
-    let refused = |property: &str, why: String| SourceError::Kafka {
-        cluster: given.cluster.to_string(),
-        message: format!("property `{property}` refused: {why}"),
-        code: None,
-        retriable: false,
-    };
     let unsecure = props
         .get("enable.sasl.oauthbearer.unsecure.jwt")
         .map(str::trim);
@@ -530,8 +518,9 @@ fn oauth(given: &Given<'_>) -> Result<Tokens, SourceError> {
         Some("true") => true,
         Some(_) => {
             return Err(refused(
+                given,
                 "enable.sasl.oauthbearer.unsecure.jwt",
-                "true or false".into(),
+                "true or false",
             ));
         }
     };
@@ -543,26 +532,29 @@ fn oauth(given: &Given<'_>) -> Result<Tokens, SourceError> {
     if oidc {
         if hooks.is_some() || unsecure {
             return Err(refused(
+                given,
                 "sasl.oauthbearer.method",
-                "oidc makes the tokens; the client hooks or an unsecured JWT cannot too".into(),
+                "oidc makes the tokens; the client hooks or an unsecured JWT cannot too",
             ));
         }
         return oidc_tokens(given);
     }
     match (hooks, unsecure) {
         (Some(_), true) => Err(refused(
+            given,
             "enable.sasl.oauthbearer.unsecure.jwt",
-            "the client hooks make the tokens; set one or the other".into(),
+            "the client hooks make the tokens; set one or the other",
         )),
         (Some(h), false) => Ok(Tokens::from_hooks(h.clone(), config.map(str::to_string))),
         (None, true) => {
             let u = Unsecured::parse(config.unwrap_or(""))
-                .map_err(|why| refused("sasl.oauthbearer.config", why))?;
+                .map_err(|why| refused(given, "sasl.oauthbearer.config", why))?;
             Ok(Tokens::unsecured(u))
         }
         (None, false) => Err(refused(
+            given,
             "sasl.mechanism",
-            "OAUTHBEARER needs tokens: client hooks that make them, or enable.sasl.oauthbearer.unsecure.jwt=true".into(),
+            "OAUTHBEARER needs tokens: client hooks that make them, or enable.sasl.oauthbearer.unsecure.jwt=true",
         )),
     }
 }
