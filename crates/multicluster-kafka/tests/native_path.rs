@@ -413,12 +413,7 @@ fn tls_and_sasl_listeners_are_read_natively_by_native_and_by_auto() {
         let mut m = over(Listener::OauthSsl, backend);
         m.properties.remove("enable.sasl.oauthbearer.unsecure.jwt");
         m.properties.remove("sasl.oauthbearer.config");
-        for (k, v) in [
-            ("sasl.oauthbearer.method", "oidc"),
-            ("sasl.oauthbearer.token.endpoint.url", endpoint.url.as_str()),
-            ("sasl.oauthbearer.client.id", "np-reader"),
-            ("sasl.oauthbearer.client.secret", "np-secret"),
-        ] {
+        for (k, v) in endpoint.properties("np-reader", "np-secret") {
             m.properties.set(k, v);
         }
         let cluster = format!("np-oidc-{}", backend.unwrap_or("auto"));

@@ -611,18 +611,11 @@ fn through_oidc_with(
     more: &[(&str, &str)],
 ) -> ClusterMetadata {
     let mut props = support::oauth_without_token_maker(c);
-    for (k, v) in more {
-        props.push((k.to_string(), v.to_string()));
-    }
-    for (k, v) in [
-        ("sasl.oauthbearer.method", "oidc"),
-        ("sasl.oauthbearer.token.endpoint.url", endpoint.url.as_str()),
-        ("sasl.oauthbearer.client.id", "orders-reader"),
-        ("sasl.oauthbearer.client.secret", secret),
-        ("sasl.oauthbearer.scope", "kafka read"),
-    ] {
-        props.push((k.to_string(), v.to_string()));
-    }
+    props.extend(endpoint.properties("orders-reader", secret));
+    let more = more
+        .iter()
+        .chain(&[("sasl.oauthbearer.scope", "kafka read")]);
+    props.extend(more.map(|(k, v)| (k.to_string(), v.to_string())));
     meta(c.listener_bootstrap(Listener::OauthSsl), &props, "oidc")
 }
 
@@ -638,21 +631,8 @@ fn oidc_client_credentials_read_a_sasl_ssl_listener_exactly_once_and_a_wrong_sec
         through_oidc(c, &endpoint, "s3cret-oidc"),
     )])])
     .unwrap();
-    mck_testkit::runtime().block_on(async {
-        let mut stream = MultiClusterKafkaSource::builder()
-            .metadata_service(svc)
-            .stream_ids(["s"])
-            .deserializer(ValueOnly::<String>::utf8())
-            .stopping_offsets(StoppingOffsets::Latest)
-            .build()
-            .unwrap()
-            .open()
-            .await
-            .unwrap();
-        let seen = drain(&mut stream).await;
-        assert_exactly_once(&seen, &want);
-        stream.close().await;
-    });
+    let seen = read_bounded(svc);
+    assert_exactly_once(&seen, &want);
     let granted = endpoint.granted.lock().unwrap().clone();
     assert!(!granted.is_empty(), "the endpoint was asked for a token");
     for body in &granted {
@@ -670,22 +650,7 @@ fn oidc_client_credentials_read_a_sasl_ssl_listener_exactly_once_and_a_wrong_sec
     )])])
     .unwrap();
     let started = Instant::now();
-    let err = mck_testkit::runtime()
-        .block_on(
-            MultiClusterKafkaSource::builder()
-                .metadata_service(svc)
-                .stream_ids(["s"])
-                .deserializer(ValueOnly::<String>::utf8())
-                .stopping_offsets(StoppingOffsets::Latest)
-                .client_timeout(Duration::from_secs(5))
-                .startup_timeout(Some(Duration::from_secs(8)))
-                .build()
-                .unwrap()
-                .open(),
-        )
-        .map(|_| ())
-        .unwrap_err()
-        .to_string();
+    let err = open_within_8s(svc).unwrap_err().to_string();
     // Both paths pass on the endpoint's words and wait, as for a cluster that does
     // not answer (the endpoint is asked again).
     assert!(err.contains("cluster `oidc-wrong`"), "{err}");
@@ -701,6 +666,25 @@ fn oidc_client_credentials_read_a_sasl_ssl_listener_exactly_once_and_a_wrong_sec
         "{:?}",
         started.elapsed()
     );
+}
+
+/// Reads stream `s` of `svc` to the logs' ends at start.
+fn read_bounded(svc: StaticMetadataService) -> Vec<mck_testkit::Seen> {
+    mck_testkit::runtime().block_on(async {
+        let mut stream = MultiClusterKafkaSource::builder()
+            .metadata_service(svc)
+            .stream_ids(["s"])
+            .deserializer(ValueOnly::<String>::utf8())
+            .stopping_offsets(StoppingOffsets::Latest)
+            .build()
+            .unwrap()
+            .open()
+            .await
+            .unwrap();
+        let seen = drain(&mut stream).await;
+        stream.close().await;
+        seen
+    })
 }
 
 /// Opens a bounded source of stream `s` of `svc`, its start-up within 8 s.

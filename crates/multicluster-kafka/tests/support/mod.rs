@@ -651,6 +651,22 @@ fn answer(
     conn.flush()
 }
 
+impl TokenEndpoint {
+    /// The properties that take OAUTHBEARER tokens from this endpoint as client
+    /// `client_id` with `client_secret` (librdkafka's OIDC client credentials).
+    pub fn properties(&self, client_id: &str, client_secret: &str) -> Vec<(String, String)> {
+        [
+            ("sasl.oauthbearer.method", "oidc"),
+            ("sasl.oauthbearer.token.endpoint.url", self.url.as_str()),
+            ("sasl.oauthbearer.client.id", client_id),
+            ("sasl.oauthbearer.client.secret", client_secret),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+    }
+}
+
 /// Base64 with padding (RFC 4648 §4), for HTTP Basic credentials.
 pub fn base64std(bytes: &[u8]) -> String {
     let url = base64url(bytes).replace('-', "+").replace('_', "/");
