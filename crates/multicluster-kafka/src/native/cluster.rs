@@ -33,7 +33,6 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-use crate::base::hooks::ClientHooks;
 use uuid::Uuid;
 
 use super::batch::Batches;
@@ -43,6 +42,7 @@ use super::conn::{ConnectOptions, Connection};
 use super::error::NativeError;
 use super::fetch_response::FetchPartitionData;
 use super::partition::{PartitionIssue, issue};
+use super::reported::ErrorHook;
 use super::session::FetchSession;
 
 /// A partition: its topic and number.
@@ -77,33 +77,6 @@ pub(crate) struct ClusterOptions {
     pub out_of_range: OutOfRange,
     /// The program's client hooks, told of the cluster's connection errors.
     pub hooks: ErrorHook,
-}
-
-/// The program's client hooks of a cluster, whose `error` hears of its connection
-/// errors as a librdkafka client's would. `Debug` says only whether there are any.
-#[derive(Clone, Default)]
-pub(crate) struct ErrorHook(pub Option<Arc<dyn ClientHooks>>);
-
-impl std::fmt::Debug for ErrorHook {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.0.is_some() {
-            "ErrorHook(set)"
-        } else {
-            "ErrorHook(none)"
-        })
-    }
-}
-
-impl ErrorHook {
-    /// Tells the hooks of `e`, with librdkafka's code for it.
-    pub(super) fn tell(&self, e: &NativeError) {
-        if let Some(hooks) = &self.0 {
-            let code = super::lookup::kind(e)
-                .0
-                .unwrap_or(rdkafka::types::RDKafkaErrorCode::Fail);
-            hooks.error(rdkafka::error::KafkaError::Global(code), &e.to_string());
-        }
-    }
 }
 
 /// What the broker tasks queue for the fetch thread.

@@ -27,23 +27,8 @@ use super::conn::{ConnectOptions, Connection};
 use super::error::NativeError;
 use super::fetch_response::FetchPartitionData;
 use super::partition::{PartitionIssue, PartitionReader, code};
+use super::reported::{kind, leader_moving, rdkafka_code, retriable_code};
 use super::settings::Settings;
-
-/// Whether a partition's error code says its leader is moving or not yet known:
-/// worth asking again after a metadata refresh.
-fn leader_moving(code: i16) -> bool {
-    matches!(
-        code,
-        code::LEADER_NOT_AVAILABLE
-            | code::NOT_LEADER_OR_FOLLOWER
-            | code::REPLICA_NOT_AVAILABLE
-            | code::KAFKA_STORAGE_ERROR
-            | code::FENCED_LEADER_EPOCH
-            | code::UNKNOWN_LEADER_EPOCH
-            | code::OFFSET_NOT_AVAILABLE
-            | code::PREFERRED_LEADER_NOT_AVAILABLE
-    )
-}
 
 /// When a metadata request gives up before the client timeout.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -757,24 +742,6 @@ impl Lookup {
     }
 }
 
-/// A connection error's code as librdkafka's path reports it, and whether it is
-/// retriable.
-pub(super) fn kind(e: &NativeError) -> (Option<rdkafka::types::RDKafkaErrorCode>, bool) {
-    use rdkafka::types::RDKafkaErrorCode as C;
-    match e {
-        NativeError::Connect { .. } | NativeError::Io { .. } | NativeError::Closed { .. } => {
-            (Some(C::BrokerTransportFailure), true)
-        }
-        NativeError::Timeout { .. } => (Some(C::OperationTimedOut), true),
-        NativeError::Broker { code, .. } => (rdkafka_code(*code), retriable_code(*code)),
-        NativeError::Tls { .. } => (Some(C::SSL), false),
-        NativeError::Auth { .. } => (Some(C::Authentication), false),
-        // The provider is asked again, as librdkafka asks it.
-        NativeError::Token { .. } => (Some(C::Authentication), true),
-        _ => (None, false),
-    }
-}
-
 /// The leader of `topic`/`partition` in `md`, or the error code why there is none.
 fn leader_of(md: &Metadata, topic: &str, partition: i32) -> Result<i32, i16> {
     let Some(t) = md.topics.iter().find(|t| t.name == topic) else {
@@ -822,34 +789,6 @@ fn retriable(e: &NativeError) -> bool {
         NativeError::Broker { code, .. } => retriable_code(*code),
         _ => false,
     }
-}
-
-fn retriable_code(code: i16) -> bool {
-    leader_moving(code)
-        || code == code::UNKNOWN_TOPIC_OR_PARTITION
-        || code == code::REQUEST_TIMED_OUT
-}
-
-/// librdkafka's name for Kafka's error codes the source tells apart.
-fn rdkafka_code(code: i16) -> Option<rdkafka::types::RDKafkaErrorCode> {
-    use rdkafka::types::RDKafkaErrorCode as C;
-    Some(match code {
-        code::OFFSET_OUT_OF_RANGE => C::OffsetOutOfRange,
-        code::UNKNOWN_TOPIC_OR_PARTITION => C::UnknownTopicOrPartition,
-        code::LEADER_NOT_AVAILABLE => C::LeaderNotAvailable,
-        code::NOT_LEADER_OR_FOLLOWER => C::NotLeaderForPartition,
-        code::REQUEST_TIMED_OUT => C::RequestTimedOut,
-        code::REPLICA_NOT_AVAILABLE => C::ReplicaNotAvailable,
-        code::TOPIC_AUTHORIZATION_FAILED => C::TopicAuthorizationFailed,
-        code::GROUP_AUTHORIZATION_FAILED => C::GroupAuthorizationFailed,
-        code::CLUSTER_AUTHORIZATION_FAILED => C::ClusterAuthorizationFailed,
-        code::KAFKA_STORAGE_ERROR => C::KafkaStorageError,
-        code::FENCED_LEADER_EPOCH => C::FencedLeaderEpoch,
-        code::UNKNOWN_LEADER_EPOCH => C::UnknownLeaderEpoch,
-        code::OFFSET_NOT_AVAILABLE => C::OffsetNotAvailable,
-        code::PREFERRED_LEADER_NOT_AVAILABLE => C::PreferredLeaderNotAvailable,
-        _ => return None,
-    })
 }
 
 #[cfg(test)]

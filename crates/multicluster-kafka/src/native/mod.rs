@@ -18,6 +18,7 @@ pub(crate) mod lookup;
 mod oauth;
 mod oidc;
 mod partition;
+mod reported;
 mod responses;
 mod sasl;
 mod session;

@@ -11,12 +11,12 @@ use crate::base::properties::{BOOTSTRAP_SERVERS, ClientProperties, FetchBackend,
 use crate::error::SourceError;
 
 use super::calls::FetchSettings;
-use super::cluster::ErrorHook;
 use super::conn::ConnectOptions;
 use super::credentials::{Mechanism, Sasl, Tokens};
 use super::oauth::Unsecured;
 use super::oidc::{Oidc, Roots};
 use super::partition::PartitionOptions;
+use super::reported::ErrorHook;
 use super::tls::{Pem, Tls, TlsSettings};
 
 /// What the choice of a cluster's path depends on.
