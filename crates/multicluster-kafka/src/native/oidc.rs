@@ -134,9 +134,14 @@ impl Oidc {
             .read_to_string()
             .map_err(|e| at(format!("reading the answer: {e}")))?;
         if !status.is_success() {
+            // The endpoint's words, without the secret should it repeat it.
+            let said = match self.client_secret.as_str() {
+                "" => body,
+                secret => body.replace(secret, "[redacted]"),
+            };
             return Err(at(format!(
                 "HTTP {status}: {}",
-                super::error::one_line(&body.chars().take(200).collect::<String>())
+                super::error::one_line(&said.chars().take(200).collect::<String>())
             )));
         }
         token_of(&body).map_err(at)
@@ -261,5 +266,29 @@ mod tests {
         let e = oidc.fetch().err().unwrap_or_default();
         assert!(e.starts_with("token endpoint http://127.0.0.1:"), "{e}");
         assert!(!e.contains("s3cret") && !e.contains('\n'), "{e}");
+    }
+
+    #[test]
+    fn a_refusal_that_repeats_the_secret_is_said_without_it() {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/token", listener.local_addr().unwrap());
+        let server = std::thread::spawn(move || {
+            let (mut conn, _) = listener.accept().unwrap();
+            let mut request = [0u8; 4096];
+            let _ = conn.read(&mut request);
+            let body = "bad client secret s3cret-echo\nfor reader";
+            let _ = write!(
+                conn,
+                "HTTP/1.1 401 Unauthorized\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        });
+        let oidc = Oidc::new(&url, "reader", "s3cret-echo", None, Roots::System).unwrap();
+        let e = oidc.fetch().err().unwrap_or_default();
+        server.join().unwrap();
+        assert!(e.contains("HTTP 401"), "{e}");
+        assert!(e.contains("bad client secret [redacted] for reader"), "{e}");
+        assert!(!e.contains("s3cret-echo"), "{e}");
     }
 }
