@@ -548,3 +548,47 @@ fn a_switch_back_onto_the_original_cluster_as_a_mirror_of_the_mirror_is_exact_to
         source.close().await;
     });
 }
+
+#[test]
+fn a_switch_between_fetch_paths_without_headers_handed_out_still_finds_the_record() {
+    // The source is fetched natively and its mirror by librdkafka, and the program
+    // takes no headers: both paths must still fingerprint the records with theirs.
+    let topic = "mirror-cross-path";
+    cluster("east").create_topic(topic, 2).unwrap();
+    cluster("west").create_topic(topic, 2).unwrap();
+    let on = |mut m: ClusterMetadata, backend: &str| {
+        m.properties.set("fetch.backend", backend);
+        m
+    };
+    let east = on(meta(cluster("east"), &[topic]), "native");
+    let west = on(
+        mirror_meta(cluster("west"), topic, Translate::Identical),
+        "librdkafka",
+    );
+    let svc = Arc::new(
+        StaticMetadataService::new([stream("s", vec![("east", east), ("west", west.clone())])])
+            .unwrap(),
+    );
+    mck_testkit::runtime().block_on(async {
+        produce_to_both(topic, records("x", 40)).await;
+        let mut source = shared_source(svc.clone())
+            .include_headers(false)
+            .partition_discovery_interval(Duration::from_secs(1))
+            .build()
+            .unwrap()
+            .open()
+            .await
+            .unwrap();
+        let mut got = Vec::new();
+        read_records(&mut source, 15, &mut got).await;
+        svc.replace([stream("s", vec![("west", west)])]).unwrap();
+        produce_to_both(topic, records_range("x", 40, 60)).await;
+        read_records(&mut source, 45, &mut got).await;
+        assert_continued(&got, &records("x", 60));
+        assert!(
+            got.iter().all(|r| r.headers.is_empty()),
+            "no headers handed out"
+        );
+        source.close().await;
+    });
+}

@@ -93,8 +93,15 @@ impl ClusterConsumer {
             let (raw_key, raw_value) = (m.key(), m.payload());
             let key = raw_key.map(&mut copy);
             let value = raw_value.map(&mut copy);
+            // The fingerprint hash takes the headers whether or not they are handed
+            // out (as the native path's does, so a switch onto a mirror read by the
+            // other path finds the record); without headers it is made from the key
+            // and value when it is needed.
+            let all = m.headers();
+            let hash =
+                (!all.is_empty()).then(|| crate::split::record_hash(raw_key, raw_value, &all));
             let headers = if self.include_headers {
-                m.headers()
+                all
             } else {
                 Vec::new()
             };
@@ -105,10 +112,7 @@ impl ClusterConsumer {
                 timestamp: m.timestamp(),
                 key,
                 value,
-                // Without headers the hash is made from the key and value when
-                // it is needed.
-                hash: (!headers.is_empty())
-                    .then(|| crate::split::record_hash(raw_key, raw_value, &headers)),
+                hash,
                 headers,
             });
         }
