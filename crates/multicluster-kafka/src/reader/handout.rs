@@ -458,12 +458,14 @@ impl<D: Deserializer> SourceReader<D> {
     pub(super) fn accept_batch(&mut self, batch: &mut RecordBatch<D::Value>) {
         let mut rejected: Vec<usize> = Vec::new();
         let mut bytes = 0u64;
-        // (split, record) of the last record of each run of one split handed out.
+        // (split, record) of the last record of each run of one split handed out
+        // whose hash is still to be made.
         let mut runs: Vec<(usize, usize)> = Vec::new();
         for (k, e) in batch.entries.iter().enumerate() {
             let topic = &batch.topics[e.topic as usize];
             let event = self.event_time(Some(&e.value), e.timestamp());
-            let hash = match e.known_hash() {
+            let known = e.known_hash();
+            let hash = match known {
                 Some(h) => HashOf::Known(h),
                 None => HashOf::Later(e, &batch.data),
             };
@@ -476,7 +478,8 @@ impl<D: Deserializer> SourceReader<D> {
                 event,
             ) {
                 bytes += u64::from(e.bytes);
-                if let Some((_, _, i)) = self.last {
+                if let (None, Some((_, _, i))) = (known, &self.last) {
+                    let i = *i;
                     match runs.last_mut() {
                         Some(run) if run.0 == i => run.1 = k,
                         _ => runs.push((i, k)),
@@ -486,12 +489,9 @@ impl<D: Deserializer> SourceReader<D> {
                 rejected.push(k);
             }
         }
-        // Each split's last record handed out, the latest run of it first.
-        let mut done = std::collections::HashSet::with_capacity(runs.len());
-        for &(i, k) in runs.iter().rev() {
-            if !done.insert(i) {
-                continue;
-            }
+        // Only a split's last record handed out has the offset its position keeps
+        // (offsets only grow in a split), so only that one is hashed.
+        for (i, k) in runs {
             let e = &batch.entries[k];
             if let Some(last) = &mut self.states[i].last
                 && last.offset == e.offset
