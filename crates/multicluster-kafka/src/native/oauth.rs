@@ -223,43 +223,38 @@ impl Tokens {
         {
             return Ok(t.value.clone());
         }
-        let token = match &self.source {
-            Source::Unsecured(u) => u.token(now),
+        // The made token's value and expiry; the providers' own calls run on a
+        // blocking thread.
+        let (value, expires) = match &self.source {
+            Source::Unsecured(u) => {
+                let t = u.token(now);
+                (t.value, t.expires)
+            }
             Source::Oidc(oidc) => {
                 let oidc = oidc.clone();
-                let made = tokio::task::spawn_blocking(move || oidc.fetch())
-                    .await
-                    .map_err(|e| format!("the token request was cancelled: {e}"))??;
-                if made.expires <= now {
-                    return Err("the token endpoint made a token that has already expired".into());
-                }
+                let made = blocking(move || oidc.fetch()).await?;
                 tracing::debug!(principal = %made.principal, "OAUTHBEARER token from the OIDC endpoint");
-                Token {
-                    value: made.value,
-                    made: now,
-                    expires: made.expires,
-                }
+                (made.value, made.expires)
             }
             Source::Hooks { hooks, config } => {
                 let (hooks, config) = (hooks.clone(), config.clone());
-                let made = tokio::task::spawn_blocking(move || {
+                let made = blocking(move || {
                     hooks
                         .generate_oauth_token(config.as_deref())
                         .map_err(|e| super::error::one_line(&e))
                 })
-                .await
-                .map_err(|e| format!("the token provider panicked or was cancelled: {e}"))??;
-                let expires = UNIX_EPOCH
-                    + Duration::from_millis(u64::try_from(made.lifetime_ms).unwrap_or(0));
-                if expires <= now {
-                    return Err("the token provider made a token that has already expired".into());
-                }
-                Token {
-                    value: made.token,
-                    made: now,
-                    expires,
-                }
+                .await?;
+                let ms = u64::try_from(made.lifetime_ms).unwrap_or(0);
+                (made.token, UNIX_EPOCH + Duration::from_millis(ms))
             }
+        };
+        if expires <= now {
+            return Err("the token provider made a token that has already expired".into());
+        }
+        let token = Token {
+            value,
+            made: now,
+            expires,
         };
         if token.value.is_empty() || token.value.bytes().any(|b| !(0x20..=0x7e).contains(&b)) {
             return Err("the token is empty or has characters a bearer token cannot".into());
@@ -281,6 +276,15 @@ impl Tokens {
     pub(super) fn forget(&self) {
         *self.kept.lock().unwrap_or_else(|p| p.into_inner()) = None;
     }
+}
+
+/// `f` (a token provider's call, which may wait on the network) on a blocking thread.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, String> + Send + 'static,
+) -> Result<T, String> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| format!("the token provider panicked or was cancelled: {e}"))?
 }
 
 /// RFC 7628's initial client response for `token` with `extensions`.
