@@ -19,6 +19,9 @@ use super::oidc::Oidc;
 /// Share of a token's lifetime after which a new one is made.
 const REFRESH_AT: f64 = 0.8;
 
+/// The least life a kept token must have left for a new session to take it.
+const SESSION_MIN: Duration = Duration::from_secs(3);
+
 /// Where a cluster's tokens come from.
 #[derive(Clone)]
 enum Source {
@@ -162,10 +165,13 @@ struct Token {
 }
 
 impl Token {
-    /// Whether it is still to be used at `now` (before 80 % of its lifetime).
+    /// Whether a new session may still take it at `now`: before 80 % of its
+    /// lifetime, and with [`SESSION_MIN`] left (a broker ends a session when its
+    /// token expires, and a session of a token nearly out would end before the
+    /// connection could re-authenticate).
     fn fresh(&self, now: SystemTime) -> bool {
         let life = self.expires.duration_since(self.made).unwrap_or_default();
-        now < self.made + life.mul_f64(REFRESH_AT)
+        now < self.made + life.mul_f64(REFRESH_AT) && now + SESSION_MIN <= self.expires
     }
 }
 
@@ -348,6 +354,12 @@ mod tests {
         assert_eq!(claims["scope"], serde_json::json!(["s1"]));
         assert!(t.fresh(now + Duration::from_secs(79)));
         assert!(!t.fresh(now + Duration::from_secs(80)));
+        // A short-lived token (it expires 3.4 s after `now`, its `iat` being in
+        // whole seconds) is kept only while 3 s are left of it.
+        let short = Unsecured::parse("principal=carol lifeSeconds=4").unwrap();
+        let t = short.token(now);
+        assert!(t.fresh(now + Duration::from_millis(400)));
+        assert!(!t.fresh(now + Duration::from_millis(401)));
         let m = message("tok", &u.extensions);
         assert_eq!(m, b"n,,\x01auth=Bearer tok\x01a=b\x01\x01");
         assert_eq!(

@@ -38,8 +38,24 @@ const UNSUPPORTED_SASL_MECHANISM: i16 = 33;
 /// 16384; a larger count from a broker would only burn the client's CPU).
 const ITERATIONS: std::ops::RangeInclusive<u32> = 4096..=1_000_000;
 
-/// Re-authenticate when this share of the session lifetime has passed.
+/// Re-authenticate when this share of the session lifetime has passed, or a
+/// second before its end if that is sooner (a session ends for good at its end:
+/// the next request after it closes the connection, so the request that finds the
+/// re-authentication due has to come before).
 const REAUTH_AT: f64 = 0.85;
+
+/// A broker takes no re-authentication within a second of the last one began
+/// (it answers the handshake with IllegalSaslState); this leaves room for the
+/// handshake's way there.
+const REAUTH_INTERVAL_MIN: Duration = Duration::from_millis(1500);
+
+/// When to re-authenticate a session that began at `began` and lasts `lifetime`.
+fn reauth_due(began: Instant, lifetime: Duration) -> Instant {
+    let before_end = lifetime
+        .mul_f64(1.0 - REAUTH_AT)
+        .max(Duration::from_secs(1).min(lifetime / 2));
+    began + (lifetime - before_end).max(REAUTH_INTERVAL_MIN)
+}
 
 /// The versions of SaslAuthenticate whose answers this module decodes.
 const AUTHENTICATE: std::ops::RangeInclusive<i16> = 0..=2;
@@ -97,6 +113,7 @@ impl Connection {
         &mut self,
         sasl: &Sasl,
     ) -> Result<Option<Instant>, NativeError> {
+        let began = Instant::now();
         let failed = |addr: &str, message: String| NativeError::Auth {
             addr: addr.to_string(),
             mechanism: sasl.mechanism.name(),
@@ -153,8 +170,7 @@ impl Connection {
             }
             Mechanism::OAuthBearer => self.bearer(sasl, version).await?,
         };
-        Ok((lifetime > 0)
-            .then(|| Instant::now() + Duration::from_millis(lifetime as u64).mul_f64(REAUTH_AT)))
+        Ok((lifetime > 0).then(|| reauth_due(began, Duration::from_millis(lifetime as u64))))
     }
 
     /// OAUTHBEARER's exchange: the token in one message; returns the session lifetime.
@@ -356,6 +372,21 @@ mod tests {
 
     fn user(mechanism: Mechanism) -> Sasl {
         Sasl::password(mechanism, "user".into(), "pencil".into())
+    }
+
+    #[test]
+    fn re_authentication_is_due_before_the_session_ends_and_not_too_soon() {
+        let began = Instant::now();
+        let due = |ms: u64| reauth_due(began, Duration::from_millis(ms)) - began;
+        // Long sessions: at 85 % of their life.
+        assert_eq!(due(3_600_000), Duration::from_millis(3_060_000));
+        assert_eq!(due(20_000), Duration::from_millis(17_000));
+        // Short ones: a second before the end, ...
+        assert_eq!(due(4_000), Duration::from_millis(3_000));
+        assert_eq!(due(3_000), Duration::from_millis(2_000));
+        // ... and never within 1.5 s of the last start, which a broker refuses.
+        assert_eq!(due(2_000), Duration::from_millis(1_500));
+        assert_eq!(due(800), Duration::from_millis(1_500));
     }
 
     /// RFC 7677's SCRAM-SHA-256 example exchange.
