@@ -94,6 +94,8 @@ pub(crate) struct Failed {
 pub(crate) struct Polled {
     /// Records added to the batch.
     pub records: usize,
+    /// Their keys' and values' bytes.
+    pub bytes: usize,
     /// A record after those that failed to deserialize (the batch stopped there;
     /// boxed: it is rare, and keeps every answer small).
     pub failed: Option<Box<Failed>>,

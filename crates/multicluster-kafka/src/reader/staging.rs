@@ -201,6 +201,7 @@ impl Staging {
                         value,
                     ));
                     polled.records += 1;
+                    polled.bytes += bytes as usize;
                 }
                 Err(error) => {
                     polled.failed = Some(Box::new(Failed {

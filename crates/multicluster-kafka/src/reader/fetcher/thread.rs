@@ -30,9 +30,22 @@ struct Running<D: Deserializer> {
     applied: u64,
     /// Batches asked for and not answered yet.
     asked: u32,
+    /// Key and value bytes per record of the last batch (0 before the first).
+    record_bytes: usize,
     /// Splits added already at their stop, reported with the next answer.
     done: Vec<SplitId>,
     closed: Sender<()>,
+}
+
+/// About the most key and value bytes a batch holds: fewer records than the batch
+/// size when they are large, so a reader's batches ahead hold a few MiB, not the
+/// batch size times large records.
+const BATCH_BYTES: usize = 1 << 20;
+
+/// How many records to ask the fetch path for: `max_batch`, or fewer when records
+/// of `record_bytes` (as the last batch's were) would pass [`BATCH_BYTES`].
+fn batch_records(max_batch: usize, record_bytes: usize) -> usize {
+    max_batch.min(BATCH_BYTES / record_bytes.max(1)).max(1)
 }
 
 /// What one turn of a fetcher did.
@@ -95,12 +108,15 @@ impl<D: Deserializer> Running<D> {
             return if busy { Turn::Busy } else { Turn::Idle };
         }
         let mut batch = RecordBatch::new(self.cluster.clone());
-        let answer = match self.consumer.poll(
-            self.deserializer.as_ref(),
-            self.settings.max_batch,
-            &mut batch,
-        ) {
+        let max = batch_records(self.settings.max_batch, self.record_bytes);
+        let answer = match self
+            .consumer
+            .poll(self.deserializer.as_ref(), max, &mut batch)
+        {
             Ok(mut polled) => {
+                if let Some(per) = polled.bytes.checked_div(polled.records) {
+                    self.record_bytes = per;
+                }
                 polled.finished.append(&mut self.done);
                 if polled.records > 0
                     || polled.failed.is_some()
@@ -170,6 +186,7 @@ pub(super) fn serve<D: Deserializer>(
                             outbox: new.outbox,
                             applied: 0,
                             asked: 0,
+                            record_bytes: 0,
                             done: Vec::new(),
                             closed: new.closed,
                         }),
@@ -274,4 +291,21 @@ fn open<D: Deserializer>(opening: Opening<'_>) -> Result<Box<dyn FetchPath<D>>, 
         opening.clients,
     )?;
     Ok(Box::new(consumer))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::batch_records;
+
+    #[test]
+    fn a_batch_of_large_records_holds_about_a_mebibyte() {
+        // Before the first batch, and for small records: the batch size.
+        assert_eq!(batch_records(4096, 0), 4096);
+        assert_eq!(batch_records(4096, 100), 4096);
+        assert_eq!(batch_records(1024, 1024), 1024);
+        // Larger ones: fewer, down to one.
+        assert_eq!(batch_records(4096, 1024), 1024);
+        assert_eq!(batch_records(1024, 10 * 1024), 102);
+        assert_eq!(batch_records(1024, 4 << 20), 1);
+    }
 }
