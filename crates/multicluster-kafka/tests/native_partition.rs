@@ -114,6 +114,59 @@ fn read_committed_skips_aborted_transactions_up_to_their_markers() {
 }
 
 #[test]
+fn an_answer_absorbed_in_parts_hands_out_each_record_once() {
+    // The same answer as above, taken a record at a time (stops come after whole
+    // batches): read_committed still skips producer 5's aborted records, and not
+    // its later committed ones, though the abort marker was passed before a stop.
+    let txn = |base, tag| with_producer(record_batch(base, 0x10, &values(2, tag)), 5);
+    let mut bytes = txn(0, "aborted");
+    bytes.extend(marker(2, 5, false));
+    bytes.extend(with_producer(record_batch(3, 0x10, &values(2, "c")), 6));
+    bytes.extend(marker(5, 6, true));
+    bytes.extend(txn(6, "later"));
+    bytes.extend(marker(8, 5, true));
+    bytes.extend(record_batch(9, 0, &values(1, "plain")));
+    let mut a = answer(bytes);
+    a.aborted_transactions = Some(vec![AbortedTransaction {
+        producer_id: 5,
+        first_offset: 0,
+    }]);
+    for read_committed in [true, false] {
+        let options = PartitionOptions {
+            read_committed,
+            ..PartitionOptions::default()
+        };
+        let mut reader = PartitionReader::new(0, options);
+        let (mut got, mut parts) = (Vec::new(), Vec::new());
+        loop {
+            let (n, more) = reader
+                .absorb_up_to(&a, 1, |r| {
+                    got.push(String::from_utf8(r.value.unwrap().to_vec()).unwrap())
+                })
+                .unwrap();
+            parts.push(n);
+            if !more {
+                break;
+            }
+        }
+        let want: &[&str] = if read_committed {
+            &["c0", "c1", "later0", "later1", "plain0"]
+        } else {
+            &[
+                "aborted0", "aborted1", "c0", "c1", "later0", "later1", "plain0",
+            ]
+        };
+        assert_eq!(got, want, "read_committed {read_committed}");
+        assert_eq!(reader.next_offset(), 10);
+        assert!(parts.len() >= 3, "stopped between batches: {parts:?}");
+        assert!(
+            parts.iter().all(|&n| n <= 2),
+            "a batch at most per part: {parts:?}"
+        );
+    }
+}
+
+#[test]
 fn error_codes_say_what_to_do_next() {
     let mut reader = PartitionReader::new(42, PartitionOptions::default());
     let with_code = |code| FetchPartitionData {

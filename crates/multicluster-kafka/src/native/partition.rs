@@ -140,8 +140,23 @@ impl PartitionReader {
     pub fn absorb(
         &mut self,
         answer: &FetchPartitionData,
-        mut each: impl FnMut(&Record<'_>),
+        each: impl FnMut(&Record<'_>),
     ) -> Result<usize, PartitionIssue> {
+        self.absorb_up_to(answer, usize::MAX, each)
+            .map(|(handed, _)| handed)
+    }
+
+    /// [`absorb`](Self::absorb), stopping before the next record batch once `limit`
+    /// records were handed out (a batch is never handed out in part). Returns how
+    /// many were, and whether it stopped before the end: the same answer absorbed
+    /// again then goes on from there, the batches handed out being below the
+    /// position.
+    pub fn absorb_up_to(
+        &mut self,
+        answer: &FetchPartitionData,
+        limit: usize,
+        mut each: impl FnMut(&Record<'_>),
+    ) -> Result<(usize, bool), PartitionIssue> {
         issue(answer, self.next_offset)?;
         let mut aborted = Aborted::new(
             self.options
@@ -156,13 +171,21 @@ impl PartitionReader {
                 base_offset: self.next_offset,
                 error,
             })?;
-            if batch.next_offset() <= self.next_offset {
-                continue;
-            }
             let corrupt = |error| PartitionIssue::Corrupt {
                 base_offset: batch.base_offset,
                 error,
             };
+            if batch.next_offset() <= self.next_offset {
+                // Below the position, yet its markers end aborted transactions
+                // listed again (an answer absorbed again after a stop).
+                if self.options.read_committed {
+                    aborted.skips(&batch).map_err(corrupt)?;
+                }
+                continue;
+            }
+            if handed >= limit {
+                return Ok((handed, true));
+            }
             if self.options.check_crcs {
                 batch.check_crc().map_err(corrupt)?;
             }
@@ -184,7 +207,7 @@ impl PartitionReader {
             }
             self.next_offset = batch.next_offset();
         }
-        Ok(handed)
+        Ok((handed, false))
     }
 }
 
