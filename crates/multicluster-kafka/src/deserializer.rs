@@ -77,6 +77,14 @@ pub trait Deserializer: Send + Sync + 'static {
 
     /// Deserializes one record.
     fn deserialize(&self, record: &RawRecord<'_>) -> Result<Self::Value, DeserializeError>;
+
+    /// The value of every record, when this deserializer does not look at the
+    /// record ([`InBatch`]); `None` (the default) otherwise. With one, a fetch path
+    /// puts each record straight into its batch instead of staging it for
+    /// [`deserialize`](Self::deserialize), which must then give the same value.
+    fn without_record(&self) -> Option<Self::Value> {
+        None
+    }
 }
 
 impl<F, V> Deserializer for F
@@ -158,6 +166,10 @@ impl Deserializer for InBatch {
 
     fn deserialize(&self, _: &RawRecord<'_>) -> Result<(), DeserializeError> {
         Ok(())
+    }
+
+    fn without_record(&self) -> Option<()> {
+        Some(())
     }
 }
 

@@ -15,6 +15,7 @@ use mck_testkit::Seen;
 use mck_testkit::proxy::ProxiedCluster;
 use mck_testkit::{Listener, TestCluster, TestRecord, TransactionEnd, produce_transaction};
 use multicluster_kafka::client_context::{ClientHooks, KafkaError, OAuthToken};
+use multicluster_kafka::deserializer::InBatch;
 use multicluster_kafka::prelude::*;
 use rdkafka::types::RDKafkaErrorCode;
 use support::{Capture, drain, east, meta, meta_at, source_over, west};
@@ -326,6 +327,103 @@ fn a_log_truncated_by_an_unclean_election_is_read_on_from_where_the_logs_part() 
                 && f.contains("to=100 ")),
         "the truncation was warned about"
     );
+}
+
+#[test]
+fn records_go_straight_into_batches_for_a_deserializer_that_reads_none() {
+    // `InBatch` values do not depend on the record, so the path puts records in
+    // the batch without staging them: keys, values (empty ones too), headers and
+    // timestamps as written, each once and in order, batches within their size, and
+    // the bounded read stops at the ends the logs had at start.
+    let topic = "np-direct";
+    east().create_topic(topic, 2).unwrap();
+    let written: Vec<TestRecord> = (0..1500)
+        .map(|i| {
+            // Some empty values among them.
+            let value = if i % 100 == 7 {
+                String::new()
+            } else {
+                format!("v{i}")
+            };
+            TestRecord::value(value)
+                .with_key(format!("k{i}"))
+                .at(1_700_000_000_000 + i)
+                .with_header("h", format!("x{i}"))
+        })
+        .collect();
+    east().produce(topic, &written).unwrap();
+    mck_testkit::runtime().block_on(async {
+        let stream = KafkaStream::new("s").with_cluster("np-direct", meta(east(), &[topic]));
+        let mut stream = native(source_over(stream))
+            .include_headers(true)
+            .max_batch_size(64)
+            .deserializer(InBatch)
+            .stopping_offsets(StoppingOffsets::Latest)
+            .build()
+            .unwrap()
+            .open()
+            .await
+            .unwrap();
+        // Written after the start: past the stops, never handed out.
+        east().produce(topic, &[TestRecord::value("late")]).unwrap();
+        let mut got = Vec::new();
+        let done = tokio::time::timeout(PATIENCE, async {
+            while let Some(batch) = stream.next_batch().await {
+                let batch = batch.expect("a batch");
+                assert!(
+                    batch.len() <= 64,
+                    "{} records in a batch of 64",
+                    batch.len()
+                );
+                for r in batch.iter() {
+                    got.push((
+                        r.partition,
+                        r.offset,
+                        r.key.map(<[u8]>::to_vec),
+                        r.raw_value().map(<[u8]>::to_vec),
+                        r.timestamp,
+                        r.headers.to_vec(),
+                    ));
+                }
+            }
+        })
+        .await;
+        assert!(
+            done.is_ok(),
+            "the bounded read did not end; {} records",
+            got.len()
+        );
+        assert_eq!(got.len(), 1500, "records handed out");
+        // Each record as written: the key names it.
+        let mut offsets = std::collections::HashMap::new();
+        for (partition, offset, key, value, timestamp, headers) in &got {
+            let key = String::from_utf8(key.clone().expect("a key")).unwrap();
+            let i: i64 = key[1..].parse().unwrap();
+            let last = offsets.insert(*partition, *offset);
+            assert!(
+                last.is_none_or(|l| l < *offset),
+                "{partition}: {offset} after {last:?}"
+            );
+            let want = if i % 100 == 7 {
+                String::new()
+            } else {
+                format!("v{i}")
+            };
+            assert_eq!(value, &Some(want.into_bytes()), "record {key}");
+            assert_eq!(*timestamp, Some(1_700_000_000_000 + i));
+            assert_eq!(
+                headers,
+                &[("h".to_string(), Some(format!("x{i}").into_bytes()))]
+            );
+        }
+        let keys: BTreeSet<&Option<Vec<u8>>> = got.iter().map(|g| &g.2).collect();
+        assert_eq!(keys.len(), 1500, "no record twice");
+        let cp = stream.checkpoint().unwrap();
+        let ends: i64 = cp.splits().map(|s| s.next_offset).sum();
+        assert_eq!(ends, 1500, "{cp:?}");
+        stream.close().await;
+    });
+    assert_fetched_natively(&["np-direct"]);
 }
 
 #[test]

@@ -232,7 +232,8 @@ impl<D: Deserializer> SourceReader<D> {
     ///
     /// Cancel-safe: dropping the future loses nothing.
     pub async fn next_batch(&mut self) -> Option<Result<RecordBatch<D::Value>, SourceError>> {
-        self.next_batch_up_to(usize::MAX).await
+        // A fetch path may poll more (records it put straight into the batch).
+        self.next_batch_up_to(self.max_batch).await
     }
 
     /// [`next_batch`](Self::next_batch), with at most `max` records (at least one):

@@ -14,7 +14,7 @@ use crate::error::SourceError;
 use crate::native::api::{PartitionOptions, PartitionReader};
 use crate::native::cluster::{Arrival, ClusterFetch, ClusterOptions, OutOfRange, PartKey};
 use crate::native::settings::{self, Given};
-use crate::record::RecordBatch;
+use crate::record::{BatchEntry, RawSpans, RecordBatch};
 use crate::split::{KafkaSplit, SplitId};
 
 use super::fetch_path::{FetchPath, Opening, Polled};
@@ -75,6 +75,9 @@ pub(crate) struct NativeFetch {
     include_headers: bool,
     staging: Staging,
     slots: Vec<Slot>,
+    /// An answer the last poll took only part of (it stopped at its limit): the next
+    /// poll goes on with it.
+    pending: Option<Arrival>,
     /// Splits whose log was truncated since the last poll, with the offset fetched
     /// up to then (for [`Polled::truncated`]).
     truncated: Vec<(SplitId, i64)>,
@@ -116,6 +119,7 @@ impl NativeFetch {
             include_headers: opening.include_headers,
             staging: Staging::default(),
             slots: Vec::new(),
+            pending: None,
             truncated: Vec::new(),
             last_lag_report: Instant::now()
                 .checked_sub(LAG_REPORT_INTERVAL)
@@ -158,13 +162,16 @@ impl NativeFetch {
         Some(part.stop)
     }
 
-    /// Takes one arrival's records into `slots` (keys and values into `data`);
-    /// returns a fatal error, if the arrival is one, and whether the split reached
-    /// its stop.
-    fn absorb(
+    /// Takes one arrival's records (keys and values into `data`): into `slots`, or
+    /// straight into `out`'s entries when the deserializer's value does not depend
+    /// on the record (`direct`); after `limit` records, at the end of a record
+    /// batch, the rest waits in `pending`. Returns a fatal error, if the arrival is
+    /// one, and whether the split reached its stop.
+    fn absorb<D: Deserializer>(
         &mut self,
         arrival: Arrival,
-        out_topics: &mut dyn FnMut(&Arc<str>) -> u32,
+        (deserializer, direct, limit): (&D, bool, usize),
+        out: &mut RecordBatch<D::Value>,
         data: &mut Vec<u8>,
         finished: &mut Vec<PartKey>,
     ) -> Option<SourceError> {
@@ -178,12 +185,13 @@ impl NativeFetch {
                 if part.generation != generation {
                     return None;
                 }
-                let topic = out_topics(&key.0);
+                let topic = out.topic_index(&key.0);
                 let stop = part.stop;
                 let include_headers = self.include_headers;
                 let slots = &mut self.slots;
+                let entries = &mut out.entries;
                 let mut bad_header = None;
-                let absorbed = part.reader.absorb(&answer, |r| {
+                let absorbed = part.reader.absorb_up_to(&answer, limit, |r| {
                     if stop.is_some_and(|s| r.offset >= s) {
                         return;
                     }
@@ -213,13 +221,28 @@ impl NativeFetch {
                     } else {
                         Vec::new()
                     };
+                    let timestamp = (r.timestamp >= 0).then_some(r.timestamp);
+                    let k = r.key.map(|k| copy_into(data, k));
+                    let v = r.value.map(|v| copy_into(data, v));
+                    if direct && let Some(value) = deserializer.without_record() {
+                        let bytes = k.map_or(0, |k| k.1) + v.map_or(0, |v| v.1);
+                        entries.push(BatchEntry::new(
+                            (topic, key.1, r.offset),
+                            (timestamp, hash),
+                            RawSpans { key: k, value: v },
+                            bytes,
+                            headers.into(),
+                            value,
+                        ));
+                        return;
+                    }
                     slots.push(Slot {
                         topic,
                         partition: key.1,
                         offset: r.offset,
-                        timestamp: (r.timestamp >= 0).then_some(r.timestamp),
-                        key: r.key.map(|k| copy_into(data, k)),
-                        value: r.value.map(|v| copy_into(data, v)),
+                        timestamp,
+                        key: k,
+                        value: v,
                         headers,
                         hash,
                     });
@@ -227,7 +250,16 @@ impl NativeFetch {
                 let corrupt = match (absorbed, bad_header) {
                     (Err(issue), _) => Some(issue.to_string()),
                     (Ok(_), Some((offset, e))) => Some(format!("record at offset {offset}: {e}")),
-                    (Ok(_), None) => None,
+                    (Ok((_, more)), None) => {
+                        if more {
+                            self.pending = Some(Arrival::Records {
+                                key: key.clone(),
+                                generation,
+                                answer,
+                            });
+                        }
+                        None
+                    }
                 };
                 if part.stop.is_some_and(|s| part.reader.next_offset() >= s) {
                     finished.push(key.clone());
@@ -370,20 +402,31 @@ impl<D: Deserializer> FetchPath<D> for NativeFetch {
         self.slots.clear();
         let mut finished: Vec<PartKey> = Vec::new();
         let mut fatal = None;
-        // Whole answers, until they give `max` records (those past it wait for the
-        // next poll).
-        while self.slots.len() < max {
-            let Some(arrival) = self.fetch.take() else {
+        // Records straight into the batch when deserializing them needs nothing of
+        // them; else staged, and those past `max` wait for the next poll.
+        let direct = deserializer.without_record().is_some();
+        // Answers until they give `max` records: whole record batches, so the batch
+        // may pass `max` by part of one (the reader hands out `max` at a time).
+        loop {
+            let taken = self.slots.len() + out.entries.len();
+            if taken >= max {
+                break;
+            }
+            let Some(arrival) = self.pending.take().or_else(|| self.fetch.take()) else {
                 break;
             };
-            let mut index = |t: &Arc<str>| out.topic_index(t);
-            if let Some(e) = self.absorb(arrival, &mut index, &mut data, &mut finished) {
+            let how = (deserializer, direct, max - taken);
+            if let Some(e) = self.absorb(arrival, how, out, &mut data, &mut finished) {
                 fatal = Some(e);
                 break;
             }
         }
-        if !self.slots.is_empty() {
+        if !self.slots.is_empty() || !out.entries.is_empty() {
             self.fetch.records_flow();
+        }
+        if direct {
+            polled.records = out.entries.len();
+            polled.bytes = out.entries.iter().map(|e| e.bytes as usize).sum();
         }
         let mut slots = std::mem::take(&mut self.slots);
         self.staging.fill(
