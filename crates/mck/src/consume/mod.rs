@@ -46,7 +46,8 @@ use tokio::signal::unix::{SignalKind, signal};
 
 use crate::args::{self, MetadataFile};
 use crate::output::{
-    FileStart, Format, Layout, Output, WriteError, append, render, render_file, sync_parent,
+    FileStart, Format, JsonParts, Layout, Output, WriteError, append_with, render, render_file,
+    sync_parent,
 };
 use crate::progress::{self, Progress};
 

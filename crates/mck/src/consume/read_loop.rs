@@ -39,6 +39,7 @@ pub(super) async fn read_loop(
         layout: run.layout,
         partitions: args.partitions.iter().copied().collect(),
         line: Vec::with_capacity(512),
+        parts: JsonParts::default(),
         records: 0,
         unflushed: 0,
         flushed_at: Instant::now(),
@@ -167,6 +168,8 @@ struct Lines<'a> {
     /// `--partition`: only these (all when empty).
     partitions: BTreeSet<i32>,
     line: Vec<u8>,
+    /// JSON's parts of the last partition written.
+    parts: JsonParts,
     /// Records written.
     records: u64,
     /// Lines written since the last flush, and when that flush was.
@@ -199,7 +202,7 @@ impl Lines<'_> {
         write_batch(
             batch,
             &self.partitions,
-            self.layout,
+            (self.layout, &mut self.parts),
             &mut self.line,
             self.output,
             &mut written,
@@ -241,7 +244,7 @@ impl Lines<'_> {
 fn write_batch(
     batch: &RecordBatch<()>,
     partitions: &BTreeSet<i32>,
-    layout: &Layout,
+    (layout, parts): (&Layout, &mut JsonParts),
     lines: &mut Vec<u8>,
     output: &mut Output,
     written: &mut u32,
@@ -251,7 +254,7 @@ fn write_batch(
         if !partitions.is_empty() && !partitions.contains(&r.partition) {
             continue;
         }
-        append(&r, layout, lines);
+        append_with(&r, layout, parts, lines);
         *written += 1;
         if lines.len() >= WRITE_CHUNK {
             output.write(lines)?;

@@ -76,13 +76,73 @@ fn json_key(out: &mut Vec<u8>, name: &str) {
     out.extend_from_slice(b"\":");
 }
 
+/// The parts of a JSON line that every record of one partition shares (its cluster,
+/// partition, streams and topic), rendered once for a run of its records: a batch's
+/// records come in runs per partition.
+#[derive(Default)]
+pub struct JsonParts {
+    /// Cluster, topic, partition and streams they were rendered for.
+    of: Option<(String, String, i64, Vec<String>)>,
+    /// `{"cluster":…,"headers":[`
+    head: Vec<u8>,
+    /// `,"partition":…,"streams":[…],"timestamp":`
+    middle: Vec<u8>,
+    /// `,"topic":…,`
+    tail: Vec<u8>,
+}
+
+impl JsonParts {
+    /// Renders the parts anew unless they are those of `f`'s partition.
+    fn update(&mut self, f: &Fields<'_>) {
+        if let Some((cluster, topic, partition, streams)) = &self.of
+            && cluster == f.cluster
+            && topic == f.topic
+            && *partition == f.partition
+            && streams.len() == f.streams.len()
+            && streams.iter().zip(f.streams).all(|(a, b)| **a == **b)
+        {
+            return;
+        }
+        self.head.clear();
+        self.head.extend_from_slice(b"{\"cluster\":");
+        json_str(&mut self.head, f.cluster);
+        self.head.extend_from_slice(b",\"headers\":[");
+        self.middle.clear();
+        self.middle.extend_from_slice(b",\"partition\":");
+        json_int(&mut self.middle, f.partition);
+        self.middle.extend_from_slice(b",\"streams\":[");
+        for (i, stream) in f.streams.iter().enumerate() {
+            if i > 0 {
+                self.middle.push(b',');
+            }
+            json_str(&mut self.middle, stream);
+        }
+        self.middle.extend_from_slice(b"],\"timestamp\":");
+        self.tail.clear();
+        self.tail.extend_from_slice(b",\"topic\":");
+        json_str(&mut self.tail, f.topic);
+        self.tail.push(b',');
+        self.of = Some((
+            f.cluster.to_string(),
+            f.topic.to_string(),
+            f.partition,
+            f.streams.iter().map(|s| s.to_string()).collect(),
+        ));
+    }
+}
+
 /// Writes one record as a JSON line. The keys come in the order serde_json's map
 /// printed them before (sorted: `cluster`, `headers`, `key`, `offset`, `partition`,
 /// `streams`, `timestamp`, `topic`, `value`), each `…Encoding` right after its field.
 pub(super) fn write_json(f: &Fields<'_>, out: &mut Vec<u8>) {
-    out.extend_from_slice(b"{\"cluster\":");
-    json_str(out, f.cluster);
-    out.extend_from_slice(b",\"headers\":[");
+    write_json_with(f, &mut JsonParts::default(), out);
+}
+
+/// [`write_json`], with the parts of the record's partition from `parts` (rendered
+/// there when they are another partition's).
+pub(super) fn write_json_with(f: &Fields<'_>, parts: &mut JsonParts, out: &mut Vec<u8>) {
+    parts.update(f);
+    out.extend_from_slice(&parts.head);
     for (i, (k, v)) in f.headers.iter().enumerate() {
         if i > 0 {
             out.push(b',');
@@ -97,23 +157,12 @@ pub(super) fn write_json(f: &Fields<'_>, out: &mut Vec<u8>) {
     json_bytes(out, "key", f.key);
     out.extend_from_slice(b",\"offset\":");
     json_int(out, f.offset);
-    out.extend_from_slice(b",\"partition\":");
-    json_int(out, f.partition);
-    out.extend_from_slice(b",\"streams\":[");
-    for (i, stream) in f.streams.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        json_str(out, stream);
-    }
-    out.extend_from_slice(b"],\"timestamp\":");
+    out.extend_from_slice(&parts.middle);
     match f.timestamp {
         Some(t) => json_int(out, t),
         None => out.extend_from_slice(b"null"),
     }
-    out.extend_from_slice(b",\"topic\":");
-    json_str(out, f.topic);
-    out.push(b',');
+    out.extend_from_slice(&parts.tail);
     json_bytes(out, "value", f.value);
     out.extend_from_slice(b"}\n");
 }

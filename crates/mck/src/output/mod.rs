@@ -6,6 +6,7 @@ mod layout;
 mod render;
 mod sink;
 
+pub use json::JsonParts;
 pub use layout::{Format, Layout};
-pub use render::{append, render, render_file};
+pub use render::{append_with, render, render_file};
 pub use sink::{FileStart, Output, WriteError, sync_parent};

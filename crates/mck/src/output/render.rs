@@ -6,7 +6,7 @@ use bytes::Bytes;
 use multicluster_kafka::file_source::FileRecord;
 use multicluster_kafka::record::{Record, RecordRef};
 
-use super::json::{json_bytes, json_int, json_str, write_json};
+use super::json::{JsonParts, json_bytes, json_int, json_str, write_json, write_json_with};
 use super::layout::{Layout, Piece, Template};
 
 /// The parts of a record a layout can show.
@@ -106,6 +106,21 @@ pub fn append(record: &impl Printable, layout: &Layout, out: &mut Vec<u8>) {
     match layout {
         Layout::Template(t) => write_template(t, &fields, out),
         Layout::Json => write_json(&fields, out),
+    }
+}
+
+/// [`append`], for the records of a batch one after the other: JSON's parts shared by
+/// a partition's records are kept in `parts` between them.
+pub fn append_with(
+    record: &impl Printable,
+    layout: &Layout,
+    parts: &mut JsonParts,
+    out: &mut Vec<u8>,
+) {
+    let fields = record.fields();
+    match layout {
+        Layout::Template(t) => write_template(t, &fields, out),
+        Layout::Json => write_json_with(&fields, parts, out),
     }
 }
 
@@ -259,6 +274,7 @@ mod tests {
 
     #[test]
     fn json_lines_are_byte_for_byte_those_of_a_serde_json_map() {
+        let mut all = Vec::new();
         let texts: Vec<Vec<u8>> = vec![
             b"".to_vec(),
             b"x".repeat(100),
@@ -299,7 +315,36 @@ mod tests {
                 "text {i}"
             );
             assert_eq!(line, json_by_map(&r), "text {i}");
+            all.push(r);
         }
+        // One after the other with the parts kept between them: each line the same,
+        // whether the record before had another cluster, topic, partition or
+        // streams, or the same.
+        let base = all[1].clone();
+        for change in 0..4 {
+            let mut other = base.clone();
+            match change {
+                0 => other.partition += 1,
+                1 => other.streams = Arc::from([Arc::from("s0\"1"), Arc::from("t")]),
+                2 => other.topic = Arc::from("x"),
+                _ => other.cluster = Arc::from("c\"2\\"),
+            }
+            all.extend([base.clone(), other]);
+        }
+        all.push(base);
+        let mut parts = JsonParts::default();
+        let mut lines = Vec::new();
+        let mut want = Vec::new();
+        for r in all.iter().chain(&all).chain(all.iter().rev()) {
+            for _ in 0..2 {
+                append_with(r, &Layout::Json, &mut parts, &mut lines);
+                want.extend(json_by_map(r));
+            }
+        }
+        assert_eq!(
+            String::from_utf8_lossy(&lines),
+            String::from_utf8_lossy(&want)
+        );
     }
 
     #[test]
