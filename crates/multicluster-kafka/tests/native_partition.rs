@@ -75,10 +75,9 @@ fn a_batch_cut_off_at_the_end_is_fetched_again() {
     assert_eq!(reader.next_offset(), 2, "the cut batch is asked for again");
 }
 
-#[test]
-fn read_committed_skips_aborted_transactions_up_to_their_markers() {
-    // Producer 5 aborts offsets 0-1 (marker 2), producer 6 commits 3-4 (marker 5),
-    // producer 5 writes again, transactionally, 6-7 and commits (marker 8); plain 9.
+/// Producer 5 aborts offsets 0-1 (marker 2), producer 6 commits 3-4 (marker 5),
+/// producer 5 writes again, transactionally, 6-7 and commits (marker 8); plain 9.
+fn transactions() -> FetchPartitionData {
     let txn = |base, tag| with_producer(record_batch(base, 0x10, &values(2, tag)), 5);
     let mut bytes = txn(0, "aborted");
     bytes.extend(marker(2, 5, false));
@@ -92,6 +91,12 @@ fn read_committed_skips_aborted_transactions_up_to_their_markers() {
         producer_id: 5,
         first_offset: 0,
     }]);
+    a
+}
+
+#[test]
+fn read_committed_skips_aborted_transactions_up_to_their_markers() {
+    let a = transactions();
 
     let committed = PartitionOptions {
         read_committed: true,
@@ -115,22 +120,11 @@ fn read_committed_skips_aborted_transactions_up_to_their_markers() {
 
 #[test]
 fn an_answer_absorbed_in_parts_hands_out_each_record_once() {
-    // The same answer as above, taken a record at a time (stops come after whole
-    // batches): read_committed still skips producer 5's aborted records, and not
-    // its later committed ones, though the abort marker was passed before a stop.
-    let txn = |base, tag| with_producer(record_batch(base, 0x10, &values(2, tag)), 5);
-    let mut bytes = txn(0, "aborted");
-    bytes.extend(marker(2, 5, false));
-    bytes.extend(with_producer(record_batch(3, 0x10, &values(2, "c")), 6));
-    bytes.extend(marker(5, 6, true));
-    bytes.extend(txn(6, "later"));
-    bytes.extend(marker(8, 5, true));
-    bytes.extend(record_batch(9, 0, &values(1, "plain")));
-    let mut a = answer(bytes);
-    a.aborted_transactions = Some(vec![AbortedTransaction {
-        producer_id: 5,
-        first_offset: 0,
-    }]);
+    // The answer of `transactions`, taken a record at a time (stops come after
+    // whole batches): read_committed still skips producer 5's aborted records, and
+    // not its later committed ones, though the abort marker was passed before a
+    // stop.
+    let a = transactions();
     for read_committed in [true, false] {
         let options = PartitionOptions {
             read_committed,
