@@ -142,13 +142,11 @@ const FLUSH_EVERY: Duration = Duration::from_millis(100);
 /// Records between two looks at the clock while records keep coming one at a time.
 const CLOCK_EVERY: u32 = 256;
 
-/// Most records in a batch the source hands out (`--count` relies on it): the read
-/// loop takes whole batches while at least this many records are still to be
-/// written, then one record at a time, so the run never takes a record it will not
-/// write and the final checkpoint resumes right after the last one written. Four
-/// times the source's default: small records cost less CPU in larger batches (one
-/// hand-over between threads per batch), and a batch of large ones is held to
-/// about a MiB anyway.
+/// Most records in a batch the source hands out (its default, set explicitly because
+/// `--count` relies on it): the read loop takes whole batches while at least this
+/// many records are still to be written, then one record at a time, so the run never
+/// takes a record it will not write and the final checkpoint resumes right after the
+/// last one written.
 const MAX_BATCH: usize = 4096;
 
 /// Rendered lines collected from a batch before they are handed to the output.

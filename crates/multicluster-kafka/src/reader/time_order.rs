@@ -404,9 +404,9 @@ impl<D: Deserializer> SourceReader<D> {
         let bound = bound(facts, ooo, strategy.idle_timeout(), now);
         let released = order.release(bound, self.max_batch);
         // Back-pressure: a split with many records waiting is paused, unless it is
-        // the one the others wait for. Counted in batches of at most 1024 records
-        // (the default size): a larger batch size is for CPU, and would not make
-        // a split of large records hold more.
+        // the one the others wait for. Counted in batches of at most 1024 records:
+        // a larger batch size is for CPU, and would not make a split of large
+        // records hold more.
         let unit = self.max_batch.min(1024);
         let (most, resume_at) = (8 * unit, 4 * unit);
         for s in &mut self.states {
