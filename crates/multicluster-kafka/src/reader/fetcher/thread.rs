@@ -40,7 +40,7 @@ struct Running<D: Deserializer> {
 /// About the most key and value bytes a batch holds: fewer records than the batch
 /// size when they are large, so a reader's batches ahead hold a few MiB, not the
 /// batch size times large records.
-const BATCH_BYTES: usize = 1 << 20;
+const BATCH_BYTES: usize = 4 << 20;
 
 /// How many records to ask the fetch path for: `max_batch`, or fewer when records
 /// of `record_bytes` (as the last batch's were) would pass [`BATCH_BYTES`].
@@ -298,14 +298,14 @@ mod tests {
     use super::batch_records;
 
     #[test]
-    fn a_batch_of_large_records_holds_about_a_mebibyte() {
+    fn a_batch_of_large_records_holds_about_four_mebibytes() {
         // Before the first batch, and for small records: the batch size.
         assert_eq!(batch_records(4096, 0), 4096);
         assert_eq!(batch_records(4096, 100), 4096);
-        assert_eq!(batch_records(1024, 1024), 1024);
+        assert_eq!(batch_records(4096, 1024), 4096);
         // Larger ones: fewer, down to one.
-        assert_eq!(batch_records(4096, 1024), 1024);
-        assert_eq!(batch_records(1024, 10 * 1024), 102);
-        assert_eq!(batch_records(1024, 4 << 20), 1);
+        assert_eq!(batch_records(4096, 2048), 2048);
+        assert_eq!(batch_records(4096, 10 * 1024), 409);
+        assert_eq!(batch_records(1024, 16 << 20), 1);
     }
 }
