@@ -224,7 +224,7 @@ impl Default for Settings {
             discard_mismatched_positions: false,
             client_timeout: Duration::from_secs(30),
             startup_timeout: None,
-            max_batch: 4096,
+            max_batch: 1024,
             include_headers: true,
             policy: ReadPolicy::default(),
             metadata_discovery: Interval::Default,

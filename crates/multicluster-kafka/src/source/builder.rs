@@ -160,7 +160,7 @@ impl<D: Deserializer> SourceBuilder<D> {
     }
 
     /// Most records a reader takes from one cluster's consumer at a time (default
-    /// 4096); fewer when they are large, for a batch of about 4 MiB of keys and
+    /// 1024); fewer when they are large, for a batch of about 4 MiB of keys and
     /// values at most (sized by the previous batch's records). A reader buffers at
     /// most one such batch being handed out plus two ready or being built per
     /// cluster it reads (its fetchers build them ahead);
