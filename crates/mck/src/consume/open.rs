@@ -50,7 +50,11 @@ pub(super) fn source_builder(
     }
     builder = builder
         .allow_missing_topics(args.allow_missing_topics)
-        .max_batch_size(MAX_BATCH)
+        .max_batch_size(if args.align.is_some() {
+            ALIGNED_BATCH
+        } else {
+            MAX_BATCH
+        })
         .include_headers(layout.shows_headers())
         .watermarks(args.watermark_strategy())
         .order(if args.order == "time" {
