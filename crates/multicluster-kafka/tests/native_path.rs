@@ -222,6 +222,82 @@ fn a_client_rack_is_read_from_the_replica_there_and_from_the_leader_when_it_dies
     );
 }
 
+/// Three readers of one source reading one cluster share its connections: one to
+/// fetch from its broker, one for its metadata (and the enumerator's lookups), where
+/// each reader kept two of its own before; every record comes out once, in order.
+#[test]
+fn the_readers_of_a_source_share_its_connections_to_a_cluster() {
+    let kafka = ProxiedCluster::start(ClusterOptions::new("np-share"))
+        .expect("cluster np-share starts behind its proxy");
+    let topic = "np-share";
+    kafka.cluster().create_topic(topic, 6).unwrap();
+    let want: BTreeSet<String> = mck_testkit::fill_values(kafka.cluster(), topic, 6, 3_000, "v")
+        .into_iter()
+        .collect();
+    let accepted = mck_testkit::runtime().block_on(async {
+        let stream = KafkaStream::new("s").with_cluster(
+            "np-share",
+            meta_at(kafka.proxied_bootstrap_servers(), &[topic]),
+        );
+        let (coordinator, readers) = native(source_over(stream))
+            .stopping_offsets(StoppingOffsets::Latest)
+            .parallelism(3)
+            .max_batch_size(100)
+            .build()
+            .unwrap()
+            .open_parallel()
+            .await
+            .unwrap();
+        let tasks: Vec<_> = readers
+            .into_iter()
+            .map(|mut reader| {
+                tokio::spawn(async move {
+                    let mut seen: Vec<Seen> = Vec::new();
+                    while let Some(batch) = reader.next_batch().await {
+                        for r in batch.expect("a batch").iter() {
+                            seen.push((
+                                r.cluster.to_string(),
+                                r.topic.to_string(),
+                                r.partition,
+                                r.offset,
+                                r.value.clone(),
+                            ));
+                        }
+                    }
+                    // Counted before any reader closes.
+                    (seen, reader)
+                })
+            })
+            .collect();
+        let mut all = Vec::new();
+        let mut done = Vec::new();
+        for t in tasks {
+            let (seen, reader) = tokio::time::timeout(PATIENCE, t)
+                .await
+                .expect("each reader reaches its stops")
+                .unwrap();
+            assert!(!seen.is_empty(), "a reader read nothing: no parallelism");
+            all.extend(seen);
+            done.push(reader);
+        }
+        let accepted = kafka.proxy().stats().accepted;
+        for reader in done {
+            reader.close().await;
+        }
+        coordinator.close().await;
+        // Each record once, in offset order per partition.
+        mck_testkit::assert_exactly_once(&all, &want);
+        accepted
+    });
+    assert_fetched_natively(&["np-share"]);
+    // The enumerator's lookups take a connection or two of their own; readers with
+    // connections of their own would add two each.
+    assert!(
+        accepted <= 4,
+        "{accepted} connections to the one broker for three readers"
+    );
+}
+
 /// Waits until `topic`/0 of `cluster` is led by broker `index`.
 fn await_leader(cluster: &mck_testkit::KafkaCluster, topic: &str, index: usize) {
     let deadline = std::time::Instant::now() + PATIENCE;

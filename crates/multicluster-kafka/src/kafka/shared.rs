@@ -104,6 +104,8 @@ pub(crate) struct ClientShare {
     clients: Mutex<HashMap<Key, Weak<SharedClient>>>,
     /// The byte budget of the source's native fetches, which all of them share.
     native_budget: Arc<crate::native::budget::Budget>,
+    /// The source's native fetching, one per cluster, shared by its readers.
+    native_fetches: crate::native::cluster::ClusterFetches,
 }
 
 impl std::fmt::Debug for ClientShare {
@@ -149,6 +151,11 @@ impl ClientShare {
     /// The byte budget of the source's native fetches.
     pub(crate) fn native_budget(&self) -> Arc<crate::native::budget::Budget> {
         self.native_budget.clone()
+    }
+
+    /// The source's native fetching of its clusters, shared by its readers.
+    pub(crate) fn native_fetches(&self) -> &crate::native::cluster::ClusterFetches {
+        &self.native_fetches
     }
 
     fn live(&self, key: &Key) -> Option<Arc<SharedClient>> {

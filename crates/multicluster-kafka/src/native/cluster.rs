@@ -1,11 +1,13 @@
-//! One cluster fetched natively: the partitions one reader reads there, fetched from
-//! their leaders on the source's tokio runtime, their answers queued for the reader's
-//! fetch thread.
+//! One cluster fetched natively: the partitions a source's readers read there, fetched
+//! from their leaders on the source's tokio runtime, each reader's answers queued for
+//! its fetch thread.
 //!
-//! A [`ClusterFetch`] runs a task that keeps the cluster's metadata (leaders, their
-//! epochs, topic ids, broker addresses) and one task per broker fetched from, each
-//! with a connection of its own that fetches all the partitions read there in one
-//! request at a time, in a fetch session ([`FetchSession`]). A partition is read from
+//! The readers of one cluster in one source share its fetching ([`ClusterFetches`]):
+//! a task that keeps the cluster's metadata (leaders, their epochs, topic ids, broker
+//! addresses) and one task per broker fetched from, each with one connection that
+//! fetches all the partitions read there, for every reader, in one request at a
+//! time, in a fetch session ([`FetchSession`]). Each reader holds a [`ClusterFetch`]:
+//! its partitions, and the queue their answers go to. A partition is read from
 //! its leader, or from the replica its leader points to when the client names its
 //! rack (KIP-392) until that replica answers an error or five minutes pass. An answer's partitions go to the queue as they came, their
 //! record batches still encoded ([`Arrival::Records`]); the fetch thread decodes them
@@ -13,9 +15,9 @@
 //! next fetch of a partition starts after the last whole batch of its last answer, so
 //! a broker is asked again while the thread decodes.
 //!
-//! Memory: once the queue holds `budget` bytes, or the source's fetches together
-//! hold their shared budget ([`Budget`]) and this one holds something, no broker
-//! task fetches until the thread takes some; it takes an answer when it decodes it,
+//! Memory: once the readers' queues of the cluster hold `budget` bytes, or the
+//! source's fetches together hold their shared budget ([`Budget`]), no broker task
+//! fetches for a reader whose queue holds something until a thread takes some; it takes an answer when it decodes it,
 //! so the answers waiting stay within the budget. Each partition has at most one fetch in flight, and an answer
 //! is applied only if the partition is still at the offset and the assignment
 //! (generation) it was fetched for: a partition removed, moved or read again from
@@ -123,6 +125,8 @@ pub(crate) enum Arrival {
 /// A partition as the tasks fetch it.
 #[derive(Debug)]
 struct Part {
+    /// The reader ([`ClusterFetch`]) it is fetched for, whose queue its answers go to.
+    owner: u64,
     generation: u64,
     /// Where its next fetch starts.
     offset: i64,
@@ -157,11 +161,21 @@ impl Part {
     }
 }
 
+/// What arrived for one reader, waiting for its fetch thread.
+struct Queue {
+    arrivals: VecDeque<Arrival>,
+    /// Bytes of records in `arrivals`.
+    buffered: usize,
+    /// Wakes the reader's fetch thread.
+    wake: Arc<dyn Fn() + Send + Sync>,
+}
+
 #[derive(Default)]
 struct State {
     parts: HashMap<PartKey, Part>,
-    arrivals: VecDeque<Arrival>,
-    /// Bytes of records in `arrivals`.
+    /// Each reader's queue, by its id.
+    queues: HashMap<u64, Queue>,
+    /// Bytes of records in all the queues.
     buffered: usize,
     /// Each partition's high watermark from its last answer.
     high_watermarks: HashMap<PartKey, i64>,
@@ -171,6 +185,7 @@ struct State {
     /// Node ids with a fetching task.
     fetching: Vec<i32>,
     next_generation: u64,
+    next_reader: u64,
     /// The leaders must be looked up again.
     metadata_due: bool,
     closed: bool,
@@ -178,13 +193,32 @@ struct State {
     streak: Option<String>,
 }
 
+impl State {
+    /// Queues `arrival` for the reader `owner` (none when that reader is gone) and
+    /// returns what wakes it.
+    fn queue(
+        &mut self,
+        budget: &Budget,
+        owner: u64,
+        arrival: Arrival,
+    ) -> Option<Arc<dyn Fn() + Send + Sync>> {
+        let queue = self.queues.get_mut(&owner)?;
+        if let Arrival::Records { answer, .. } = &arrival {
+            let bytes = answer.records.len();
+            queue.buffered += bytes;
+            self.buffered += bytes;
+            budget.add(bytes);
+        }
+        queue.arrivals.push_back(arrival);
+        Some(queue.wake.clone())
+    }
+}
+
 struct Shared {
     options: ClusterOptions,
     state: Mutex<State>,
     /// Woken when parts, leaders, the queue's room or `closed` change.
     changed: Notify,
-    /// Wakes the fetch thread when something arrives.
-    wake: Box<dyn Fn() + Send + Sync>,
 }
 
 impl Shared {
@@ -209,11 +243,93 @@ impl Shared {
     }
 }
 
-/// The native fetching of one cluster's partitions for one reader. Dropping it stops
-/// its tasks and closes their connections.
-pub(crate) struct ClusterFetch {
+/// The fetching of one cluster, shared by the readers that fetch there: its tasks
+/// run while one of them holds it.
+struct Core {
     shared: Arc<Shared>,
     task: tokio::task::JoinHandle<()>,
+}
+
+impl Core {
+    fn start(runtime: &tokio::runtime::Handle, options: ClusterOptions) -> Arc<Self> {
+        options.shared_budget.raise_to(options.budget);
+        let shared = Arc::new(Shared {
+            options,
+            state: Mutex::new(State::default()),
+            changed: Notify::new(),
+        });
+        let task = runtime.spawn(keep_leaders(shared.clone()));
+        Arc::new(Self { shared, task })
+    }
+}
+
+impl Drop for Core {
+    fn drop(&mut self) {
+        let mut state = self.shared.state();
+        state.closed = true;
+        // What is still queued leaves the source's budget with it.
+        let queued = std::mem::take(&mut state.buffered);
+        drop(state);
+        self.shared.options.shared_budget.release(queued);
+        self.shared.changed.notify_waiters();
+        self.task.abort();
+    }
+}
+
+/// What makes two readers' fetching of a cluster the same: the cluster, its
+/// properties (sorted), and the runtime its tasks run on.
+pub(crate) type FetchKey = (Arc<str>, Vec<(String, String)>, tokio::runtime::Id);
+
+/// The native fetching of a source's clusters, one per cluster (and properties and
+/// runtime), shared by its readers while one of them fetches there: one connection
+/// per broker per source, one fetch session, one metadata task.
+#[derive(Default)]
+pub(crate) struct ClusterFetches {
+    cores: Mutex<HashMap<FetchKey, std::sync::Weak<Core>>>,
+}
+
+impl ClusterFetches {
+    /// A reader's fetching of `options.cluster`: joins the source's running fetch of
+    /// the cluster with the same properties on `runtime`, or starts one. `wake` is
+    /// called (from a task) whenever something arrives for this reader.
+    pub fn join(
+        &self,
+        runtime: &tokio::runtime::Handle,
+        properties: Vec<(String, String)>,
+        options: ClusterOptions,
+        wake: Box<dyn Fn() + Send + Sync>,
+    ) -> ClusterFetch {
+        let key = (options.cluster.clone(), properties, runtime.id());
+        let mut cores = self.cores.lock().unwrap_or_else(|p| p.into_inner());
+        cores.retain(|_, c| c.strong_count() > 0);
+        // A runtime shut down ends the tasks: its fetch is not joined again.
+        let core = match cores.get(&key).and_then(std::sync::Weak::upgrade) {
+            Some(core) if !core.task.is_finished() => core,
+            _ => {
+                let core = Core::start(runtime, options);
+                cores.insert(key, Arc::downgrade(&core));
+                core
+            }
+        };
+        drop(cores);
+        ClusterFetch::on(core, wake)
+    }
+
+    /// How many clusters are fetched now.
+    #[cfg(test)]
+    fn running(&self) -> usize {
+        let cores = self.cores.lock().unwrap_or_else(|p| p.into_inner());
+        cores.values().filter(|c| c.strong_count() > 0).count()
+    }
+}
+
+/// One reader's fetching of a cluster: its partitions and the queue of their answers.
+/// Dropping it stops fetching them; the last reader's drop stops the cluster's tasks
+/// and closes their connections.
+pub(crate) struct ClusterFetch {
+    core: Arc<Core>,
+    /// This reader's id among the cluster's ([`Part::owner`]).
+    id: u64,
 }
 
 /// How long a broker task waits after a failure before it tries again (doubling up
@@ -230,56 +346,79 @@ const PARTITION_BACKOFF: Duration = Duration::from_secs(1);
 const REPLICA_EXPIRY: Duration = Duration::from_secs(300);
 
 impl ClusterFetch {
-    /// Starts fetching on `runtime`; `wake` is called (from a task) whenever
-    /// something arrives.
+    /// Starts fetching on `runtime` for one reader, sharing with no other; `wake` is
+    /// called (from a task) whenever something arrives.
+    #[cfg(test)]
     pub fn start(
         runtime: &tokio::runtime::Handle,
         options: ClusterOptions,
         wake: Box<dyn Fn() + Send + Sync>,
     ) -> Self {
-        options.shared_budget.raise_to(options.budget);
-        let shared = Arc::new(Shared {
-            options,
-            state: Mutex::new(State::default()),
-            changed: Notify::new(),
-            wake,
-        });
-        let task = runtime.spawn(keep_leaders(shared.clone()));
-        Self { shared, task }
+        Self::on(Core::start(runtime, options), wake)
+    }
+
+    /// A new reader of `core`'s cluster.
+    fn on(core: Arc<Core>, wake: Box<dyn Fn() + Send + Sync>) -> Self {
+        let mut state = core.shared.state();
+        state.next_reader += 1;
+        let id = state.next_reader;
+        state.queues.insert(
+            id,
+            Queue {
+                arrivals: VecDeque::new(),
+                buffered: 0,
+                wake: Arc::from(wake),
+            },
+        );
+        drop(state);
+        Self { core, id }
+    }
+
+    fn shared(&self) -> &Shared {
+        &self.core.shared
     }
 
     /// Starts fetching `key` at `offset`; returns the generation its arrivals carry.
+    /// A partition another reader of the source still fetches is taken over.
     pub fn add(&self, key: PartKey, offset: i64) -> u64 {
-        let mut state = self.shared.state();
+        let mut state = self.shared().state();
         state.next_generation += 1;
         let generation = state.next_generation;
-        state.parts.insert(
-            key,
-            Part {
-                generation,
-                offset,
-                last_epoch: -1,
-                leader: None,
-                replica: None,
-                in_flight: false,
-                parked: false,
-                paused: false,
-                retry_at: None,
-            },
-        );
+        let part = Part {
+            owner: self.id,
+            generation,
+            offset,
+            last_epoch: -1,
+            leader: None,
+            replica: None,
+            in_flight: false,
+            parked: false,
+            paused: false,
+            retry_at: None,
+        };
+        if let Some(before) = state.parts.insert(key, part)
+            && before.owner != self.id
+        {
+            tracing::debug!(cluster = %self.shared().options.cluster, "a partition another reader fetched moved to this one");
+        }
         state.metadata_due = true;
         drop(state);
-        self.shared.changed.notify_waiters();
+        self.shared().changed.notify_waiters();
         generation
+    }
+
+    /// This reader's partition `key`, if it is still this reader's.
+    fn own<'a>(&self, state: &'a mut State, key: &PartKey) -> Option<&'a mut Part> {
+        state.parts.get_mut(key).filter(|p| p.owner == self.id)
     }
 
     /// Fetches `key` from `offset` on, as a new generation (what arrived for it
     /// before is not to be used); returns the generation.
     pub fn seek(&self, key: &PartKey, offset: i64) -> u64 {
-        let mut state = self.shared.state();
+        let mut state = self.shared().state();
         state.next_generation += 1;
         let generation = state.next_generation;
-        if let Some(part) = state.parts.get_mut(key) {
+        if let Some(part) = self.own(&mut state, key) {
             part.generation = generation;
             part.offset = offset;
             part.last_epoch = -1;
@@ -287,89 +426,101 @@ impl ClusterFetch {
             part.retry_at = None;
         }
         drop(state);
-        self.shared.changed.notify_waiters();
+        self.shared().changed.notify_waiters();
         generation
     }
 
     /// Stops fetching these partitions.
     pub fn remove(&self, keys: &[PartKey]) {
-        let mut state = self.shared.state();
+        let mut state = self.shared().state();
         for key in keys {
-            state.parts.remove(key);
-            state.high_watermarks.remove(key);
+            if self.own(&mut state, key).is_some() {
+                state.parts.remove(key);
+                state.high_watermarks.remove(key);
+            }
         }
         drop(state);
-        self.shared.changed.notify_waiters();
+        self.shared().changed.notify_waiters();
     }
 
     /// Stops or resumes fetching these partitions. A paused partition's next fetch,
     /// once resumed, starts where its last answer ended.
     pub fn pause(&self, keys: &[PartKey], paused: bool) {
-        let mut state = self.shared.state();
+        let mut state = self.shared().state();
         for key in keys {
-            if let Some(part) = state.parts.get_mut(key) {
+            if let Some(part) = self.own(&mut state, key) {
                 part.paused = paused;
             }
         }
         drop(state);
         if !paused {
-            self.shared.changed.notify_waiters();
+            self.shared().changed.notify_waiters();
         }
     }
 
-    /// The oldest arrival, if any. Its records leave the budget: the thread takes
-    /// an answer only when it decodes it, so what waits, queued or taken, stays
-    /// within the budget.
+    /// The oldest arrival for this reader, if any. Its records leave the budget: the
+    /// thread takes an answer only when it decodes it, so what waits, queued or
+    /// taken, stays within the budget.
     pub fn take(&self) -> Option<Arrival> {
-        let mut state = self.shared.state();
-        let arrival = state.arrivals.pop_front()?;
-        let was_full = state.buffered >= self.shared.options.budget;
+        let shared = self.shared();
+        let budget = shared.options.budget;
+        let mut state = shared.state();
+        let was_full = state.buffered >= budget;
+        let queue = state.queues.get_mut(&self.id)?;
+        let arrival = queue.arrivals.pop_front()?;
+        let mut bytes = 0;
         if let Arrival::Records { answer, .. } = &arrival {
-            state.buffered = state.buffered.saturating_sub(answer.records.len());
-            self.shared
-                .options
-                .shared_budget
-                .release(answer.records.len());
+            bytes = answer.records.len();
+            queue.buffered = queue.buffered.saturating_sub(bytes);
         }
-        let room = state.buffered < self.shared.options.budget;
+        // A reader with nothing queued may fetch whatever the others hold.
+        let emptied = bytes > 0 && queue.buffered == 0;
+        state.buffered = state.buffered.saturating_sub(bytes);
+        shared.options.shared_budget.release(bytes);
+        let room = state.buffered < budget;
         drop(state);
-        if was_full && room {
-            self.shared.changed.notify_waiters();
+        if (was_full && room) || emptied {
+            shared.changed.notify_waiters();
         }
         Some(arrival)
     }
 
-    /// The high watermark of each partition that had an answer.
+    /// The high watermark of each of this reader's partitions that had an answer.
     pub fn high_watermarks(&self) -> Vec<(PartKey, i64)> {
-        let state = self.shared.state();
+        let state = self.shared().state();
         state
             .high_watermarks
             .iter()
+            .filter(|(k, _)| state.parts.get(*k).is_some_and(|p| p.owner == self.id))
             .map(|(k, h)| (k.clone(), *h))
             .collect()
     }
 
     /// Bytes of answers the source's native fetches hold queued, all clusters'.
     pub fn source_buffered(&self) -> usize {
-        self.shared.options.shared_budget.used()
+        self.shared().options.shared_budget.used()
     }
 
     /// Says the records came through (a new error is warned about again).
     pub fn records_flow(&self) {
-        self.shared.state().streak = None;
+        self.shared().state().streak = None;
     }
 }
 
 impl Drop for ClusterFetch {
     fn drop(&mut self) {
-        let mut state = self.shared.state();
-        state.closed = true;
-        // What is still queued leaves the source's budget with it.
-        let queued = std::mem::take(&mut state.buffered);
+        let shared = self.shared();
+        let mut state = shared.state();
+        let state_ = &mut *state;
+        state_.parts.retain(|_, p| p.owner != self.id);
+        let parts = &state_.parts;
+        state_.high_watermarks.retain(|k, _| parts.contains_key(k));
+        // What is still queued for this reader leaves the budgets with it.
+        let queued = state.queues.remove(&self.id).map_or(0, |q| q.buffered);
+        state.buffered = state.buffered.saturating_sub(queued);
         drop(state);
-        self.shared.options.shared_budget.release(queued);
-        self.shared.changed.notify_waiters();
-        self.task.abort();
+        shared.options.shared_budget.release(queued);
+        shared.changed.notify_waiters();
     }
 }
 
@@ -560,22 +711,27 @@ async fn fetch_from(shared: Arc<Shared>, node: i32) {
                 state.fetching.retain(|n| *n != node);
                 return;
             }
-            // A cluster with nothing queued may always fetch: its reader may be
-            // waiting for its records while the others' fill the source's budget.
-            let room = state.buffered == 0
-                || (state.buffered < shared.options.budget
-                    && shared.options.shared_budget.has_room());
+            // A reader with nothing queued may always fetch: it may be waiting for
+            // these records while the others' fill the budgets.
+            let room =
+                state.buffered < shared.options.budget && shared.options.shared_budget.has_room();
             let addr = state.brokers.get(&node).cloned();
             let mut sent = Vec::new();
             let mut wants = Vec::new();
             let mut wake_at: Option<tokio::time::Instant> = None;
-            if room {
-                let topic_ids = state.topic_ids.clone();
-                for (key, part) in state.parts.iter_mut() {
+            {
+                let State {
+                    parts,
+                    queues,
+                    topic_ids,
+                    ..
+                } = &mut *state;
+                for (key, part) in parts.iter_mut() {
                     if part.source(now) != Some(node)
                         || part.in_flight
                         || part.parked
                         || part.paused
+                        || !(room || queues.get(&part.owner).is_some_and(|q| q.buffered == 0))
                     {
                         continue;
                     }
@@ -706,7 +862,8 @@ async fn fetch_round(
     let throttle = Duration::from_millis(u64::try_from(response.throttle_time_ms).unwrap_or(0));
     let mut out_of_range = Vec::new();
     let mut troubles: Vec<String> = Vec::new();
-    let mut arrived = false;
+    let budget = &*shared.options.shared_budget;
+    let mut woken: Vec<Arc<dyn Fn() + Send + Sync>> = Vec::new();
     {
         let mut state = shared.state();
         let names: HashMap<Uuid, Arc<str>> = state
@@ -784,14 +941,13 @@ async fn fetch_round(
                             }
                         }
                         part.offset = next;
-                        state.buffered += answer.records.len();
-                        shared.options.shared_budget.add(answer.records.len());
-                        state.arrivals.push_back(Arrival::Records {
+                        let owner = part.owner;
+                        let arrival = Arrival::Records {
                             key,
                             generation: s.generation,
                             answer,
-                        });
-                        arrived = true;
+                        };
+                        woken.extend(state.queue(budget, owner, arrival));
                     }
                     Err(PartitionIssue::LeaderMoved { hint, .. }) => {
                         let known = hint.filter(|h| state.brokers.contains_key(&h.leader_id));
@@ -806,14 +962,15 @@ async fn fetch_round(
                             // longer in the log: read on where the logs part.
                             part.offset = d.end_offset;
                             part.last_epoch = d.epoch;
-                            state.arrivals.push_back(Arrival::Truncated {
+                            let owner = part.owner;
+                            let arrival = Arrival::Truncated {
                                 key,
                                 generation: s.generation,
                                 from: s.offset,
                                 to: d.end_offset,
                                 epoch: d.epoch,
-                            });
-                            arrived = true;
+                            };
+                            woken.extend(state.queue(budget, owner, arrival));
                         } else {
                             // Nothing before the position is gone (the broker does
                             // not know the epoch): fetch on without the check.
@@ -854,24 +1011,40 @@ async fn fetch_round(
         shared.trouble(&troubles.join("; "));
     }
     shared.changed.notify_waiters();
+    if !out_of_range.is_empty() {
+        // The readers hear of the records before the resets are looked up.
+        wake(std::mem::take(&mut woken));
+    }
     for (key, generation, offset) in out_of_range {
         let arrival = reset(shared, c, &key, generation, offset).await?;
         let mut state = shared.state();
-        if let Arrival::Reset { to, .. } = &arrival
-            && let Some(part) = state.parts.get_mut(&key)
-            && part.generation == generation
-        {
+        let Some(part) = state
+            .parts
+            .get_mut(&key)
+            .filter(|p| p.generation == generation)
+        else {
+            // Removed or sought meanwhile: the answer is not wanted.
+            continue;
+        };
+        if let Arrival::Reset { to, .. } = &arrival {
             part.offset = *to;
             part.last_epoch = -1;
             part.parked = false;
         }
-        state.arrivals.push_back(arrival);
-        arrived = true;
+        let owner = part.owner;
+        woken.extend(state.queue(budget, owner, arrival));
     }
-    if arrived {
-        (shared.wake)();
-    }
+    wake(woken);
     Ok(throttle)
+}
+
+/// Wakes each reader something arrived for, once.
+fn wake(woken: Vec<Arc<dyn Fn() + Send + Sync>>) {
+    for (i, w) in woken.iter().enumerate() {
+        if !woken[..i].iter().any(|v| Arc::ptr_eq(v, w)) {
+            w();
+        }
+    }
 }
 
 /// What a position outside the log becomes: the log's range, then a reset or an
@@ -913,6 +1086,94 @@ async fn reset(
 mod tests {
     use super::*;
     use mck_testkit::TestCluster;
+
+    /// Options to fetch `cluster` from the broker of `kafka`.
+    fn options_for(kafka: &dyn TestCluster, cluster: &str, budget: Arc<Budget>) -> ClusterOptions {
+        ClusterOptions {
+            cluster: Arc::from(cluster),
+            bootstrap: vec![kafka.bootstrap_servers()],
+            connect: ConnectOptions::default(),
+            fetch: FetchSettings::default(),
+            partition_max_bytes: 1 << 20,
+            budget: 1 << 20,
+            shared_budget: budget,
+            out_of_range: OutOfRange::Fail,
+            hooks: ErrorHook::default(),
+        }
+    }
+
+    /// Partitions of every arrival `fetch` has now, after waiting up to 30 s for one.
+    fn arrived(fetch: &ClusterFetch) -> Vec<i32> {
+        let patience = std::time::Instant::now();
+        let mut partitions = Vec::new();
+        while partitions.is_empty() && patience.elapsed() < Duration::from_secs(30) {
+            std::thread::sleep(Duration::from_millis(20));
+            while let Some(arrival) = fetch.take() {
+                if let Arrival::Records { key, .. } = arrival {
+                    partitions.push(key.1);
+                }
+            }
+        }
+        partitions.sort_unstable();
+        partitions.dedup();
+        partitions
+    }
+
+    /// Two readers joining a cluster share one fetch; each gets only its own
+    /// partitions' answers; a partition moved to the other reader is answered to
+    /// it, and the first can no longer remove it; the fetch ends with its last reader.
+    #[test]
+    fn readers_of_a_cluster_share_one_fetch_and_get_their_own_answers() {
+        let kafka = mck_testkit::shared_cluster("native-budget")
+            .unwrap_or_else(|e| panic!("the cluster starts: {e:?}"));
+        let topic: Arc<str> = Arc::from("share-readers");
+        kafka.create_topic(&topic, 3).unwrap();
+        mck_testkit::fill_values(kafka, &topic, 3, 10, "v");
+        let rt = mck_testkit::runtime();
+        let fetches = ClusterFetches::default();
+        let budget = Arc::new(Budget::default());
+        let join = || {
+            fetches.join(
+                rt.handle(),
+                vec![("bootstrap.servers".into(), kafka.bootstrap_servers())],
+                options_for(kafka, "c", budget.clone()),
+                Box::new(|| {}),
+            )
+        };
+        let one = join();
+        let two = join();
+        assert_eq!(fetches.running(), 1, "the two readers share one fetch");
+        one.add((topic.clone(), 0), 0);
+        two.add((topic.clone(), 1), 0);
+        two.add((topic.clone(), 2), 0);
+        assert_eq!(arrived(&one), vec![0]);
+        assert_eq!(arrived(&two), vec![1, 2]);
+        // Partition 0 moves to the second reader, which reads it again from 0; the
+        // first reader's late removal leaves it alone.
+        two.add((topic.clone(), 0), 0);
+        one.remove(&[(topic.clone(), 0)]);
+        assert_eq!(arrived(&two), vec![0]);
+        assert!(
+            one.take().is_none(),
+            "an answer went to the reader it moved from"
+        );
+        // Other properties: a fetch of their own.
+        let other = fetches.join(
+            rt.handle(),
+            Vec::new(),
+            options_for(kafka, "c", budget.clone()),
+            Box::new(|| {}),
+        );
+        assert_eq!(fetches.running(), 2);
+        drop(other);
+        drop(one);
+        assert_eq!(fetches.running(), 1, "the second reader still fetches");
+        two.seek(&(topic.clone(), 1), 0);
+        assert_eq!(arrived(&two), vec![1]);
+        drop(two);
+        assert_eq!(fetches.running(), 0);
+        assert_eq!(budget.used(), 0, "what was queued left the budget");
+    }
 
     /// Four fetches (of four topics of a real broker: as four clusters would be)
     /// with a backlog each, sharing one budget and never taken from: together they

@@ -106,7 +106,17 @@ impl NativeFetch {
                 message: "the native fetch path needs a tokio runtime".into(),
             })?;
         let wake = opening.wake.clone();
-        let fetch = ClusterFetch::start(&runtime, cluster_options, Box::new(move || wake.wake()));
+        let properties = opening
+            .props
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let fetch = opening.clients.native_fetches().join(
+            &runtime,
+            properties,
+            cluster_options,
+            Box::new(move || wake.wake()),
+        );
         metrics::counter!(crate::metrics::CONSUMERS_CREATED, "cluster" => opening.cluster.to_string())
             .increment(1);
         tracing::debug!(cluster = %opening.cluster, "fetching natively");
