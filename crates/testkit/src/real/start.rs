@@ -382,6 +382,9 @@ fn broker_properties(
         ),
         ("group.initial.rebalance.delay.ms".into(), "0".into()),
         ("auto.create.topics.enable".into(), "false".into()),
+        // Tests write records with fixed timestamps years old: time-based retention
+        // would delete them at its first check, 30 s after the broker starts.
+        ("log.retention.ms".into(), "-1".into()),
         (
             "log.flush.interval.messages".into(),
             "9223372036854775807".into(),
