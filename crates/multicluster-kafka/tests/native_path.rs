@@ -222,9 +222,10 @@ fn a_client_rack_is_read_from_the_replica_there_and_from_the_leader_when_it_dies
     );
 }
 
-/// Three readers of one source reading one cluster share its connections: one to
-/// fetch from its broker, one for its metadata (and the enumerator's lookups), where
-/// each reader kept two of its own before; every record comes out once, in order.
+/// Three readers of one source reading one cluster share its connections: two to
+/// fetch from its broker (`fetch.connections.per.broker`), one for its metadata
+/// (and the enumerator's lookups), where each reader kept three of its own; every
+/// record comes out once, in order.
 #[test]
 fn the_readers_of_a_source_share_its_connections_to_a_cluster() {
     let kafka = ProxiedCluster::start(ClusterOptions::new("np-share"))
@@ -290,8 +291,8 @@ fn the_readers_of_a_source_share_its_connections_to_a_cluster() {
         accepted
     });
     assert_fetched_natively(&["np-share"]);
-    // The enumerator's lookups take a connection or two of their own; readers with
-    // connections of their own would add two each.
+    // The enumerator's lookups take a connection of their own; readers with
+    // connections of their own would add three each.
     assert!(
         accepted <= 4,
         "{accepted} connections to the one broker for three readers"

@@ -17,8 +17,12 @@ pub const FETCH_BACKEND: &str = "fetch.backend";
 /// it ([`ClientProperties::fetch_backend`]).
 pub const FETCH_BACKEND_VAR: &str = "MCK_FETCH_BACKEND";
 
+/// The property that sets how many connections, each with a fetch in flight, the
+/// native fetch path keeps to each broker ([`ClientProperties::fetch_connections`]).
+pub const FETCH_CONNECTIONS: &str = "fetch.connections.per.broker";
+
 /// Properties of the source itself, read by it and never handed to librdkafka.
-pub const SOURCE_KEYS: &[&str] = &[FETCH_BACKEND];
+pub const SOURCE_KEYS: &[&str] = &[FETCH_BACKEND, FETCH_CONNECTIONS];
 
 /// How a cluster's records are fetched (its `fetch.backend` property).
 ///
@@ -185,6 +189,40 @@ impl ClientProperties {
             _ => Err(RefusedProperty {
                 key: Some(FETCH_BACKEND.into()),
                 reason: format!("{from} must be native, librdkafka or auto"),
+            }),
+        }
+    }
+
+    /// The `fetch.connections.per.broker` property: how many connections the native
+    /// fetch path keeps to each broker it fetches from, each with one fetch in flight
+    /// for its share of the broker's partitions. 2 when unset.
+    ///
+    /// ```
+    /// use multicluster_kafka::properties::ClientProperties;
+    /// let mut p = ClientProperties::new();
+    /// assert_eq!(p.fetch_connections().unwrap(), 2);
+    /// p.set("fetch.connections.per.broker", "1");
+    /// assert_eq!(p.fetch_connections().unwrap(), 1);
+    /// p.set("fetch.connections.per.broker", "0");
+    /// let refused = p.fetch_connections().unwrap_err();
+    /// assert_eq!(
+    ///     refused.to_string(),
+    ///     "property `fetch.connections.per.broker` refused: a whole number from 1 to 8"
+    /// );
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// A value that is not a whole number from 1 to 8, naming the property.
+    pub fn fetch_connections(&self) -> Result<usize, RefusedProperty> {
+        let Some(value) = self.get(FETCH_CONNECTIONS) else {
+            return Ok(2);
+        };
+        match value.trim().parse::<usize>() {
+            Ok(n @ 1..=8) => Ok(n),
+            _ => Err(RefusedProperty {
+                key: Some(FETCH_CONNECTIONS.into()),
+                reason: "a whole number from 1 to 8".into(),
             }),
         }
     }

@@ -220,6 +220,7 @@ impl ClientProperties {
     /// creation said, located with [`ClientProperties::refusal`].
     pub fn check(&self) -> Result<(), RefusedProperty> {
         self.fetch_backend()?;
+        self.fetch_connections()?;
         for (k, v) in self.iter().filter(|(k, _)| !SOURCE_KEYS.contains(k)) {
             let mut one = rdkafka::ClientConfig::new();
             one.set(k, v);

@@ -77,6 +77,9 @@ pub(crate) struct ClusterOptions {
     /// The source's budget, shared by all its native fetches ([`Budget`]).
     pub shared_budget: Arc<Budget>,
     pub out_of_range: OutOfRange,
+    /// Fetches in flight to each broker, each on a connection of its own, the
+    /// broker's partitions split between them.
+    pub lanes: usize,
     /// The program's client hooks, told of the cluster's connection errors.
     pub hooks: ErrorHook,
 }
@@ -182,8 +185,8 @@ struct State {
     /// Node id → `host:port`.
     brokers: HashMap<i32, String>,
     topic_ids: HashMap<Arc<str>, Uuid>,
-    /// Node ids with a fetching task.
-    fetching: Vec<i32>,
+    /// Node ids and lanes with a fetching task.
+    fetching: Vec<(i32, usize)>,
     next_generation: u64,
     next_reader: u64,
     /// The leaders must be looked up again.
@@ -567,8 +570,12 @@ async fn keep_leaders(shared: Arc<Shared>) {
         let (start, leaderless) = {
             let mut state = shared.state();
             let now = tokio::time::Instant::now();
-            let mut leaders: Vec<i32> =
-                state.parts.values().filter_map(|p| p.source(now)).collect();
+            let lanes = shared.options.lanes;
+            let mut leaders: Vec<(i32, usize)> = state
+                .parts
+                .iter()
+                .filter_map(|(k, p)| Some((p.source(now)?, lane(k, lanes))))
+                .collect();
             leaders.sort_unstable();
             leaders.dedup();
             leaders.retain(|n| !state.fetching.contains(n));
@@ -579,8 +586,8 @@ async fn keep_leaders(shared: Arc<Shared>) {
                 .any(|p| p.leader.is_none() && !p.parked);
             (leaders, leaderless)
         };
-        for node in start {
-            brokers.spawn(fetch_from(shared.clone(), node));
+        for (node, lane) in start {
+            brokers.spawn(fetch_from(shared.clone(), node, lane));
         }
         if due && leaderless {
             // Some leaders are still unknown (an election under way): look again
@@ -664,6 +671,19 @@ async fn connect_any(shared: &Shared) -> Result<Connection, NativeError> {
     }))
 }
 
+/// Which of a broker's `lanes` (connections, each with a fetch in flight) fetches
+/// the partition `key`.
+fn lane(key: &PartKey, lanes: usize) -> usize {
+    if lanes <= 1 {
+        return 0;
+    }
+    let topic = key
+        .0
+        .bytes()
+        .fold(0usize, |h, b| h.wrapping_mul(31).wrapping_add(b as usize));
+    topic.wrapping_add(key.1 as usize) % lanes
+}
+
 /// A partition as a fetch asks for it: topic id, offset, leader epoch, and the
 /// epoch of the last batch fetched.
 type Want = (PartKey, Uuid, i64, i32, i32);
@@ -680,7 +700,8 @@ struct Sent {
 /// A broker task: fetches the partitions fetched from `node` (those it leads and
 /// those it is the preferred read replica of), one request at a time, until there
 /// are none or the fetch is closed.
-async fn fetch_from(shared: Arc<Shared>, node: i32) {
+async fn fetch_from(shared: Arc<Shared>, node: i32, lane_: usize) {
+    let lanes = shared.options.lanes;
     let mut conn: Option<Connection> = None;
     let mut session = FetchSession::new();
     let mut backoff = BACKOFF_MIN;
@@ -706,9 +727,12 @@ async fn fetch_from(shared: Arc<Shared>, node: i32) {
                 // Their leaders may need a task again.
                 shared.changed.notify_waiters();
             }
-            let leads = state.parts.values().any(|p| p.source(now) == Some(node));
+            let leads = state
+                .parts
+                .iter()
+                .any(|(k, p)| p.source(now) == Some(node) && lane(k, lanes) == lane_);
             if state.closed || !leads {
-                state.fetching.retain(|n| *n != node);
+                state.fetching.retain(|n| *n != (node, lane_));
                 return;
             }
             // A reader with nothing queued may always fetch: it may be waiting for
@@ -728,6 +752,7 @@ async fn fetch_from(shared: Arc<Shared>, node: i32) {
                 } = &mut *state;
                 for (key, part) in parts.iter_mut() {
                     if part.source(now) != Some(node)
+                        || lane(key, lanes) != lane_
                         || part.in_flight
                         || part.parked
                         || part.paused
@@ -1098,6 +1123,7 @@ mod tests {
             budget: 1 << 20,
             shared_budget: budget,
             out_of_range: OutOfRange::Fail,
+            lanes: 2,
             hooks: ErrorHook::default(),
         }
     }
@@ -1119,8 +1145,8 @@ mod tests {
         partitions
     }
 
-    /// Two readers joining a cluster share one fetch; each gets only its own
-    /// partitions' answers; a partition moved to the other reader is answered to
+    /// Two readers joining a cluster share one fetch, on two connections to its
+    /// broker; each gets only its own partitions' answers; a partition moved to the other reader is answered to
     /// it, and the first can no longer remove it; the fetch ends with its last reader.
     #[test]
     fn readers_of_a_cluster_share_one_fetch_and_get_their_own_answers() {
@@ -1148,6 +1174,10 @@ mod tests {
         two.add((topic.clone(), 2), 0);
         assert_eq!(arrived(&one), vec![0]);
         assert_eq!(arrived(&two), vec![1, 2]);
+        // The broker's three partitions are fetched on two connections (lanes).
+        let mut lanes: Vec<usize> = one.shared().state().fetching.iter().map(|f| f.1).collect();
+        lanes.sort_unstable();
+        assert_eq!(lanes, vec![0, 1], "a fetch in flight per lane");
         // Partition 0 moves to the second reader, which reads it again from 0; the
         // first reader's late removal leaves it alone.
         two.add((topic.clone(), 0), 0);
@@ -1218,6 +1248,7 @@ mod tests {
                     budget: BUDGET,
                     shared_budget: shared_budget.clone(),
                     out_of_range: OutOfRange::Fail,
+                    lanes: 1,
                     hooks: ErrorHook::default(),
                 };
                 let fetch = ClusterFetch::start(rt.handle(), options, Box::new(|| {}));

@@ -40,6 +40,9 @@ pub(crate) struct Settings {
     pub partition_max_bytes: i32,
     /// Bytes of answers queued for a reader before fetching pauses.
     pub budget: usize,
+    /// Connections to each broker, each with a fetch in flight
+    /// (`fetch.connections.per.broker`).
+    pub lanes: usize,
     pub partition: PartitionOptions,
     /// The program's client hooks, told of connection errors.
     pub hooks: ErrorHook,
@@ -49,6 +52,7 @@ pub(crate) struct Settings {
 const HONOURED: &[&str] = &[
     BOOTSTRAP_SERVERS,
     crate::base::properties::FETCH_BACKEND,
+    crate::base::properties::FETCH_CONNECTIONS,
     "security.protocol",
     "client.id",
     "fetch.wait.max.ms",
@@ -316,6 +320,9 @@ pub(crate) fn settings(given: &Given<'_>) -> Result<Settings, SourceError> {
         fetch,
         partition_max_bytes,
         budget: budget_kb.saturating_mul(1024).max(1 << 20),
+        lanes: props
+            .fetch_connections()
+            .map_err(|e| refused(given, crate::base::properties::FETCH_CONNECTIONS, e.reason))?,
         partition,
         hooks: ErrorHook(given.hooks.cloned()),
     })

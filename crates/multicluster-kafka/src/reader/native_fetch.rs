@@ -53,6 +53,7 @@ fn options(opening: &Opening<'_>) -> Result<(ClusterOptions, PartitionOptions), 
         budget: settings.budget,
         shared_budget: opening.clients.native_budget(),
         out_of_range,
+        lanes: settings.lanes,
         hooks: settings.hooks,
     };
     Ok((cluster, settings.partition))
