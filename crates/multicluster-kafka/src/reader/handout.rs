@@ -66,8 +66,16 @@ impl<D: Deserializer> SourceReader<D> {
     /// Collects the fetchers' answers, then makes the oldest one the buffer (empty
     /// when this is called) and asks its fetcher for the next. Returns the number of
     /// records buffered (a failed record counts).
+    ///
+    /// At most one answer per cluster waits here: a fetcher is asked again only when
+    /// its answer is taken from the queue, so taking another of its answers while
+    /// one waits would let the queue grow by a batch per call for every cluster but
+    /// one, without bound, whenever the fetchers are ahead of the program.
     pub(super) fn take_answers(&mut self) -> Result<usize, SourceError> {
         for (cluster, fetcher) in &mut self.consumers {
+            if self.ready.iter().any(|(c, _)| c == cluster) {
+                continue;
+            }
             if let Some(answer) = fetcher.answer() {
                 self.ready.push_back((cluster.clone(), answer));
             }

@@ -321,6 +321,64 @@ mod tests {
     use crate::record::BatchEntry;
     use fetch_path::Polled;
 
+    /// A program slower than its fetchers, reading two clusters: the answers waiting
+    /// in the reader stay at one per cluster (they grew by a batch per refill before,
+    /// without bound), and every record still comes out once.
+    #[test]
+    fn answers_waiting_for_a_slow_program_stay_one_per_cluster() {
+        use crate::metadata::{ClusterMetadata, KafkaStream, StaticMetadataService};
+        use mck_testkit::TestCluster;
+        let kafka = mck_testkit::shared_cluster("reader-ready")
+            .unwrap_or_else(|e| panic!("the cluster starts: {e:?}"));
+        let topic = "ready";
+        kafka.create_topic(topic, 2).unwrap();
+        mck_testkit::fill_values(kafka, topic, 2, 2_000, "v");
+        let meta = || {
+            ClusterMetadata::builder(kafka.bootstrap_servers())
+                .topics([topic])
+                .build()
+                .unwrap()
+        };
+        // Two logical clusters on one broker: each record is read twice, once
+        // through each.
+        let stream = KafkaStream::new("s")
+            .with_cluster("one", meta())
+            .with_cluster("two", meta());
+        let rt = mck_testkit::runtime();
+        rt.block_on(async {
+            let (coordinator, mut readers) = crate::MultiClusterKafkaSource::builder()
+                .metadata_service(StaticMetadataService::new([stream]).unwrap())
+                .stream_ids(["s"])
+                .deserializer(crate::deserializer::Utf8)
+                .stopping_offsets(crate::base::offsets::StoppingOffsets::Latest)
+                .max_batch_size(50)
+                .build()
+                .unwrap()
+                .open_parallel()
+                .await
+                .unwrap();
+            let mut reader = readers.pop().expect("one reader");
+            let (mut records, mut most) = (0, 0);
+            let read = tokio::time::timeout(Duration::from_secs(120), async {
+                while let Some(batch) = reader.next_batch_up_to(5).await {
+                    records += batch.expect("a batch").len();
+                    most = most.max(reader.ready.len());
+                    // Slower than the fetchers.
+                    tokio::time::sleep(Duration::from_micros(200)).await;
+                }
+            })
+            .await;
+            assert!(read.is_ok(), "the bounded read ends; {records} records");
+            assert_eq!(records, 2 * 4_000, "each record once through each cluster");
+            assert!(
+                most <= 2,
+                "{most} answers waited in the reader for two clusters"
+            );
+            reader.close().await;
+            coordinator.close().await;
+        });
+    }
+
     fn reader() -> SourceReader<crate::deserializer::Utf8> {
         let (_events_tx, events) = mpsc::unbounded_channel();
         let (notices, _notices_rx) = mpsc::unbounded_channel();
