@@ -152,6 +152,60 @@ fn batches(records: &[u8]) -> Vec<(i64, i64)> {
         .collect()
 }
 
+/// A large answer's buffer is read into again once nothing holds the answer, and
+/// never while something does: a held answer keeps its bytes.
+#[test]
+fn a_large_answer_buffer_is_reused_only_once_let_go() {
+    let (c, addr) = broker();
+    let topic = "native-frames";
+    c.create_topic(topic, 1).unwrap();
+    // About 200 KiB: read into a kept buffer (from 64 KiB up).
+    let big: Vec<TestRecord> = (0..200)
+        .map(|i| TestRecord::value(format!("{i:04}{}", "x".repeat(1020))).to_partition(0))
+        .collect();
+    c.produce(topic, &big).unwrap();
+    run(async {
+        let mut conn = connect(&addr).await;
+        let md = conn.metadata(Some(&[topic])).await.unwrap();
+        let id = md.topics[0].topic_id;
+        let first = conn
+            .fetch_once(topic, id, 0, 0, 1 << 20, false)
+            .await
+            .unwrap();
+        assert!(
+            first.records.len() > 100 << 10,
+            "{} bytes",
+            first.records.len()
+        );
+        let kept = first.records.clone();
+        let held = conn
+            .fetch_once(topic, id, 0, 0, 1 << 20, false)
+            .await
+            .unwrap();
+        assert_ne!(
+            held.records.as_ptr(),
+            kept.as_ptr(),
+            "a buffer still held was read into"
+        );
+        assert_eq!(held.records, kept, "the held answer's bytes are intact");
+        assert_eq!(conn.frames_reused(), 0, "a buffer still held was read into");
+        let at = held.records.as_ptr();
+        drop(held);
+        let again = conn
+            .fetch_once(topic, id, 0, 0, 1 << 20, false)
+            .await
+            .unwrap();
+        assert_eq!(
+            conn.frames_reused(),
+            1,
+            "the buffer let go is read into again"
+        );
+        assert_eq!(again.records.as_ptr(), at);
+        assert_eq!(again.records, kept);
+        drop((first, again));
+    });
+}
+
 #[test]
 fn fetch_once_returns_the_record_batches_by_topic_id_and_by_name() {
     let (c, addr) = broker();

@@ -17,6 +17,7 @@
 //! capacity capped at the bytes left) before the path faces brokers it cannot trust.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -108,6 +109,66 @@ impl Default for ConnectOptions {
     }
 }
 
+/// Answers from this size up are read into buffers kept for reuse ([`Frames`]).
+const POOLED_FRAME_MIN: usize = 64 << 10;
+
+/// Buffers above this size are not kept (a large `fetch.max.bytes` would otherwise
+/// keep its answers' size twice over for good).
+const POOLED_FRAME_MAX: usize = 8 << 20;
+
+/// How many free buffers a connection keeps.
+const POOLED_FRAMES: usize = 2;
+
+/// A connection's free answer buffers.
+#[derive(Default)]
+struct Frames {
+    free: std::sync::Mutex<Vec<Vec<u8>>>,
+}
+
+impl Frames {
+    /// A free buffer (empty), if there is one.
+    fn take(&self) -> Option<Vec<u8>> {
+        self.free.lock().unwrap_or_else(|p| p.into_inner()).pop()
+    }
+}
+
+/// An answer's buffer, given back to its connection's [`Frames`] when the answer's
+/// last bytes are dropped.
+struct Pooled {
+    frame: Vec<u8>,
+    frames: std::sync::Weak<Frames>,
+}
+
+impl AsRef<[u8]> for Pooled {
+    fn as_ref(&self) -> &[u8] {
+        &self.frame
+    }
+}
+
+impl Drop for Pooled {
+    fn drop(&mut self) {
+        if self.frame.capacity() > POOLED_FRAME_MAX {
+            return;
+        }
+        if let Some(frames) = self.frames.upgrade() {
+            let mut free = frames.free.lock().unwrap_or_else(|p| p.into_inner());
+            if free.len() < POOLED_FRAMES {
+                let mut frame = std::mem::take(&mut self.frame);
+                frame.clear();
+                free.push(frame);
+            }
+        }
+    }
+}
+
+/// An I/O error on the connection to `addr`.
+fn io(addr: &str, source: std::io::Error) -> NativeError {
+    NativeError::Io {
+        addr: addr.to_string(),
+        source,
+    }
+}
+
 /// A connection to one broker (plaintext or TLS), with the API versions it offers.
 /// One request at a time: each call waits for its answer.
 pub struct Connection {
@@ -123,6 +184,10 @@ pub struct Connection {
     broken: bool,
     /// The request being written, reused.
     out: BytesMut,
+    /// Buffers of large answers read before, given back once nothing holds them.
+    frames: Arc<Frames>,
+    /// Answers read into a buffer of an earlier one.
+    frames_reused: u64,
     /// The credentials, kept to re-authenticate.
     sasl: Option<Sasl>,
     /// When to re-authenticate (KIP-368), if the broker set a session lifetime.
@@ -193,6 +258,8 @@ impl Connection {
             broker_versions: BTreeMap::new(),
             broken: false,
             out: BytesMut::new(),
+            frames: Arc::default(),
+            frames_reused: 0,
             sasl: options.sasl.clone(),
             reauth_at: None,
             reauthentications: 0,
@@ -289,6 +356,11 @@ impl Connection {
             .map(|(key, min, max)| (*key, (*min, *max)))
             .collect();
         Ok(())
+    }
+
+    /// How many answers were read into the buffer of an earlier one.
+    pub fn frames_reused(&self) -> u64 {
+        self.frames_reused
     }
 
     /// How many times this connection re-authenticated (KIP-368).
@@ -390,10 +462,6 @@ impl Connection {
     /// Writes `self.out`, then reads one whole response frame into one buffer and
     /// checks its correlation id.
     async fn round_trip(&mut self, correlation_id: i32) -> Result<Bytes, NativeError> {
-        let io = |addr: &str, source| NativeError::Io {
-            addr: addr.to_string(),
-            source,
-        };
         self.stream
             .write_all(&self.out)
             .await
@@ -422,25 +490,28 @@ impl Connection {
                 max: self.max_frame_size,
             });
         }
-        let mut frame = BytesMut::with_capacity(len);
-        while frame.len() < len {
-            let left = (len - frame.len()) as u64;
-            let n = (&mut self.stream)
-                .take(left)
-                .read_buf(&mut frame)
-                .await
-                .map_err(|e| io(&self.addr, e))?;
-            if n == 0 {
-                let eof = std::io::Error::new(
-                    std::io::ErrorKind::UnexpectedEof,
-                    format!(
-                        "closed by the broker after {} of {len} bytes of a response",
-                        frame.len()
-                    ),
-                );
-                return Err(io(&self.addr, eof));
-            }
-        }
+        // A large answer goes into a buffer of an earlier one that nothing holds any
+        // more, else a new one: its memory is written again instead of being mapped
+        // afresh (a page fault per 4 KiB) for every answer.
+        let frame = if len >= POOLED_FRAME_MIN {
+            let mut frame = match self.frames.take() {
+                Some(frame) => {
+                    self.frames_reused += 1;
+                    frame
+                }
+                None => Vec::new(),
+            };
+            frame.reserve_exact(len);
+            self.fill(&mut frame, len).await?;
+            Bytes::from_owner(Pooled {
+                frame,
+                frames: Arc::downgrade(&self.frames),
+            })
+        } else {
+            let mut frame = BytesMut::with_capacity(len);
+            self.fill(&mut frame, len).await?;
+            frame.freeze()
+        };
         let got = i32::from_be_bytes([frame[0], frame[1], frame[2], frame[3]]);
         if got != correlation_id {
             return Err(NativeError::CorrelationMismatch {
@@ -449,7 +520,29 @@ impl Connection {
                 got,
             });
         }
-        Ok(frame.freeze())
+        Ok(frame)
+    }
+
+    /// Reads the `len` bytes of an answer into `frame`.
+    async fn fill(&mut self, frame: &mut impl BufMut, len: usize) -> Result<(), NativeError> {
+        let mut read = 0;
+        while read < len {
+            let left = (len - read) as u64;
+            let n = (&mut self.stream)
+                .take(left)
+                .read_buf(frame)
+                .await
+                .map_err(|e| io(&self.addr, e))?;
+            if n == 0 {
+                let eof = std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    format!("closed by the broker after {read} of {len} bytes of a response"),
+                );
+                return Err(io(&self.addr, eof));
+            }
+            read += n;
+        }
+        Ok(())
     }
 
     /// Decodes a response body (zero-copy: byte fields are slices of `body`).
