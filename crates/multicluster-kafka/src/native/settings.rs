@@ -41,7 +41,7 @@ pub(crate) struct Settings {
     /// Bytes of answers queued for a reader before fetching pauses.
     pub budget: usize,
     /// Connections to each broker, each with a fetch in flight
-    /// (`fetch.connections.per.broker`).
+    /// (`fetch.connections.per.broker`); they share `fetch.max.bytes`.
     pub lanes: usize,
     pub partition: PartitionOptions,
     /// The program's client hooks, told of connection errors.
@@ -283,10 +283,16 @@ pub(crate) fn settings(given: &Given<'_>) -> Result<Settings, SourceError> {
     };
     let check_crcs = matches!(props.get("check.crcs").map(str::trim), Some("true"));
     let max_frame: usize = number(given, &["receive.message.max.bytes"], 100_000_000)?;
+    let lanes = props
+        .fetch_connections()
+        .map_err(|e| refused(given, crate::base::properties::FETCH_CONNECTIONS, e.reason))?;
+    let max_bytes: i32 = number(given, &["fetch.max.bytes"], 52_428_800)?;
     let fetch = FetchSettings {
         max_wait_ms: number(given, &["fetch.wait.max.ms"], 500)?,
         min_bytes: number(given, &["fetch.min.bytes"], 1)?,
-        max_bytes: number(given, &["fetch.max.bytes"], 52_428_800)?,
+        // The fetches in flight to a broker share `fetch.max.bytes`, so a broker's
+        // answers take no more memory than one fetch at a time would.
+        max_bytes: (max_bytes / i32::try_from(lanes).unwrap_or(1).max(1)).max(1),
         read_committed,
         // A leader may point a client of a known rack to a replica in it
         // (KIP-392), which the cluster's broker tasks then follow.
@@ -301,7 +307,7 @@ pub(crate) fn settings(given: &Given<'_>) -> Result<Settings, SourceError> {
         // A fetch waits up to fetch.wait.max.ms before the broker answers.
         timeout: Duration::from_millis(timeout_ms)
             + Duration::from_millis(u64::try_from(fetch.max_wait_ms).unwrap_or(0)),
-        max_frame_size: max_frame.max(fetch.max_bytes.max(0) as usize + (1 << 20)),
+        max_frame_size: max_frame.max(max_bytes.max(0) as usize + (1 << 20)),
     };
     let budget_kb: usize = number(given, &["queued.max.messages.kbytes"], 65_536)?;
     let partition_max_bytes = number(
@@ -320,9 +326,7 @@ pub(crate) fn settings(given: &Given<'_>) -> Result<Settings, SourceError> {
         fetch,
         partition_max_bytes,
         budget: budget_kb.saturating_mul(1024).max(1 << 20),
-        lanes: props
-            .fetch_connections()
-            .map_err(|e| refused(given, crate::base::properties::FETCH_CONNECTIONS, e.reason))?,
+        lanes,
         partition,
         hooks: ErrorHook(given.hooks.cloned()),
     })
@@ -611,6 +615,36 @@ mod tests {
         };
         let error = settings(&given).err().map(|e| e.to_string());
         (serves(&given), error)
+    }
+
+    /// A broker's fetches in flight share `fetch.max.bytes`; an answer may still be
+    /// as large as the whole of it (one batch larger than a request's share).
+    #[test]
+    fn the_fetches_in_flight_to_a_broker_share_fetch_max_bytes() {
+        let of = |extra: &[(&str, &str)]| {
+            let mut props = ClientProperties::new();
+            props.set("bootstrap.servers", "127.0.0.1:9092");
+            for (k, v) in extra {
+                props.set(*k, *v);
+            }
+            let cluster: Arc<str> = Arc::from("c");
+            let given = Given {
+                cluster: &cluster,
+                props: &props,
+                hooks: None,
+                runtime: true,
+            };
+            let s = settings(&given).expect("settings");
+            (s.lanes, s.fetch.max_bytes, s.connect.max_frame_size)
+        };
+        assert_eq!(of(&[]), (2, 26_214_400, 100_000_000));
+        let one = [("fetch.connections.per.broker", "1")];
+        assert_eq!(of(&one), (1, 52_428_800, 100_000_000));
+        let large = [
+            ("fetch.connections.per.broker", "4"),
+            ("fetch.max.bytes", "200000000"),
+        ];
+        assert_eq!(of(&large), (4, 50_000_000, 200_000_000 + (1 << 20)));
     }
 
     #[test]
