@@ -206,6 +206,51 @@ fn a_large_answer_buffer_is_reused_only_once_let_go() {
     });
 }
 
+/// An answer above the kept buffers' size (8 MiB) is read whole into a buffer of its
+/// own, every batch intact.
+#[test]
+fn an_answer_above_the_kept_buffers_size_arrives_whole() {
+    let (c, addr) = broker();
+    let topic = "native-huge";
+    c.create_topic(topic, 1).unwrap();
+    // About 10 MB in 100 records of 100 KiB.
+    let fill = "y".repeat(100 << 10);
+    let big: Vec<TestRecord> = (0..100)
+        .map(|i| TestRecord::value(format!("<{i:03}>{fill}")).to_partition(0))
+        .collect();
+    c.produce(topic, &big).unwrap();
+    run(async {
+        let mut conn = connect(&addr).await;
+        let md = conn.metadata(Some(&[topic])).await.unwrap();
+        let id = md.topics[0].topic_id;
+        let answer = conn
+            .fetch_once(topic, id, 0, 0, 16 << 20, false)
+            .await
+            .unwrap();
+        let records = &answer.records;
+        assert!(records.len() > 8 << 20, "{} bytes", records.len());
+        let got = batches(records);
+        assert_eq!(got.first().map(|b| b.0), Some(0));
+        assert_eq!(got.last().map(|b| b.1), Some(100), "{got:?}");
+        assert!(got.windows(2).all(|w| w[0].1 == w[1].0), "{got:?}");
+        for i in 0..100 {
+            let marker = format!("<{i:03}>");
+            assert!(
+                records
+                    .windows(marker.len())
+                    .any(|w| w == marker.as_bytes()),
+                "{marker} in the answer"
+            );
+        }
+        assert_eq!(conn.frames_reused(), 0, "not a kept buffer");
+        let again = conn
+            .fetch_once(topic, id, 0, 0, 16 << 20, false)
+            .await
+            .unwrap();
+        assert_eq!(again.records, answer.records);
+    });
+}
+
 #[test]
 fn fetch_once_returns_the_record_batches_by_topic_id_and_by_name() {
     let (c, addr) = broker();

@@ -493,7 +493,14 @@ impl Connection {
         // A large answer goes into a buffer of an earlier one that nothing holds any
         // more, else a new one: its memory is written again instead of being mapped
         // afresh (a page fault per 4 KiB) for every answer.
-        let frame = if len >= POOLED_FRAME_MIN {
+        let frame = if len > POOLED_FRAME_MAX {
+            // Mapped on its own and unmapped when let go: from the heap, answers of a
+            // few tens of MiB (a wide backlog) stay held by the allocator once it
+            // has raised its threshold for mapping.
+            let mut map = memmap2::MmapMut::map_anon(len).map_err(|e| io(&self.addr, e))?;
+            self.fill_slice(&mut map, len).await?;
+            Bytes::from_owner(map)
+        } else if len >= POOLED_FRAME_MIN {
             let mut frame = match self.frames.take() {
                 Some(frame) => {
                     self.frames_reused += 1;
@@ -521,6 +528,21 @@ impl Connection {
             });
         }
         Ok(frame)
+    }
+
+    /// Reads the `len` bytes of an answer into `frame`, which holds them.
+    async fn fill_slice(&mut self, frame: &mut [u8], len: usize) -> Result<(), NativeError> {
+        match self.stream.read_exact(&mut frame[..len]).await {
+            Ok(_) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                let eof = std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    format!("closed by the broker before the {len} bytes of a response"),
+                );
+                Err(io(&self.addr, eof))
+            }
+            Err(e) => Err(io(&self.addr, e)),
+        }
     }
 
     /// Reads the `len` bytes of an answer into `frame`.
