@@ -18,7 +18,7 @@ use multicluster_kafka::client_context::{ClientHooks, KafkaError, OAuthToken};
 use multicluster_kafka::deserializer::InBatch;
 use multicluster_kafka::prelude::*;
 use rdkafka::types::RDKafkaErrorCode;
-use support::{Capture, drain, east, meta, meta_at, source_over, west};
+use support::{Capture, drain, east, meta, meta_at, seen_ref, source_over, west};
 
 /// A guard against hangs, not a timing assertion.
 const PATIENCE: Duration = Duration::from_secs(90);
@@ -128,15 +128,7 @@ fn a_bounded_read_of_two_clusters_hands_out_every_record_once_in_order() {
                     "{} records in a batch of 100",
                     batch.len()
                 );
-                for r in batch.iter() {
-                    seen.push((
-                        r.cluster.to_string(),
-                        r.topic.to_string(),
-                        r.partition,
-                        r.offset,
-                        r.value.clone(),
-                    ));
-                }
+                seen.extend(batch.iter().map(|r| seen_ref(&r)));
             }
         })
         .await;
@@ -255,15 +247,7 @@ fn the_readers_of_a_source_share_its_connections_to_a_cluster() {
                 tokio::spawn(async move {
                     let mut seen: Vec<Seen> = Vec::new();
                     while let Some(batch) = reader.next_batch().await {
-                        for r in batch.expect("a batch").iter() {
-                            seen.push((
-                                r.cluster.to_string(),
-                                r.topic.to_string(),
-                                r.partition,
-                                r.offset,
-                                r.value.clone(),
-                            ));
-                        }
+                        seen.extend(batch.expect("a batch").iter().map(|r| seen_ref(&r)));
                     }
                     // Counted before any reader closes.
                     (seen, reader)

@@ -86,6 +86,17 @@ pub fn seen_of(r: Record<String>) -> Seen {
     )
 }
 
+/// Where a record of a batch came from, and its value.
+pub fn seen_ref(r: &multicluster_kafka::record::RecordRef<'_, String>) -> Seen {
+    (
+        r.cluster.to_string(),
+        r.topic.to_string(),
+        r.partition,
+        r.offset,
+        r.value.clone(),
+    )
+}
+
 /// Reads a bounded stream to its end.
 pub async fn drain<D: Deserializer<Value = String>>(
     stream: &mut KafkaSourceStream<D>,
