@@ -213,6 +213,15 @@ fn bad_arguments_and_unknown_streams_fail_with_one_line() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("yesterday"));
+
+    // Brokers where the file goes, as kcat takes them, are named back with -b.
+    let out = mck()
+        .args(["consume", "127.0.0.1:9092", "-t", "orders"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("did you mean -b 127.0.0.1:9092?"), "{err}");
 }
 
 /// A small deterministic generator for the kill moments (the seed is printed).

@@ -31,6 +31,14 @@ impl Service {
                  or brokers and topics (-b HOST:PORT -t TOPIC)",
             )
         });
+        if !args.topics.is_empty() {
+            // `mck consume HOST:PORT -t TOPIC`, kcat's habit, takes the brokers for a file.
+            args::usage_error(format!(
+                "-t reads topics of brokers given with -b HOST:PORT; `{}` was taken for a \
+                 metadata file (did you mean -b {0}?)",
+                path.display()
+            ));
+        }
         if args.streams.is_empty() && args.stream_pattern.is_none() {
             args::usage_error(format!(
                 "which streams of {}? give --stream ID (repeatable) or --stream-pattern REGEX",
