@@ -12,6 +12,7 @@ pub mod isolation;
 pub mod load;
 pub mod mirror;
 pub mod output;
+pub mod plot;
 pub mod scale;
 pub mod shards;
 pub mod soak;

@@ -32,6 +32,7 @@ use std::time::Instant;
 use mck_bench::peers;
 use mck_testkit::{ClusterOptions, KafkaCluster, TestCluster};
 
+use super::plot::{self, Axis, Chart, Series};
 use super::{check_kcat, mck_binary, median};
 use crate::cpu::{broker_pids, pids_cpu};
 
@@ -89,6 +90,10 @@ pub struct OutputArgs {
     /// fetched records; librdkafka's and the native path's default is 65536).
     #[arg(long)]
     budget_kb: Option<u64>,
+    /// Also draw the sides against franz-go (records/s over CPU per record, both
+    /// as ratios, with the targets) into this SVG file.
+    #[arg(long, value_name = "FILE")]
+    plot: Option<PathBuf>,
 }
 
 /// One measured side.
@@ -585,6 +590,7 @@ fn print_table(args: &OutputArgs, sides: &[Side], runs: &[Vec<Run>], mck: &Path)
         args.load.value_size, args.clusters
     );
     println!("|---|---|---|---|---|---|");
+    let mut points = Vec::new();
     for side in [
         Side::LibNative,
         Side::MckValueNative,
@@ -596,6 +602,7 @@ fn print_table(args: &OutputArgs, sides: &[Side], runs: &[Vec<Run>], mck: &Path)
         let Some(i) = idx(side) else { continue };
         let speed = med(f, |r| r.secs) / med(i, |r| r.secs);
         let cpu = med(i, |r| r.cpu) / med(f, |r| r.cpu);
+        points.push(Series::new(side.name(), vec![(cpu, speed)]));
         let native = matches!(
             side,
             Side::LibNative | Side::MckValueNative | Side::MckJsonNative
@@ -622,4 +629,48 @@ fn print_table(args: &OutputArgs, sides: &[Side], runs: &[Vec<Run>], mck: &Path)
             },
         );
     }
+    if let Some(path) = &args.plot {
+        plot_targets(path, args, points, speed_target, cpu_target);
+    }
+}
+
+/// Draws each side as a point (CPU per record, records/s, both over franz-go's) with
+/// the targets as lines: a native side meets them above the one and left of the other.
+fn plot_targets(
+    path: &Path,
+    args: &OutputArgs,
+    mut points: Vec<Series>,
+    speed_target: f64,
+    cpu_target: Option<f64>,
+) {
+    let widest = points
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.0))
+        .fold(1.0, f64::max);
+    points.push(Series::new(
+        format!("target: records/s ≥ {speed_target}× franz-go"),
+        vec![(0.0, speed_target), (widest, speed_target)],
+    ));
+    if let Some(t) = cpu_target {
+        let fastest = points
+            .iter()
+            .flat_map(|s| s.points.iter().map(|p| p.1))
+            .fold(1.0, f64::max);
+        points.push(Series::new(
+            format!("target: CPU per record ≤ {t}× franz-go"),
+            vec![(t, 0.0), (t, fastest)],
+        ));
+    }
+    let title = format!(
+        "Against franz-go, same run: {} B, {} cluster(s)",
+        args.load.value_size, args.clusters
+    );
+    let chart = Chart {
+        title: &title,
+        x_label: "CPU per record ÷ franz-go's",
+        y_label: "records/s ÷ franz-go's",
+        x: Axis::Linear,
+        y: Axis::Linear,
+    };
+    plot::write(path, &chart, &points);
 }

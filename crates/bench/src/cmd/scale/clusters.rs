@@ -11,9 +11,9 @@ use std::time::Duration;
 
 pub use super::point::{PointArgs, point};
 
-use super::plot::{self, Axis, Chart, Series};
 use super::{PlotArgs, command_line, header, verdict};
 use crate::cmd::median;
+use crate::cmd::plot::{self, Axis, Chart, Series};
 
 /// Options of `scale clusters`.
 #[derive(clap::Args, Debug)]

@@ -17,7 +17,6 @@ use std::path::PathBuf;
 
 pub mod clusters;
 pub mod mock;
-mod plot;
 mod point;
 pub mod sizes;
 pub mod splits;

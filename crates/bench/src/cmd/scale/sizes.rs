@@ -7,9 +7,9 @@ use std::time::Instant;
 
 use mck_bench::peers::{self, PeerCluster};
 
-use super::plot::{self, Axis, Chart, Series};
 use super::{PlotArgs, command_line, header};
 use crate::cmd::median;
+use crate::cmd::plot::{self, Axis, Chart, Series};
 use crate::cmd::throughput::{Pass, Peer, Reading, ours, plain};
 use crate::cpu::process_cpu;
 

@@ -12,9 +12,9 @@ use multicluster_kafka::split::{KafkaSplit, SplitId};
 use multicluster_kafka::unstable::assign;
 use multicluster_kafka::unstable::plan::{clusters_of_streams, plan};
 
-use super::plot::{self, Axis, Chart, Series};
 use super::{PlotArgs, command_line, header, rss_mib, verdict};
 use crate::cmd::median;
+use crate::cmd::plot::{self, Axis, Chart, Series};
 
 /// Options of `scale splits`.
 #[derive(clap::Args, Debug)]
