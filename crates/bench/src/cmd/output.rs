@@ -32,7 +32,7 @@ use std::time::Instant;
 use mck_bench::peers;
 use mck_testkit::{ClusterOptions, KafkaCluster, TestCluster};
 
-use super::plot::{self, Axis, Chart, Series};
+use super::plot::{self, Axis, Chart, Legend, Series};
 use super::{check_kcat, mck_binary, median};
 use crate::cpu::{broker_pids, pids_cpu};
 
@@ -671,6 +671,8 @@ fn plot_targets(
         y_label: "records/s ÷ franz-go's",
         x: Axis::Linear,
         y: Axis::Linear,
+        // The native sides sit upper left, the librdkafka ones lower right.
+        legend: Legend::UpperRight,
     };
     plot::write(path, &chart, &points);
 }

@@ -26,13 +26,21 @@ pub enum Axis {
     Log,
 }
 
-/// A chart: title, axis labels and scales.
+/// Where the legend goes: a corner the curves leave free.
+#[derive(Clone, Copy)]
+pub enum Legend {
+    UpperLeft,
+    UpperRight,
+}
+
+/// A chart: title, axis labels, scales and the legend's corner.
 pub struct Chart<'a> {
     pub title: &'a str,
     pub x_label: &'a str,
     pub y_label: &'a str,
     pub x: Axis,
     pub y: Axis,
+    pub legend: Legend,
 }
 
 const COLORS: [RGBColor; 8] = [
@@ -119,7 +127,10 @@ fn draw(
                 ctx.draw_series(pts.into_iter().map(|p| Circle::new(p, 3, color.filled())))?;
             }
             ctx.configure_series_labels()
-                .position(SeriesLabelPosition::UpperLeft)
+                .position(match chart.legend {
+                    Legend::UpperLeft => SeriesLabelPosition::UpperLeft,
+                    Legend::UpperRight => SeriesLabelPosition::UpperRight,
+                })
                 .background_style(WHITE.mix(0.85))
                 .border_style(BLACK.mix(0.4))
                 .draw()?;
@@ -185,6 +196,7 @@ mod tests {
             y_label: "y",
             x: Axis::Log,
             y: Axis::Linear,
+            legend: Legend::UpperLeft,
         };
         write(
             &path,

@@ -13,7 +13,7 @@ pub use super::point::{PointArgs, point};
 
 use super::{PlotArgs, command_line, header, verdict};
 use crate::cmd::median;
-use crate::cmd::plot::{self, Axis, Chart, Series};
+use crate::cmd::plot::{self, Axis, Chart, Legend, Series};
 
 /// Options of `scale clusters`.
 #[derive(clap::Args, Debug)]
@@ -437,6 +437,7 @@ fn report(args: &ClustersArgs, points: &[Point]) {
             y_label: "× the figure at the first point",
             x: Axis::Log,
             y: Axis::Log,
+            legend: Legend::UpperLeft,
         },
         &series,
     );

@@ -9,7 +9,7 @@ use mck_bench::peers::{self, PeerCluster};
 
 use super::{PlotArgs, command_line, header};
 use crate::cmd::median;
-use crate::cmd::plot::{self, Axis, Chart, Series};
+use crate::cmd::plot::{self, Axis, Chart, Legend, Series};
 use crate::cmd::throughput::{Pass, Peer, Reading, ours, plain};
 use crate::cpu::process_cpu;
 
@@ -167,6 +167,7 @@ pub fn sizes(args: &SizesArgs) {
             y_label: "MB/s (key + value, median)",
             x: Axis::Log,
             y: Axis::Linear,
+            legend: Legend::UpperLeft,
         },
         &series,
     );

@@ -14,7 +14,7 @@ use multicluster_kafka::unstable::plan::{clusters_of_streams, plan};
 
 use super::{PlotArgs, command_line, header, rss_mib, verdict};
 use crate::cmd::median;
-use crate::cmd::plot::{self, Axis, Chart, Series};
+use crate::cmd::plot::{self, Axis, Chart, Legend, Series};
 
 /// Options of `scale splits`.
 #[derive(clap::Args, Debug)]
@@ -251,6 +251,7 @@ pub fn splits(args: &SplitsArgs) {
             y_label: "ms (median)",
             x: Axis::Log,
             y: Axis::Log,
+            legend: Legend::UpperLeft,
         },
         &[
             line("checkpoint snapshot + encode", &|r| r.snapshot_encode_ms),
