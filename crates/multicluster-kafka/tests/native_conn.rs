@@ -141,6 +141,24 @@ fn list_offsets_finds_the_earliest_and_latest_offsets() {
     });
 }
 
+/// A topic of one partition holding `values`, and a connection that knows its id.
+async fn one_partition(
+    c: &mck_testkit::KafkaCluster,
+    addr: &str,
+    topic: &str,
+    values: impl Iterator<Item = String>,
+) -> (Connection, Uuid) {
+    c.create_topic(topic, 1).unwrap();
+    let records: Vec<TestRecord> = values
+        .map(|v| TestRecord::value(v).to_partition(0))
+        .collect();
+    c.produce(topic, &records).unwrap();
+    let mut conn = connect(addr).await;
+    let md = conn.metadata(Some(&[topic])).await.unwrap();
+    let id = md.topics[0].topic_id;
+    (conn, id)
+}
+
 /// The record batches in `records`, as (base offset, next offset after the batch), by
 /// the path's decoder (which refuses any magic but 2).
 fn batches(records: &[u8]) -> Vec<(i64, i64)> {
@@ -158,16 +176,10 @@ fn batches(records: &[u8]) -> Vec<(i64, i64)> {
 fn a_large_answer_buffer_is_reused_only_once_let_go() {
     let (c, addr) = broker();
     let topic = "native-frames";
-    c.create_topic(topic, 1).unwrap();
-    // About 200 KiB: read into a kept buffer (from 64 KiB up).
-    let big: Vec<TestRecord> = (0..200)
-        .map(|i| TestRecord::value(format!("{i:04}{}", "x".repeat(1020))).to_partition(0))
-        .collect();
-    c.produce(topic, &big).unwrap();
     run(async {
-        let mut conn = connect(&addr).await;
-        let md = conn.metadata(Some(&[topic])).await.unwrap();
-        let id = md.topics[0].topic_id;
+        // About 200 KiB: read into a kept buffer (from 64 KiB up).
+        let values = (0..200).map(|i| format!("{i:04}{}", "x".repeat(1020)));
+        let (mut conn, id) = one_partition(c, &addr, topic, values).await;
         let first = conn
             .fetch_once(topic, id, 0, 0, 1 << 20, false)
             .await
@@ -212,17 +224,11 @@ fn a_large_answer_buffer_is_reused_only_once_let_go() {
 fn an_answer_above_the_kept_buffers_size_arrives_whole() {
     let (c, addr) = broker();
     let topic = "native-huge";
-    c.create_topic(topic, 1).unwrap();
-    // About 10 MB in 100 records of 100 KiB.
-    let fill = "y".repeat(100 << 10);
-    let big: Vec<TestRecord> = (0..100)
-        .map(|i| TestRecord::value(format!("<{i:03}>{fill}")).to_partition(0))
-        .collect();
-    c.produce(topic, &big).unwrap();
     run(async {
-        let mut conn = connect(&addr).await;
-        let md = conn.metadata(Some(&[topic])).await.unwrap();
-        let id = md.topics[0].topic_id;
+        // About 10 MB in 100 records of 100 KiB.
+        let fill = "y".repeat(100 << 10);
+        let values = (0..100).map(|i| format!("<{i:03}>{fill}"));
+        let (mut conn, id) = one_partition(c, &addr, topic, values).await;
         let answer = conn
             .fetch_once(topic, id, 0, 0, 16 << 20, false)
             .await
