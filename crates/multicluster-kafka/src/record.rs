@@ -429,6 +429,7 @@ impl<V> RecordBatch<V> {
         }
     }
 
+    #[inline]
     fn view<'a>(&'a self, e: &'a BatchEntry<V>) -> RecordRef<'a, V> {
         RecordRef {
             streams: self.streams_of(e.topic),
@@ -586,6 +587,9 @@ pub struct Iter<'a, V> {
 impl<'a, V> Iterator for Iter<'a, V> {
     type Item = RecordRef<'a, V>;
 
+    // Inlined into the caller's loop, a record's view stays in registers; returned
+    // through memory, its fields were read back before their stores had landed.
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         self.entries.next().map(|e| self.batch.view(e))
     }
