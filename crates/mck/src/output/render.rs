@@ -1,6 +1,6 @@
 //! Rendering a record, or a history-file record, in a layout.
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use bytes::Bytes;
 use multicluster_kafka::file_source::FileRecord;
@@ -11,8 +11,8 @@ use super::layout::{Layout, Piece, Template};
 
 /// The parts of a record a layout can show.
 pub struct Fields<'a> {
-    pub(super) cluster: &'a str,
-    pub(super) topic: &'a str,
+    pub(super) cluster: &'a Arc<str>,
+    pub(super) topic: &'a Arc<str>,
     pub(super) partition: i64,
     pub(super) offset: i64,
     pub(super) timestamp: Option<i64>,
@@ -20,7 +20,7 @@ pub struct Fields<'a> {
     pub(super) value: Option<&'a [u8]>,
     pub(super) headers: &'a [(String, Option<Vec<u8>>)],
     /// The subscribed streams the record belongs to (in JSON only).
-    pub(super) streams: &'a [Arc<str>],
+    pub(super) streams: &'a Arc<[Arc<str>]>,
 }
 
 fn write_template(t: &Template, f: &Fields<'_>, line: &mut Vec<u8>) {
@@ -124,6 +124,11 @@ pub fn append_with(
     }
 }
 
+/// The cluster of a history-file record: none.
+static NO_CLUSTER: LazyLock<Arc<str>> = LazyLock::new(|| Arc::from(""));
+/// Its streams: none.
+static NO_STREAMS: LazyLock<Arc<[Arc<str>]>> = LazyLock::new(|| Arc::from([]));
+
 /// Renders one history-file record (of `mck consume --backfill`): in JSON, an object
 /// with `file`, `line`, `timestamp` and `value` (the file's line, which is a JSON
 /// object, as text); in a template, `%t` is the file, `%o` the line number and `%s` the
@@ -134,7 +139,7 @@ pub fn render_file(record: &FileRecord, layout: &Layout, line: &mut Vec<u8>) {
         Layout::Template(t) => write_template(
             t,
             &Fields {
-                cluster: "",
+                cluster: &NO_CLUSTER,
                 topic: &record.file,
                 partition: -1,
                 offset: i64::try_from(record.line).unwrap_or(i64::MAX),
@@ -142,7 +147,7 @@ pub fn render_file(record: &FileRecord, layout: &Layout, line: &mut Vec<u8>) {
                 key: None,
                 value: Some(&record.value),
                 headers: &[],
-                streams: &[],
+                streams: &NO_STREAMS,
             },
             line,
         ),
@@ -340,6 +345,72 @@ mod tests {
                 append_with(r, &Layout::Json, &mut parts, &mut lines);
                 want.extend(json_by_map(r));
             }
+        }
+        assert_eq!(
+            String::from_utf8_lossy(&lines),
+            String::from_utf8_lossy(&want)
+        );
+    }
+
+    /// Offsets and timestamps are written from the digits of the record before when
+    /// they follow it or repeat it: every line must still be serde_json's.
+    #[test]
+    fn offsets_and_timestamps_in_runs_are_the_numbers_of_each_record() {
+        let mut r = record(Some(b"k"), b"v");
+        r.headers.clear();
+        let offsets = [
+            0,
+            1,
+            2,
+            8,
+            9,
+            10,
+            11,
+            98,
+            99,
+            100,
+            101,
+            101,
+            100,
+            999,
+            1000,
+            1001,
+            -1,
+            0,
+            1,
+            9_999_999,
+            10_000_000,
+            999_999_999_999_999,
+            1_000_000_000_000_000,
+            9_999_999_999_999_998,
+            9_999_999_999_999_999,
+            10_000_000_000_000_000,
+            10_000_000_000_000_001,
+            i64::MAX - 1,
+            i64::MAX,
+            i64::MIN,
+            i64::MIN + 1,
+            7,
+        ];
+        let timestamps = [
+            Some(1_700_000_000_000),
+            Some(1_700_000_000_000),
+            Some(1_699_999_999_999),
+            Some(1_700_000_000_000),
+            None,
+            Some(1_700_000_000_000),
+            Some(-1),
+            Some(0),
+            Some(9),
+            Some(10),
+        ];
+        let mut parts = JsonParts::default();
+        let (mut lines, mut want) = (Vec::new(), Vec::new());
+        for (i, &offset) in offsets.iter().enumerate() {
+            r.offset = offset;
+            r.timestamp = timestamps[i % timestamps.len()];
+            append_with(&r, &Layout::Json, &mut parts, &mut lines);
+            want.extend(json_by_map(&r));
         }
         assert_eq!(
             String::from_utf8_lossy(&lines),
