@@ -290,7 +290,7 @@ pub struct Records<'a> {
 }
 
 impl<'a> Records<'a> {
-    #[inline]
+    #[inline(always)]
     fn record(&mut self) -> Result<Record<'a>> {
         let length = self.cur.varint()?;
         if length < 0 {
@@ -327,7 +327,7 @@ impl<'a> Records<'a> {
 impl<'a> Iterator for Records<'a> {
     type Item = Result<Record<'a>>;
 
-    #[inline]
+    #[inline(always)]
     fn next(&mut self) -> Option<Self::Item> {
         if self.left <= 0 {
             return None;
