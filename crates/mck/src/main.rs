@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
+mod allocator;
 mod args;
 mod consume;
 #[cfg(feature = "demo")]
@@ -104,6 +105,7 @@ struct ValidateArgs {
 }
 
 fn main() -> ExitCode {
+    allocator::tune();
     let cli = Cli::parse();
     let log_format = cli.log_format;
     logging::init(log_format, std::io::stderr().is_terminal());
