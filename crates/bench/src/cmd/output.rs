@@ -14,7 +14,9 @@
 //! - with one cluster: `kcat -C -b … -t … -e -J` (kcat's JSON envelope),
 //!   `kcat -C -b … -t … -e -f '%s\n'` (the bare values), and Kafka's console consumer
 //!   (`kafka-console-consumer.sh`'s class, from the test kit's Kafka jars, with the
-//!   script's JVM options) with `--max-messages`.
+//!   script's JVM options) with `--max-messages`, and Kafka's `ConsumerPerformance`
+//!   (`kafka-consumer-perf-test.sh`'s class, with `--messages`; its own count is
+//!   checked every round).
 //!
 //! The warm-up rounds pipe every side's output into this process, which counts the
 //! lines: every side must print exactly the records produced. The measured rounds send
@@ -83,6 +85,9 @@ pub struct OutputArgs {
     /// Leave out Kafka's console consumer (the slowest side by far).
     #[arg(long)]
     no_console: bool,
+    /// Leave out Kafka's ConsumerPerformance.
+    #[arg(long)]
+    no_consumer_perf: bool,
     /// Leave out the franz-go peer (built with Go from the module proxy).
     #[arg(long)]
     no_franz: bool,
@@ -114,10 +119,12 @@ enum Side {
     KcatJson,
     KcatValue,
     Console,
+    /// Kafka's `ConsumerPerformance` (`kafka-consumer-perf-test.sh`).
+    ConsumerPerf,
 }
 
 impl Side {
-    const ALL: [Side; 10] = [
+    const ALL: [Side; 11] = [
         Side::MckJson,
         Side::MckValue,
         Side::MckJsonNative,
@@ -128,6 +135,7 @@ impl Side {
         Side::KcatJson,
         Side::KcatValue,
         Side::Console,
+        Side::ConsumerPerf,
     ];
 
     /// The library's own side (no output; it checks its count itself).
@@ -147,6 +155,7 @@ impl Side {
             Side::KcatJson => "kcat -C -J",
             Side::KcatValue => "kcat -C -f '%s\\n'",
             Side::Console => "kafka-console-consumer",
+            Side::ConsumerPerf => "Kafka ConsumerPerformance",
         }
     }
 }
@@ -158,10 +167,12 @@ enum Sink {
     Count,
     /// `/dev/null`.
     Null,
+    /// A pipe into this process, which keeps what was printed (a report).
+    Report,
 }
 
 /// What one process did.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 struct Run {
     /// Spawn to exit, seconds.
     secs: f64,
@@ -171,6 +182,8 @@ struct Run {
     broker_cpu: f64,
     /// Lines the child printed (counted only into a pipe).
     lines: Option<u64>,
+    /// What the child printed, with [`Sink::Report`].
+    report: Option<String>,
     /// The child's peak resident set size, MiB (its `VmHWM`, read every 5 ms while
     /// it runs).
     rss_mib: f64,
@@ -291,7 +304,28 @@ fn command(side: Side, s: &Setup) -> Command {
                 .arg(s.records.to_string());
             c
         }
+        Side::ConsumerPerf => {
+            let libs = s.kafka_libs.as_ref().expect("the Kafka jars");
+            let mut c = Command::new(java());
+            // kafka-consumer-perf-test.sh's heap; the rest as for the console consumer,
+            // which both scripts get from kafka-run-class.sh.
+            c.args(CONSOLE_JVM_OPTIONS)
+                .arg("-cp")
+                .arg(format!("{}/*", libs.display()))
+                .arg(peers::CONSUMER_PERF_CLASS)
+                .args(["--bootstrap-server", b, "--topic", TOPIC, "--hide-header"])
+                .args(["--timeout", "60000", "--messages"])
+                .arg(s.records.to_string());
+            c
+        }
     }
+}
+
+/// The records `ConsumerPerformance` says it read: the fifth field
+/// (`data.consumed.in.nMsg`) of its one line of figures.
+fn consumer_perf_records(report: &str) -> Option<u64> {
+    let line = report.lines().rev().find(|l| l.split(',').count() == 10)?;
+    line.split(',').nth(4)?.trim().parse().ok()
 }
 
 /// Runs one side to its exit.
@@ -302,7 +336,7 @@ fn command(side: Side, s: &Setup) -> Command {
 fn run(side: Side, mut cmd: Command, sink: Sink, broker: &[u32]) -> Run {
     cmd.stdin(Stdio::null()).stderr(Stdio::piped());
     match sink {
-        Sink::Count => cmd.stdout(Stdio::piped()),
+        Sink::Count | Sink::Report => cmd.stdout(Stdio::piped()),
         Sink::Null => cmd.stdout(Stdio::null()),
     };
     let broker_before = pids_cpu(broker);
@@ -310,14 +344,20 @@ fn run(side: Side, mut cmd: Command, sink: Sink, broker: &[u32]) -> Run {
     let mut child = cmd
         .spawn()
         .unwrap_or_else(|e| panic!("{} cannot start: {e}", side.name()));
+    let keep = sink == Sink::Report;
     let counter = child.stdout.take().map(|mut stdout| {
         std::thread::spawn(move || {
             let mut buf = vec![0u8; 1 << 16];
-            let mut lines = 0u64;
+            let (mut lines, mut kept) = (0u64, Vec::new());
             loop {
                 match stdout.read(&mut buf) {
-                    Ok(0) => return lines,
-                    Ok(n) => lines += buf[..n].iter().filter(|b| **b == b'\n').count() as u64,
+                    Ok(0) => return (lines, keep.then(|| String::from_utf8_lossy(&kept).into())),
+                    Ok(n) => {
+                        lines += buf[..n].iter().filter(|b| **b == b'\n').count() as u64;
+                        if keep {
+                            kept.extend_from_slice(&buf[..n]);
+                        }
+                    }
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                     Err(e) => panic!("reading the child's stdout: {e}"),
                 }
@@ -357,7 +397,9 @@ fn run(side: Side, mut cmd: Command, sink: Sink, broker: &[u32]) -> Run {
     watching.store(false, Ordering::Relaxed);
     let peak_kb = watcher.join().expect("the RSS watcher");
     assert_eq!(r, pid, "wait4 on {}", side.name());
-    let lines = counter.map(|c| c.join().expect("the line counter"));
+    let (lines, report) = counter
+        .map(|c| c.join().expect("the line counter"))
+        .map_or((None, None), |(lines, report)| (Some(lines), report));
     let errors = errors.join().expect("the stderr reader");
     assert!(
         libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
@@ -370,6 +412,7 @@ fn run(side: Side, mut cmd: Command, sink: Sink, broker: &[u32]) -> Run {
         cpu: tv(usage.ru_utime) + tv(usage.ru_stime),
         broker_cpu,
         lines,
+        report,
         rss_mib: peak_kb as f64 / 1024.0,
     }
 }
@@ -386,22 +429,25 @@ pub fn output(args: &OutputArgs) {
     check_kcat(&args.kcat);
     let mck = mck_binary(args.mck.as_deref());
     eprintln!("mck: {}", mck.display());
-    let kafka_libs = (!args.no_console).then(|| {
-        mck_testkit::kafka_libs().unwrap_or_else(|e| {
-            panic!(
-                "the console consumer needs the test kit's Kafka jars: {e}; or pass --no-console"
-            )
-        })
-    });
     let several = args.clusters > 1;
     let sides: Vec<Side> = Side::ALL
         .into_iter()
         .filter(|s| *s != Side::Console || !(args.no_console || several))
+        .filter(|s| *s != Side::ConsumerPerf || !(args.no_consumer_perf || several))
         .filter(|s| !matches!(s, Side::KcatJson | Side::KcatValue) || !several)
         .filter(|s| *s != Side::Franz || !args.no_franz)
         .filter(|s| !matches!(s, Side::LibNative | Side::LibLibrdkafka) || !args.no_library)
         .collect();
     let franz = (!args.no_franz).then(super::franz_peer);
+    let java_sides = sides.contains(&Side::Console) || sides.contains(&Side::ConsumerPerf);
+    let kafka_libs = java_sides.then(|| {
+        mck_testkit::kafka_libs().unwrap_or_else(|e| {
+            panic!(
+                "Kafka's console consumer and ConsumerPerformance need the test kit's Kafka jars: \
+                 {e}; or pass --no-console --no-consumer-perf"
+            )
+        })
+    });
 
     let t = Instant::now();
     let clusters: Vec<KafkaCluster> = (0..args.clusters)
@@ -480,9 +526,24 @@ pub fn output(args: &OutputArgs) {
         };
         for i in order {
             let side = sides[i];
+            // ConsumerPerformance prints its figures, not the records: its count is
+            // read from them, every round.
+            let sink = if side == Side::ConsumerPerf {
+                Sink::Report
+            } else {
+                sink
+            };
             let r = run(side, command(side, &setup), sink, &broker);
+            if let Some(report) = &r.report {
+                assert_eq!(
+                    consumer_perf_records(report),
+                    Some(expected),
+                    "{} read another count than the {expected} records produced; it printed:\n{report}",
+                    side.name()
+                );
+            }
             // The library's child prints nothing: it checks its count itself.
-            if let Some(lines) = r.lines.filter(|_| !side.is_library()) {
+            if let Some(lines) = r.lines.filter(|_| !side.is_library() && r.report.is_none()) {
                 assert_eq!(
                     lines,
                     expected,
@@ -675,4 +736,22 @@ fn plot_targets(
         legend: Legend::UpperRight,
     };
     plot::write(path, &chart, &points);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn consumer_performance_says_how_many_records_it_read() {
+        let report = "WARNING: something\n\
+            2026-12-05 11:50:01:123, 2026-12-05 11:50:04:456, 476.8372, 143.07, 5000000, 1500150.02, 3012, 321, 1485.47, 15576323.99\n";
+        assert_eq!(consumer_perf_records(report), Some(5_000_000));
+        assert_eq!(consumer_perf_records("no figures\n"), None);
+        assert_eq!(
+            consumer_perf_records("a, b, c, d, many, f, g, h, i, j\n"),
+            None,
+            "a count that is not a number"
+        );
+    }
 }
