@@ -60,7 +60,7 @@ pub(super) fn json_bytes(out: &mut Vec<u8>, name: &str, bytes: Option<&[u8]>) {
 
 /// Writes the bytes of the field `name` (whose key is written): a string when they
 /// are UTF-8, else base64 and `,"<name>Encoding":"base64"` after it; `null` for none.
-#[inline]
+#[inline(always)]
 fn json_value(out: &mut Vec<u8>, name: &str, bytes: Option<&[u8]>) {
     let Some(b) = bytes else {
         out.extend_from_slice(b"null");
@@ -105,7 +105,7 @@ struct Decimal {
 
 impl Decimal {
     /// Writes `n` at the end of `out`, as itoa does.
-    #[inline]
+    #[inline(always)]
     fn write(&mut self, out: &mut Vec<u8>, n: i64) {
         let was = self.of;
         match was {
