@@ -258,6 +258,7 @@ pub(super) fn write_json(f: &Fields<'_>, out: &mut Vec<u8>) {
 
 /// [`write_json`], with the parts of the record's partition from `parts` (rendered
 /// there when they are another partition's).
+#[inline]
 pub(super) fn write_json_with(f: &Fields<'_>, parts: &mut JsonParts, out: &mut Vec<u8>) {
     parts.update(f);
     // Room for the line when key and value need no escape, so the writes below grow

@@ -111,6 +111,7 @@ pub fn append(record: &impl Printable, layout: &Layout, out: &mut Vec<u8>) {
 
 /// [`append`], for the records of a batch one after the other: JSON's parts shared by
 /// a partition's records are kept in `parts` between them.
+#[inline]
 pub fn append_with(
     record: &impl Printable,
     layout: &Layout,
