@@ -29,19 +29,55 @@ fn quoted(out: &mut Vec<u8>, b: &[u8]) {
 
 /// True when every byte of `b` is printable ASCII other than a quote or a backslash:
 /// the bytes are UTF-8 and a JSON string as they are. One scan answers both questions
-/// for most keys and values; whole 16-byte chunks are folded without an early exit,
-/// which the compiler turns into vector compares.
+/// for most keys and values: whole 16-byte chunks are folded without an early exit,
+/// which the compiler turns into vector compares, and what is left is taken with the
+/// chunk that ends the bytes (overlapping the one before) or, below 16 bytes, eight
+/// at a time in a word.
 #[inline]
 fn plain(b: &[u8]) -> bool {
-    // Below 0x20 (a control character) or from 0x80 (not ASCII) in one compare.
-    let special = |c: u8| (c.wrapping_sub(0x20) >= 0x60) | (c == b'"') | (c == b'\\');
+    let Some(last) = b.len().checked_sub(16) else {
+        return plain_short(b);
+    };
+    let chunk_plain = |chunk: &[u8]| !chunk.iter().fold(false, |acc, &c| acc | special(c));
     let mut chunks = b.chunks_exact(16);
     for chunk in &mut chunks {
-        if chunk.iter().fold(false, |acc, &c| acc | special(c)) {
+        if !chunk_plain(chunk) {
             return false;
         }
     }
-    !chunks.remainder().iter().any(|&c| special(c))
+    chunks.remainder().is_empty() || chunk_plain(&b[last..])
+}
+
+/// Whether `c` keeps bytes from being a JSON string as they are: below 0x20 (a
+/// control character) or from 0x80 (not ASCII), in one compare, or a quote or a
+/// backslash.
+#[inline(always)]
+fn special(c: u8) -> bool {
+    (c.wrapping_sub(0x20) >= 0x60) | (c == b'"') | (c == b'\\')
+}
+
+/// [`plain`] for fewer than 16 bytes: from 8 on, the first and the last eight as
+/// words (overlapping), checked a byte per lane at once.
+#[inline]
+fn plain_short(b: &[u8]) -> bool {
+    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
+    // The high bit of a lane is set where a byte is zero (exact for "any lane").
+    let zero = |x: u64| x.wrapping_sub(ONES) & !x;
+    let word_plain = |x: u64| {
+        // Below 0x20 (exact for "any lane" when no byte is 0x80 or above, which `x`
+        // itself marks), a quote, a backslash.
+        let below = x.wrapping_sub(ONES * 0x20) & !x;
+        (x | below | zero(x ^ (ONES * 0x22)) | zero(x ^ (ONES * 0x5c))) & HIGH == 0
+    };
+    match b.len().checked_sub(8) {
+        Some(last) => {
+            let word =
+                |at: usize| u64::from_ne_bytes(b[at..at + 8].try_into().expect("eight bytes"));
+            word_plain(word(0)) && word_plain(word(last))
+        }
+        None => !b.iter().any(|&c| special(c)),
+    }
 }
 
 /// Writes an integer at the end of `out`, as serde_json prints it (both use itoa;

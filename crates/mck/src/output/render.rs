@@ -353,6 +353,48 @@ mod tests {
         );
     }
 
+    /// Keys and values of bytes around every boundary the one-scan check draws
+    /// (control characters, quote, backslash, DEL, non-ASCII, broken UTF-8), at
+    /// lengths around its 16-byte chunks: each line is serde_json's.
+    #[test]
+    fn json_lines_of_mixed_bytes_are_those_of_a_serde_json_map() {
+        let pick = [
+            b'a', b'Z', b' ', b'~', 0x00, 0x1f, 0x20, b'"', b'\\', 0x7f, 0x80, 0xc3, 0xa9, 0xe2,
+            0xff,
+        ];
+        // xorshift: the same bytes every run.
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut parts = JsonParts::default();
+        let (mut lines, mut want) = (Vec::new(), Vec::new());
+        for i in 0..2_000 {
+            let len = (next() % 40) as usize;
+            // Mostly plain text, with one odd byte now and then.
+            let odd = (next() % 4 == 0).then(|| (next() as usize % len.max(1), next()));
+            let text: Vec<u8> = (0..len)
+                .map(|k| match odd {
+                    Some((at, b)) if at == k => pick[b as usize % pick.len()],
+                    _ => pick[next() as usize % 4],
+                })
+                .collect();
+            let mut r = record(Some(&text[..len / 2]), &text);
+            r.offset = i;
+            r.headers.truncate(i as usize % 4);
+            append_with(&r, &Layout::Json, &mut parts, &mut lines);
+            want.extend(json_by_map(&r));
+        }
+        assert_eq!(
+            String::from_utf8_lossy(&lines),
+            String::from_utf8_lossy(&want)
+        );
+        assert_eq!(lines, want);
+    }
+
     /// Offsets and timestamps are written from the digits of the record before when
     /// they follow it or repeat it: every line must still be serde_json's.
     #[test]
