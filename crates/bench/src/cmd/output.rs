@@ -287,38 +287,39 @@ fn command(side: Side, s: &Setup) -> Command {
             c
         }
         Side::Console => {
-            let libs = s.kafka_libs.as_ref().expect("the Kafka jars");
-            let mut c = Command::new(java());
-            c.args(CONSOLE_JVM_OPTIONS)
-                .arg("-cp")
-                .arg(format!("{}/*", libs.display()))
-                .arg(CONSOLE_CONSUMER_CLASS)
-                .args([
-                    "--bootstrap-server",
-                    b,
-                    "--topic",
-                    TOPIC,
-                    "--from-beginning",
-                ])
-                .arg("--max-messages")
-                .arg(s.records.to_string());
+            let mut c = kafka_tool(s, CONSOLE_CONSUMER_CLASS);
+            c.args([
+                "--bootstrap-server",
+                b,
+                "--topic",
+                TOPIC,
+                "--from-beginning",
+            ])
+            .arg("--max-messages")
+            .arg(s.records.to_string());
             c
         }
         Side::ConsumerPerf => {
-            let libs = s.kafka_libs.as_ref().expect("the Kafka jars");
-            let mut c = Command::new(java());
-            // kafka-consumer-perf-test.sh's heap; the rest as for the console consumer,
-            // which both scripts get from kafka-run-class.sh.
-            c.args(CONSOLE_JVM_OPTIONS)
-                .arg("-cp")
-                .arg(format!("{}/*", libs.display()))
-                .arg(peers::CONSUMER_PERF_CLASS)
-                .args(["--bootstrap-server", b, "--topic", TOPIC, "--hide-header"])
+            let mut c = kafka_tool(s, peers::CONSUMER_PERF_CLASS);
+            c.args(["--bootstrap-server", b, "--topic", TOPIC, "--hide-header"])
                 .args(["--timeout", "60000", "--messages"])
                 .arg(s.records.to_string());
             c
         }
     }
+}
+
+/// `java` running one of Kafka's tools from the test kit's jars, with the JVM options
+/// its script gets from `kafka-run-class.sh` (and `-Xmx512M`, the heap both the
+/// console consumer's and `kafka-consumer-perf-test.sh` set).
+fn kafka_tool(s: &Setup, class: &str) -> Command {
+    let libs = s.kafka_libs.as_ref().expect("the Kafka jars");
+    let mut c = Command::new(java());
+    c.args(CONSOLE_JVM_OPTIONS)
+        .arg("-cp")
+        .arg(format!("{}/*", libs.display()))
+        .arg(class);
+    c
 }
 
 /// The records `ConsumerPerformance` says it read: the fifth field
