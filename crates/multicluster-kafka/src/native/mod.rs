@@ -4,6 +4,7 @@
 //! ([`api::Batches`], codecs bounded). The `kafka-protocol` crate's types stay inside
 //! this module.
 
+mod assertion;
 mod batch;
 pub(crate) mod budget;
 mod calls;

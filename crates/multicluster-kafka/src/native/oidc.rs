@@ -1,11 +1,17 @@
-//! OAUTHBEARER tokens from an OpenID Connect token endpoint with the client
-//! credentials grant, from librdkafka's properties (`sasl.oauthbearer.method=oidc`):
-//! a form POST with the client's id and secret as HTTP Basic credentials, the token
-//! the `access_token` of the JSON answer, its lifetime and principal the JWT's `exp`
-//! and `sub`. The HTTP client is `ureq` over native-tls (the OpenSSL the rest of the
-//! path uses); the endpoint's certificate is checked against `https.ca.location` /
-//! `https.ca.pem`, else the system's CAs. The client secret never reaches an error,
-//! a log or `Debug` output.
+//! OAUTHBEARER tokens from an OpenID Connect token endpoint, from librdkafka's
+//! properties (`sasl.oauthbearer.method=oidc`), with either of librdkafka's grants:
+//! - client credentials: a form POST with the client's id and secret as HTTP Basic
+//!   credentials;
+//! - JWT bearer (`sasl.oauthbearer.grant.type=urn:ietf:params:oauth:grant-type:jwt-bearer`,
+//!   RFC 7523): a form POST of the grant type and an assertion (`native/assertion.rs`),
+//!   without HTTP authentication, as librdkafka sends it.
+//!
+//! The token is the `access_token` of the JSON answer (with the JWT-bearer grant, its
+//! `id_token` when that is no token, as librdkafka takes it from some providers), its
+//! lifetime and principal the JWT's `exp` and `sub`. The HTTP client is `ureq` over
+//! native-tls (the OpenSSL the rest of the path uses); the endpoint's certificate is
+//! checked against `https.ca.location` / `https.ca.pem`, else the system's CAs. The
+//! client secret and the assertion never reach an error, a log or `Debug` output.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -13,6 +19,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use ureq::tls::{Certificate, RootCerts, TlsConfig, TlsProvider};
+
+use super::assertion::Assertion;
+
+/// The grant type of RFC 7523's JWT bearer (`sasl.oauthbearer.grant.type`).
+pub(crate) const JWT_BEARER: &str = "urn:ietf:params:oauth:grant-type:jwt-bearer";
 
 /// How long one token request may take (librdkafka's is 20 s too).
 const TIMEOUT: Duration = Duration::from_secs(20);
@@ -29,12 +40,33 @@ pub(crate) enum Roots {
     Pem(Vec<u8>),
 }
 
+/// How a cluster's client asks for tokens (`sasl.oauthbearer.grant.type`).
+#[derive(Clone)]
+pub(crate) enum Grant {
+    /// `client_credentials`: the client's id and secret.
+    ClientCredentials { id: String, secret: String },
+    /// RFC 7523's JWT bearer: an assertion for every request.
+    JwtBearer(Assertion),
+}
+
+impl std::fmt::Debug for Grant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::ClientCredentials { id, .. } => f
+                .debug_struct("ClientCredentials")
+                .field("id", id)
+                .field("secret", &"[redacted]")
+                .finish(),
+            Self::JwtBearer(assertion) => f.debug_tuple("JwtBearer").field(assertion).finish(),
+        }
+    }
+}
+
 /// A cluster's OIDC client.
 #[derive(Clone)]
 pub(crate) struct Oidc {
     endpoint: String,
-    client_id: String,
-    client_secret: String,
+    grant: Grant,
     scope: Option<String>,
     agent: ureq::Agent,
 }
@@ -43,8 +75,7 @@ impl std::fmt::Debug for Oidc {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Oidc")
             .field("endpoint", &self.endpoint)
-            .field("client_id", &self.client_id)
-            .field("client_secret", &"[redacted]")
+            .field("grant", &self.grant)
             .field("scope", &self.scope)
             .finish()
     }
@@ -62,8 +93,7 @@ impl Oidc {
     /// against `roots`; an error says which of them is wrong.
     pub(crate) fn new(
         endpoint: &str,
-        client_id: &str,
-        client_secret: &str,
+        grant: Grant,
         scope: Option<&str>,
         roots: Roots,
     ) -> Result<Self, String> {
@@ -103,28 +133,49 @@ impl Oidc {
             .into();
         Ok(Self {
             endpoint: endpoint.to_string(),
-            client_id: client_id.to_string(),
-            client_secret: client_secret.to_string(),
+            grant,
             scope: scope.filter(|s| !s.trim().is_empty()).map(str::to_string),
             agent,
         })
     }
 
     /// Asks the endpoint for a token (blocking: call it off the runtime's workers).
-    /// An error is one line naming the endpoint, never the secret.
+    /// An error is one line naming the endpoint, never the secret nor the assertion.
     pub(crate) fn fetch(&self) -> Result<Made, String> {
         let at = |what: String| format!("token endpoint {}: {what}", self.endpoint);
-        let basic = STANDARD.encode(format!("{}:{}", self.client_id, self.client_secret));
-        let mut form = vec![("grant_type", "client_credentials")];
-        if let Some(scope) = &self.scope {
-            form.push(("scope", scope));
-        }
-        let mut answer = self
+        let request = self
             .agent
             .post(&self.endpoint)
-            .header("Accept", "application/json")
-            .header("Authorization", format!("Basic {basic}"))
-            .send_form(form)
+            .header("Accept", "application/json");
+        // The form, in librdkafka's order, and the secret it carries.
+        let (request, mut form, secret) = match &self.grant {
+            Grant::ClientCredentials { id, secret } => {
+                let basic = STANDARD.encode(format!("{id}:{secret}"));
+                (
+                    request.header("Authorization", format!("Basic {basic}")),
+                    vec![("grant_type", "client_credentials".to_string())],
+                    secret.clone(),
+                )
+            }
+            Grant::JwtBearer(assertion) => {
+                let made = assertion
+                    .make(SystemTime::now())
+                    .map_err(|r| at(format!("no assertion: {r}")))?;
+                (
+                    request,
+                    vec![
+                        ("grant_type", JWT_BEARER.to_string()),
+                        ("assertion", made.clone()),
+                    ],
+                    made,
+                )
+            }
+        };
+        if let Some(scope) = &self.scope {
+            form.push(("scope", scope.clone()));
+        }
+        let mut answer = request
+            .send_form(form.iter().map(|(k, v)| (*k, v.as_str())))
             .map_err(|e| at(e.to_string()))?;
         let status = answer.status();
         let body = answer
@@ -135,7 +186,7 @@ impl Oidc {
             .map_err(|e| at(format!("reading the answer: {e}")))?;
         if !status.is_success() {
             // The endpoint's words, without the secret should it repeat it.
-            let said = match self.client_secret.as_str() {
+            let said = match secret.as_str() {
                 "" => body,
                 secret => body.replace(secret, "[redacted]"),
             };
@@ -144,19 +195,22 @@ impl Oidc {
                 super::error::one_line(&said.chars().take(200).collect::<String>())
             )));
         }
-        token_of(&body).map_err(at)
+        match (token_of(&body, "access_token"), &self.grant) {
+            (Err(why), Grant::JwtBearer(_)) => token_of(&body, "id_token").map_err(|_| at(why)),
+            (made, _) => made.map_err(at),
+        }
     }
 }
 
-/// The token of a token endpoint's JSON answer, with the `exp` and `sub` of its JWT
-/// payload (what librdkafka takes them from).
-fn token_of(answer: &str) -> Result<Made, String> {
+/// The token of a token endpoint's JSON answer (its `field`), with the `exp` and
+/// `sub` of its JWT payload (what librdkafka takes them from).
+fn token_of(answer: &str, field: &str) -> Result<Made, String> {
     let json: serde_json::Value =
         serde_json::from_str(answer).map_err(|_| "the answer is not JSON".to_string())?;
     let value = json
-        .get("access_token")
+        .get(field)
         .and_then(serde_json::Value::as_str)
-        .ok_or("the answer has no access_token string")?;
+        .ok_or_else(|| format!("the answer has no {field} string"))?;
     let payload = value
         .split('.')
         .nth(1)
@@ -184,6 +238,13 @@ fn token_of(answer: &str) -> Result<Made, String> {
 mod tests {
     use super::*;
 
+    fn credentials(id: &str, secret: &str) -> Grant {
+        Grant::ClientCredentials {
+            id: id.into(),
+            secret: secret.into(),
+        }
+    }
+
     fn jwt(claims: &str) -> String {
         format!(
             "{}.{}.",
@@ -195,9 +256,10 @@ mod tests {
     #[test]
     fn the_token_its_expiry_and_principal_come_from_the_answer() {
         let token = jwt(r#"{"sub":"orders-reader","exp":1700000300,"iat":1700000000}"#);
-        let made = token_of(&format!(
-            r#"{{"access_token":"{token}","token_type":"Bearer","expires_in":300}}"#
-        ))
+        let made = token_of(
+            &format!(r#"{{"access_token":"{token}","token_type":"Bearer","expires_in":300}}"#),
+            "access_token",
+        )
         .unwrap();
         assert_eq!(made.value, token);
         assert_eq!(made.principal, "orders-reader");
@@ -218,19 +280,24 @@ mod tests {
                 "sub",
             ),
         ] {
-            let e = token_of(answer).err().unwrap_or_default();
+            let e = token_of(answer, "access_token").err().unwrap_or_default();
             assert!(e.contains(why), "{answer}: {e}");
         }
     }
 
     #[test]
     fn bad_urls_and_cas_are_refused_and_the_secret_never_shown() {
-        let e = Oidc::new("ftp://idp/token", "id", "s3cret", None, Roots::System).unwrap_err();
+        let e = Oidc::new(
+            "ftp://idp/token",
+            credentials("id", "s3cret"),
+            None,
+            Roots::System,
+        )
+        .unwrap_err();
         assert!(e.contains("http"), "{e}");
         let e = Oidc::new(
             "https://idp/token",
-            "id",
-            "s3cret",
+            credentials("id", "s3cret"),
             None,
             Roots::Pem(b"not a pem".to_vec()),
         )
@@ -238,8 +305,7 @@ mod tests {
         assert!(e.contains("no PEM certificate"), "{e}");
         let ok = Oidc::new(
             "https://idp/token",
-            "id",
-            "s3cret",
+            credentials("id", "s3cret"),
             Some("kafka"),
             Roots::System,
         )
@@ -257,8 +323,7 @@ mod tests {
             .port();
         let oidc = Oidc::new(
             &format!("http://127.0.0.1:{port}/token"),
-            "id",
-            "s3cret",
+            credentials("id", "s3cret"),
             None,
             Roots::System,
         )
@@ -284,11 +349,99 @@ mod tests {
                 body.len()
             );
         });
-        let oidc = Oidc::new(&url, "reader", "s3cret-echo", None, Roots::System).unwrap();
+        let oidc = Oidc::new(
+            &url,
+            credentials("reader", "s3cret-echo"),
+            None,
+            Roots::System,
+        )
+        .unwrap();
         let e = oidc.fetch().err().unwrap_or_default();
         server.join().unwrap();
         assert!(e.contains("HTTP 401"), "{e}");
         assert!(e.contains("bad client secret [redacted] for reader"), "{e}");
         assert!(!e.contains("s3cret-echo"), "{e}");
+    }
+
+    /// An endpoint on 127.0.0.1 that answers one request with `status` and `body`,
+    /// and hands back the request it read (head and form).
+    fn answer_once(
+        status: &'static str,
+        body: String,
+    ) -> (String, std::thread::JoinHandle<String>) {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/token", listener.local_addr().unwrap());
+        let server = std::thread::spawn(move || {
+            let (mut conn, _) = listener.accept().unwrap();
+            let mut request = Vec::new();
+            let mut buf = [0u8; 8192];
+            // The head, then as many body bytes as it says.
+            loop {
+                let n = conn.read(&mut buf).unwrap();
+                request.extend_from_slice(&buf[..n]);
+                let text = String::from_utf8_lossy(&request).to_string();
+                if let Some((head, form)) = text.split_once("\r\n\r\n") {
+                    let length: usize = head
+                        .lines()
+                        .find_map(|l| {
+                            l.to_ascii_lowercase()
+                                .strip_prefix("content-length:")
+                                .map(|v| v.trim().parse().unwrap())
+                        })
+                        .unwrap_or(0);
+                    if form.len() >= length || n == 0 {
+                        break;
+                    }
+                }
+            }
+            let _ = write!(
+                conn,
+                "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            String::from_utf8_lossy(&request).into_owned()
+        });
+        (url, server)
+    }
+
+    #[test]
+    fn the_jwt_bearer_grant_posts_its_assertion_without_basic_credentials() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("assertion.jwt");
+        std::fs::write(&file, "aGVhZGVy.cGF5bG9hZA.c2lnbmF0dXJl\n").unwrap();
+        let grant = Grant::JwtBearer(Assertion::File(file));
+        // A provider that answers with an id_token only (as librdkafka takes it).
+        let token = jwt(r#"{"sub":"orders-reader","exp":4000000000}"#);
+        let (url, server) = answer_once("200 OK", format!(r#"{{"id_token":"{token}"}}"#));
+        let oidc = Oidc::new(&url, grant.clone(), Some("kafka read"), Roots::System).unwrap();
+        let made = oidc.fetch().unwrap();
+        assert_eq!(
+            (made.value, made.principal.as_str()),
+            (token, "orders-reader")
+        );
+        let request = server.join().unwrap();
+        assert!(
+            !request.to_ascii_lowercase().contains("authorization:"),
+            "{request}"
+        );
+        let form = request.split_once("\r\n\r\n").unwrap().1;
+        assert_eq!(
+            form,
+            "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer\
+             &assertion=aGVhZGVy.cGF5bG9hZA.c2lnbmF0dXJl&scope=kafka+read"
+        );
+
+        // A refusal that repeats the assertion is said without it.
+        let (url, server) = answer_once(
+            "400 Bad Request",
+            r#"{"error":"invalid_grant","assertion":"aGVhZGVy.cGF5bG9hZA.c2lnbmF0dXJl"}"#.into(),
+        );
+        let oidc = Oidc::new(&url, grant, None, Roots::System).unwrap();
+        let e = oidc.fetch().err().unwrap_or_default();
+        server.join().unwrap();
+        assert!(e.contains("HTTP 400") && e.contains("invalid_grant"), "{e}");
+        assert!(!e.contains("c2lnbmF0dXJl"), "{e}");
+        assert!(!format!("{oidc:?}").contains("c2lnbmF0dXJl"));
     }
 }

@@ -10,11 +10,12 @@ use crate::base::hooks::ClientHooks;
 use crate::base::properties::{BOOTSTRAP_SERVERS, ClientProperties, FetchBackend, hide_secrets};
 use crate::error::SourceError;
 
+use super::assertion::{self as jwt, Algorithm, Assertion, Claims, Key, Signed};
 use super::calls::FetchSettings;
 use super::conn::ConnectOptions;
 use super::credentials::{Mechanism, Sasl, Tokens};
 use super::oauth::Unsecured;
-use super::oidc::{Oidc, Roots};
+use super::oidc::{Grant, JWT_BEARER, Oidc, Roots};
 use super::partition::PartitionOptions;
 use super::reported::ErrorHook;
 use super::tls::{Pem, Tls, TlsSettings};
@@ -94,6 +95,19 @@ const HONOURED: &[&str] = &[
     "sasl.oauthbearer.token.endpoint.url",
     "sasl.oauthbearer.scope",
     "sasl.oauthbearer.extensions",
+    // The JWT-bearer grant's assertion: native/assertion.rs.
+    jwt::FILE,
+    jwt::ALGORITHM,
+    jwt::KEY_FILE,
+    jwt::KEY_PEM,
+    jwt::PASSPHRASE,
+    jwt::TEMPLATE,
+    jwt::SUB,
+    jwt::ISS,
+    jwt::AUD,
+    jwt::EXP,
+    jwt::NBF,
+    jwt::JTI,
     "https.ca.location",
     "https.ca.pem",
 ];
@@ -220,9 +234,11 @@ fn unsupported(given: &Given<'_>) -> Option<String> {
             ));
         }
         let grant = props.get("sasl.oauthbearer.grant.type").map(str::trim);
-        if grant.is_some_and(|g| g != "client_credentials") {
+        if grant.is_some_and(|g| {
+            !g.eq_ignore_ascii_case("client_credentials") && !g.eq_ignore_ascii_case(JWT_BEARER)
+        }) {
             return Some(format!(
-                "sasl.oauthbearer.grant.type={} is not supported yet (client_credentials)",
+                "sasl.oauthbearer.grant.type={} is not supported (client_credentials, {JWT_BEARER})",
                 grant.unwrap_or_default()
             ));
         }
@@ -349,14 +365,26 @@ fn oidc_tokens(given: &Given<'_>) -> Result<Tokens, SourceError> {
             })
     };
     let endpoint = required(&["sasl.oauthbearer.token.endpoint.url"])?;
-    let id = required(&[
-        "sasl.oauthbearer.client.id",
-        "sasl.oauthbearer.client.credentials.client.id",
-    ])?;
-    let secret = required(&[
-        "sasl.oauthbearer.client.secret",
-        "sasl.oauthbearer.client.credentials.client.secret",
-    ])?;
+    let jwt_bearer = props
+        .get("sasl.oauthbearer.grant.type")
+        .is_some_and(|g| g.trim().eq_ignore_ascii_case(JWT_BEARER));
+    let grant = if jwt_bearer {
+        // librdkafka sends no client id nor secret with this grant.
+        Grant::JwtBearer(assertion(given)?)
+    } else {
+        let id = required(&[
+            "sasl.oauthbearer.client.id",
+            "sasl.oauthbearer.client.credentials.client.id",
+        ])?;
+        let secret = required(&[
+            "sasl.oauthbearer.client.secret",
+            "sasl.oauthbearer.client.credentials.client.secret",
+        ])?;
+        Grant::ClientCredentials {
+            id: id.to_string(),
+            secret: secret.to_string(),
+        }
+    };
     let extensions =
         super::oauth::parse_extensions(props.get("sasl.oauthbearer.extensions").unwrap_or(""))
             .map_err(|why| refused(given, "sasl.oauthbearer.extensions", why))?;
@@ -374,22 +402,124 @@ fn oidc_tokens(given: &Given<'_>) -> Result<Tokens, SourceError> {
     } else {
         "https.ca.location"
     };
-    let oidc = Oidc::new(
-        endpoint,
-        id,
-        secret,
-        props.get("sasl.oauthbearer.scope"),
-        roots,
-    )
-    .map_err(|why| {
-        let key = if why.starts_with("the CA") {
-            ca_key
-        } else {
-            "sasl.oauthbearer.token.endpoint.url"
-        };
-        refused(given, key, why)
-    })?;
+    let oidc =
+        Oidc::new(endpoint, grant, props.get("sasl.oauthbearer.scope"), roots).map_err(|why| {
+            let key = if why.starts_with("the CA") {
+                ca_key
+            } else {
+                "sasl.oauthbearer.token.endpoint.url"
+            };
+            refused(given, key, why)
+        })?;
     Ok(Tokens::oidc(oidc, extensions))
+}
+
+/// The JWT-bearer grant's assertions from `sasl.oauthbearer.assertion.*`, as librdkafka
+/// takes them: a prepared one from `sasl.oauthbearer.assertion.file` (which no other
+/// assertion property may join), else one signed with the private key of `.file` or
+/// `.pem` (one of them). Checked now: the files read, the key opened, the claims
+/// complete; an error names the property, never a secret.
+fn assertion(given: &Given<'_>) -> Result<Assertion, SourceError> {
+    let props = given.props;
+    let set = |key: &str| {
+        props
+            .get(key)
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+            .map(str::to_string)
+    };
+    let assertion = if let Some(file) = set(jwt::FILE) {
+        let others = [
+            jwt::KEY_FILE,
+            jwt::KEY_PEM,
+            jwt::PASSPHRASE,
+            jwt::TEMPLATE,
+            jwt::SUB,
+            jwt::AUD,
+            jwt::ISS,
+            jwt::JTI,
+            jwt::EXP,
+            jwt::NBF,
+        ];
+        if let Some(other) = others.into_iter().find(|k| props.get(k).is_some()) {
+            return Err(refused(
+                given,
+                other,
+                format!("cannot be set with {} (a prepared assertion)", jwt::FILE),
+            ));
+        }
+        Assertion::File(file.into())
+    } else {
+        let key = match (props.get(jwt::KEY_FILE), props.get(jwt::KEY_PEM)) {
+            (Some(_), Some(_)) => {
+                return Err(refused(
+                    given,
+                    jwt::KEY_PEM,
+                    format!("cannot be set with {}: one key", jwt::KEY_FILE),
+                ));
+            }
+            (Some(file), None) => Key::File(file.trim().into()),
+            (None, Some(pem)) => Key::Pem(pem.to_string()),
+            (None, None) => {
+                return Err(refused(
+                    given,
+                    jwt::KEY_FILE,
+                    format!(
+                        "not set, nor {}, nor {} (sasl.oauthbearer.grant.type={JWT_BEARER} needs one)",
+                        jwt::KEY_PEM,
+                        jwt::FILE
+                    ),
+                ));
+            }
+        };
+        let algorithm = match props.get(jwt::ALGORITHM) {
+            None => Algorithm::Rs256,
+            Some(a) => Algorithm::parse(a)
+                .ok_or_else(|| refused(given, jwt::ALGORITHM, "RS256 or ES256"))?,
+        };
+        let seconds = |key: &str, least: u64, default: u64| match props.get(key) {
+            None => Ok(default),
+            Some(v) => v
+                .trim()
+                .parse::<u64>()
+                .ok()
+                .filter(|n| (least..=2_147_483_647).contains(n))
+                .ok_or_else(|| {
+                    refused(
+                        given,
+                        key,
+                        format!("a number of seconds, {least} to 2147483647"),
+                    )
+                }),
+        };
+        let jti = match props.get(jwt::JTI).map(|v| v.trim().to_ascii_lowercase()) {
+            None => false,
+            Some(v) if v == "true" => true,
+            Some(v) if v == "false" => false,
+            Some(_) => return Err(refused(given, jwt::JTI, "true or false")),
+        };
+        let claims = Claims {
+            sub: set(jwt::SUB),
+            iss: set(jwt::ISS),
+            aud: set(jwt::AUD),
+            exp_seconds: seconds(jwt::EXP, 1, 300)?,
+            nbf_seconds: seconds(jwt::NBF, 0, 60)?,
+            jti,
+        };
+        Assertion::Signed(Box::new(Signed {
+            algorithm,
+            key,
+            passphrase: props.get(jwt::PASSPHRASE).map(str::to_string),
+            template: set(jwt::TEMPLATE).map(Into::into),
+            claims,
+        }))
+    };
+    assertion.check().map_err(|r| {
+        // Paths given by reference (`${file:…}`) are as secret as their values.
+        let why = hide_secrets(&r.why, &props.secret_texts()).into_owned();
+        refused(given, r.property, why)
+    })?;
+    Ok(assertion)
 }
 
 /// The PEM certificates of a file, or of every file in a directory.
@@ -721,8 +851,8 @@ mod tests {
             ),
             (
                 "sasl.oauthbearer.grant.type",
-                "urn:ietf:params:oauth:grant-type:jwt-bearer",
-                "grant.type",
+                "password",
+                "grant.type=password",
             ),
         ] {
             let props = oauth_props(&[(key, value)]);
@@ -736,5 +866,179 @@ mod tests {
         }
         let stats = oauth_props(&[("statistics.interval.ms", "1000")]);
         assert!(!outcome(&stats, Some(&hooks)).0);
+    }
+
+    /// A key pair's private half as PKCS#8 PEM (encrypted with `passphrase` if
+    /// given), and its public half.
+    fn key_pair(passphrase: Option<&str>) -> (String, openssl::pkey::PKey<openssl::pkey::Public>) {
+        let key =
+            openssl::pkey::PKey::from_rsa(openssl::rsa::Rsa::generate(2048).unwrap()).unwrap();
+        let pem = match passphrase {
+            Some(p) => key
+                .private_key_to_pem_pkcs8_passphrase(
+                    openssl::symm::Cipher::aes_256_cbc(),
+                    p.as_bytes(),
+                )
+                .unwrap(),
+            None => key.private_key_to_pem_pkcs8().unwrap(),
+        };
+        let public =
+            openssl::pkey::PKey::public_key_from_pem(&key.public_key_to_pem().unwrap()).unwrap();
+        (String::from_utf8(pem).unwrap(), public)
+    }
+
+    #[test]
+    fn the_jwt_bearer_grant_is_served_and_its_bad_settings_are_one_line_without_secrets() {
+        let dir = tempfile::tempdir().unwrap();
+        let (pem, _) = key_pair(Some("open-sesame"));
+        let key_file = dir.path().join("reader-key.pem");
+        std::fs::write(&key_file, &pem).unwrap();
+        let key_path = key_file.display().to_string();
+        let template = dir.path().join("template.json");
+        std::fs::write(
+            &template,
+            r#"{"header":{"kid":"k1"},"payload":{"scope":"kafka"}}"#,
+        )
+        .unwrap();
+        let template_path = template.display().to_string();
+        let assertion_file = dir.path().join("assertion.jwt");
+        std::fs::write(&assertion_file, "aGVhZA.Ym9keQ.c2ln\n").unwrap();
+        let assertion_path = assertion_file.display().to_string();
+        let base: Vec<(&str, &str)> = vec![
+            ("sasl.oauthbearer.method", "oidc"),
+            ("sasl.oauthbearer.grant.type", JWT_BEARER),
+            (
+                "sasl.oauthbearer.token.endpoint.url",
+                "https://idp.example/token",
+            ),
+            (jwt::KEY_FILE, &key_path),
+            (jwt::PASSPHRASE, "open-sesame"),
+            (jwt::TEMPLATE, &template_path),
+            (jwt::SUB, "orders-reader"),
+            (jwt::ISS, "orders-app"),
+            (jwt::AUD, "https://idp.example"),
+            (jwt::EXP, "120"),
+            (jwt::NBF, "0"),
+            (jwt::JTI, "true"),
+        ];
+        // Served by auto, no client id nor secret needed.
+        assert_eq!(outcome(&oauth_props(&base), None), (true, None));
+        let prepared = [
+            ("sasl.oauthbearer.method", "oidc"),
+            ("sasl.oauthbearer.grant.type", JWT_BEARER),
+            (
+                "sasl.oauthbearer.token.endpoint.url",
+                "https://idp.example/token",
+            ),
+            (jwt::FILE, assertion_path.as_str()),
+        ];
+        assert_eq!(outcome(&oauth_props(&prepared), None), (true, None));
+        let (key_text, _) = key_pair(None);
+        let mut es_refused = base.clone();
+        es_refused.retain(|(k, _)| *k != jwt::KEY_FILE && *k != jwt::PASSPHRASE);
+        es_refused.push((jwt::KEY_PEM, &key_text));
+        assert_eq!(outcome(&oauth_props(&es_refused), None), (true, None));
+        es_refused.push((jwt::ALGORITHM, "ES256"));
+
+        let with = |changes: &[(&str, Option<&str>)]| {
+            let mut props = base.clone();
+            for (k, v) in changes {
+                props.retain(|(key, _)| key != k);
+                if let Some(v) = v {
+                    props.push((k, v));
+                }
+            }
+            oauth_props(&props)
+        };
+        let bad_template = dir.path().join("bad.json");
+        std::fs::write(&bad_template, "{\"header\": {}, ").unwrap();
+        let bad_template = bad_template.display().to_string();
+        let cases: Vec<(ClientProperties, &str, &str)> = vec![
+            (
+                with(&[(jwt::KEY_FILE, Some("/nonexistent/reader-key.pem"))]),
+                jwt::KEY_FILE,
+                "cannot read",
+            ),
+            (
+                with(&[(jwt::PASSPHRASE, Some("wrong-passphrase"))]),
+                jwt::PASSPHRASE,
+                "does not open",
+            ),
+            (
+                with(&[(jwt::PASSPHRASE, None)]),
+                jwt::PASSPHRASE,
+                "encrypted",
+            ),
+            (
+                with(&[(jwt::ALGORITHM, Some("HS256"))]),
+                jwt::ALGORITHM,
+                "RS256 or ES256",
+            ),
+            (
+                with(&[(jwt::ALGORITHM, Some("ES256"))]),
+                jwt::ALGORITHM,
+                "EC key",
+            ),
+            (
+                with(&[(jwt::TEMPLATE, Some(&bad_template))]),
+                jwt::TEMPLATE,
+                "not JSON",
+            ),
+            (with(&[(jwt::ISS, None)]), jwt::ISS, "RFC 7523"),
+            (with(&[(jwt::AUD, None)]), jwt::AUD, "RFC 7523"),
+            (with(&[(jwt::EXP, Some("0"))]), jwt::EXP, "seconds"),
+            (with(&[(jwt::NBF, Some("-1"))]), jwt::NBF, "seconds"),
+            (with(&[(jwt::JTI, Some("yes"))]), jwt::JTI, "true or false"),
+            (with(&[(jwt::KEY_FILE, None)]), jwt::KEY_FILE, "not set"),
+            (
+                with(&[(jwt::KEY_PEM, Some(&key_text))]),
+                jwt::KEY_PEM,
+                "one key",
+            ),
+            (
+                with(&[(jwt::FILE, Some(&assertion_path))]),
+                jwt::KEY_FILE,
+                "prepared assertion",
+            ),
+            (oauth_props(&es_refused), jwt::ALGORITHM, "EC key"),
+        ];
+        for (props, key, says) in cases {
+            let (served, error) = outcome(&props, None);
+            assert!(
+                served,
+                "{key}: the choice does not read the assertion's settings"
+            );
+            let error = error.unwrap_or_else(|| panic!("{key}: not refused"));
+            assert!(
+                error.contains(&format!("property `{key}` refused")),
+                "{error}"
+            );
+            assert!(error.contains(says), "{error}");
+            assert!(!error.contains('\n'), "{error}");
+            for secret in [
+                "open-sesame",
+                "wrong-passphrase",
+                "reader-key.pem",
+                &pem[40..80],
+                &key_text[40..80],
+            ] {
+                assert!(!error.contains(secret), "{error}");
+            }
+        }
+        // Settings' Debug shows no secret either.
+        let cluster: Arc<str> = Arc::from("c");
+        let props = oauth_props(&base);
+        let s = settings(&Given {
+            cluster: &cluster,
+            props: &props,
+            hooks: None,
+            runtime: true,
+        })
+        .unwrap();
+        let shown = format!("{s:?}");
+        assert!(
+            !shown.contains("open-sesame") && !shown.contains("reader-key.pem"),
+            "{shown}"
+        );
     }
 }
