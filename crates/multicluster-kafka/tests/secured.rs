@@ -668,6 +668,222 @@ fn oidc_client_credentials_read_a_sasl_ssl_listener_exactly_once_and_a_wrong_sec
     );
 }
 
+/// What the library says, kept for the checks of which path read a cluster.
+fn capture() -> &'static support::Capture {
+    static CAPTURE: std::sync::OnceLock<support::Capture> = std::sync::OnceLock::new();
+    CAPTURE.get_or_init(|| {
+        let capture = support::Capture::under("multicluster_kafka");
+        tracing::subscriber::set_global_default(capture.clone()).expect("the only subscriber");
+        capture
+    })
+}
+
+/// Whether a fetcher of logical cluster `cluster` said it fetches natively, and
+/// whether a reader of it made a librdkafka consumer.
+fn paths_taken(cluster: &str) -> (bool, bool) {
+    let events = capture().events();
+    let said = |message: &str| {
+        events.iter().any(|(_, _, fields)| {
+            fields.contains(&format!("cluster={cluster} "))
+                && fields.contains(&format!("message={message} "))
+        })
+    };
+    (said("fetching natively"), said("consumer created"))
+}
+
+/// An RSA key pair: the private half as PEM encrypted with `passphrase`, and the
+/// public half as PEM.
+fn rsa_pair(passphrase: &str) -> (Vec<u8>, Vec<u8>) {
+    let key = openssl::pkey::PKey::from_rsa(openssl::rsa::Rsa::generate(2048).unwrap()).unwrap();
+    let private = key
+        .private_key_to_pem_pkcs8_passphrase(
+            openssl::symm::Cipher::aes_256_cbc(),
+            passphrase.as_bytes(),
+        )
+        .unwrap();
+    (private, key.public_key_to_pem().unwrap())
+}
+
+/// The OAUTHBEARER listener through the JWT-bearer grant of `endpoint`, the
+/// assertion signed with the key in `key_file` (opened with `passphrase`), on
+/// `backend`, with `more` properties.
+fn through_jwt_bearer(
+    c: &KafkaCluster,
+    endpoint: &support::TokenEndpoint,
+    key_file: &Path,
+    backend: &str,
+    more: &[(&str, &str)],
+) -> ClusterMetadata {
+    let mut props = support::oauth_without_token_maker(c);
+    let key_file = key_file.display().to_string();
+    let jwt = [
+        ("fetch.backend", backend),
+        ("sasl.oauthbearer.method", "oidc"),
+        (
+            "sasl.oauthbearer.grant.type",
+            "urn:ietf:params:oauth:grant-type:jwt-bearer",
+        ),
+        ("sasl.oauthbearer.token.endpoint.url", &endpoint.url),
+        ("sasl.oauthbearer.assertion.private.key.file", &key_file),
+        (
+            "sasl.oauthbearer.assertion.private.key.passphrase",
+            "open-sesame-jwt",
+        ),
+        ("sasl.oauthbearer.assertion.claim.iss", "orders-app"),
+        ("sasl.oauthbearer.assertion.claim.sub", "orders-reader"),
+        ("sasl.oauthbearer.assertion.claim.aud", "https://idp.test"),
+        ("sasl.oauthbearer.assertion.claim.jti.include", "true"),
+        ("sasl.oauthbearer.scope", "kafka"),
+    ];
+    props.extend(
+        jwt.iter()
+            .chain(more)
+            .map(|(k, v)| (k.to_string(), v.to_string())),
+    );
+    meta(c.listener_bootstrap(Listener::OauthSsl), &props, "oidc-jwt")
+}
+
+#[test]
+fn oidc_jwt_bearer_reads_a_sasl_ssl_listener_on_both_paths_and_a_wrong_key_is_said() {
+    capture();
+    let c = secure();
+    c.create_topic("oidc-jwt", 2).unwrap();
+    let want: BTreeSet<String> = fill_values(c, "oidc-jwt", 2, 40, "jwt")
+        .into_iter()
+        .collect();
+    let principal = c.security().unwrap().oauth_principal.clone();
+    let dir = tempfile::tempdir().unwrap();
+    let (private, public) = rsa_pair("open-sesame-jwt");
+    let key_file = dir.path().join("reader-jwt-key.pem");
+    std::fs::write(&key_file, &private).unwrap();
+    let wanted = support::WantedClaims {
+        iss: "orders-app".into(),
+        sub: "orders-reader".into(),
+        aud: "https://idp.test".into(),
+    };
+    let endpoint = support::TokenEndpoint::start_jwt_bearer(&principal, &public, wanted.clone());
+
+    // RS256 on each path, exactly once; auto takes the native one. Each path's own
+    // HTTP client asked the endpoint (ureq says its name, librdkafka's curl none).
+    for backend in ["native", "librdkafka", "auto"] {
+        let cluster = format!("oidc-jwt-{backend}");
+        let asked = endpoint.agents.lock().unwrap().len();
+        let svc = StaticMetadataService::new([stream(vec![(
+            &cluster,
+            through_jwt_bearer(c, &endpoint, &key_file, backend, &[]),
+        )])])
+        .unwrap();
+        let seen = read_bounded(svc);
+        assert_exactly_once(&seen, &want);
+        let agents = endpoint.agents.lock().unwrap()[asked..].to_vec();
+        assert!(
+            agents
+                .iter()
+                .any(|a| a.starts_with("ureq") == (backend != "librdkafka")),
+            "{backend}: {agents:?}"
+        );
+        let (natively, consumer) = paths_taken(&cluster);
+        assert_eq!(
+            (natively, consumer),
+            (backend != "librdkafka", backend == "librdkafka"),
+            "{backend}"
+        );
+    }
+    for body in endpoint.granted.lock().unwrap().iter() {
+        let fields = support::form_fields(body);
+        let field = |k: &str| fields.iter().find(|(f, _)| f == k).map(|(_, v)| v.as_str());
+        assert_eq!(
+            field("grant_type"),
+            Some("urn:ietf:params:oauth:grant-type:jwt-bearer")
+        );
+        assert_eq!(field("scope"), Some("kafka"), "{body}");
+    }
+
+    // ES256 on the native path (librdkafka 2.12.1 signs ES256 with a DER signature,
+    // which a JWS verifier refuses).
+    let group = openssl::ec::EcGroup::from_curve_name(openssl::nid::Nid::X9_62_PRIME256V1).unwrap();
+    let ec =
+        openssl::pkey::PKey::from_ec_key(openssl::ec::EcKey::generate(&group).unwrap()).unwrap();
+    let ec_file = dir.path().join("reader-jwt-ec.pem");
+    std::fs::write(
+        &ec_file,
+        ec.private_key_to_pem_pkcs8_passphrase(
+            openssl::symm::Cipher::aes_256_cbc(),
+            b"open-sesame-jwt",
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let ec_endpoint = support::TokenEndpoint::start_jwt_bearer(
+        &principal,
+        &ec.public_key_to_pem().unwrap(),
+        wanted.clone(),
+    );
+    let svc = StaticMetadataService::new([stream(vec![(
+        "oidc-jwt-es256",
+        through_jwt_bearer(
+            c,
+            &ec_endpoint,
+            &ec_file,
+            "native",
+            &[("sasl.oauthbearer.assertion.algorithm", "ES256")],
+        ),
+    )])])
+    .unwrap();
+    assert_exactly_once(&read_bounded(svc), &want);
+    assert!(!ec_endpoint.granted.lock().unwrap().is_empty());
+
+    // Another key: the endpoint refuses its assertions, the start fails within its
+    // timeout naming the cluster and the endpoint's words, never the key.
+    let (other, _) = rsa_pair("open-sesame-jwt");
+    let other_file = dir.path().join("reader-jwt-other.pem");
+    std::fs::write(&other_file, &other).unwrap();
+    for backend in ["native", "librdkafka"] {
+        let cluster = format!("oidc-jwt-wrong-{backend}");
+        let refused = endpoint.refused.load(Ordering::Relaxed);
+        let svc = StaticMetadataService::new([stream(vec![(
+            &cluster,
+            through_jwt_bearer(c, &endpoint, &other_file, backend, &[]),
+        )])])
+        .unwrap();
+        let err = open_within_8s(svc).unwrap_err().to_string();
+        assert!(err.contains(&format!("cluster `{cluster}`")), "{err}");
+        assert!(err.contains("invalid_grant"), "{backend}: {err}");
+        assert!(!err.contains('\n'), "{err}");
+        let pem = String::from_utf8(other.clone()).unwrap();
+        for secret in ["open-sesame-jwt", "reader-jwt-other", &pem[40..90]] {
+            assert!(!err.contains(secret), "{backend}: {err}");
+        }
+        assert!(
+            endpoint.refused.load(Ordering::Relaxed) > refused,
+            "{backend}"
+        );
+    }
+
+    // Nothing the library said shows the passphrase, the key's path or an assertion.
+    let assertions: Vec<String> = endpoint
+        .granted
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|b| {
+            support::form_fields(b)
+                .into_iter()
+                .find(|(k, _)| k == "assertion")
+                .map(|(_, v)| v)
+        })
+        .collect();
+    for (_, _, fields) in capture().events() {
+        assert!(
+            !fields.contains("open-sesame-jwt") && !fields.contains("reader-jwt-"),
+            "{fields}"
+        );
+        for a in &assertions {
+            assert!(!fields.contains(&a[a.len() - 40..]), "{fields}");
+        }
+    }
+}
+
 /// Reads stream `s` of `svc` to the logs' ends at start.
 fn read_bounded(svc: StaticMetadataService) -> Vec<mck_testkit::Seen> {
     mck_testkit::runtime().block_on(async {

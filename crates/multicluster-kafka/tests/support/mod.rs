@@ -534,14 +534,18 @@ impl tracing::Subscriber for Capture {
 }
 
 /// An OpenID Connect token endpoint for the tests on 127.0.0.1: a POST with HTTP Basic
-/// credentials `client_id:client_secret` is answered with an unsecured JWT for
-/// `principal` living 300 s (what the broker's unsecured validator accepts); other
-/// credentials get 401. It keeps the bodies it was sent.
+/// credentials `client_id:client_secret` (or, started with
+/// [`TokenEndpoint::start_jwt_bearer`], a JWT-bearer grant whose assertion verifies)
+/// is answered with an unsecured JWT for `principal` living 300 s (what the broker's
+/// unsecured validator accepts); other requests get 401 (400 `invalid_grant` for a
+/// bad assertion). It keeps the bodies it was sent.
 pub struct TokenEndpoint {
     /// `http://127.0.0.1:PORT/token`, or `https://…` with TLS.
     pub url: String,
     /// The form bodies of the requests with good credentials.
     pub granted: Arc<Mutex<Vec<String>>>,
+    /// The `User-Agent` of each granted request (which client asked).
+    pub agents: Arc<Mutex<Vec<String>>>,
     /// Requests refused for their credentials.
     pub refused: Arc<std::sync::atomic::AtomicU64>,
 }
@@ -550,7 +554,19 @@ impl TokenEndpoint {
     /// Starts the endpoint over plain HTTP on a thread of its own (it lives as long
     /// as the process).
     pub fn start(principal: &str, client_id: &str, client_secret: &str) -> Self {
-        Self::serve(principal, client_id, client_secret, None)
+        let basic = format!(
+            "basic {}",
+            base64std(format!("{client_id}:{client_secret}").as_bytes())
+        );
+        Self::serve(principal, Grant::Basic(basic), None)
+    }
+
+    /// An endpoint of the JWT-bearer grant (RFC 7523) over plain HTTP: it grants a
+    /// request whose `assertion` is signed (RS256 or ES256, JWS's `r || s`) by the
+    /// private half of `public_pem` and has the claims of `want`, valid now.
+    pub fn start_jwt_bearer(principal: &str, public_pem: &[u8], want: WantedClaims) -> Self {
+        let key = openssl::pkey::PKey::public_key_from_pem(public_pem).expect("a public key");
+        Self::serve(principal, Grant::JwtBearer { key, want }, None)
     }
 
     /// The same over HTTPS, with the certificate and key (PEM files) of `tls`.
@@ -566,35 +582,36 @@ impl TokenEndpoint {
         acceptor
             .set_private_key_file(tls.1, SslFiletype::PEM)
             .unwrap();
-        Self::serve(principal, client_id, client_secret, Some(acceptor.build()))
-    }
-
-    fn serve(
-        principal: &str,
-        client_id: &str,
-        client_secret: &str,
-        tls: Option<openssl::ssl::SslAcceptor>,
-    ) -> Self {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
-        let scheme = if tls.is_some() { "https" } else { "http" };
-        let url = format!("{scheme}://{}/token", listener.local_addr().unwrap());
-        let granted = Arc::new(Mutex::new(Vec::new()));
-        let refused = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let basic = format!(
             "basic {}",
             base64std(format!("{client_id}:{client_secret}").as_bytes())
         );
-        let (principal, g, r) = (principal.to_string(), granted.clone(), refused.clone());
+        Self::serve(principal, Grant::Basic(basic), Some(acceptor.build()))
+    }
+
+    fn serve(principal: &str, grant: Grant, tls: Option<openssl::ssl::SslAcceptor>) -> Self {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let url = format!("{scheme}://{}/token", listener.local_addr().unwrap());
+        let granted = Arc::new(Mutex::new(Vec::new()));
+        let agents = Arc::new(Mutex::new(Vec::new()));
+        let refused = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let kept = Kept {
+            granted: granted.clone(),
+            agents: agents.clone(),
+            refused: refused.clone(),
+        };
+        let principal = principal.to_string();
         std::thread::spawn(move || {
             for conn in listener.incoming() {
                 let Ok(conn) = conn else { continue };
                 let answered = match &tls {
                     Some(acceptor) => match acceptor.accept(conn) {
-                        Ok(stream) => answer(stream, &basic, &principal, &g, &r),
+                        Ok(stream) => answer(stream, &grant, &principal, &kept),
                         // A client that refused the certificate.
                         Err(_) => continue,
                     },
-                    None => answer(conn, &basic, &principal, &g, &r),
+                    None => answer(conn, &grant, &principal, &kept),
                 };
                 let _ = answered;
             }
@@ -602,18 +619,162 @@ impl TokenEndpoint {
         Self {
             url,
             granted,
+            agents,
             refused,
         }
     }
 }
 
+/// The claims a [`TokenEndpoint::start_jwt_bearer`] endpoint wants in an assertion.
+#[derive(Clone, Debug)]
+pub struct WantedClaims {
+    pub iss: String,
+    pub sub: String,
+    pub aud: String,
+}
+
+/// What a [`TokenEndpoint`] grants.
+enum Grant {
+    /// Client credentials: this `Authorization` header, lower-cased.
+    Basic(String),
+    /// JWT bearer: an assertion this key verifies, with these claims.
+    JwtBearer {
+        key: openssl::pkey::PKey<openssl::pkey::Public>,
+        want: WantedClaims,
+    },
+}
+
+/// What a [`TokenEndpoint`] keeps of its requests.
+struct Kept {
+    granted: Arc<Mutex<Vec<String>>>,
+    agents: Arc<Mutex<Vec<String>>>,
+    refused: Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// A form body's fields, percent-decoded (`+` is a space).
+pub fn form_fields(body: &str) -> Vec<(String, String)> {
+    let decode = |s: &str| {
+        let bytes = s.as_bytes();
+        let mut out = Vec::with_capacity(bytes.len());
+        let mut i = 0;
+        while i < bytes.len() {
+            match bytes[i] {
+                b'+' => out.push(b' '),
+                b'%' if i + 2 < bytes.len() => {
+                    let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap_or("");
+                    match u8::from_str_radix(hex, 16) {
+                        Ok(b) => {
+                            out.push(b);
+                            i += 2;
+                        }
+                        Err(_) => out.push(b'%'),
+                    }
+                }
+                b => out.push(b),
+            }
+            i += 1;
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    };
+    body.split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            (decode(k), decode(v))
+        })
+        .collect()
+}
+
+/// Whether `assertion` is a JWT signed by `key` (RS256, or ES256 as `r || s`) with
+/// the claims of `want`, valid now; else why not.
+pub fn check_assertion(
+    assertion: &str,
+    key: &openssl::pkey::PKey<openssl::pkey::Public>,
+    want: &WantedClaims,
+) -> Result<(), String> {
+    use openssl::hash::MessageDigest;
+    let parts: Vec<&str> = assertion.split('.').collect();
+    let [header, payload, signature] = parts[..] else {
+        return Err("not three parts".into());
+    };
+    let json = |p: &str| -> Result<serde_json::Value, String> {
+        let bytes = base64url_decode(p).ok_or("not base64url")?;
+        serde_json::from_slice(&bytes).map_err(|e| e.to_string())
+    };
+    let (header, claims) = (json(header)?, json(payload)?);
+    let signature = base64url_decode(signature).ok_or("signature not base64url")?;
+    let signed = &assertion[..assertion.rfind('.').unwrap_or(0)];
+    let mut verifier =
+        openssl::sign::Verifier::new(MessageDigest::sha256(), key).map_err(|e| e.to_string())?;
+    verifier
+        .update(signed.as_bytes())
+        .map_err(|e| e.to_string())?;
+    let verified = match header["alg"].as_str() {
+        Some("RS256") => verifier.verify(&signature).unwrap_or(false),
+        Some("ES256") if signature.len() == 64 => {
+            let n = |b: &[u8]| openssl::bn::BigNum::from_slice(b).unwrap();
+            let der = openssl::ecdsa::EcdsaSig::from_private_components(
+                n(&signature[..32]),
+                n(&signature[32..]),
+            )
+            .and_then(|s| s.to_der())
+            .map_err(|e| e.to_string())?;
+            verifier.verify(&der).unwrap_or(false)
+        }
+        alg => {
+            return Err(format!(
+                "alg {alg:?} with a {}-byte signature",
+                signature.len()
+            ));
+        }
+    };
+    if !verified || header["typ"] != "JWT" {
+        return Err("the signature does not verify".into());
+    }
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let at = |c: &str| claims[c].as_i64().unwrap_or(i64::MIN);
+    let fresh = at("iat") <= now + 5 && at("nbf") <= now && now < at("exp");
+    let who = claims["iss"] == want.iss.as_str()
+        && claims["sub"] == want.sub.as_str()
+        && claims["aud"] == want.aud.as_str();
+    if !fresh || !who {
+        return Err(format!("claims not as wanted: {claims}"));
+    }
+    Ok(())
+}
+
+/// Base64url without padding, decoded.
+fn base64url_decode(text: &str) -> Option<Vec<u8>> {
+    let value = |c: u8| match c {
+        b'A'..=b'Z' => Some(c - b'A'),
+        b'a'..=b'z' => Some(c - b'a' + 26),
+        b'0'..=b'9' => Some(c - b'0' + 52),
+        b'-' => Some(62),
+        b'_' => Some(63),
+        _ => None,
+    };
+    let mut out = Vec::new();
+    let (mut acc, mut bits) = (0u32, 0);
+    for c in text.trim_end_matches('=').bytes() {
+        acc = (acc << 6) | u32::from(value(c)?);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+        }
+    }
+    Some(out)
+}
+
 /// Reads one token request from `conn` and answers it (see [`TokenEndpoint`]).
 fn answer(
     mut conn: impl std::io::Read + std::io::Write,
-    basic: &str,
+    grant: &Grant,
     principal: &str,
-    granted: &Mutex<Vec<String>>,
-    refused: &std::sync::atomic::AtomicU64,
+    kept: &Kept,
 ) -> std::io::Result<()> {
     // The head, byte by byte up to the blank line (requests here are small).
     let mut head = Vec::new();
@@ -632,27 +793,47 @@ fn answer(
     let length: usize = header("content-length:")
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
-    let authorized = header("authorization:").as_deref() == Some(&basic.to_ascii_lowercase());
     let mut body = vec![0; length];
     conn.read_exact(&mut body)?;
-    let (status, json) = if authorized {
-        granted
-            .lock()
-            .unwrap()
-            .push(String::from_utf8_lossy(&body).into_owned());
-        let token = unsecured_token(principal, Duration::from_secs(300))
-            .expect("a token")
-            .token;
-        (
-            "200 OK",
-            format!(r#"{{"access_token":"{token}","token_type":"Bearer","expires_in":300}}"#),
-        )
-    } else {
-        refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        (
-            "401 Unauthorized",
-            r#"{"error":"invalid_client"}"#.to_string(),
-        )
+    let body = String::from_utf8_lossy(&body).into_owned();
+    let refusal = match grant {
+        Grant::Basic(basic) => (header("authorization:").as_deref()
+            != Some(&basic.to_ascii_lowercase()))
+        .then_some(("401 Unauthorized", "invalid_client")),
+        Grant::JwtBearer { key, want } => {
+            let fields = form_fields(&body);
+            let field = |name: &str| {
+                fields
+                    .iter()
+                    .find(|(k, _)| k == name)
+                    .map(|(_, v)| v.as_str())
+            };
+            let good = field("grant_type") == Some("urn:ietf:params:oauth:grant-type:jwt-bearer")
+                && header("authorization:").is_none()
+                && field("assertion").is_some_and(|a| check_assertion(a, key, want).is_ok());
+            (!good).then_some(("400 Bad Request", "invalid_grant"))
+        }
+    };
+    let (status, json) = match refusal {
+        None => {
+            kept.granted.lock().unwrap().push(body);
+            kept.agents
+                .lock()
+                .unwrap()
+                .push(header("user-agent:").unwrap_or_default());
+            let token = unsecured_token(principal, Duration::from_secs(300))
+                .expect("a token")
+                .token;
+            (
+                "200 OK",
+                format!(r#"{{"access_token":"{token}","token_type":"Bearer","expires_in":300}}"#),
+            )
+        }
+        Some((status, error)) => {
+            kept.refused
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            (status, format!(r#"{{"error":"{error}"}}"#))
+        }
     };
     write!(
         conn,
