@@ -24,8 +24,10 @@
 //!
 //! A cluster with `sasl.mechanism=OAUTHBEARER` gets its tokens from one of:
 //!
-//! - librdkafka's own OIDC client-credentials flow (`sasl.oauthbearer.method=oidc`,
-//!   `sasl.oauthbearer.token.endpoint.url`, `sasl.oauthbearer.client.id`, …);
+//! - librdkafka's own OIDC token requests (`sasl.oauthbearer.method=oidc`,
+//!   `sasl.oauthbearer.token.endpoint.url`), with the client credentials grant
+//!   (`sasl.oauthbearer.client.id`, …) or the JWT-bearer grant
+//!   (`sasl.oauthbearer.grant.type`, `sasl.oauthbearer.assertion.*`);
 //! - librdkafka's unsecured JWT builder (`enable.sasl.oauthbearer.unsecure.jwt=true`,
 //!   for tests only);
 //! - a [`ClientHooks`] whose [`enable_token_refresh`](ClientHooks::enable_token_refresh)
@@ -37,7 +39,8 @@
 //! A cluster with OAUTHBEARER and none of these is refused when its client is made,
 //! and so is a token provider together with one of the first two.
 //!
-//! On the native fetch path (`native/oauth.rs`, `native/oidc.rs`) the same three
+//! On the native fetch path (`native/oauth.rs`, `native/oidc.rs`,
+//! `native/assertion.rs`) the same three
 //! sources serve the source's own connections, and `error` hears of their failures;
 //! `stats` are librdkafka's, so a cluster with hooks and `statistics.interval.ms` is
 //! fetched with librdkafka.

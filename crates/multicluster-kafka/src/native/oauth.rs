@@ -28,7 +28,7 @@ enum Source {
     /// `enable.sasl.oauthbearer.unsecure.jwt=true`: an unsigned JWT (`"alg":"none"`)
     /// made here, which only a broker with Kafka's unsecured validator accepts.
     Unsecured(Unsecured),
-    /// An OIDC token endpoint, client credentials grant.
+    /// An OIDC token endpoint, with the client credentials or the JWT-bearer grant.
     Oidc(Oidc),
     /// The program's [`ClientHooks::generate_oauth_token`].
     Hooks {
