@@ -113,6 +113,10 @@ pub struct RecordBatch<V> {
     pub(crate) no_streams: StreamIds,
     /// The keys (and usually the values) of the records, one after the other.
     pub(crate) data: Bytes,
+    /// Buffers the batch's large values are shared from instead of copied into
+    /// `data` (the native path's fetch answers); an entry's value span names one
+    /// ([`shared_span`]).
+    pub(crate) shared: Vec<Bytes>,
     pub(crate) entries: Vec<BatchEntry<V>>,
     /// The reader's watermark once the batch was handed out (with watermarks on).
     pub(crate) watermark: Option<i64>,
@@ -140,8 +144,8 @@ pub(crate) struct BatchEntry<V> {
     /// the fetch thread's profile at 100-byte records.
     key_start: usize,
     key_len: u32,
-    /// Where the value's bytes as fetched are in the batch's data ([`NO_KEY`]'s
-    /// length for a null value), for [`RecordRef::raw_value`].
+    /// Where the value's bytes as fetched are: in the batch's data, or in one of its
+    /// shared buffers ([`shared_span`]); [`NO_KEY`]'s length for a null value.
     value_start: usize,
     value_len: u32,
     /// Key + value bytes, for the metrics.
@@ -198,16 +202,15 @@ impl<V> BatchEntry<V> {
         (self.value_len != NO_KEY).then_some((self.value_start, self.value_len))
     }
 
-    /// The record's fingerprint hash (`data` is its batch's data): as it was fetched
+    /// The record's fingerprint hash (`bytes` are its batch's): as it was fetched
     /// with, or for a record without headers, made from its key and value now.
-    pub(crate) fn hash(&self, data: &[u8]) -> u64 {
+    pub(crate) fn hash(&self, bytes: Buffers<'_>) -> u64 {
         if self.hashed {
             return self.hash;
         }
-        let part = |span: Option<(usize, u32)>| {
-            span.map(|(start, len)| &data[start..start + len as usize])
-        };
-        crate::split::record_hash(part(self.key()), part(self.raw_value()), &[])
+        let key = self.key().map(|k| &bytes.data[span_range(k)]);
+        let value = self.raw_value().map(|v| bytes.value(v));
+        crate::split::record_hash(key, value, &[])
     }
 
     /// The hash when it is already known (see [`Self::hash`]).
@@ -230,6 +233,60 @@ fn packed(span: Option<(usize, u32)>) -> (usize, u32) {
         Some((start, len)) if len != NO_KEY => (start, len),
         _ => (0, NO_KEY),
     }
+}
+
+/// A batch's bytes: its data, where keys and most values are, and the buffers its
+/// large values are shared from.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Buffers<'a> {
+    pub data: &'a Bytes,
+    pub shared: &'a [Bytes],
+}
+
+impl<'a> Buffers<'a> {
+    /// The buffer a value's span is in, and where in it.
+    #[inline]
+    pub(crate) fn place(self, (start, len): (usize, u32)) -> (&'a Bytes, std::ops::Range<usize>) {
+        if start & SHARED == 0 {
+            (self.data, span_range((start, len)))
+        } else {
+            self.shared_place((start, len))
+        }
+    }
+
+    /// [`Self::place`] of a shared value: out of the way of the loops over small
+    /// records, which never come here.
+    #[cold]
+    #[inline(never)]
+    fn shared_place(self, (start, len): (usize, u32)) -> (&'a Bytes, std::ops::Range<usize>) {
+        let offset = start & OFFSET_MASK;
+        (
+            &self.shared[(start & !SHARED) >> INDEX_SHIFT],
+            span_range((offset, len)),
+        )
+    }
+
+    /// A value's bytes.
+    #[inline]
+    pub(crate) fn value(self, span: (usize, u32)) -> &'a [u8] {
+        let (buffer, range) = self.place(span);
+        &buffer[range]
+    }
+}
+
+/// A value span's start with this bit set is in a batch's shared buffers.
+const SHARED: usize = !(usize::MAX >> 1);
+/// Which shared buffer: the bits from here up (below [`SHARED`]).
+const INDEX_SHIFT: u32 = usize::BITS / 8 * 5;
+/// Where in the shared buffer: the bits below [`INDEX_SHIFT`].
+const OFFSET_MASK: usize = (1 << INDEX_SHIFT) - 1;
+
+/// The span of `len` bytes at `offset` in a batch's shared buffer `index`, as an
+/// entry's value span keeps it; `None` when the index or offset does not fit (the
+/// value is then copied).
+pub(crate) fn shared_span(index: usize, offset: usize, len: u32) -> Option<(usize, u32)> {
+    (offset <= OFFSET_MASK && index < (SHARED >> INDEX_SHIFT) && len != NO_KEY)
+        .then_some((SHARED | index << INDEX_SHIFT | offset, len))
 }
 
 /// A moved entry's key and value as fetched (see [`RecordBatch::into_moved`]).
@@ -307,6 +364,7 @@ impl<V> RecordBatch<V> {
             streams: Vec::new(),
             no_streams: StreamIds::from(Vec::new()),
             data: Bytes::new(),
+            shared: Vec::new(),
             entries: Vec::new(),
             watermark: None,
         }
@@ -349,11 +407,18 @@ impl<V> RecordBatch<V> {
     /// (slices of the batch's data, shared, not copied), to go into other batches
     /// ([`Self::push_moved`]).
     pub(crate) fn into_moved(self) -> impl Iterator<Item = (Arc<str>, MovedBytes, BatchEntry<V>)> {
-        let (topics, data) = (self.topics, self.data);
+        let (topics, data, shared) = (self.topics, self.data, self.shared);
         self.entries.into_iter().map(move |e| {
-            let slice = |(start, len): (usize, u32)| data.slice(start..start + len as usize);
+            let bytes = Buffers {
+                data: &data,
+                shared: &shared,
+            };
+            let slice = |span| {
+                let (buffer, range) = bytes.place(span);
+                buffer.slice(range)
+            };
             let bytes = MovedBytes {
-                key: e.key().map(slice),
+                key: e.key().map(|k| data.slice(span_range(k))),
                 value: e.raw_value().map(slice),
             };
             (topics[e.topic as usize].clone(), bytes, e)
@@ -396,6 +461,7 @@ impl<V> RecordBatch<V> {
             streams: self.streams.clone(),
             no_streams: self.no_streams.clone(),
             data: self.data.clone(),
+            shared: self.shared.clone(),
             entries: self.entries.split_off(at),
             watermark: None,
         })
@@ -429,8 +495,17 @@ impl<V> RecordBatch<V> {
         }
     }
 
+    /// The batch's bytes.
+    pub(crate) fn buffers(&self) -> Buffers<'_> {
+        Buffers {
+            data: &self.data,
+            shared: &self.shared,
+        }
+    }
+
     #[inline]
     fn view<'a>(&'a self, e: &'a BatchEntry<V>) -> RecordRef<'a, V> {
+        let value = e.raw_value().map(|v| self.buffers().place(v));
         RecordRef {
             streams: self.streams_of(e.topic),
             cluster: &self.cluster,
@@ -441,8 +516,9 @@ impl<V> RecordBatch<V> {
             key: e.key().map(|k| &self.data[span_range(k)]),
             headers: e.headers.as_slice(),
             value: &e.value,
-            raw_value: e.raw_value().map(|v| &self.data[span_range(v)]),
+            raw_value: value.clone().map(|(buffer, range)| &buffer[range]),
             data: &self.data,
+            value_data: value.map_or(&self.data, |(buffer, _)| buffer),
         }
     }
 
@@ -507,6 +583,8 @@ pub struct RecordRef<'a, V> {
     raw_value: Option<&'a [u8]>,
     /// The batch's buffer, which `key` is part of.
     data: &'a Bytes,
+    /// The buffer `raw_value` is part of: `data`, or a fetch answer it is shared from.
+    value_data: &'a Bytes,
 }
 
 impl<V> Clone for RecordRef<'_, V> {
@@ -546,7 +624,7 @@ impl<'a, V> RecordRef<'a, V> {
 
     /// The value's bytes as fetched, as shared [`Bytes`] (no copy).
     pub fn raw_value_bytes(&self) -> Option<Bytes> {
-        self.raw_value.map(|v| self.data.slice_ref(v))
+        self.raw_value.map(|v| self.value_data.slice_ref(v))
     }
 
     /// The split this record belongs to.
@@ -624,6 +702,7 @@ pub struct IntoIter<V> {
     streams: Vec<StreamIds>,
     no_streams: StreamIds,
     data: Bytes,
+    shared: Vec<Bytes>,
     entries: std::vec::IntoIter<BatchEntry<V>>,
 }
 
@@ -663,6 +742,7 @@ impl<V> IntoIterator for RecordBatch<V> {
             streams: self.streams,
             no_streams: self.no_streams,
             data: self.data,
+            shared: self.shared,
             entries: self.entries.into_iter(),
         }
     }
@@ -677,6 +757,7 @@ impl<V> IntoIter<V> {
             streams: self.streams,
             no_streams: self.no_streams,
             data: self.data,
+            shared: self.shared,
             entries: self.entries.collect(),
             watermark: None,
         }
@@ -685,7 +766,11 @@ impl<V> IntoIter<V> {
     /// The next record with its key + value size and fingerprint hash.
     pub(crate) fn next_counted(&mut self) -> Option<(Record<V>, u32, u64)> {
         let e = self.entries.next()?;
-        let (bytes, hash) = (e.bytes, e.hash(&self.data));
+        let buffers = Buffers {
+            data: &self.data,
+            shared: &self.shared,
+        };
+        let (bytes, hash) = (e.bytes, e.hash(buffers));
         let streams = self
             .streams
             .get(e.topic as usize)
@@ -773,6 +858,80 @@ mod tests {
             [6, 9, 5]
         );
         assert_eq!(b.iter().len(), 3);
+    }
+
+    #[test]
+    fn a_shared_value_is_read_from_its_buffer_and_moves_and_hashes_like_a_copied_one() {
+        // Record 0's value is copied into the data, record 1's and 2's are shared
+        // from two answers.
+        let answers = [
+            Bytes::from_static(b"..header..LARGE-ONE.."),
+            Bytes::from_static(b"LARGE-TWO"),
+        ];
+        let mut b = batch();
+        b.shared = answers.to_vec();
+        let at = |index, offset, len| shared_span(index, offset, len).expect("it fits");
+        b.entries[1] = entry(
+            1,
+            3,
+            9,
+            RawSpans {
+                key: None,
+                value: Some(at(0, 10, 9)),
+            },
+            "y",
+        );
+        b.entries[2] = entry(
+            0,
+            0,
+            6,
+            RawSpans {
+                key: Some((2, 2)),
+                value: Some(at(1, 0, 9)),
+            },
+            "z",
+        );
+        let raw: Vec<Option<&[u8]>> = b.iter().map(|r| r.raw_value()).collect();
+        assert_eq!(
+            raw,
+            [
+                Some(&b"X"[..]),
+                Some(&b"LARGE-ONE"[..]),
+                Some(&b"LARGE-TWO"[..])
+            ]
+        );
+        let second = b.get(1).unwrap();
+        let shared = second.raw_value_bytes().unwrap();
+        assert_eq!(shared.as_ptr(), answers[0][10..].as_ptr(), "no copy");
+        assert_eq!(
+            b.get(2).unwrap().key,
+            Some(&b"k2"[..]),
+            "keys stay in the data"
+        );
+        // A hash from the shared bytes is the hash of the same bytes copied.
+        let copied = |e: &BatchEntry<String>, value: &'static [u8]| {
+            let mut plain = RecordBatch::<String>::new(Arc::from("east"));
+            plain.data = Bytes::from_static(value);
+            let mut e = e.clone();
+            (e.value_start, e.value_len) = (0, value.len() as u32);
+            e.hash(plain.buffers())
+        };
+        let mut unhashed = b.entries[1].clone();
+        unhashed.hashed = false;
+        assert_eq!(unhashed.hash(b.buffers()), copied(&unhashed, b"LARGE-ONE"));
+        // Split off and moved, the values come along.
+        let rest = b.split_off(1).unwrap();
+        assert_eq!(rest.get(1).unwrap().raw_value(), Some(&b"LARGE-TWO"[..]));
+        let moved: Vec<Option<Bytes>> = rest.into_moved().map(|(_, m, _)| m.value).collect();
+        assert_eq!(
+            moved,
+            [Some(answers[0].slice(10..19)), Some(answers[1].clone())]
+        );
+        // What does not fit is refused (the value is then copied).
+        assert_eq!(shared_span(0, OFFSET_MASK + 1, 1), None);
+        assert_eq!(shared_span(SHARED >> INDEX_SHIFT, 0, 1), None);
+        assert_eq!(shared_span(0, 0, NO_KEY), None);
+        assert!(shared_span(0, OFFSET_MASK, 1).is_some());
     }
 
     #[test]

@@ -348,3 +348,42 @@ fn transactions_of_a_real_producer_read_committed_and_uncommitted() {
     let offsets: Vec<i64> = all.iter().map(|(o, _)| *o).collect();
     assert_eq!(offsets, [0, 1, 2, 3, 4, 5, 7, 8, 10, 11]);
 }
+
+#[test]
+fn absorbed_to_be_shared_each_record_comes_with_the_buffer_its_bytes_are_in() {
+    // A plain batch's records are in the answer; a compressed one's (lz4) in the
+    // buffer it was decompressed into, which a part kept of outlives the reader's
+    // next batches.
+    let mut bytes = record_batch(0, 0, &values(3, "plain"));
+    bytes.extend(record_batch(3, 3, &values(3, "lz4-")));
+    bytes.extend(record_batch(6, 3, &values(2, "next")));
+    let a = answer(bytes);
+    let mut reader = PartitionReader::new(1, PartitionOptions::default());
+    let mut kept: Vec<(i64, Bytes)> = Vec::new();
+    let (handed, more) = reader
+        .absorb_shared(&a, usize::MAX, |r, buffer| {
+            let value = r.value.unwrap();
+            if r.offset < 3 {
+                assert_eq!(buffer.as_ptr(), a.records.as_ptr(), "the answer's records");
+            } else {
+                assert_ne!(buffer.as_ptr(), a.records.as_ptr(), "a buffer of their own");
+            }
+            kept.push((r.offset, buffer.slice_ref(value)));
+        })
+        .unwrap();
+    assert_eq!((handed, more), (7, false));
+    let kept: Vec<(i64, &[u8])> = kept.iter().map(|(o, b)| (*o, &b[..])).collect();
+    assert_eq!(
+        kept,
+        [
+            (1, &b"plain1"[..]),
+            (2, b"plain2"),
+            (3, b"lz4-0"),
+            (4, b"lz4-1"),
+            (5, b"lz4-2"),
+            (6, b"next0"),
+            (7, b"next1"),
+        ]
+    );
+    assert_eq!(reader.next_offset(), 8);
+}

@@ -15,8 +15,10 @@ use mck_testkit::Seen;
 use mck_testkit::proxy::ProxiedCluster;
 use mck_testkit::{Listener, TestCluster, TestRecord, TransactionEnd, produce_transaction};
 use multicluster_kafka::client_context::{ClientHooks, KafkaError, OAuthToken};
-use multicluster_kafka::deserializer::InBatch;
+use multicluster_kafka::deserializer::{Deserializer, InBatch, RawValue};
 use multicluster_kafka::prelude::*;
+use multicluster_kafka::properties::DEFAULT_SHARE_MIN_BYTES;
+use multicluster_kafka::record::RecordRef;
 use rdkafka::types::RDKafkaErrorCode;
 use support::{Capture, drain, east, meta, meta_at, seen_ref, source_over, west};
 
@@ -485,6 +487,114 @@ fn records_go_straight_into_batches_for_a_deserializer_that_reads_none() {
         stream.close().await;
     });
     assert_fetched_natively(&["np-direct"]);
+}
+
+/// The value of record `i` of [`a_value_at_or_above_the_threshold_is_shared_and_every_value_reads_as_written`]:
+/// sizes around the default threshold and far from it, letters only.
+fn sized_value(i: usize) -> String {
+    let size = [
+        50,
+        DEFAULT_SHARE_MIN_BYTES - 1,
+        DEFAULT_SHARE_MIN_BYTES,
+        9000,
+        1,
+    ][i % 5];
+    let head = format!("v{i:04}-");
+    let fill: String = (0..size.saturating_sub(head.len()))
+        .map(|k| char::from(b'a' + (k % 26) as u8))
+        .collect();
+    head + &fill
+}
+
+/// Reads the source `b` builds to its stops, by batches: `(partition, offset,
+/// value)` of every record, the value by `value_of` and checked against the record's
+/// raw bytes, borrowed and shared.
+async fn read_values<D: Deserializer>(
+    b: SourceBuilder<D>,
+    value_of: impl Fn(&RecordRef<'_, D::Value>) -> Vec<u8>,
+) -> Vec<(i32, i64, Vec<u8>)> {
+    let mut stream = b
+        .stopping_offsets(StoppingOffsets::Latest)
+        .build()
+        .unwrap()
+        .open()
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    tokio::time::timeout(PATIENCE, async {
+        while let Some(batch) = stream.next_batch().await {
+            for r in batch.expect("a batch").iter() {
+                let value = value_of(&r);
+                assert_eq!(r.raw_value(), Some(&value[..]));
+                assert_eq!(r.raw_value_bytes().as_deref(), Some(&value[..]));
+                got.push((r.partition, r.offset, value));
+            }
+        }
+    })
+    .await
+    .expect("the bounded read ends");
+    stream.close().await;
+    got
+}
+
+#[test]
+fn a_value_at_or_above_the_threshold_is_shared_and_every_value_reads_as_written() {
+    // Values from 1 byte to 9 000 around the default `fetch.share.min.bytes`, plain
+    // and zstd from Kafka's Java producer, read with every value shared (0), with
+    // the default, and with none shared: each record once, in order per partition,
+    // byte for byte; through a deserializer that keeps its value (`RawValue`, a
+    // slice of the shared answer) and through batches read in place (`InBatch`).
+    let values: Vec<String> = (0..400).map(sized_value).collect();
+    for (topic, codec) in [("np-share-plain", "none"), ("np-share-zstd", "zstd")] {
+        east().create_topic(topic, 2).unwrap();
+        east()
+            .produce_with_java(topic, &values, &[("compression.type", codec)])
+            .unwrap();
+        for threshold in [Some("0"), None, Some("1000000000")] {
+            let cluster = format!("{topic}-{}", threshold.unwrap_or("default"));
+            let over = || {
+                let stream = KafkaStream::new("s").with_cluster(&cluster, meta(east(), &[topic]));
+                let b = native(source_over(stream)).max_batch_size(100);
+                match threshold {
+                    Some(t) => b.property("fetch.share.min.bytes", t),
+                    None => b,
+                }
+            };
+            let (kept, in_place) = mck_testkit::runtime().block_on(async {
+                let kept = read_values(over().deserializer(RawValue), |r| r.value.to_vec()).await;
+                let in_place = read_values(over().deserializer(InBatch), |r| {
+                    r.raw_value().expect("a value").to_vec()
+                })
+                .await;
+                (kept, in_place)
+            });
+            assert_eq!(kept.len(), values.len(), "{cluster}: records read");
+            // The same records, whichever partition came first.
+            let sorted = |mut v: Vec<(i32, i64, Vec<u8>)>| {
+                v.sort();
+                v
+            };
+            assert!(
+                sorted(kept.clone()) == sorted(in_place),
+                "{cluster}: the two deserializers did not read the same records"
+            );
+            let mut last: std::collections::HashMap<i32, (i64, usize)> = Default::default();
+            let mut seen = BTreeSet::new();
+            for (partition, offset, value) in &kept {
+                let value = String::from_utf8(value.clone()).expect("letters");
+                let i: usize = value[1..5].parse().expect("its index");
+                assert_eq!(value, values[i], "{cluster}: record {i} as written");
+                assert!(seen.insert(i), "{cluster}: record {i} twice");
+                if let Some((o, j)) = last.insert(*partition, (*offset, i)) {
+                    assert!(
+                        o < *offset && j < i,
+                        "{cluster}: {partition}: {i} after {j}"
+                    );
+                }
+            }
+            assert_fetched_natively(&[&cluster]);
+        }
+    }
 }
 
 #[test]

@@ -115,7 +115,9 @@ impl<'a> Batch<'a> {
         }
     }
 
-    fn records_of<'r>(&self, bytes: &'r [u8]) -> Records<'r> {
+    /// The records in `bytes`: the batch's own if uncompressed, else what
+    /// [`records_in`](Self::records_in) decompressed them to.
+    pub(crate) fn records_of<'r>(&self, bytes: &'r [u8]) -> Records<'r> {
         Records {
             cur: Cursor::new(bytes),
             left: self.record_count,

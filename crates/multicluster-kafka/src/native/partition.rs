@@ -8,6 +8,8 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap};
 
+use bytes::Bytes;
+
 use super::batch::{Batch, Batches, Record};
 use super::cursor::{Cursor, DecodeError};
 use super::fetch_response::{DivergingEpoch, FetchPartitionData, LeaderHint};
@@ -157,6 +159,30 @@ impl PartitionReader {
         limit: usize,
         mut each: impl FnMut(&Record<'_>),
     ) -> Result<(usize, bool), PartitionIssue> {
+        self.absorb_in(answer, limit, false, |r, _| each(r))
+    }
+
+    /// [`absorb_up_to`](Self::absorb_up_to), handing `each` with every record the
+    /// buffer its bytes are in, so that it may keep a part without copying it
+    /// ([`Bytes::slice_ref`]): the answer's records, or a compressed batch's records
+    /// decompressed into a buffer of their own (the reader's scratch buffer is then
+    /// taken back only when nothing kept a part of it).
+    pub fn absorb_shared(
+        &mut self,
+        answer: &FetchPartitionData,
+        limit: usize,
+        each: impl FnMut(&Record<'_>, &Bytes),
+    ) -> Result<(usize, bool), PartitionIssue> {
+        self.absorb_in(answer, limit, true, each)
+    }
+
+    fn absorb_in(
+        &mut self,
+        answer: &FetchPartitionData,
+        limit: usize,
+        shared: bool,
+        mut each: impl FnMut(&Record<'_>, &Bytes),
+    ) -> Result<(usize, bool), PartitionIssue> {
         issue(answer, self.next_offset)?;
         let mut aborted = Aborted::new(
             self.options
@@ -193,14 +219,37 @@ impl PartitionReader {
             let aborted_skip =
                 self.options.read_committed && aborted.skips(&batch).map_err(corrupt)?;
             let skip = batch.is_control() || aborted_skip;
-            if !skip {
+            if skip {
+                // Nothing of it is handed out.
+            } else if shared && batch.compression() != 0 {
+                let mut scratch = std::mem::take(&mut self.scratch);
+                batch
+                    .records_in(&mut scratch, self.options.max_decompressed)
+                    .map_err(corrupt)?;
+                let buffer = Bytes::from(scratch);
+                for r in batch.records_of(&buffer) {
+                    let r = r.map_err(corrupt)?;
+                    if r.offset >= self.next_offset {
+                        each(&r, &buffer);
+                        handed += 1;
+                    }
+                }
+                // Unless `each` kept a part of it, the buffer is decompressed into
+                // again.
+                if let Ok(buffer) = buffer.try_into_mut() {
+                    self.scratch = buffer.into();
+                }
+            } else {
+                // Uncompressed, the records are the answer's (compressed, without
+                // `shared`, they are the scratch buffer's, and `each` ignores the
+                // buffer it is handed).
                 let records = batch
                     .records_in(&mut self.scratch, self.options.max_decompressed)
                     .map_err(corrupt)?;
                 for r in records {
                     let r = r.map_err(corrupt)?;
                     if r.offset >= self.next_offset {
-                        each(&r);
+                        each(&r, &answer.records);
                         handed += 1;
                     }
                 }

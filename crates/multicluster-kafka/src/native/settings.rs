@@ -54,6 +54,7 @@ const HONOURED: &[&str] = &[
     BOOTSTRAP_SERVERS,
     crate::base::properties::FETCH_BACKEND,
     crate::base::properties::FETCH_CONNECTIONS,
+    crate::base::properties::FETCH_SHARE,
     "security.protocol",
     "client.id",
     "fetch.wait.max.ms",

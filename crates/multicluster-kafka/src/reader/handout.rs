@@ -13,7 +13,7 @@ use crate::base::resolve::{AgainstStop, against_stop};
 use crate::deserializer::Deserializer;
 use crate::error::{MirrorDivergence, SourceError};
 use crate::metrics as m;
-use crate::record::BatchEntry;
+use crate::record::{BatchEntry, Buffers};
 use crate::record::{Record, RecordBatch};
 use crate::split::{Fingerprint, SplitId};
 
@@ -475,7 +475,7 @@ impl<D: Deserializer> SourceReader<D> {
             let known = e.known_hash();
             let hash = match known {
                 Some(h) => HashOf::Known(h),
-                None => HashOf::Later(e, &batch.data),
+                None => HashOf::Later(e, batch.buffers()),
             };
             if self.accept(
                 &batch.cluster,
@@ -504,7 +504,7 @@ impl<D: Deserializer> SourceReader<D> {
             if let Some(last) = &mut self.states[i].last
                 && last.offset == e.offset
             {
-                last.hash = e.hash(&batch.data);
+                last.hash = e.hash(batch.buffers());
             }
         }
         if !rejected.is_empty() {
@@ -562,9 +562,9 @@ impl<D: Deserializer> SourceReader<D> {
 pub(super) enum HashOf<'a, V> {
     Known(u64),
     /// A record without headers, whose hash is made from its key and value (in the
-    /// batch's data) only when needed: by a mirror search at once, else by
+    /// batch's bytes) only when needed: by a mirror search at once, else by
     /// [`SourceReader::accept_batch`] for the last record of its split.
-    Later(&'a BatchEntry<V>, &'a [u8]),
+    Later(&'a BatchEntry<V>, Buffers<'a>),
 }
 
 impl<V> HashOf<'_, V> {
@@ -572,7 +572,7 @@ impl<V> HashOf<'_, V> {
     fn made(&self) -> u64 {
         match self {
             Self::Known(h) => *h,
-            Self::Later(entry, data) => entry.hash(data),
+            Self::Later(entry, bytes) => entry.hash(*bytes),
         }
     }
 }

@@ -8,13 +8,15 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
+
 use crate::base::offsets::OffsetReset;
 use crate::deserializer::Deserializer;
 use crate::error::SourceError;
 use crate::native::api::{PartitionOptions, PartitionReader};
 use crate::native::cluster::{Arrival, ClusterFetch, ClusterOptions, OutOfRange, PartKey};
 use crate::native::settings::{self, Given};
-use crate::record::{BatchEntry, RawSpans, RecordBatch};
+use crate::record::{BatchEntry, RawSpans, RecordBatch, shared_span};
 use crate::split::{KafkaSplit, SplitId};
 
 use super::fetch_path::{FetchPath, Opening, Polled};
@@ -59,6 +61,23 @@ fn options(opening: &Opening<'_>) -> Result<(ClusterOptions, PartitionOptions), 
     Ok((cluster, settings.partition))
 }
 
+/// `bytes`, part of `buffer`, as a span of a batch's `shared` buffers (`buffer`
+/// added unless it was the last one added); `None` when it cannot be.
+fn share(shared: &mut Vec<Bytes>, buffer: &Bytes, bytes: &[u8]) -> Option<(usize, u32)> {
+    let offset = (bytes.as_ptr() as usize).checked_sub(buffer.as_ptr() as usize)?;
+    if offset.checked_add(bytes.len())? > buffer.len() {
+        return None;
+    }
+    let len = u32::try_from(bytes.len()).ok()?;
+    let last = shared
+        .last()
+        .is_some_and(|b| b.as_ptr() == buffer.as_ptr() && b.len() == buffer.len());
+    if !last {
+        shared.push(buffer.clone());
+    }
+    shared_span(shared.len() - 1, offset, len)
+}
+
 /// A partition as the fetch thread reads it.
 struct Reading {
     reader: PartitionReader,
@@ -74,6 +93,9 @@ pub(crate) struct NativeFetch {
     topics: HashMap<String, Arc<str>>,
     options: PartitionOptions,
     include_headers: bool,
+    /// Values of this many bytes or more are shared from the answers they came in,
+    /// smaller ones copied (`fetch.share.min.bytes`).
+    share_from: usize,
     staging: Staging,
     slots: Vec<Slot>,
     /// An answer the last poll took only part of (it stopped at its limit): the next
@@ -91,6 +113,15 @@ const LAG_REPORT_INTERVAL: Duration = Duration::from_secs(1);
 impl NativeFetch {
     pub fn open(opening: Opening<'_>) -> Result<Self, SourceError> {
         let (cluster_options, options) = options(&opening)?;
+        let share_from = opening
+            .props
+            .fetch_share_min_bytes()
+            .map_err(|e| SourceError::Kafka {
+                cluster: opening.cluster.to_string(),
+                message: e.to_string(),
+                code: None,
+                retriable: false,
+            })?;
         if cluster_options.bootstrap.is_empty() {
             return Err(SourceError::Kafka {
                 cluster: opening.cluster.to_string(),
@@ -128,6 +159,7 @@ impl NativeFetch {
             topics: HashMap::new(),
             options,
             include_headers: opening.include_headers,
+            share_from,
             staging: Staging::default(),
             slots: Vec::new(),
             pending: None,
@@ -200,9 +232,11 @@ impl NativeFetch {
                 let stop = part.stop;
                 let include_headers = self.include_headers;
                 let slots = &mut self.slots;
+                let share_from = self.share_from;
+                let shared = &mut out.shared;
                 let entries = &mut out.entries;
                 let mut bad_header = None;
-                let absorbed = part.reader.absorb_up_to(&answer, limit, |r| {
+                let absorbed = part.reader.absorb_shared(&answer, limit, |r, buffer| {
                     if stop.is_some_and(|s| r.offset >= s) {
                         return;
                     }
@@ -234,7 +268,12 @@ impl NativeFetch {
                     };
                     let timestamp = (r.timestamp >= 0).then_some(r.timestamp);
                     let k = r.key.map(|k| copy_into(data, k));
-                    let v = r.value.map(|v| copy_into(data, v));
+                    let v = r.value.map(|v| {
+                        (v.len() >= share_from)
+                            .then(|| share(shared, buffer, v))
+                            .flatten()
+                            .unwrap_or_else(|| copy_into(data, v))
+                    });
                     if direct && let Some(value) = deserializer.without_record() {
                         let bytes = k.map_or(0, |k| k.1) + v.map_or(0, |v| v.1);
                         entries.push(BatchEntry::new(
@@ -479,5 +518,39 @@ impl<D: Deserializer> FetchPath<D> for NativeFetch {
         // here waits for a broker.
         drop(self);
         drop(closed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::Buffers;
+
+    #[test]
+    fn a_shared_value_names_its_answer_once_and_reads_back_from_it() {
+        let answers = [
+            Bytes::from_static(b"..one..two.."),
+            Bytes::from_static(b"three"),
+        ];
+        let mut shared = Vec::new();
+        let spans = [
+            share(&mut shared, &answers[0], &answers[0][2..5]),
+            share(&mut shared, &answers[0], &answers[0][7..10]),
+            share(&mut shared, &answers[1], &answers[1][..]),
+            // Not a part of the buffer named: refused, the value is copied.
+            share(&mut shared, &answers[1], &answers[0][..1]),
+            share(&mut shared, &answers[0], &answers[1][..1]),
+        ];
+        assert_eq!(shared.len(), 2, "each answer once");
+        assert_eq!((spans[3], spans[4]), (None, None));
+        let data = Bytes::new();
+        let bytes = Buffers {
+            data: &data,
+            shared: &shared,
+        };
+        let read: Vec<&[u8]> = spans[..3].iter().map(|s| bytes.value(s.unwrap())).collect();
+        assert_eq!(read, [&b"one"[..], b"two", b"three"]);
+        let (buffer, _) = bytes.place(spans[1].unwrap());
+        assert_eq!(buffer.as_ptr(), answers[0].as_ptr(), "not copied");
     }
 }

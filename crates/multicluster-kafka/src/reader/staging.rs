@@ -16,7 +16,8 @@ use crate::split::SplitId;
 use super::fetch_path::{Failed, Polled};
 
 /// A record taken from a client, its key and value copied into the batch's buffer
-/// (start and length), not yet deserialized.
+/// (start and length; a large value may be shared instead, see
+/// [`shared_span`](crate::record::shared_span)), not yet deserialized.
 #[derive(Clone)]
 pub(crate) struct Slot {
     /// Index into the batch's topics.
@@ -49,6 +50,8 @@ fn span(data: &[u8], (start, len): (usize, u32)) -> &[u8] {
 struct Leftover {
     topics: Vec<Arc<str>>,
     data: Bytes,
+    /// The buffers their large values are shared from.
+    shared: Vec<Bytes>,
     /// Taken from the front, a batch at a time, without moving the rest: a fetch
     /// answer can hold many batches' worth.
     slots: std::vec::IntoIter<Slot>,
@@ -140,6 +143,7 @@ impl Staging {
         };
         out.topics = left.topics;
         out.data = left.data;
+        out.shared = left.shared;
         let mut slots = left.slots;
         self.hand_out(cluster, deserializer, max, &mut slots, out, polled);
         polled.finished = self.defer_finished(left.finished);
@@ -175,6 +179,7 @@ impl Staging {
     ) {
         out.entries.reserve(rest.len().min(max));
         for slot in rest.by_ref().take(max) {
+            let value = slot.value.map(|v| out.buffers().place(v));
             let raw = RawRecord {
                 cluster,
                 topic: &out.topics[slot.topic as usize],
@@ -182,9 +187,9 @@ impl Staging {
                 offset: slot.offset,
                 timestamp: slot.timestamp,
                 key: slot.key.map(|k| span(&out.data, k)),
-                value: slot.value.map(|v| span(&out.data, v)),
+                value: value.clone().map(|(buffer, range)| &buffer[range]),
                 headers: &slot.headers,
-                shared: Some(&out.data),
+                shared: Some(value.map_or(&out.data, |(buffer, _)| buffer)),
             };
             let bytes = slot.key.map_or(0, |k| k.1) + slot.value.map_or(0, |v| v.1);
             match deserializer.deserialize(&raw) {
@@ -223,6 +228,7 @@ impl Staging {
             self.leftover = Some(Leftover {
                 topics: out.topics.clone(),
                 data: out.data.clone(),
+                shared: out.shared.clone(),
                 slots: std::mem::take(rest),
                 finished: Vec::new(),
             });
