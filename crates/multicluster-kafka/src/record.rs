@@ -148,8 +148,11 @@ pub(crate) struct BatchEntry<V> {
     /// shared buffers ([`shared_span`]); [`NO_KEY`]'s length for a null value.
     value_start: usize,
     value_len: u32,
-    /// Key + value bytes, for the metrics.
-    pub bytes: u32,
+    /// The leader epoch of the record batch it came in, −1 when not known (the
+    /// librdkafka path): a checkpoint keeps it with the split's last record, and the
+    /// native path validates a restored position against it (KIP-320). In the room
+    /// the key + value size took, which [`Self::bytes`] adds up instead.
+    epoch: i32,
     pub headers: EntryHeaders,
     pub value: V,
 }
@@ -158,12 +161,12 @@ impl<V> BatchEntry<V> {
     /// An entry; `at` is its topic index, partition and offset, `mark` its timestamp
     /// and fingerprint hash (`None` for a record without headers: made from the key
     /// and value when needed), `raw` where its key and its value are in the batch's
-    /// data (start, length).
+    /// data (start, length), `epoch` its batch's leader epoch if known.
     pub(crate) fn new(
         at: (u32, i32, i64),
         (timestamp, hash): (Option<i64>, Option<u64>),
         raw: RawSpans,
-        bytes: u32,
+        epoch: Option<i32>,
         headers: EntryHeaders,
         value: V,
     ) -> Self {
@@ -181,10 +184,21 @@ impl<V> BatchEntry<V> {
             key_len,
             value_start,
             value_len,
-            bytes,
+            epoch: epoch.filter(|e| *e >= 0).unwrap_or(NO_EPOCH),
             headers,
             value,
         }
+    }
+
+    /// Key + value bytes, for the metrics.
+    pub(crate) fn bytes(&self) -> u32 {
+        let len = |len: u32| if len == NO_KEY { 0 } else { len };
+        len(self.key_len).saturating_add(len(self.value_len))
+    }
+
+    /// The leader epoch of the record's batch, if known.
+    pub(crate) fn epoch(&self) -> Option<i32> {
+        (self.epoch != NO_EPOCH).then_some(self.epoch)
     }
 
     /// The record's timestamp, if it has one.
@@ -300,6 +314,13 @@ pub(crate) struct MovedBytes {
 /// timestamp" is -1, which a record may still carry; this one it cannot).
 const NO_TIMESTAMP: i64 = i64::MIN;
 
+/// What [`IntoIter::next_counted`] tells of a record besides itself: its key + value
+/// size, fingerprint hash and batch's leader epoch.
+pub(crate) type Counted = (u32, u64, Option<i32>);
+
+/// A [`BatchEntry`]'s epoch when it is not known (Kafka's own "no epoch").
+const NO_EPOCH: i32 = -1;
+
 /// No record's key or value is this long ([`BatchEntry`]'s length of a null key or
 /// value).
 const NO_KEY: u32 = u32::MAX;
@@ -331,12 +352,12 @@ impl From<HeaderList> for EntryHeaders {
 #[cfg(test)]
 impl<V> BatchEntry<V> {
     /// An entry without timestamp, key or headers.
-    pub(crate) fn bare(topic: u32, partition: i32, offset: i64, bytes: u32, value: V) -> Self {
+    pub(crate) fn bare(topic: u32, partition: i32, offset: i64, value: V) -> Self {
         Self::new(
             (topic, partition, offset),
             (None, Some(0)),
             RawSpans::default(),
-            bytes,
+            None,
             EntryHeaders::default(),
             value,
         )
@@ -348,7 +369,7 @@ impl<V> BatchEntry<V> {
             (topic, partition, offset),
             (Some(timestamp), Some(0)),
             RawSpans::default(),
-            0,
+            None,
             EntryHeaders::default(),
             value,
         )
@@ -763,22 +784,22 @@ impl<V> IntoIter<V> {
         }
     }
 
-    /// The next record with its key + value size and fingerprint hash.
-    pub(crate) fn next_counted(&mut self) -> Option<(Record<V>, u32, u64)> {
+    /// The next record with its key + value size, fingerprint hash and batch's
+    /// leader epoch.
+    pub(crate) fn next_counted(&mut self) -> Option<(Record<V>, Counted)> {
         let e = self.entries.next()?;
         let buffers = Buffers {
             data: &self.data,
             shared: &self.shared,
         };
-        let (bytes, hash) = (e.bytes, e.hash(buffers));
+        let counted = (e.bytes(), e.hash(buffers), e.epoch());
         let streams = self
             .streams
             .get(e.topic as usize)
             .unwrap_or(&self.no_streams);
         Some((
             RecordBatch::owned(&self.cluster, &self.topics, streams, &self.data, e),
-            bytes,
-            hash,
+            counted,
         ))
     }
 }
@@ -798,7 +819,7 @@ mod tests {
             (topic, partition, offset),
             (Some(offset * 10), Some(0)),
             raw,
-            0,
+            Some(7),
             EntryHeaders::default(),
             value.to_string(),
         )
@@ -937,7 +958,7 @@ mod tests {
     #[test]
     fn a_partly_iterated_batch_gives_back_the_rest() {
         let mut it = batch().into_iter();
-        let (first, _, _) = it.next_counted().unwrap();
+        let (first, _) = it.next_counted().unwrap();
         assert_eq!(first.value, "x");
         let rest = it.into_batch();
         assert_eq!(
@@ -959,11 +980,26 @@ mod tests {
                 (0, 0, 0),
                 (None, Some(0)),
                 RawSpans { key, value: None },
-                0,
+                None,
                 EntryHeaders::default(),
                 Bytes::new(),
             )
         };
+        // The epoch took the room of the key + value size, which is added up now.
+        let sized = BatchEntry::new(
+            (0, 0, 0),
+            (None, None),
+            RawSpans {
+                key: Some((0, 3)),
+                value: Some((3, 40)),
+            },
+            Some(12),
+            EntryHeaders::default(),
+            (),
+        );
+        assert_eq!((sized.bytes(), sized.epoch()), (43, Some(12)));
+        assert_eq!((with_key(None).bytes(), with_key(None).epoch()), (0, None));
+        assert_eq!(with_key(Some((7, 5))).bytes(), 5);
         assert_eq!(with_key(Some((7, 0))).key(), Some((7, 0)));
         assert_eq!(with_key(Some((usize::MAX, 3))).key(), Some((usize::MAX, 3)));
         assert_eq!(with_key(None).key(), None);

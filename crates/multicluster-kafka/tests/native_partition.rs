@@ -353,7 +353,7 @@ fn transactions_of_a_real_producer_read_committed_and_uncommitted() {
 fn absorbed_to_be_shared_each_record_comes_with_the_buffer_its_bytes_are_in() {
     // A plain batch's records are in the answer; a compressed one's (lz4) in the
     // buffer it was decompressed into, which a part kept of outlives the reader's
-    // next batches.
+    // next batches. Each comes with its batch's leader epoch (3 in the test kit's).
     let mut bytes = record_batch(0, 0, &values(3, "plain"));
     bytes.extend(record_batch(3, 3, &values(3, "lz4-")));
     bytes.extend(record_batch(6, 3, &values(2, "next")));
@@ -361,7 +361,8 @@ fn absorbed_to_be_shared_each_record_comes_with_the_buffer_its_bytes_are_in() {
     let mut reader = PartitionReader::new(1, PartitionOptions::default());
     let mut kept: Vec<(i64, Bytes)> = Vec::new();
     let (handed, more) = reader
-        .absorb_shared(&a, usize::MAX, |r, buffer| {
+        .absorb_shared(&a, usize::MAX, |r, buffer, epoch| {
+            assert_eq!(epoch, 3, "record {}", r.offset);
             let value = r.value.unwrap();
             if r.offset < 3 {
                 assert_eq!(buffer.as_ptr(), a.records.as_ptr(), "the answer's records");

@@ -330,7 +330,7 @@ fn elect_uncleanly(cluster: &mck_testkit::KafkaCluster, topic: &str, index: usiz
 }
 
 #[test]
-fn a_log_truncated_by_an_unclean_election_is_read_on_from_where_the_logs_part() {
+fn a_log_truncated_by_an_unclean_election_is_read_on_from_where_the_logs_part_live_or_restored() {
     // Three controllers and two brokers (node ids 4 and 5) that hold the topic's
     // one partition; a broker that dies is out of the in-sync replicas in 3 s.
     let cluster = mck_testkit::KafkaCluster::start(
@@ -379,9 +379,60 @@ fn a_log_truncated_by_an_unclean_election_is_read_on_from_where_the_logs_part() 
         assert_eq!(offsets[200], 100, "C starts where B was");
         let cp = stream.checkpoint().unwrap();
         assert!(cp.splits().all(|s| s.next_offset == 250), "{cp:?}");
+        // Then while no source reads. Node 4 comes back and catches up; with it dead
+        // again, D goes to node 5 alone and is read, and the checkpoint after it
+        // keeps the leader epoch of D's batch. The source stops.
+        cluster.restart_broker(3).unwrap();
+        cluster.await_in_sync(topic, PATIENCE).unwrap();
+        cluster.kill_broker(3).unwrap();
+        cluster.produce(topic, &values("d", 50)).unwrap();
+        support::read_until(&mut stream, &mut seen, |s| s.len() >= 400).await;
+        let cp = stream.checkpoint().unwrap();
+        assert!(cp.splits().all(|s| s.next_offset == 300), "{cp:?}");
+        let last = cp
+            .splits()
+            .next()
+            .and_then(|s| s.last)
+            .expect("a last record");
+        assert!(last.fingerprint.leader_epoch.is_some(), "{last:?}");
+        stream.close().await;
+        // Node 5 dies; node 4, without D, is made leader uncleanly, and E is written
+        // from offset 250 on, where D was.
+        cluster.kill_broker(4).unwrap();
+        cluster.restart_broker(3).unwrap();
+        elect_uncleanly(&cluster, topic, 3);
+        cluster.produce(topic, &values("e", 80)).unwrap();
+        // Restored from the checkpoint, the source finds the log truncated below its
+        // position by the epoch kept, and reads every record of E, those at D's
+        // offsets too (from 300 on it would miss 50 of them).
+        let stream = KafkaStream::new("s").with_cluster("np-trunc", meta(&cluster, &[topic]));
+        let mut stream = native(source_over(stream))
+            .restore_from(cp)
+            .build()
+            .unwrap()
+            .open()
+            .await
+            .unwrap();
+        let mut after = Vec::new();
+        support::read_until(&mut stream, &mut after, |s| s.len() >= 80).await;
+        let got: Vec<&str> = after.iter().map(|s| s.4.as_str()).collect();
+        let want: Vec<String> = (0..80).map(|i| format!("e-{i}")).collect();
+        assert_eq!(
+            got, want,
+            "E from where the logs part, each once and in order"
+        );
+        assert_eq!(after[0].3, 250, "E starts where D was");
         stream.close().await;
     });
     let said = capture().events();
+    assert!(
+        said.iter()
+            .any(|(_, _, f)| f.contains("split=np-trunc/np-trunc/0 ")
+                && f.contains("message=log truncated below the position")
+                && f.contains("offset=300 ")
+                && f.contains("to=250 ")),
+        "the truncation found from the checkpoint was warned about"
+    );
     assert!(
         said.iter()
             .any(|(_, _, f)| f.contains("split=np-trunc/np-trunc/0 ")

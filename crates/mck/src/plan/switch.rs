@@ -553,6 +553,7 @@ mod tests {
                     offset,
                     timestamp: Some(ts),
                     hash: 1,
+                    leader_epoch: None,
                 })
             }),
         }

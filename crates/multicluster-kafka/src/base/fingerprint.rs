@@ -14,7 +14,7 @@ use crate::base::metadata::OnMismatch;
 /// let a = record_hash(Some(b"k"), Some(b"v"), &[]);
 /// assert_eq!(a, record_hash(Some(b"k"), Some(b"v"), &[]));
 /// assert_ne!(a, record_hash(None, Some(b"kv"), &[]));
-/// let f = Fingerprint { offset: 41, timestamp: Some(1_700_000_000_000), hash: a };
+/// let f = Fingerprint { offset: 41, timestamp: Some(1_700_000_000_000), hash: a, leader_epoch: None };
 /// assert!(f.matches(Some(1_700_000_000_000), a));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -28,6 +28,12 @@ pub struct Fingerprint {
     /// [`record_hash`] of its key, value and headers (hex in checkpoints).
     #[serde(serialize_with = "write_hex", deserialize_with = "read_hex")]
     pub hash: u64,
+    /// The leader epoch of the record batch it came in, when known (checkpoint
+    /// version 5). Not part of the record's identity (a mirror's epochs are its
+    /// own): the native fetch path resumes after the record with it, so a log
+    /// truncated below the position while the source was down is found (KIP-320).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leader_epoch: Option<i32>,
 }
 
 impl Fingerprint {
@@ -186,6 +192,7 @@ mod tests {
             offset,
             timestamp: Some(ts),
             hash: record_hash(None, Some(value), &[]),
+            leader_epoch: None,
         }
     }
 

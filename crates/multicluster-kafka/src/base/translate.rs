@@ -80,7 +80,7 @@ pub enum Carried {
 /// use multicluster_kafka::metadata::{MirrorOf, Translate};
 /// use multicluster_kafka::split::Fingerprint;
 /// use multicluster_kafka::unstable::translate::*;
-/// let last = Fingerprint { offset: 41, timestamp: Some(5), hash: 7 };
+/// let last = Fingerprint { offset: 41, timestamp: Some(5), hash: 7, leader_epoch: None };
 /// let from = SourcePosition { next_offset: 42, last: Some(last) };
 /// let facts = MirrorFacts { earliest: 0, latest: 100, ..Default::default() };
 /// let to = carry(&MirrorOf::new("east", Translate::Identical), "orders", from, &facts);
@@ -187,6 +187,7 @@ mod tests {
             offset,
             timestamp: Some(ts),
             hash: 9,
+            leader_epoch: None,
         }
     }
 

@@ -19,7 +19,7 @@ use crate::split::{KafkaSplit, LastRecord, SplitId};
 pub const CHECKPOINT_FORMAT: &str = "multicluster-kafka/checkpoint";
 
 /// The version [`Checkpoint::encode`] writes. Every earlier version stays readable.
-pub const CHECKPOINT_VERSION: u32 = 4;
+pub const CHECKPOINT_VERSION: u32 = 5;
 
 /// Why a checkpoint could not be read, written or applied.
 #[derive(Debug, thiserror::Error)]
@@ -296,9 +296,10 @@ impl Checkpoint {
                 cp.normalize();
                 Ok(cp)
             }
-            // Version 4 added the watermark (`watermarkMs`), version 3 each split's
-            // last record (`last`); version 2 is the same without either.
-            v @ (2..=4) => {
+            // Version 5 added the last record's leader epoch (`leaderEpoch`), version 4
+            // the watermark (`watermarkMs`), version 3 each split's last record
+            // (`last`); version 2 is the same without them.
+            v @ (2..=5) => {
                 let mut cp: Checkpoint = serde_json::from_value(head.checkpoint)
                     .map_err(|e| err(format!("version {v}: {e}")))?;
                 cp.normalize();
@@ -385,7 +386,7 @@ mod tests {
         assert_eq!(cp.split_count(), 2);
         // Written again, it is the current version, without the old run's stop.
         let again = String::from_utf8(cp.encode()).unwrap();
-        assert!(again.contains(r#""version":4"#), "{again}");
+        assert!(again.contains(r#""version":5"#), "{again}");
         assert!(!again.contains("stopOffset"), "{again}");
         assert_eq!(Checkpoint::decode(again.as_bytes()).unwrap(), cp);
     }

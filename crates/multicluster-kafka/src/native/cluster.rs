@@ -382,8 +382,11 @@ impl ClusterFetch {
     }
 
     /// Starts fetching `key` at `offset`; returns the generation its arrivals carry.
-    /// A partition another reader of the source still fetches is taken over.
-    pub fn add(&self, key: PartKey, offset: i64) -> u64 {
+    /// `epoch` is the leader epoch of the record before `offset`, when known (a
+    /// restored position): the first fetch validates the position with it, so a
+    /// log truncated below it meanwhile comes back as [`Arrival::Truncated`]. A
+    /// partition another reader of the source still fetches is taken over.
+    pub fn add(&self, key: PartKey, offset: i64, epoch: Option<i32>) -> u64 {
         let mut state = self.shared().state();
         state.next_generation += 1;
         let generation = state.next_generation;
@@ -391,7 +394,7 @@ impl ClusterFetch {
             owner: self.id,
             generation,
             offset,
-            last_epoch: -1,
+            last_epoch: epoch.filter(|e| *e >= 0).unwrap_or(-1),
             leader: None,
             replica: None,
             in_flight: false,
@@ -1169,9 +1172,9 @@ mod tests {
         let one = join();
         let two = join();
         assert_eq!(fetches.running(), 1, "the two readers share one fetch");
-        one.add((topic.clone(), 0), 0);
-        two.add((topic.clone(), 1), 0);
-        two.add((topic.clone(), 2), 0);
+        one.add((topic.clone(), 0), 0, None);
+        two.add((topic.clone(), 1), 0, None);
+        two.add((topic.clone(), 2), 0, None);
         assert_eq!(arrived(&one), vec![0]);
         assert_eq!(arrived(&two), vec![1, 2]);
         // The broker's three partitions are fetched on two connections (lanes).
@@ -1180,7 +1183,7 @@ mod tests {
         assert_eq!(lanes, vec![0, 1], "a fetch in flight per lane");
         // Partition 0 moves to the second reader, which reads it again from 0; the
         // first reader's late removal leaves it alone.
-        two.add((topic.clone(), 0), 0);
+        two.add((topic.clone(), 0), 0, None);
         one.remove(&[(topic.clone(), 0)]);
         assert_eq!(arrived(&two), vec![0]);
         assert!(
@@ -1252,7 +1255,7 @@ mod tests {
                     hooks: ErrorHook::default(),
                 };
                 let fetch = ClusterFetch::start(rt.handle(), options, Box::new(|| {}));
-                fetch.add((Arc::from(topic.as_str()), 0), 0);
+                fetch.add((Arc::from(topic.as_str()), 0), 0, None);
                 fetch
             })
             .collect();

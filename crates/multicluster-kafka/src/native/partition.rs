@@ -159,19 +159,20 @@ impl PartitionReader {
         limit: usize,
         mut each: impl FnMut(&Record<'_>),
     ) -> Result<(usize, bool), PartitionIssue> {
-        self.absorb_in(answer, limit, false, |r, _| each(r))
+        self.absorb_in(answer, limit, false, |r, _, _| each(r))
     }
 
     /// [`absorb_up_to`](Self::absorb_up_to), handing `each` with every record the
     /// buffer its bytes are in, so that it may keep a part without copying it
     /// ([`Bytes::slice_ref`]): the answer's records, or a compressed batch's records
     /// decompressed into a buffer of their own (the reader's scratch buffer is then
-    /// taken back only when nothing kept a part of it).
+    /// taken back only when nothing kept a part of it); and the leader epoch of its
+    /// batch (what a later fetch from after it validates the position with, KIP-320).
     pub fn absorb_shared(
         &mut self,
         answer: &FetchPartitionData,
         limit: usize,
-        each: impl FnMut(&Record<'_>, &Bytes),
+        each: impl FnMut(&Record<'_>, &Bytes, i32),
     ) -> Result<(usize, bool), PartitionIssue> {
         self.absorb_in(answer, limit, true, each)
     }
@@ -181,7 +182,7 @@ impl PartitionReader {
         answer: &FetchPartitionData,
         limit: usize,
         shared: bool,
-        mut each: impl FnMut(&Record<'_>, &Bytes),
+        mut each: impl FnMut(&Record<'_>, &Bytes, i32),
     ) -> Result<(usize, bool), PartitionIssue> {
         issue(answer, self.next_offset)?;
         let mut aborted = Aborted::new(
@@ -230,7 +231,7 @@ impl PartitionReader {
                 for r in batch.records_of(&buffer) {
                     let r = r.map_err(corrupt)?;
                     if r.offset >= self.next_offset {
-                        each(&r, &buffer);
+                        each(&r, &buffer, batch.partition_leader_epoch);
                         handed += 1;
                     }
                 }
@@ -249,7 +250,7 @@ impl PartitionReader {
                 for r in records {
                     let r = r.map_err(corrupt)?;
                     if r.offset >= self.next_offset {
-                        each(&r, &answer.records);
+                        each(&r, &answer.records, batch.partition_leader_epoch);
                         handed += 1;
                     }
                 }

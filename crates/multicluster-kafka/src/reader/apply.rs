@@ -123,13 +123,8 @@ impl<D: Deserializer> SourceReader<D> {
                     };
                     let state = &mut self.states[i];
                     // A split assigned again keeps the position this reader handed out.
-                    let split = KafkaSplit {
-                        id: s.id,
-                        next_offset: state.next_offset.max(s.next_offset),
-                        stop_offset: state.stop,
-                        last: None,
-                    };
-                    state.next_offset = split.next_offset;
+                    state.next_offset = state.next_offset.max(s.next_offset);
+                    let split = state.to_fetch();
                     state.finished = split.is_finished();
                     if !state.finished {
                         to_fetch.push(split);
@@ -237,12 +232,7 @@ impl<D: Deserializer> SourceReader<D> {
             .states
             .iter()
             .filter(|s| s.id.cluster == cluster && !s.finished)
-            .map(|s| KafkaSplit {
-                id: s.id.clone(),
-                next_offset: s.next_offset,
-                stop_offset: s.stop,
-                last: None,
-            })
+            .map(SplitState::to_fetch)
             .collect();
         if active.is_empty() && !self.to_start.contains_key(&cluster) {
             return; // nothing of the cluster left to read

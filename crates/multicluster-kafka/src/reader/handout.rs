@@ -197,15 +197,15 @@ impl<D: Deserializer> SourceReader<D> {
     /// Whether a polled record is handed out (a split this reader owns, not finished,
     /// not handed out before, and on a mirror, past the last record handed out from
     /// its source); if so, its split's position moves past it. `mark` is the record's
-    /// timestamp and fingerprint hash, `event` its event time (see
-    /// [`Self::event_time`]).
+    /// timestamp, fingerprint hash and batch's leader epoch, `event` its event time
+    /// (see [`Self::event_time`]).
     pub(super) fn accept(
         &mut self,
         cluster: &Arc<str>,
         topic: &Arc<str>,
         partition: i32,
         offset: i64,
-        mark: (Option<i64>, HashOf<'_, D::Value>),
+        mark: (Option<i64>, HashOf<'_, D::Value>, Option<i32>),
         event: Option<i64>,
     ) -> bool {
         let i = match &self.last {
@@ -268,6 +268,7 @@ impl<D: Deserializer> SourceReader<D> {
                 HashOf::Known(h) => h,
                 HashOf::Later(..) => 0,
             },
+            leader_epoch: mark.2,
         });
         if against == AgainstStop::Last {
             state.finished = true;
@@ -304,6 +305,7 @@ impl<D: Deserializer> SourceReader<D> {
                     offset,
                     timestamp,
                     hash,
+                    leader_epoch: None,
                 });
                 state.search = None;
                 metrics::counter!(m::MIRROR_SWITCHES, "cluster" => state.id.cluster.to_string(), "outcome" => "found").increment(1);
@@ -376,7 +378,7 @@ impl<D: Deserializer> SourceReader<D> {
         if let Some(e) = self.handout.diverged.pop() {
             return Some(Err(e));
         }
-        while let Some((record, bytes, hash)) =
+        while let Some((record, (bytes, hash, epoch))) =
             self.handout.records.as_mut().and_then(|b| b.next_counted())
         {
             let event = self.event_time(Some(&record.value), record.timestamp);
@@ -385,7 +387,7 @@ impl<D: Deserializer> SourceReader<D> {
                 &record.topic,
                 record.partition,
                 record.offset,
-                (record.timestamp, HashOf::Known(hash)),
+                (record.timestamp, HashOf::Known(hash), epoch),
                 event,
             ) {
                 self.handout.counts.0 += 1;
@@ -409,7 +411,7 @@ impl<D: Deserializer> SourceReader<D> {
             &f.topic,
             f.partition,
             f.offset,
-            (f.timestamp, HashOf::Known(f.hash)),
+            (f.timestamp, HashOf::Known(f.hash), None),
             event,
         ) {
             return None;
@@ -482,10 +484,10 @@ impl<D: Deserializer> SourceReader<D> {
                 topic,
                 e.partition,
                 e.offset,
-                (e.timestamp(), hash),
+                (e.timestamp(), hash, e.epoch()),
                 event,
             ) {
-                bytes += u64::from(e.bytes);
+                bytes += u64::from(e.bytes());
                 if let (None, Some((_, _, i))) = (known, &self.last) {
                     let i = *i;
                     match runs.last_mut() {

@@ -447,7 +447,8 @@ mod tests {
                 (t, p, o),
                 (Some(5), hash),
                 raw,
-                4,
+                // The batch's leader epoch, which the last record keeps.
+                Some(10 + p + o as i32),
                 Default::default(),
                 format!("{p}/{o}"),
             ));
@@ -458,12 +459,13 @@ mod tests {
         let last = |p: i32| {
             let split = r.positions().into_iter().find(|s| s.id.partition == p);
             let last = split.and_then(|s| s.last).expect("a last record");
-            (last.fingerprint.offset, last.fingerprint.hash)
+            let f = last.fingerprint;
+            (f.offset, f.hash, f.leader_epoch)
         };
         let hash = |k: &[u8], v: &[u8]| crate::split::record_hash(Some(k), Some(v), &[]);
-        assert_eq!(last(0), (1, hash(b"k2", b"v2")));
-        assert_eq!(last(1), (0, hash(b"k1", b"v1")));
-        assert_eq!(last(2), (0, 77));
+        assert_eq!(last(0), (1, hash(b"k2", b"v2"), Some(11)));
+        assert_eq!(last(1), (0, hash(b"k1", b"v1"), Some(11)));
+        assert_eq!(last(2), (0, 77, Some(12)));
     }
 
     /// A batch of at most `max` records leaves the rest for the next call, and the
@@ -637,7 +639,7 @@ mod tests {
                 let value = format!("{partition}/{offset}");
                 batch
                     .entries
-                    .push(BatchEntry::bare(k, partition, offset, 0, value));
+                    .push(BatchEntry::bare(k, partition, offset, value));
             }
         }
         r.handout.records = Some(batch.into_iter());
@@ -692,7 +694,7 @@ mod tests {
             for offset in offsets {
                 batch
                     .entries
-                    .push(BatchEntry::bare(k, 0, offset, 0, offset.to_string()));
+                    .push(BatchEntry::bare(k, 0, offset, offset.to_string()));
             }
             batch
         };

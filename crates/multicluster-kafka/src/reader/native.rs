@@ -130,6 +130,12 @@ impl<'a> Message<'a> {
         self.0.offset
     }
 
+    /// The leader epoch of the record batch it came in, −1 when not known.
+    pub fn leader_epoch(&self) -> i32 {
+        // SAFETY: the message lives as long as `self`; librdkafka only reads it.
+        unsafe { rd::rd_kafka_message_leader_epoch(self.0) }
+    }
+
     /// The key, `None` when the record has none.
     pub fn key(&self) -> Option<&'a [u8]> {
         // SAFETY: librdkafka keeps `key_len` bytes at `key` while the message lives.

@@ -236,67 +236,69 @@ impl NativeFetch {
                 let shared = &mut out.shared;
                 let entries = &mut out.entries;
                 let mut bad_header = None;
-                let absorbed = part.reader.absorb_shared(&answer, limit, |r, buffer| {
-                    if stop.is_some_and(|s| r.offset >= s) {
-                        return;
-                    }
-                    // Without headers the hash is made from the key and value when it
-                    // is needed (most records handed out never need theirs).
-                    let hash = if r.header_count() == 0 {
-                        None
-                    } else {
-                        match r.hash() {
-                            Ok(h) => Some(h),
-                            Err(e) => {
-                                bad_header.get_or_insert((r.offset, e));
-                                return;
-                            }
+                let absorbed = part
+                    .reader
+                    .absorb_shared(&answer, limit, |r, buffer, epoch| {
+                        if stop.is_some_and(|s| r.offset >= s) {
+                            return;
                         }
-                    };
-                    let headers = if include_headers {
-                        r.headers()
-                            .filter_map(Result::ok)
-                            .map(|(k, v)| {
-                                (
-                                    String::from_utf8_lossy(k).into_owned(),
-                                    v.map(<[u8]>::to_vec),
-                                )
-                            })
-                            .collect()
-                    } else {
-                        Vec::new()
-                    };
-                    let timestamp = (r.timestamp >= 0).then_some(r.timestamp);
-                    let k = r.key.map(|k| copy_into(data, k));
-                    let v = r.value.map(|v| {
-                        (v.len() >= share_from)
-                            .then(|| share(shared, buffer, v))
-                            .flatten()
-                            .unwrap_or_else(|| copy_into(data, v))
+                        // Without headers the hash is made from the key and value when it
+                        // is needed (most records handed out never need theirs).
+                        let hash = if r.header_count() == 0 {
+                            None
+                        } else {
+                            match r.hash() {
+                                Ok(h) => Some(h),
+                                Err(e) => {
+                                    bad_header.get_or_insert((r.offset, e));
+                                    return;
+                                }
+                            }
+                        };
+                        let headers = if include_headers {
+                            r.headers()
+                                .filter_map(Result::ok)
+                                .map(|(k, v)| {
+                                    (
+                                        String::from_utf8_lossy(k).into_owned(),
+                                        v.map(<[u8]>::to_vec),
+                                    )
+                                })
+                                .collect()
+                        } else {
+                            Vec::new()
+                        };
+                        let timestamp = (r.timestamp >= 0).then_some(r.timestamp);
+                        let k = r.key.map(|k| copy_into(data, k));
+                        let v = r.value.map(|v| {
+                            (v.len() >= share_from)
+                                .then(|| share(shared, buffer, v))
+                                .flatten()
+                                .unwrap_or_else(|| copy_into(data, v))
+                        });
+                        if direct && let Some(value) = deserializer.without_record() {
+                            entries.push(BatchEntry::new(
+                                (topic, key.1, r.offset),
+                                (timestamp, hash),
+                                RawSpans { key: k, value: v },
+                                Some(epoch),
+                                headers.into(),
+                                value,
+                            ));
+                            return;
+                        }
+                        slots.push(Slot {
+                            topic,
+                            partition: key.1,
+                            offset: r.offset,
+                            timestamp,
+                            key: k,
+                            value: v,
+                            headers,
+                            hash,
+                            epoch: Some(epoch),
+                        });
                     });
-                    if direct && let Some(value) = deserializer.without_record() {
-                        let bytes = k.map_or(0, |k| k.1) + v.map_or(0, |v| v.1);
-                        entries.push(BatchEntry::new(
-                            (topic, key.1, r.offset),
-                            (timestamp, hash),
-                            RawSpans { key: k, value: v },
-                            bytes,
-                            headers.into(),
-                            value,
-                        ));
-                        return;
-                    }
-                    slots.push(Slot {
-                        topic,
-                        partition: key.1,
-                        offset: r.offset,
-                        timestamp,
-                        key: k,
-                        value: v,
-                        headers,
-                        hash,
-                    });
-                });
                 let corrupt = match (absorbed, bad_header) {
                     (Err(issue), _) => Some(issue.to_string()),
                     (Ok(_), Some((offset, e))) => Some(format!("record at offset {offset}: {e}")),
@@ -398,7 +400,14 @@ impl<D: Deserializer> FetchPath<D> for NativeFetch {
                 continue;
             }
             let key = (self.topic(&s.id.topic), s.id.partition);
-            let generation = self.fetch.add(key.clone(), s.next_offset);
+            // The epoch of the record just before the position, which a restored
+            // split may know: the first fetch then finds a log truncated meanwhile.
+            let epoch = s
+                .last
+                .as_ref()
+                .filter(|l| l.search.is_none() && l.fingerprint.offset + 1 == s.next_offset)
+                .and_then(|l| l.fingerprint.leader_epoch);
+            let generation = self.fetch.add(key.clone(), s.next_offset, epoch);
             self.parts.insert(
                 key,
                 Reading {
@@ -476,7 +485,7 @@ impl<D: Deserializer> FetchPath<D> for NativeFetch {
         }
         if direct {
             polled.records = out.entries.len();
-            polled.bytes = out.entries.iter().map(|e| e.bytes as usize).sum();
+            polled.bytes = out.entries.iter().map(|e| e.bytes() as usize).sum();
         }
         let mut slots = std::mem::take(&mut self.slots);
         self.staging.fill(

@@ -86,6 +86,21 @@ impl SplitState {
         self.search = last.and_then(|l| l.search.clone()).map(Box::new);
     }
 
+    /// The split as its fetcher starts it, from the position: with the last record
+    /// handed out on this cluster (not while a mirror looks for it), whose leader
+    /// epoch lets the native path check that the log still holds it.
+    pub(super) fn to_fetch(&self) -> KafkaSplit {
+        KafkaSplit {
+            id: self.id.clone(),
+            next_offset: self.next_offset,
+            stop_offset: self.stop,
+            last: self
+                .last
+                .filter(|_| self.search.is_none())
+                .map(LastRecord::at),
+        }
+    }
+
     /// Sets `mck_split_lag` to what is left to hand out: the latest high watermark
     /// (capped at the stop offset) minus the next position. Nothing before the first
     /// watermark is known.

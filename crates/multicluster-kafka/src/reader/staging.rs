@@ -32,6 +32,8 @@ pub(crate) struct Slot {
     /// for a record without headers, whose hash is made from its key and value only
     /// when it is needed ([`BatchEntry::hash`](crate::record::BatchEntry::hash)).
     pub hash: Option<u64>,
+    /// The leader epoch of its record batch, if known.
+    pub epoch: Option<i32>,
 }
 
 /// Copies `bytes` to the end of `data`; returns where they are.
@@ -201,7 +203,7 @@ impl Staging {
                             key: slot.key,
                             value: slot.value,
                         },
-                        bytes,
+                        slot.epoch,
                         slot.headers.into(),
                         value,
                     ));

@@ -114,6 +114,7 @@ impl ClusterConsumer {
                 value,
                 hash,
                 headers,
+                epoch: Some(m.leader_epoch()),
             });
         }
         let took = self.messages.len();

@@ -276,7 +276,7 @@ mod tests {
             for offset in 0..3 {
                 batch
                     .entries
-                    .push(BatchEntry::bare(k, partition, offset, 1, offset as u32));
+                    .push(BatchEntry::bare(k, partition, offset, offset as u32));
                 polled.records += 1;
             }
         }
