@@ -27,10 +27,10 @@ pub const FETCH_CONNECTIONS: &str = "fetch.connections.per.broker";
 pub const FETCH_SHARE: &str = "fetch.share.min.bytes";
 
 /// `fetch.share.min.bytes` when unset. Measured with `mck consume --format value`
-/// (BENCHMARKS.md), sharing every value cost 8 % more CPU at 100 B, as much at
-/// 256 B, and saved 10 % at 512 B, 20 % at 1 KiB, 30 % and more from 4 KiB; the
-/// default leaves a margin above that, as a value kept shared keeps its whole answer
-/// alive.
+/// (BENCHMARKS.md), sharing every value cost 8 % more CPU at 100 B, came out even
+/// at 256 B, and saved 10 % at 512 B, 20 % at 1 and 4 KiB, 40 % at 16 KiB; the
+/// default leaves a margin above the crossing, as a value kept shared keeps its
+/// whole answer alive.
 pub const DEFAULT_SHARE_MIN_BYTES: usize = 1024;
 
 /// Properties of the source itself, read by it and never handed to librdkafka.
