@@ -220,39 +220,42 @@ impl PartitionReader {
             let aborted_skip =
                 self.options.read_committed && aborted.skips(&batch).map_err(corrupt)?;
             let skip = batch.is_control() || aborted_skip;
-            if skip {
-                // Nothing of it is handed out.
-            } else if shared && batch.compression() != 0 {
-                let mut scratch = std::mem::take(&mut self.scratch);
-                batch
-                    .records_in(&mut scratch, self.options.max_decompressed)
-                    .map_err(corrupt)?;
-                let buffer = Bytes::from(scratch);
-                for r in batch.records_of(&buffer) {
+            if !skip {
+                // To be shared, a compressed batch is decompressed into a buffer that
+                // can outlive the reader's scratch.
+                let decompressed = if shared && batch.compression() != 0 {
+                    let mut scratch = std::mem::take(&mut self.scratch);
+                    batch
+                        .records_in(&mut scratch, self.options.max_decompressed)
+                        .map_err(corrupt)?;
+                    Some(Bytes::from(scratch))
+                } else {
+                    None
+                };
+                // Uncompressed, the records are the answer's (compressed, without
+                // `shared`, they are the scratch buffer's, and `each` ignores the
+                // buffer it is handed). One loop for all: a second copy of the
+                // record decoder inlined made the compiler leave it out of line.
+                let (records, buffer) = match &decompressed {
+                    Some(buffer) => (batch.records_of(buffer), buffer),
+                    None => (
+                        batch
+                            .records_in(&mut self.scratch, self.options.max_decompressed)
+                            .map_err(corrupt)?,
+                        &answer.records,
+                    ),
+                };
+                for r in records {
                     let r = r.map_err(corrupt)?;
                     if r.offset >= self.next_offset {
-                        each(&r, &buffer, batch.partition_leader_epoch);
+                        each(&r, buffer, batch.partition_leader_epoch);
                         handed += 1;
                     }
                 }
                 // Unless `each` kept a part of it, the buffer is decompressed into
                 // again.
-                if let Ok(buffer) = buffer.try_into_mut() {
+                if let Some(Ok(buffer)) = decompressed.map(Bytes::try_into_mut) {
                     self.scratch = buffer.into();
-                }
-            } else {
-                // Uncompressed, the records are the answer's (compressed, without
-                // `shared`, they are the scratch buffer's, and `each` ignores the
-                // buffer it is handed).
-                let records = batch
-                    .records_in(&mut self.scratch, self.options.max_decompressed)
-                    .map_err(corrupt)?;
-                for r in records {
-                    let r = r.map_err(corrupt)?;
-                    if r.offset >= self.next_offset {
-                        each(&r, &answer.records, batch.partition_leader_epoch);
-                        handed += 1;
-                    }
                 }
             }
             self.next_offset = batch.next_offset();
