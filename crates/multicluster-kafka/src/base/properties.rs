@@ -270,6 +270,19 @@ impl ClientProperties {
         })
     }
 
+    /// Checks the source's own properties ([`SOURCE_KEYS`]), which librdkafka never
+    /// sees.
+    ///
+    /// # Errors
+    ///
+    /// The first of them whose value is refused, naming it.
+    pub fn check_source_keys(&self) -> Result<(), RefusedProperty> {
+        self.fetch_backend()?;
+        self.fetch_connections()?;
+        self.fetch_share_min_bytes()?;
+        Ok(())
+    }
+
     /// The `bootstrap.servers` list, if set.
     pub fn bootstrap_servers(&self) -> Option<&str> {
         self.get(BOOTSTRAP_SERVERS)
@@ -626,6 +639,14 @@ mod tests {
             p.check()
         };
         assert_eq!(check(&[("fetch.max.bytes", "1048576")]), Ok(()));
+        // The source's own properties are checked by the source.
+        let share = check(&[("fetch.share.min.bytes", "lots")]).unwrap_err();
+        assert_eq!(
+            share.key.as_deref(),
+            Some("fetch.share.min.bytes"),
+            "{share}"
+        );
+        assert_eq!(check(&[("fetch.share.min.bytes", "2048")]), Ok(()));
         let bad = check(&[("fetch.max.bytes", "banana")]).unwrap_err();
         assert_eq!(bad.key.as_deref(), Some("fetch.max.bytes"), "{bad}");
         assert!(!bad.to_string().contains("banana"), "{bad}");

@@ -219,8 +219,7 @@ impl ClientProperties {
     /// The first property librdkafka refuses (keys in order), or what the client
     /// creation said, located with [`ClientProperties::refusal`].
     pub fn check(&self) -> Result<(), RefusedProperty> {
-        self.fetch_backend()?;
-        self.fetch_connections()?;
+        self.check_source_keys()?;
         for (k, v) in self.iter().filter(|(k, _)| !SOURCE_KEYS.contains(k)) {
             let mut one = rdkafka::ClientConfig::new();
             one.set(k, v);

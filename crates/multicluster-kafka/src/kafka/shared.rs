@@ -129,6 +129,17 @@ impl Made {
         what: &'static str,
         cluster: &str,
     ) -> Result<Self, SourceError> {
+        // The source's own properties never reach librdkafka, which would refuse a
+        // bad one here: refused the same way, at the cluster's first client, rather
+        // than by every fetcher that tries to open.
+        props
+            .check_source_keys()
+            .map_err(|refused| SourceError::Kafka {
+                cluster: cluster.to_string(),
+                message: format!("{what}: {refused}"),
+                code: None,
+                retriable: false,
+            })?;
         let mut config = consumer_config(props, group);
         crate::kafka::config::prepare(&mut config, props, setup.hooks.as_ref())
             .map_err(|e| SourceError::cluster(cluster, what, &e, props))?;

@@ -44,6 +44,9 @@ pub(crate) struct Settings {
     /// Connections to each broker, each with a fetch in flight
     /// (`fetch.connections.per.broker`); they share `fetch.max.bytes`.
     pub lanes: usize,
+    /// Values of this many bytes or more are shared from the answers, not copied
+    /// (`fetch.share.min.bytes`).
+    pub share_from: usize,
     pub partition: PartitionOptions,
     /// The program's client hooks, told of connection errors.
     pub hooks: ErrorHook,
@@ -303,6 +306,9 @@ pub(crate) fn settings(given: &Given<'_>) -> Result<Settings, SourceError> {
     let lanes = props
         .fetch_connections()
         .map_err(|e| refused(given, crate::base::properties::FETCH_CONNECTIONS, e.reason))?;
+    let share_from = props
+        .fetch_share_min_bytes()
+        .map_err(|e| refused(given, crate::base::properties::FETCH_SHARE, e.reason))?;
     let max_bytes: i32 = number(given, &["fetch.max.bytes"], 52_428_800)?;
     let fetch = FetchSettings {
         max_wait_ms: number(given, &["fetch.wait.max.ms"], 500)?,
@@ -344,6 +350,7 @@ pub(crate) fn settings(given: &Given<'_>) -> Result<Settings, SourceError> {
         partition_max_bytes,
         budget: budget_kb.saturating_mul(1024).max(1 << 20),
         lanes,
+        share_from,
         partition,
         hooks: ErrorHook(given.hooks.cloned()),
     })
@@ -776,6 +783,33 @@ mod tests {
             ("fetch.max.bytes", "200000000"),
         ];
         assert_eq!(of(&large), (4, 50_000_000, 200_000_000 + (1 << 20)));
+    }
+
+    #[test]
+    fn the_share_threshold_is_read_and_a_bad_one_refused_by_name() {
+        let of = |value: Option<&str>| {
+            let mut props = ClientProperties::new();
+            props.set("bootstrap.servers", "127.0.0.1:9092");
+            if let Some(v) = value {
+                props.set("fetch.share.min.bytes", v);
+            }
+            let cluster: Arc<str> = Arc::from("c");
+            let given = Given {
+                cluster: &cluster,
+                props: &props,
+                hooks: None,
+                runtime: true,
+            };
+            settings(&given).map(|s| s.share_from)
+        };
+        assert_eq!(
+            of(None).unwrap(),
+            crate::base::properties::DEFAULT_SHARE_MIN_BYTES
+        );
+        assert_eq!(of(Some("0")).unwrap(), 0);
+        let e = of(Some("lots")).unwrap_err().to_string();
+        assert!(e.contains("`fetch.share.min.bytes` refused"), "{e}");
+        assert!(!e.contains("lots"), "{e}");
     }
 
     #[test]

@@ -38,8 +38,11 @@ pub(crate) fn choose(opening: &Opening<'_>) -> Result<bool, SourceError> {
     settings::choose(&given(opening))
 }
 
-/// The cluster's fetch settings from its properties, and the read policy.
-fn options(opening: &Opening<'_>) -> Result<(ClusterOptions, PartitionOptions), SourceError> {
+/// The cluster's fetch settings from its properties, and the read policy; with the
+/// size from which values are shared.
+fn options(
+    opening: &Opening<'_>,
+) -> Result<(ClusterOptions, PartitionOptions, usize), SourceError> {
     let settings = settings::settings(&given(opening))?;
     let out_of_range = match opening.policy.out_of_range {
         OffsetReset::Earliest => OutOfRange::Earliest,
@@ -58,7 +61,7 @@ fn options(opening: &Opening<'_>) -> Result<(ClusterOptions, PartitionOptions), 
         lanes: settings.lanes,
         hooks: settings.hooks,
     };
-    Ok((cluster, settings.partition))
+    Ok((cluster, settings.partition, settings.share_from))
 }
 
 /// `bytes`, part of `buffer`, as a span of a batch's `shared` buffers (`buffer`
@@ -112,16 +115,7 @@ const LAG_REPORT_INTERVAL: Duration = Duration::from_secs(1);
 
 impl NativeFetch {
     pub fn open(opening: Opening<'_>) -> Result<Self, SourceError> {
-        let (cluster_options, options) = options(&opening)?;
-        let share_from = opening
-            .props
-            .fetch_share_min_bytes()
-            .map_err(|e| SourceError::Kafka {
-                cluster: opening.cluster.to_string(),
-                message: e.to_string(),
-                code: None,
-                retriable: false,
-            })?;
+        let (cluster_options, options, share_from) = options(&opening)?;
         if cluster_options.bootstrap.is_empty() {
             return Err(SourceError::Kafka {
                 cluster: opening.cluster.to_string(),
