@@ -228,6 +228,11 @@ impl PartitionReader {
                     batch
                         .records_in(&mut scratch, self.options.max_decompressed)
                         .map_err(corrupt)?;
+                    // A value kept keeps the whole buffer: not the room a larger
+                    // batch before it needed.
+                    if scratch.capacity() > 2 * scratch.len().max(4096) {
+                        scratch.shrink_to_fit();
+                    }
                     Some(Bytes::from(scratch))
                 } else {
                     None

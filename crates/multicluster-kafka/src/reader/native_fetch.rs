@@ -75,10 +75,14 @@ fn share(shared: &mut Vec<Bytes>, buffer: &Bytes, bytes: &[u8]) -> Option<(usize
     let last = shared
         .last()
         .is_some_and(|b| b.as_ptr() == buffer.as_ptr() && b.len() == buffer.len());
+    let index = if last { shared.len() - 1 } else { shared.len() };
+    // Checked before the buffer is kept: a value that cannot be named is copied,
+    // and keeps nothing alive.
+    let span = shared_span(index, offset, len)?;
     if !last {
         shared.push(buffer.clone());
     }
-    shared_span(shared.len() - 1, offset, len)
+    Some(span)
 }
 
 /// A partition as the fetch thread reads it.
