@@ -239,7 +239,7 @@ impl<D: Deserializer> SourceReader<D> {
             return false; // already handed out (a rebuilt consumer re-fetched it)
         }
         if state.search.is_some() {
-            return self.search_step(i, offset, (mark.0, mark.1.made()));
+            return self.search_step(i, offset, (mark.0, mark.1.made(), mark.2));
         }
         if let Some(rewound) = state.rewound {
             if offset > rewound {
@@ -279,11 +279,12 @@ impl<D: Deserializer> SourceReader<D> {
 
     /// A record read on a mirror that looks for the last record handed out from its
     /// source: never handed out itself (it was, from the source, or comes before).
+    /// `epoch` is its batch's leader epoch on the mirror, which a found record keeps.
     fn search_step(
         &mut self,
         i: usize,
         offset: i64,
-        (timestamp, hash): (Option<i64>, u64),
+        (timestamp, hash, epoch): (Option<i64>, u64, Option<i32>),
     ) -> bool {
         let state = &mut self.states[i];
         let (Some(search), Some(want)) = (state.search.as_mut(), state.last) else {
@@ -305,7 +306,7 @@ impl<D: Deserializer> SourceReader<D> {
                     offset,
                     timestamp,
                     hash,
-                    leader_epoch: None,
+                    leader_epoch: epoch,
                 });
                 state.search = None;
                 metrics::counter!(m::MIRROR_SWITCHES, "cluster" => state.id.cluster.to_string(), "outcome" => "found").increment(1);
