@@ -140,7 +140,7 @@ pub(crate) struct BatchEntry<V> {
     hashed: bool,
     /// Where the key is in the batch's data: start and length ([`NO_KEY`] without
     /// a key). Two fields, not `Option<(usize, u32)>` (24 bytes, where these take 12
-    /// beside `bytes`): an entry is written for every record, and its size showed in
+    /// beside `epoch`): an entry is written for every record, and its size showed in
     /// the fetch thread's profile at 100-byte records.
     key_start: usize,
     key_len: u32,
@@ -148,8 +148,8 @@ pub(crate) struct BatchEntry<V> {
     /// shared buffers ([`shared_span`]); [`NO_KEY`]'s length for a null value.
     value_start: usize,
     value_len: u32,
-    /// The leader epoch of the record batch it came in, −1 when not known (the
-    /// librdkafka path): a checkpoint keeps it with the split's last record, and the
+    /// The leader epoch of the record batch it came in, −1 when not known (a broker
+    /// before Kafka 2.1): a checkpoint keeps it with the split's last record, and the
     /// native path validates a restored position against it (KIP-320). In the room
     /// the key + value size took, which [`Self::bytes`] adds up instead.
     epoch: i32,
@@ -211,7 +211,8 @@ impl<V> BatchEntry<V> {
         (self.key_len != NO_KEY).then_some((self.key_start, self.key_len))
     }
 
-    /// Where the value as fetched is in the batch's data, unless it is null.
+    /// Where the value as fetched is (in the batch's data or one of its shared
+    /// buffers: [`Buffers::place`]), unless it is null.
     pub(crate) fn raw_value(&self) -> Option<(usize, u32)> {
         (self.value_len != NO_KEY).then_some((self.value_start, self.value_len))
     }
@@ -233,8 +234,8 @@ impl<V> BatchEntry<V> {
     }
 }
 
-/// Where a record's key and value are in its batch's data (start, length; `None`
-/// when null).
+/// Where a record's key and value are in its batch's data, or for a value, in one
+/// of its shared buffers (start, length; `None` when null).
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct RawSpans {
     pub key: Option<(usize, u32)>,

@@ -7,7 +7,9 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use crate::base::metadata::OnMismatch;
 
 /// A record as a mirror keeps it: its timestamp and a hash of its key, value and
-/// headers, with the offset it had where it was handed out.
+/// headers, with the offset it had where it was handed out. Its comparisons take
+/// every field, the leader epoch too: whether two records are the same record is
+/// [`Fingerprint::matches`].
 ///
 /// ```
 /// use multicluster_kafka::split::{Fingerprint, record_hash};
