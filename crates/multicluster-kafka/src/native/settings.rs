@@ -760,19 +760,7 @@ mod tests {
     #[test]
     fn the_fetches_in_flight_to_a_broker_share_fetch_max_bytes() {
         let of = |extra: &[(&str, &str)]| {
-            let mut props = ClientProperties::new();
-            props.set("bootstrap.servers", "127.0.0.1:9092");
-            for (k, v) in extra {
-                props.set(*k, *v);
-            }
-            let cluster: Arc<str> = Arc::from("c");
-            let given = Given {
-                cluster: &cluster,
-                props: &props,
-                hooks: None,
-                runtime: true,
-            };
-            let s = settings(&given).expect("settings");
+            let s = settings_with(extra).expect("settings");
             (s.lanes, s.fetch.max_bytes, s.connect.max_frame_size)
         };
         assert_eq!(of(&[]), (2, 26_214_400, 100_000_000));
@@ -785,29 +773,31 @@ mod tests {
         assert_eq!(of(&large), (4, 50_000_000, 200_000_000 + (1 << 20)));
     }
 
+    /// The settings of a plaintext cluster with `extra` properties.
+    fn settings_with(extra: &[(&str, &str)]) -> Result<Settings, SourceError> {
+        let mut props = ClientProperties::new();
+        props.set("bootstrap.servers", "127.0.0.1:9092");
+        for (k, v) in extra {
+            props.set(*k, *v);
+        }
+        let cluster: Arc<str> = Arc::from("c");
+        settings(&Given {
+            cluster: &cluster,
+            props: &props,
+            hooks: None,
+            runtime: true,
+        })
+    }
+
     #[test]
     fn the_share_threshold_is_read_and_a_bad_one_refused_by_name() {
-        let of = |value: Option<&str>| {
-            let mut props = ClientProperties::new();
-            props.set("bootstrap.servers", "127.0.0.1:9092");
-            if let Some(v) = value {
-                props.set("fetch.share.min.bytes", v);
-            }
-            let cluster: Arc<str> = Arc::from("c");
-            let given = Given {
-                cluster: &cluster,
-                props: &props,
-                hooks: None,
-                runtime: true,
-            };
-            settings(&given).map(|s| s.share_from)
-        };
+        let of = |value: &str| settings_with(&[("fetch.share.min.bytes", value)]);
         assert_eq!(
-            of(None).unwrap(),
+            settings_with(&[]).unwrap().share_from,
             crate::base::properties::DEFAULT_SHARE_MIN_BYTES
         );
-        assert_eq!(of(Some("0")).unwrap(), 0);
-        let e = of(Some("lots")).unwrap_err().to_string();
+        assert_eq!(of("0").unwrap().share_from, 0);
+        let e = of("lots").unwrap_err().to_string();
         assert!(e.contains("`fetch.share.min.bytes` refused"), "{e}");
         assert!(!e.contains("lots"), "{e}");
     }
