@@ -1,6 +1,6 @@
 //! The bottom layer: plain data and pure decisions that every part above shares. Nothing
 //! here makes a Kafka client, spawns a task or reads a file; nothing here imports a
-//! module above it (`tests/layers.rs` checks it, docs/design.md draws the layers).
+//! module above it (`tests/it/layers.rs` checks it, docs/design.md draws the layers).
 
 pub mod active;
 pub mod assignment;

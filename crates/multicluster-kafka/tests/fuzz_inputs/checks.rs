@@ -1,7 +1,7 @@
 //! What every input to the metadata parser and the checkpoint decoder must satisfy,
 //! whatever its bytes: no panic, and an error that says where it is.
 //!
-//! Shared by the short proptest run (`tests/fuzz_inputs.rs`) and the cargo-fuzz
+//! Shared by the short proptest run (`tests/it/fuzz_inputs.rs`) and the cargo-fuzz
 //! targets (`fuzz/fuzz_targets/`), which include this file with `#[path]`; it uses only
 //! the library, its dependencies and `std`.
 //!
