@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use multicluster_kafka::client_context::{ClientHooks, OAuthToken};
+use multicluster_kafka::hooks::{ClientHooks, OAuthToken};
 use multicluster_kafka::prelude::*;
 
 /// Makes a token for `principal`, valid for `lifetime`, whenever librdkafka asks

@@ -1,12 +1,11 @@
 //! Errors of the source.
 
+pub use crate::base::kafka_error::KafkaErrorKind;
 use crate::base::metadata::MetadataError;
 use crate::base::offsets::OffsetError;
-use crate::base::properties::ClientProperties;
 pub use crate::base::setting::ConfigError;
 use crate::checkpoint::CheckpointError;
 use crate::deserializer::DeserializeError;
-use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 
 /// Everything that can stop or disturb a source. Each renders as one line and never
 /// contains a secret.
@@ -30,15 +29,16 @@ pub enum SourceError {
     /// A subscribed stream id is unknown to the metadata service.
     #[error("unknown stream id(s): {}", .0.join(", "))]
     UnknownStreams(Vec<String>),
-    /// A request to a Kafka cluster failed with librdkafka's error `code`.
+    /// A request to a Kafka cluster failed, or the cluster refused the client.
     #[error("cluster `{cluster}`: {message}")]
     Kafka {
         /// Logical cluster id.
         cluster: String,
-        /// What failed, with librdkafka's words (never a secret value).
+        /// What failed, in the words of the client that met it (never a secret
+        /// value).
         message: String,
-        /// librdkafka's error code, when it gave one.
-        code: Option<RDKafkaErrorCode>,
+        /// What kind of failure it is, the same whichever fetch path met it.
+        kind: KafkaErrorKind,
         /// Whether the same request may succeed when tried again (a timeout, a broker
         /// down, a leader moving), as opposed to a refusal that stays (credentials,
         /// authorization, an invalid property).
@@ -161,43 +161,6 @@ pub enum SourceError {
 }
 
 impl SourceError {
-    /// librdkafka refused to make a cluster's client (an invalid property, a
-    /// certificate that does not load): not retriable. The message is scrubbed of
-    /// every secret property value.
-    pub(crate) fn cluster(
-        cluster: &str,
-        what: &str,
-        e: &dyn std::fmt::Display,
-        props: &ClientProperties,
-    ) -> Self {
-        // librdkafka's reason may quote the value: it names the key instead.
-        let refused = props.refusal(&e.to_string());
-        let message = match &refused.key {
-            Some(key) => format!(
-                "{what}: property `{key}` refused by librdkafka: {}",
-                refused.reason
-            ),
-            None => format!("{what}: {}", refused.reason),
-        };
-        SourceError::Kafka {
-            cluster: cluster.to_string(),
-            message,
-            code: None,
-            retriable: false,
-        }
-    }
-
-    /// A librdkafka error of a cluster, described by `message`.
-    pub(crate) fn kafka(cluster: &str, message: String, e: &KafkaError) -> Self {
-        let code = e.rdkafka_error_code();
-        SourceError::Kafka {
-            cluster: cluster.to_string(),
-            message,
-            code,
-            retriable: code.is_some_and(is_retriable_code),
-        }
-    }
-
     /// A failed internal task or thread.
     pub(crate) fn internal(task: &'static str, e: impl std::fmt::Display) -> Self {
         SourceError::Internal {
@@ -251,6 +214,14 @@ impl SourceError {
         )
     }
 
+    /// What kind of failure a cluster's client met, for [`SourceError::Kafka`].
+    pub fn kafka_kind(&self) -> Option<KafkaErrorKind> {
+        match self {
+            SourceError::Kafka { kind, .. } => Some(*kind),
+            _ => None,
+        }
+    }
+
     /// The logical cluster an error is about, when it is about one.
     pub fn cluster_id(&self) -> Option<&str> {
         match self {
@@ -288,107 +259,9 @@ pub struct MirrorDivergence {
     pub last_offset: i64,
 }
 
-/// librdkafka errors that a later attempt may not meet: the network, timeouts,
-/// brokers and leaders moving, coordinators loading.
-fn is_retriable_code(code: RDKafkaErrorCode) -> bool {
-    use RDKafkaErrorCode as C;
-    matches!(
-        code,
-        C::BrokerTransportFailure
-            | C::AllBrokersDown
-            | C::OperationTimedOut
-            | C::RequestTimedOut
-            | C::TimedOutQueue
-            | C::Resolve
-            | C::NetworkException
-            | C::LeaderNotAvailable
-            | C::NotLeaderForPartition
-            | C::BrokerNotAvailable
-            | C::ReplicaNotAvailable
-            | C::NotEnoughReplicas
-            | C::NotEnoughReplicasAfterAppend
-            | C::CoordinatorLoadInProgress
-            | C::CoordinatorNotAvailable
-            | C::NotCoordinator
-            | C::RebalanceInProgress
-            | C::WaitingForCoordinator
-            | C::Retry
-            | C::FencedLeaderEpoch
-            | C::UnknownLeaderEpoch
-            | C::OffsetNotAvailable
-            | C::PreferredLeaderNotAvailable
-            | C::KafkaStorageError
-            | C::UnknownTopicOrPartition
-            | C::ThrottlingQuotaExceeded
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn kafka(code: RDKafkaErrorCode) -> SourceError {
-        SourceError::kafka(
-            "east",
-            "metadata request".into(),
-            &KafkaError::MetadataFetch(code),
-        )
-    }
-
-    #[test]
-    fn a_kafka_error_keeps_its_code_and_says_whether_trying_again_may_help() {
-        let down = kafka(RDKafkaErrorCode::BrokerTransportFailure);
-        assert!(down.is_retriable());
-        assert!(matches!(
-            down,
-            SourceError::Kafka {
-                code: Some(RDKafkaErrorCode::BrokerTransportFailure),
-                ..
-            }
-        ));
-        assert_eq!(down.cluster_id(), Some("east"));
-        for stays in [
-            RDKafkaErrorCode::SaslAuthenticationFailed,
-            RDKafkaErrorCode::TopicAuthorizationFailed,
-            RDKafkaErrorCode::InvalidConfig,
-        ] {
-            assert!(!kafka(stays).is_retriable(), "{stays:?}");
-        }
-        let refused = SourceError::cluster(
-            "east",
-            "create client",
-            &"bad value",
-            &ClientProperties::new(),
-        );
-        assert!(!refused.is_retriable());
-        // A refused client names the key, never the value.
-        let mut props = ClientProperties::new();
-        props.set("fetch.max.bytes", "banana");
-        let refused = SourceError::cluster(
-            "east",
-            "create client",
-            &"Invalid value \"banana\" for configuration property \"fetch.max.bytes\"",
-            &props,
-        );
-        let text = refused.to_string();
-        assert!(!text.contains("banana"), "{text}");
-        assert!(
-            text.contains("property `fetch.max.bytes` refused"),
-            "{text}"
-        );
-        assert!(
-            SourceError::internal("a discovery task", "panicked")
-                .to_string()
-                .starts_with("internal error: a discovery task failed")
-        );
-        assert!(!SourceError::Closed.is_retriable());
-        let service = MetadataError::Service {
-            service: "http://meta".into(),
-            message: "503".into(),
-            retriable: true,
-        };
-        assert!(SourceError::Metadata(service).is_retriable());
-    }
 
     #[test]
     fn the_source_reads_on_after_a_cluster_or_metadata_failure_and_not_after_an_end() {
@@ -400,7 +273,7 @@ mod tests {
         let refused = SourceError::Kafka {
             cluster: "east".into(),
             message: "authentication failed".into(),
-            code: None,
+            kind: KafkaErrorKind::Authentication,
             retriable: false,
         };
         assert!(refused.reads_on() && !refused.is_retriable());

@@ -438,12 +438,12 @@ fn scrub(e: SourceError, properties: &ClientProperties) -> SourceError {
         SourceError::Kafka {
             cluster,
             message,
-            code,
+            kind,
             retriable,
         } => SourceError::Kafka {
             cluster,
             message: clean(message),
-            code,
+            kind,
             retriable,
         },
         other => other,

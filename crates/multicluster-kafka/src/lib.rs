@@ -10,8 +10,8 @@
 //! - plain data and pure decisions: [`split`]s, [`record`]s, [`error`]s, the
 //!   [`deserializer`], [`metrics`] names, [`checkpoint`]s, where reading starts and
 //!   stops ([`offsets`]), client [`properties`] (secrets redacted), the hooks a program
-//!   puts into each librdkafka client ([`client_context`]: OAUTHBEARER tokens,
-//!   statistics, errors), the metadata model, and the pure parts in [`unstable`];
+//!   puts into each cluster's clients ([`hooks`]: OAUTHBEARER tokens, statistics,
+//!   errors), the metadata model, and the pure parts in [`unstable`];
 //! - `kafka/`: one cluster's librdkafka clients, their configuration and their events;
 //! - `reader/` (the parallel readers: applying assignments, a fetcher per cluster on
 //!   at most one thread per core, handing records out in order) and `enumerator/` (the
@@ -55,7 +55,7 @@ mod source;
 pub mod split;
 
 pub use base::assignment::AssignmentStrategy;
-pub use base::hooks as client_context;
+pub use base::hooks;
 pub use base::{offsets, properties};
 
 pub use base::hooks::{ClientHooks, ClientHooksFactory};

@@ -1,10 +1,11 @@
-//! The librdkafka client context of every client the source makes, and the hooks a
-//! program can give it per cluster ([`ClientHooks`]).
+//! The hooks a program can give the clients of each cluster ([`ClientHooks`]):
+//! OAUTHBEARER tokens, librdkafka's statistics, and the errors the clients meet, each
+//! of a [`KafkaErrorKind`] whichever fetch path met it. Nothing here names a type of
+//! librdkafka or of the Kafka protocol crate.
 //!
-//! rdkafka makes the context a type parameter of each client. Rather than making the
-//! source generic over it, every client of the source (the lookup client of each
+//! On librdkafka's path every client of the source (the lookup client of each
 //! cluster, each reader's consumers, the [`SingleClusterMetadataService`]'s client)
-//! uses one context of this crate, which
+//! has one client context of this crate (`kafka/events/`), which
 //!
 //! - forwards librdkafka's log lines to `tracing` (target `librdkafka`, with the
 //!   logical cluster id as the field `cluster`);
@@ -40,10 +41,9 @@
 //! and so is a token provider together with one of the first two.
 //!
 //! On the native fetch path (`native/oauth.rs`, `native/oidc.rs`,
-//! `native/assertion.rs`) the same three
-//! sources serve the source's own connections, and `error` hears of their failures;
-//! `stats` are librdkafka's, so a cluster with hooks and `statistics.interval.ms` is
-//! fetched with librdkafka.
+//! `native/assertion.rs`) the same three sources serve the source's own connections,
+//! and `error` hears of their failures; statistics are librdkafka's, so a cluster with
+//! hooks and `statistics.interval.ms` is fetched with librdkafka.
 //!
 //! [`SingleClusterMetadataService`]: crate::metadata::SingleClusterMetadataService
 //! [`SourceBuilder::client_hooks`]: crate::SourceBuilder::client_hooks
@@ -52,9 +52,29 @@ use std::error::Error;
 use std::fmt;
 use std::sync::Arc;
 
-pub use rdkafka::client::OAuthToken;
-pub use rdkafka::error::KafkaError;
-pub use rdkafka::statistics::Statistics;
+pub use super::kafka_error::KafkaErrorKind;
+
+/// An OAUTHBEARER token made by [`ClientHooks::generate_oauth_token`]. `Debug` shows
+/// the principal and lifetime, never the token.
+#[derive(Clone, PartialEq, Eq)]
+pub struct OAuthToken {
+    /// The token (a JWT, for most identity providers).
+    pub token: String,
+    /// The principal the token is for.
+    pub principal_name: String,
+    /// When the token expires, in milliseconds since the Unix epoch.
+    pub lifetime_ms: i64,
+}
+
+impl fmt::Debug for OAuthToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OAuthToken")
+            .field("token", &"[redacted]")
+            .field("principal_name", &self.principal_name)
+            .field("lifetime_ms", &self.lifetime_ms)
+            .finish()
+    }
+}
 
 /// What a program can plug into the librdkafka clients of one cluster: an OAUTHBEARER
 /// token provider, a statistics receiver, an error observer. Every method has a
@@ -70,16 +90,16 @@ pub use rdkafka::statistics::Statistics;
 /// ```
 /// use std::sync::Arc;
 /// use std::sync::atomic::{AtomicU64, Ordering};
-/// use multicluster_kafka::client_context::{ClientHooks, Statistics};
+/// use multicluster_kafka::hooks::ClientHooks;
 ///
 /// /// Counts the statistics reports of one cluster's clients.
 /// #[derive(Default)]
 /// struct StatsCounter(AtomicU64);
 ///
 /// impl ClientHooks for StatsCounter {
-///     fn stats(&self, statistics: Statistics) {
+///     fn stats_raw(&self, statistics: &[u8]) {
 ///         self.0.fetch_add(1, Ordering::Relaxed);
-///         let _ = statistics.brokers.len();
+///         let _ = statistics.len();
 ///     }
 /// }
 ///
@@ -106,27 +126,19 @@ pub trait ClientHooks: Send + Sync {
         Err("this ClientHooks does not provide OAUTHBEARER tokens".into())
     }
 
-    /// librdkafka's statistics, decoded, every `statistics.interval.ms` (a property of
-    /// the cluster; statistics are off unless it is set). Called by the default
-    /// [`stats_raw`](Self::stats_raw).
-    fn stats(&self, statistics: Statistics) {
+    /// librdkafka's statistics as the JSON it emits (its `STATISTICS.md` describes
+    /// the fields), every `statistics.interval.ms` (a property of the cluster;
+    /// statistics are off unless it is set). A program decodes what it needs, for
+    /// example with `serde_json`.
+    fn stats_raw(&self, statistics: &[u8]) {
         let _ = statistics;
     }
 
-    /// librdkafka's statistics as the JSON it emits. The default decodes them and
-    /// calls [`stats`](Self::stats); override this one to keep the JSON.
-    fn stats_raw(&self, statistics: &[u8]) {
-        match serde_json::from_slice(statistics) {
-            Ok(decoded) => self.stats(decoded),
-            Err(e) => tracing::warn!(error = %e, "cannot decode librdkafka's statistics"),
-        }
-    }
-
-    /// A client-level error librdkafka reported (brokers down, authentication
-    /// failed, …), besides the source's own logging of it. `reason` is librdkafka's
-    /// text; it never contains a property value.
-    fn error(&self, error: KafkaError, reason: &str) {
-        let _ = (error, reason);
+    /// A client-level error a cluster's client met (brokers down, authentication
+    /// failed, …), besides the source's own logging of it: its kind, the same on either
+    /// fetch path, and the client's text, which never contains a property value.
+    fn error(&self, kind: KafkaErrorKind, reason: &str) {
+        let _ = (kind, reason);
     }
 }
 

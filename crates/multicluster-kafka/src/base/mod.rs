@@ -7,6 +7,7 @@ pub mod assignment;
 pub(crate) mod config;
 pub mod fingerprint;
 pub mod hooks;
+pub mod kafka_error;
 pub mod metadata;
 pub mod offsets;
 pub mod plan;

@@ -4,6 +4,7 @@
 
 pub(crate) mod client;
 pub(crate) mod config;
+pub(crate) mod errors;
 pub(crate) mod events;
 pub(crate) mod group_describe;
 pub(crate) mod group_member;

@@ -137,7 +137,7 @@ impl Made {
             .map_err(|refused| SourceError::Kafka {
                 cluster: cluster.to_string(),
                 message: format!("{what}: {refused}"),
-                code: None,
+                kind: crate::error::KafkaErrorKind::Configuration,
                 retriable: false,
             })?;
         let mut config = consumer_config(props, group);

@@ -114,7 +114,7 @@ impl SingleClusterMetadataService {
 
     /// Like [`new`](Self::new), with [`ClientHooks`] for the service's client (an
     /// OAUTHBEARER token provider, a statistics receiver; see
-    /// [`client_context`](crate::client_context)).
+    /// [`hooks`](crate::hooks)).
     pub fn with_client_hooks(
         cluster_id: impl Into<String>,
         properties: ClientProperties,

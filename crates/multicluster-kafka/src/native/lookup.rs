@@ -27,8 +27,9 @@ use super::conn::{ConnectOptions, Connection};
 use super::error::NativeError;
 use super::fetch_response::FetchPartitionData;
 use super::partition::{PartitionIssue, PartitionReader, code};
-use super::reported::{kind, leader_moving, rdkafka_code, retriable_code};
+use super::reported::{issue_kind, kind, kind_of_code, leader_moving, retriable_code};
 use super::settings::Settings;
+use crate::error::KafkaErrorKind;
 
 /// When a metadata request gives up before the client timeout.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -438,7 +439,7 @@ impl Lookup {
                         self.timeout,
                         last_moving.unwrap_or_default()
                     ),
-                    code: Some(rdkafka::types::RDKafkaErrorCode::LeaderNotAvailable),
+                    kind: KafkaErrorKind::LeaderMoving,
                     retriable: true,
                 });
             }
@@ -492,7 +493,7 @@ impl Lookup {
                         reader.next_offset(),
                         self.timeout
                     ),
-                    code: Some(rdkafka::types::RDKafkaErrorCode::OperationTimedOut),
+                    kind: KafkaErrorKind::Timeout,
                     retriable: true,
                 });
             }
@@ -513,7 +514,7 @@ impl Lookup {
                     return Err(SourceError::Kafka {
                         cluster: self.cluster.to_string(),
                         message: format!("{what}: at offset {}: {issue}", reader.next_offset()),
-                        code: None,
+                        kind: issue_kind(&issue),
                         retriable: false,
                     });
                 }
@@ -561,7 +562,7 @@ impl Lookup {
                         return Err(SourceError::Kafka {
                             cluster: self.cluster.to_string(),
                             message: format!("{what}: {issue}"),
-                            code: None,
+                            kind: issue_kind(&issue),
                             retriable: false,
                         });
                     }
@@ -720,11 +721,11 @@ impl Lookup {
 
     /// A connection error as the source's error of this cluster.
     fn error(&self, what: &str, e: &NativeError) -> SourceError {
-        let (code, retriable) = kind(e);
+        let (kind, retriable) = kind(e);
         SourceError::Kafka {
             cluster: self.cluster.to_string(),
             message: format!("{what}: {e}"),
-            code,
+            kind,
             retriable,
         }
     }
@@ -736,7 +737,7 @@ impl Lookup {
         SourceError::Kafka {
             cluster: self.cluster.to_string(),
             message: format!("{what} of {topic}/{partition}: {text} (error code {code})"),
-            code: rdkafka_code(code),
+            kind: kind_of_code(code),
             retriable: retriable_code(code),
         }
     }

@@ -1,13 +1,14 @@
-//! How the native path's errors are reported as librdkafka's would be: their
-//! librdkafka codes, whether they are retriable, and the program's client hooks that
+//! How the native path's errors are reported in the source's words: their
+//! [`KafkaErrorKind`], whether they are retriable, and the program's client hooks that
 //! hear of them.
 
 use std::sync::Arc;
 
 use crate::base::hooks::ClientHooks;
+use crate::error::KafkaErrorKind;
 
 use super::error::NativeError;
-use super::partition::code;
+use super::partition::{PartitionIssue, code};
 
 /// Whether a partition's error code says its leader is moving or not yet known:
 /// worth asking again after a metadata refresh.
@@ -25,21 +26,20 @@ pub(super) fn leader_moving(code: i16) -> bool {
     )
 }
 
-/// A connection error's code as librdkafka's path reports it, and whether it is
-/// retriable.
-pub(super) fn kind(e: &NativeError) -> (Option<rdkafka::types::RDKafkaErrorCode>, bool) {
-    use rdkafka::types::RDKafkaErrorCode as C;
+/// A connection error's kind as the source reports it, and whether it is retriable.
+pub(super) fn kind(e: &NativeError) -> (KafkaErrorKind, bool) {
     match e {
         NativeError::Connect { .. } | NativeError::Io { .. } | NativeError::Closed { .. } => {
-            (Some(C::BrokerTransportFailure), true)
+            (KafkaErrorKind::Transport, true)
         }
-        NativeError::Timeout { .. } => (Some(C::OperationTimedOut), true),
-        NativeError::Broker { code, .. } => (rdkafka_code(*code), retriable_code(*code)),
-        NativeError::Tls { .. } => (Some(C::SSL), false),
-        NativeError::Auth { .. } => (Some(C::Authentication), false),
+        NativeError::Timeout { .. } => (KafkaErrorKind::Timeout, true),
+        NativeError::Broker { code, .. } => (kind_of_code(*code), retriable_code(*code)),
+        NativeError::Tls { .. } => (KafkaErrorKind::Tls, false),
+        NativeError::Auth { .. } => (KafkaErrorKind::Authentication, false),
         // The provider is asked again, as librdkafka asks it.
-        NativeError::Token { .. } => (Some(C::Authentication), true),
-        _ => (None, false),
+        NativeError::Token { .. } => (KafkaErrorKind::Authentication, true),
+        NativeError::Unsupported { .. } => (KafkaErrorKind::Unsupported, false),
+        _ => (KafkaErrorKind::Other, false),
     }
 }
 
@@ -49,26 +49,33 @@ pub(super) fn retriable_code(code: i16) -> bool {
         || code == code::REQUEST_TIMED_OUT
 }
 
-/// librdkafka's name for Kafka's error codes the source tells apart.
-pub(super) fn rdkafka_code(code: i16) -> Option<rdkafka::types::RDKafkaErrorCode> {
-    use rdkafka::types::RDKafkaErrorCode as C;
-    Some(match code {
-        code::OFFSET_OUT_OF_RANGE => C::OffsetOutOfRange,
-        code::UNKNOWN_TOPIC_OR_PARTITION => C::UnknownTopicOrPartition,
-        code::LEADER_NOT_AVAILABLE => C::LeaderNotAvailable,
-        code::NOT_LEADER_OR_FOLLOWER => C::NotLeaderForPartition,
-        code::REQUEST_TIMED_OUT => C::RequestTimedOut,
-        code::REPLICA_NOT_AVAILABLE => C::ReplicaNotAvailable,
-        code::TOPIC_AUTHORIZATION_FAILED => C::TopicAuthorizationFailed,
-        code::GROUP_AUTHORIZATION_FAILED => C::GroupAuthorizationFailed,
-        code::CLUSTER_AUTHORIZATION_FAILED => C::ClusterAuthorizationFailed,
-        code::KAFKA_STORAGE_ERROR => C::KafkaStorageError,
-        code::FENCED_LEADER_EPOCH => C::FencedLeaderEpoch,
-        code::UNKNOWN_LEADER_EPOCH => C::UnknownLeaderEpoch,
-        code::OFFSET_NOT_AVAILABLE => C::OffsetNotAvailable,
-        code::PREFERRED_LEADER_NOT_AVAILABLE => C::PreferredLeaderNotAvailable,
-        _ => return None,
-    })
+/// The kind of Kafka's error `code` in an answer.
+pub(super) fn kind_of_code(code: i16) -> KafkaErrorKind {
+    match code {
+        code::OFFSET_OUT_OF_RANGE => KafkaErrorKind::OffsetOutOfRange,
+        code::UNKNOWN_TOPIC_OR_PARTITION | code::UNKNOWN_TOPIC_ID => {
+            KafkaErrorKind::UnknownTopicOrPartition
+        }
+        code::REQUEST_TIMED_OUT => KafkaErrorKind::Timeout,
+        code::TOPIC_AUTHORIZATION_FAILED
+        | code::GROUP_AUTHORIZATION_FAILED
+        | code::CLUSTER_AUTHORIZATION_FAILED => KafkaErrorKind::Authorization,
+        c if leader_moving(c) => KafkaErrorKind::LeaderMoving,
+        _ => KafkaErrorKind::Other,
+    }
+}
+
+/// The kind of why a partition's answer gave no records.
+pub(super) fn issue_kind(issue: &PartitionIssue) -> KafkaErrorKind {
+    match issue {
+        PartitionIssue::OutOfRange { .. } => KafkaErrorKind::OffsetOutOfRange,
+        PartitionIssue::LeaderMoved { .. } | PartitionIssue::Diverged(_) => {
+            KafkaErrorKind::LeaderMoving
+        }
+        PartitionIssue::Unknown { .. } => KafkaErrorKind::UnknownTopicOrPartition,
+        PartitionIssue::Failed { code } => kind_of_code(*code),
+        _ => KafkaErrorKind::Other,
+    }
 }
 
 /// The program's client hooks of a cluster, whose `error` hears of its connection
@@ -87,11 +94,76 @@ impl std::fmt::Debug for ErrorHook {
 }
 
 impl ErrorHook {
-    /// Tells the hooks of `e`, with librdkafka's code for it.
+    /// Tells the hooks of `e`, with its kind.
     pub(super) fn tell(&self, e: &NativeError) {
         if let Some(hooks) = &self.0 {
-            let code = kind(e).0.unwrap_or(rdkafka::types::RDKafkaErrorCode::Fail);
-            hooks.error(rdkafka::error::KafkaError::Global(code), &e.to_string());
+            hooks.error(kind(e).0, &e.to_string());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rdkafka::types::RDKafkaErrorCode as C;
+
+    #[test]
+    fn a_kafka_error_code_is_of_the_same_kind_on_both_paths() {
+        // librdkafka's codes for broker errors are Kafka's own numbers.
+        for (kafka, librdkafka) in [
+            (code::OFFSET_OUT_OF_RANGE, C::OffsetOutOfRange),
+            (code::UNKNOWN_TOPIC_OR_PARTITION, C::UnknownTopicOrPartition),
+            (code::LEADER_NOT_AVAILABLE, C::LeaderNotAvailable),
+            (code::NOT_LEADER_OR_FOLLOWER, C::NotLeaderForPartition),
+            (code::REQUEST_TIMED_OUT, C::RequestTimedOut),
+            (code::REPLICA_NOT_AVAILABLE, C::ReplicaNotAvailable),
+            (
+                code::TOPIC_AUTHORIZATION_FAILED,
+                C::TopicAuthorizationFailed,
+            ),
+            (
+                code::GROUP_AUTHORIZATION_FAILED,
+                C::GroupAuthorizationFailed,
+            ),
+            (
+                code::CLUSTER_AUTHORIZATION_FAILED,
+                C::ClusterAuthorizationFailed,
+            ),
+            (code::KAFKA_STORAGE_ERROR, C::KafkaStorageError),
+            (code::FENCED_LEADER_EPOCH, C::FencedLeaderEpoch),
+            (code::UNKNOWN_LEADER_EPOCH, C::UnknownLeaderEpoch),
+            (code::OFFSET_NOT_AVAILABLE, C::OffsetNotAvailable),
+            (
+                code::PREFERRED_LEADER_NOT_AVAILABLE,
+                C::PreferredLeaderNotAvailable,
+            ),
+        ] {
+            assert_eq!(i32::from(kafka), librdkafka as i32, "{librdkafka:?}");
+            assert_eq!(
+                kind_of_code(kafka),
+                crate::kafka::errors::kind_of(librdkafka),
+                "{librdkafka:?}"
+            );
+        }
+        assert_eq!(kind_of_code(12345), KafkaErrorKind::Other);
+    }
+
+    #[test]
+    fn a_connection_error_is_of_the_kind_librdkafka_reports_for_it() {
+        let refused = NativeError::Auth {
+            addr: "127.0.0.1:9092".into(),
+            mechanism: "PLAIN",
+            message: "Authentication failed".into(),
+        };
+        assert_eq!(kind(&refused), (KafkaErrorKind::Authentication, false));
+        let moving = PartitionIssue::LeaderMoved {
+            code: code::NOT_LEADER_OR_FOLLOWER,
+            hint: None,
+        };
+        assert_eq!(issue_kind(&moving), KafkaErrorKind::LeaderMoving);
+        assert_eq!(
+            issue_kind(&PartitionIssue::OutOfRange { offset: 7 }),
+            KafkaErrorKind::OffsetOutOfRange
+        );
     }
 }

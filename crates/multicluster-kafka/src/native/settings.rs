@@ -163,7 +163,7 @@ pub(crate) fn choose(given: &Given<'_>) -> Result<bool, SourceError> {
     let backend = props.fetch_backend().map_err(|r| SourceError::Kafka {
         cluster: given.cluster.to_string(),
         message: r.to_string(),
-        code: None,
+        kind: crate::error::KafkaErrorKind::Configuration,
         retriable: false,
     })?;
     if backend == FetchBackend::Librdkafka {
@@ -174,7 +174,7 @@ pub(crate) fn choose(given: &Given<'_>) -> Result<bool, SourceError> {
         (FetchBackend::Native, Some(why)) => Err(SourceError::Kafka {
             cluster: given.cluster.to_string(),
             message: format!("fetch.backend=native: {why}"),
-            code: None,
+            kind: crate::error::KafkaErrorKind::Configuration,
             retriable: false,
         }),
         (FetchBackend::Native, None) => Ok(true),
@@ -266,7 +266,7 @@ fn number<T: std::str::FromStr>(
             return v.trim().parse().map_err(|_| SourceError::Kafka {
                 cluster: given.cluster.to_string(),
                 message: format!("property `{key}` refused: not a number in range"),
-                code: None,
+                kind: crate::error::KafkaErrorKind::Configuration,
                 retriable: false,
             });
         }
@@ -296,7 +296,7 @@ pub(crate) fn settings(given: &Given<'_>) -> Result<Settings, SourceError> {
                 cluster: given.cluster.to_string(),
                 message: "property `isolation.level` refused: read_committed or read_uncommitted"
                     .into(),
-                code: None,
+                kind: crate::error::KafkaErrorKind::Configuration,
                 retriable: false,
             });
         }
@@ -600,7 +600,7 @@ fn tls(given: &Given<'_>) -> Result<Option<Tls>, SourceError> {
         .map_err(|e| SourceError::Kafka {
             cluster: given.cluster.to_string(),
             message: hide_secrets(&e.to_string(), &props.secret_texts()).into_owned(),
-            code: None,
+            kind: crate::error::KafkaErrorKind::Configuration,
             retriable: false,
         })
 }
@@ -610,7 +610,7 @@ fn refused(given: &Given<'_>, property: &str, why: impl std::fmt::Display) -> So
     SourceError::Kafka {
         cluster: given.cluster.to_string(),
         message: format!("property `{property}` refused: {why}"),
-        code: None,
+        kind: crate::error::KafkaErrorKind::Configuration,
         retriable: false,
     }
 }

@@ -8,7 +8,7 @@
 //!   the reader's CPU.
 //!
 //! The consumer's log lines, errors, statistics and token requests do not come
-//! through the consumer queue: `ClientEvents` (in `client_context`) takes them to a
+//! through the consumer queue: `ClientEvents` (in `kafka/events/`) takes them to a
 //! thread of their own.
 
 use std::ffi::{CStr, c_char};

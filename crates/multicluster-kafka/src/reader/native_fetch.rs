@@ -124,7 +124,7 @@ impl NativeFetch {
             return Err(SourceError::Kafka {
                 cluster: opening.cluster.to_string(),
                 message: "no bootstrap.servers".into(),
-                code: None,
+                kind: crate::error::KafkaErrorKind::Configuration,
                 retriable: false,
             });
         }

@@ -257,19 +257,18 @@ impl<D: Deserializer> SourceBuilder<D> {
     ///
     /// This is how a program supplies OAUTHBEARER tokens librdkafka cannot make
     /// itself (AWS MSK IAM, a company token service): see
-    /// [`client_context`](crate::client_context) and the `oauth_token` example.
+    /// [`hooks`](crate::hooks) and the `oauth_token` example.
     /// Statistics come every `statistics.interval.ms` when that property is set.
     ///
     /// ```no_run
     /// # fn demo() -> Result<(), multicluster_kafka::error::SourceError> {
     /// use std::sync::Arc;
     /// use multicluster_kafka::prelude::*;
-    /// use multicluster_kafka::client_context::Statistics;
     ///
     /// struct LogStats;
     /// impl ClientHooks for LogStats {
-    ///     fn stats(&self, s: Statistics) {
-    ///         println!("{}: {} bytes received", s.name, s.rx_bytes);
+    ///     fn stats_raw(&self, json: &[u8]) {
+    ///         println!("{}", String::from_utf8_lossy(json));
     ///     }
     /// }
     /// let hooks: Arc<dyn ClientHooks> = Arc::new(LogStats);

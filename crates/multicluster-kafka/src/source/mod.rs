@@ -407,7 +407,7 @@ impl<D: Deserializer> KafkaSourceStream<D> {
     /// when the reader made them), and stops the enumerator. A cluster's client that
     /// the reader shared with the enumerator, and the enumerator's other clients, are
     /// destroyed on threads of their own, not waited for: their log lines and
-    /// [`ClientHooks`](crate::client_context::ClientHooks) calls can come for a moment
+    /// [`ClientHooks`](crate::hooks::ClientHooks) calls can come for a moment
     /// after this returns. Consumers of clusters the reader stopped reading earlier
     /// close on their own threads too.
     pub async fn close(mut self) {

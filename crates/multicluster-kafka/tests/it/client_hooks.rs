@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use mck_testkit::{MockKafkaCluster, TestCluster, TestRecord};
-use multicluster_kafka::client_context::{ClientHooks, OAuthToken, Statistics};
+use multicluster_kafka::hooks::{ClientHooks, KafkaErrorKind, OAuthToken};
 use multicluster_kafka::metadata::SingleClusterMetadataService;
 use multicluster_kafka::prelude::*;
 use multicluster_kafka::properties::ClientProperties;
@@ -48,21 +48,23 @@ impl ClientHooks for Recorder {
         })
     }
 
-    fn stats(&self, statistics: Statistics) {
-        let brokers = statistics
-            .brokers
+    fn stats_raw(&self, statistics: &[u8]) {
+        let json: serde_json::Value =
+            serde_json::from_slice(statistics).expect("librdkafka's statistics are JSON");
+        let name = json["name"].as_str().expect("a client name").to_string();
+        let brokers = json["brokers"]
+            .as_object()
+            .expect("a brokers object")
             .values()
-            .map(|b| b.name.clone())
+            .map(|b| b["name"].as_str().expect("a broker name").to_string())
             .collect();
-        self.stats.lock().unwrap().push((statistics.name, brokers));
+        self.stats.lock().unwrap().push((name, brokers));
     }
 
-    fn error(&self, _error: KafkaError, _reason: &str) {
+    fn error(&self, _kind: KafkaErrorKind, _reason: &str) {
         self.errors.fetch_add(1, Ordering::Relaxed);
     }
 }
-
-use multicluster_kafka::client_context::KafkaError;
 
 /// The recorder of each cluster.
 type Recorders = Vec<(String, Arc<Recorder>)>;

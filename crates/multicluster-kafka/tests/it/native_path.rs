@@ -15,12 +15,11 @@ use mck_testkit::ClusterOptions;
 use mck_testkit::Seen;
 use mck_testkit::proxy::ProxiedCluster;
 use mck_testkit::{Listener, TestCluster, TestRecord, TransactionEnd, produce_transaction};
-use multicluster_kafka::client_context::{ClientHooks, KafkaError, OAuthToken};
 use multicluster_kafka::deserializer::{Deserializer, InBatch, RawValue};
+use multicluster_kafka::hooks::{ClientHooks, KafkaErrorKind, OAuthToken};
 use multicluster_kafka::prelude::*;
 use multicluster_kafka::properties::DEFAULT_SHARE_MIN_BYTES;
 use multicluster_kafka::record::RecordRef;
-use rdkafka::types::RDKafkaErrorCode;
 use support::{drain, east, meta, meta_at, seen_ref, source_over, west};
 
 /// A guard against hangs, not a timing assertion.
@@ -760,7 +759,7 @@ fn tls_and_sasl_listeners_are_read_natively_by_native_and_by_auto() {
 struct Hooks {
     principal: String,
     made: AtomicU64,
-    heard: Mutex<Vec<(Option<RDKafkaErrorCode>, String)>>,
+    heard: Mutex<Vec<(KafkaErrorKind, String)>>,
 }
 
 impl ClientHooks for Hooks {
@@ -781,11 +780,8 @@ impl ClientHooks for Hooks {
         support::unsecured_token(&self.principal, Duration::from_secs(300))
     }
 
-    fn error(&self, error: KafkaError, reason: &str) {
-        self.heard
-            .lock()
-            .unwrap()
-            .push((error.rdkafka_error_code(), reason.to_string()));
+    fn error(&self, kind: KafkaErrorKind, reason: &str) {
+        self.heard.lock().unwrap().push((kind, reason.to_string()));
     }
 }
 
@@ -847,8 +843,8 @@ fn the_client_hooks_tokens_are_used_natively_and_their_error_hook_hears_of_refus
     assert!(!err.contains("not-a-jwt") && !err.contains('\n'), "{err}");
     let heard = bad.heard.lock().unwrap();
     assert!(
-        heard.iter().any(|(code, reason)| {
-            *code == Some(RDKafkaErrorCode::Authentication) && reason.contains("refused the token")
+        heard.iter().any(|(kind, reason)| {
+            *kind == KafkaErrorKind::Authentication && reason.contains("refused the token")
         }),
         "{heard:?}"
     );

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use base64::Engine as _;
 
 use mck_testkit::{ClusterOptions, KafkaCluster, Listener, TestCluster};
-use multicluster_kafka::client_context::{ClientHooks, OAuthToken};
+use multicluster_kafka::hooks::{ClientHooks, OAuthToken};
 use multicluster_kafka::unstable::native_conn::{
     ConnectOptions, Connection, Mechanism, NativeError, Pem, Sasl, Tls, TlsSettings, Tokens,
 };

@@ -497,7 +497,7 @@ struct UnsecuredTokens {
     made: std::sync::atomic::AtomicUsize,
 }
 
-impl multicluster_kafka::client_context::ClientHooks for UnsecuredTokens {
+impl multicluster_kafka::hooks::ClientHooks for UnsecuredTokens {
     fn enable_token_refresh(&self) -> bool {
         true
     }
@@ -505,7 +505,7 @@ impl multicluster_kafka::client_context::ClientHooks for UnsecuredTokens {
     fn generate_oauth_token(
         &self,
         _config: Option<&str>,
-    ) -> Result<multicluster_kafka::client_context::OAuthToken, Box<dyn std::error::Error>> {
+    ) -> Result<multicluster_kafka::hooks::OAuthToken, Box<dyn std::error::Error>> {
         self.made.fetch_add(1, Ordering::Relaxed);
         support::unsecured_token("dave", Duration::from_secs(600))
     }
@@ -542,7 +542,7 @@ fn a_programs_oauthbearer_token_provider_reads_a_real_sasl_ssl_listener_exactly_
             .deserializer(ValueOnly::<String>::utf8())
             .stopping_offsets(StoppingOffsets::Latest)
             .client_hooks(move |_: &str| {
-                Some(hooks.clone() as Arc<dyn multicluster_kafka::client_context::ClientHooks>)
+                Some(hooks.clone() as Arc<dyn multicluster_kafka::hooks::ClientHooks>)
             })
             .build()
             .unwrap()

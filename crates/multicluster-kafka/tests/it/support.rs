@@ -9,7 +9,7 @@ use mck_testkit::{
     KafkaCluster, Listener, Seen, TestCluster, TestRecord, assert_each_once,
     assert_in_partition_order, shared_cluster,
 };
-use multicluster_kafka::client_context::OAuthToken;
+use multicluster_kafka::hooks::OAuthToken;
 use multicluster_kafka::metadata::KafkaMetadataService;
 use multicluster_kafka::prelude::*;
 use tokio::sync::oneshot;

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use mck_testkit::{ClusterOptions, KafkaCluster, TestCluster};
-use multicluster_kafka::client_context::{ClientHooks, OAuthToken};
+use multicluster_kafka::hooks::{ClientHooks, OAuthToken};
 use multicluster_kafka::prelude::*;
 
 fn cluster() -> &'static KafkaCluster {

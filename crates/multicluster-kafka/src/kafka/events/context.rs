@@ -12,8 +12,10 @@ use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::ConsumerContext;
 use rdkafka::error::KafkaError;
 
-use crate::base::hooks::{ClientHooks, OAuthToken, Statistics};
+use crate::base::hooks::ClientHooks;
 use crate::base::properties::{ClientProperties, hide_secrets};
+use crate::kafka::errors::kind_of_error;
+use rdkafka::client::OAuthToken;
 
 /// What a client is for: decides how loudly its errors are reported.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -236,12 +238,6 @@ impl ClientContext for SourceContext {
         }
     }
 
-    fn stats(&self, statistics: Statistics) {
-        if let Some(h) = &self.hooks {
-            h.stats(statistics);
-        }
-    }
-
     fn stats_raw(&self, statistics: &[u8]) {
         if let Some(h) = &self.hooks {
             h.stats_raw(statistics);
@@ -272,7 +268,7 @@ impl ClientContext for SourceContext {
         }
         self.report_error(reason);
         if let Some(h) = &self.hooks {
-            h.error(error, reason);
+            h.error(kind_of_error(&error), reason);
         }
     }
 
@@ -280,10 +276,25 @@ impl ClientContext for SourceContext {
         &self,
         oauthbearer_config: Option<&str>,
     ) -> Result<OAuthToken, Box<dyn Error>> {
-        match &self.hooks {
-            Some(h) if h.enable_token_refresh() => h.generate_oauth_token(oauthbearer_config),
-            _ => Err("no OAUTHBEARER token provider is set for this cluster".into()),
+        token_of(self.hooks.as_ref(), oauthbearer_config)
+    }
+}
+
+/// A token from the program's hooks of a cluster, as librdkafka takes it.
+pub(crate) fn token_of(
+    hooks: Option<&Arc<dyn ClientHooks>>,
+    oauthbearer_config: Option<&str>,
+) -> Result<OAuthToken, Box<dyn Error>> {
+    match hooks {
+        Some(h) if h.enable_token_refresh() => {
+            let t = h.generate_oauth_token(oauthbearer_config)?;
+            Ok(OAuthToken {
+                token: t.token,
+                principal_name: t.principal_name,
+                lifetime_ms: t.lifetime_ms,
+            })
         }
+        _ => Err("no OAUTHBEARER token provider is set for this cluster".into()),
     }
 }
 

@@ -2,7 +2,7 @@
 //! token requests, by the process's event thread ([`hub`]) or by a thread of the
 //! client's own, and the one way clients of the source are made ([`Served`]).
 
-mod context;
+pub(crate) mod context;
 mod hub;
 
 pub(crate) use context::{ClientRole, SourceContext};

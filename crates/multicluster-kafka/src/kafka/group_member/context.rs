@@ -127,7 +127,7 @@ impl ClientContext for MemberContext {
         let reason = &*hide_secrets(reason, &self.secrets);
         tracing::debug!(cluster = %self.cluster, error = %error, reason, "group member client error");
         if let Some(h) = &self.hooks {
-            h.error(error, reason);
+            h.error(crate::kafka::errors::kind_of_error(&error), reason);
         }
     }
 
@@ -141,10 +141,7 @@ impl ClientContext for MemberContext {
         &self,
         oauthbearer_config: Option<&str>,
     ) -> Result<OAuthToken, Box<dyn std::error::Error>> {
-        match &self.hooks {
-            Some(h) if h.enable_token_refresh() => h.generate_oauth_token(oauthbearer_config),
-            _ => Err("no OAUTHBEARER token provider is set for this cluster".into()),
-        }
+        crate::kafka::events::context::token_of(self.hooks.as_ref(), oauthbearer_config)
     }
 }
 

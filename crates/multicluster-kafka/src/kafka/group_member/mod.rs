@@ -21,10 +21,11 @@ use rdkafka::types::RDKafkaRespErr;
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use tokio::sync::mpsc;
 
-use crate::base::hooks::{ClientHooks, OAuthToken};
+use crate::base::hooks::ClientHooks;
 use crate::base::properties::ClientProperties;
 use crate::error::SourceError;
 use crate::kafka::config::client_config;
+use rdkafka::client::OAuthToken;
 
 /// How long a revocation waits for the enumerator's answer (the positions to commit)
 /// before it commits nothing and lets the partitions go.
