@@ -5,6 +5,7 @@
 pub mod active;
 pub mod assignment;
 pub(crate) mod config;
+pub(crate) mod dispatch;
 pub mod fingerprint;
 pub mod hooks;
 pub mod kafka_error;

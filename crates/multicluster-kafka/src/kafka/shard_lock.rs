@@ -287,7 +287,7 @@ impl ShardKeeper {
         let spawned = std::thread::Builder::new()
             .name("mck-shard".into())
             .spawn(move || {
-                let _guard = tracing::dispatcher::set_default(&dispatch);
+                let _guard = crate::base::dispatch::enter(&dispatch);
                 while !k.stop.load(Ordering::SeqCst) {
                     if let Err(e) = lock.check() {
                         tracing::error!(error = %e, "shard membership lost");

@@ -51,7 +51,7 @@ impl Entry {
         if !*live {
             return false;
         }
-        tracing::dispatcher::with_default(&self.dispatch, || {
+        crate::base::dispatch::within(&self.dispatch, || {
             for _ in 0..FAIR_SHARE {
                 // SAFETY: live handles (checked above, held while serving).
                 let event = unsafe { rd::rd_kafka_queue_poll(self.queue, 0) };

@@ -178,7 +178,7 @@ impl ClientEvents {
         }
         let dispatch = dispatch.unwrap_or_else(|| tracing::dispatcher::get_default(|d| d.clone()));
         if consumer {
-            tracing::dispatcher::with_default(&dispatch, || {
+            crate::base::dispatch::within(&dispatch, || {
                 // SAFETY: a live client; its consumer queue handle is released once.
                 unsafe {
                     let early = rd::rd_kafka_queue_get_consumer(client);
@@ -216,7 +216,7 @@ impl ClientEvents {
             .spawn({
                 let stop = stop.clone();
                 move || {
-                    let _guard = tracing::dispatcher::set_default(&dispatch);
+                    let _guard = crate::base::dispatch::enter(&dispatch);
                     let (client, queue) = (raw_client, raw_queue);
                     serve(client.0, queue.0, &context, &stop);
                 }

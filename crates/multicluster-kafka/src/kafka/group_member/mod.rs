@@ -183,7 +183,7 @@ impl GroupMember {
         let join = std::thread::Builder::new()
             .name(name)
             .spawn(move || {
-                let _guard = tracing::dispatcher::set_default(&dispatch);
+                let _guard = crate::base::dispatch::enter(&dispatch);
                 serve(&c, consumer, topics, &s, &events);
             })
             .map_err(|e| SourceError::internal("a group member thread", e))?;

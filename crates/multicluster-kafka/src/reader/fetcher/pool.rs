@@ -123,7 +123,7 @@ impl<D: Deserializer> Worker<D> {
             .spawn({
                 let load = load.clone();
                 move || {
-                    let _guard = tracing::dispatcher::set_default(&dispatch);
+                    let _guard = crate::base::dispatch::enter(&dispatch);
                     serve::<D>(arrivals, &load);
                 }
             })
