@@ -63,7 +63,7 @@ pub fn run(args: DescribeArgs) -> Result<ExitCode, String> {
     let all = match read_metadata(file) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("mck: invalid metadata: {e}");
+            crate::say!("mck: invalid metadata: {e}");
             return Ok(ExitCode::from(1));
         }
     };
@@ -91,7 +91,10 @@ pub fn run(args: DescribeArgs) -> Result<ExitCode, String> {
         if let Some(read) = &read_here {
             mark_read(&mut v, read);
         }
-        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+        crate::stdio::print(&format!(
+            "{}\n",
+            serde_json::to_string_pretty(&v).unwrap_or_default()
+        ))?;
     } else {
         let mut text = render(&streams, &reports, &mirrors, args.group.as_deref());
         if let (Some(p), Some(read)) = (&positions, &read_here) {
@@ -106,7 +109,7 @@ pub fn run(args: DescribeArgs) -> Result<ExitCode, String> {
                 with_roles_from(&text, read)
             );
         }
-        print!("{text}");
+        crate::stdio::print(&text)?;
     }
     let refused: Vec<String> = reports
         .iter()

@@ -30,6 +30,9 @@ pub fn init(format: LogFormat, terminal: bool) {
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        // A failed write (a closed stderr) is dropped: tracing's report of it would
+        // be written with `eprintln!`, which panics on the same closed stderr.
+        .log_internal_errors(false)
         .with_ansi(terminal);
     match (format, custom) {
         (LogFormat::Json, _) => builder.json().init(),

@@ -16,6 +16,7 @@ mod logging;
 mod output;
 mod plan;
 mod progress;
+mod stdio;
 mod validate;
 
 /// Read one logical stream from many Kafka clusters, and follow it as it moves.
@@ -117,11 +118,12 @@ fn main() -> ExitCode {
         #[cfg(feature = "demo")]
         Command::Demo(a) => demo::run(a),
         Command::Completions { shell } => {
-            clap_complete::generate(shell, &mut Cli::command(), "mck", &mut std::io::stdout());
+            let mut out = stdio::Stdout::new();
+            clap_complete::generate(shell, &mut Cli::command(), "mck", &mut out);
             Ok(ExitCode::SUCCESS)
         }
         Command::Man => clap_mangen::Man::new(Cli::command())
-            .render(&mut std::io::stdout())
+            .render(&mut stdio::Stdout::new())
             .map(|()| ExitCode::SUCCESS)
             .map_err(|e| format!("stdout: {e}")),
     };
@@ -130,7 +132,7 @@ fn main() -> ExitCode {
         Err(e) => {
             match log_format {
                 LogFormat::Json => tracing::error!("{e}"),
-                LogFormat::Text => eprintln!("mck: error: {e}"),
+                LogFormat::Text => say!("mck: error: {e}"),
             }
             ExitCode::from(1)
         }

@@ -13,14 +13,14 @@ pub fn run(file: &Path, json: bool) -> Result<ExitCode, String> {
     match read_metadata(file) {
         Ok(streams) => {
             if json {
-                println!("{}", to_json(&streams));
+                crate::stdio::print(&format!("{}\n", to_json(&streams)))?;
             } else {
-                print!("{}", render(file, &streams));
+                crate::stdio::print(&render(file, &streams))?;
             }
             Ok(ExitCode::SUCCESS)
         }
         Err(e) => {
-            eprintln!("mck: invalid metadata: {e}");
+            crate::say!("mck: invalid metadata: {e}");
             Ok(ExitCode::from(1))
         }
     }

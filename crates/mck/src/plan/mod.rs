@@ -91,7 +91,7 @@ pub fn run(args: PlanArgs) -> Result<ExitCode, String> {
         match read_metadata(path) {
             Ok(s) => files.push(s),
             Err(e) => {
-                eprintln!("mck: invalid metadata: {e}");
+                crate::say!("mck: invalid metadata: {e}");
                 return Ok(ExitCode::from(1));
             }
         }
@@ -141,9 +141,12 @@ pub fn run(args: PlanArgs) -> Result<ExitCode, String> {
     }
     if args.json {
         let v = to_json(old_path, new_path, &changes);
-        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+        crate::stdio::print(&format!(
+            "{}\n",
+            serde_json::to_string_pretty(&v).unwrap_or_default()
+        ))?;
     } else {
-        print!("{}", render(old_path, new_path, &changes));
+        crate::stdio::print(&render(old_path, new_path, &changes))?;
     }
     Ok(ExitCode::SUCCESS)
 }

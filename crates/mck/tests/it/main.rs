@@ -8,6 +8,7 @@
 mod support;
 
 mod broker_failover;
+mod closed_pipes;
 mod cluster_states;
 mod commit_off_path;
 mod consume_real;
