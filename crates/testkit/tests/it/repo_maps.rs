@@ -154,3 +154,107 @@ fn the_map_parser_reads_backticked_paths_of_the_first_column() {
         ["docs/a.md#b", "https://e.org"]
     );
 }
+
+/// The documents a newcomer reads: README, CONTRIBUTING and docs/.
+fn guides(root: &Path) -> Vec<PathBuf> {
+    let mut documents: Vec<PathBuf> = ["README.md", "CONTRIBUTING.md"]
+        .iter()
+        .map(|d| root.join(d))
+        .collect();
+    for entry in fs::read_dir(root.join("docs")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "md") {
+            documents.push(path);
+        }
+    }
+    documents
+}
+
+/// The backticked words of `text` (code blocks included) that look like a path in
+/// the repository: no spaces, no `://`, and ending in `/` or a file name with one of
+/// the repository's extensions.
+fn backticked_paths(text: &str) -> Vec<String> {
+    const EXTENSIONS: &[&str] = &[
+        ".rs", ".md", ".toml", ".yaml", ".yml", ".json", ".xml", ".go", ".java", ".sh",
+    ];
+    text.split('`')
+        .skip(1)
+        .step_by(2)
+        .map(|w| w.trim())
+        .filter(|w| {
+            w.contains('/')
+                && !w.contains("://")
+                && !w.contains(char::is_whitespace)
+                && !w.contains(['*', '<', '{', '$', '='])
+                // `..data/x`: a name of Kubernetes' volume, not of the tree.
+                && (!w.starts_with("..") || w.starts_with("../"))
+                && (w.ends_with('/') || EXTENSIONS.iter().any(|e| w.ends_with(e)))
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+/// Whether `path`, as a document names it, is in the tree: from the root, from a
+/// crate, from a crate's `src/` or `tests/`, or from the library's `src/` (`…/`
+/// stands for the library's folder, as in CONTRIBUTING's map).
+fn names_something(root: &Path, path: &str) -> bool {
+    let path = path.replace("…/", "crates/multicluster-kafka/");
+    let path = path.trim_start_matches("./").trim_end_matches('/');
+    let mut bases = vec![root.to_path_buf()];
+    for entry in fs::read_dir(root.join("crates")).unwrap() {
+        let krate = entry.unwrap().path();
+        bases.push(krate.join("src"));
+        bases.push(krate.join("tests"));
+        bases.push(krate);
+    }
+    bases.push(root.join("docs"));
+    bases.iter().any(|b| b.join(path).exists())
+}
+
+#[test]
+fn every_path_the_guides_name_in_backticks_exists() {
+    let root = root();
+    // What the tools make and git ignores (`/fuzz/corpus`) is named, not kept.
+    let ignored: Vec<String> = fs::read_to_string(root.join(".gitignore"))
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with('/'))
+        .map(|l| l.trim_start_matches('/').to_string())
+        .collect();
+    let mut gone = Vec::new();
+    let mut seen = 0;
+    for document in guides(&root) {
+        let text = fs::read_to_string(&document).unwrap();
+        for path in backticked_paths(&text) {
+            seen += 1;
+            if ignored.iter().any(|i| path.starts_with(i.as_str())) {
+                continue;
+            }
+            if !names_something(&root, &path) {
+                gone.push(format!(
+                    "{}: `{path}`",
+                    document.strip_prefix(&root).unwrap().display()
+                ));
+            }
+        }
+    }
+    assert!(seen > 20, "found only {seen} paths in the guides");
+    assert!(
+        gone.is_empty(),
+        "the guides name paths that are not in the tree: {gone:#?}"
+    );
+}
+
+#[test]
+fn backticked_paths_are_told_from_other_code() {
+    assert_eq!(
+        backticked_paths(
+            "`native/lookup.rs`, `east/t/0`, `a b/c.rs`, `https://x/y.md`, `docs/`, `{k}/x.rs`"
+        ),
+        ["native/lookup.rs", "docs/"]
+    );
+    let root = root();
+    assert!(names_something(&root, "native/lookup.rs"));
+    assert!(names_something(&root, "…/src/lib.rs"));
+    assert!(!names_something(&root, "native/gone.rs"));
+}
