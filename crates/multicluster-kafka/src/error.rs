@@ -1,10 +1,10 @@
 //! Errors of the source.
 
+use crate::base::checkpoint::CheckpointError;
 pub use crate::base::kafka_error::KafkaErrorKind;
 use crate::base::metadata::MetadataError;
 use crate::base::offsets::OffsetError;
 pub use crate::base::setting::ConfigError;
-use crate::checkpoint::CheckpointError;
 use crate::deserializer::DeserializeError;
 
 /// Everything that can stop or disturb a source. Each renders as one line and never

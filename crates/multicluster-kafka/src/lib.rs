@@ -38,7 +38,6 @@
 #![deny(missing_docs)]
 
 mod base;
-pub mod checkpoint;
 pub mod deserializer;
 mod enumerator;
 pub mod error;
@@ -52,10 +51,10 @@ pub(crate) mod native;
 mod reader;
 pub mod record;
 mod source;
-pub mod split;
 
 pub use base::assignment::AssignmentStrategy;
 pub use base::hooks;
+pub use base::{checkpoint, split};
 pub use base::{offsets, properties};
 
 pub use base::hooks::{ClientHooks, ClientHooksFactory};
@@ -95,9 +94,9 @@ pub mod unstable {
 
 /// The names most programs need.
 pub mod prelude {
+    pub use crate::base::checkpoint::{Checkpoint, CheckpointStore, FileCheckpointStore};
     pub use crate::base::hooks::ClientHooks;
     pub use crate::base::offsets::{OffsetReset, StartingOffsets, StoppingOffsets};
-    pub use crate::checkpoint::{Checkpoint, CheckpointStore, FileCheckpointStore};
     pub use crate::deserializer::{
         DeserializeError, Deserializer, Json, NullableValue, RawValue, Utf8, ValueOnly,
     };

@@ -36,7 +36,7 @@ pub const MIRROR_SWITCHES: &str = "mck_mirror_switches_total";
 pub const MIRROR_SEARCHING: &str = "mck_mirror_searching";
 
 /// Sets [`MIRROR_SEARCHING`] of `split`.
-pub(crate) fn mirror_searching(split: &crate::split::SplitId, searching: bool) {
+pub(crate) fn mirror_searching(split: &crate::base::split::SplitId, searching: bool) {
     metrics::gauge!(MIRROR_SEARCHING, "cluster" => split.cluster.to_string(), "topic" => split.topic.to_string(), "partition" => split.partition.to_string())
         .set(if searching { 1.0 } else { 0.0 });
 }
@@ -47,7 +47,7 @@ pub(crate) fn mirror_searching(split: &crate::split::SplitId, searching: bool) {
 pub const MIRROR_BEHIND_SECONDS: &str = "mck_mirror_behind_seconds";
 
 /// Sets [`MIRROR_BEHIND_SECONDS`] of `split` from a gap in milliseconds.
-pub(crate) fn mirror_behind(split: &crate::split::SplitId, gap_ms: i64) {
+pub(crate) fn mirror_behind(split: &crate::base::split::SplitId, gap_ms: i64) {
     metrics::gauge!(MIRROR_BEHIND_SECONDS, "cluster" => split.cluster.to_string(), "topic" => split.topic.to_string(), "partition" => split.partition.to_string())
         .set(gap_ms.max(0) as f64 / 1000.0);
 }

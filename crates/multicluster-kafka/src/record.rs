@@ -5,7 +5,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::base::metadata::index::{StreamIds, StreamIndex};
-use crate::split::SplitId;
+use crate::base::split::SplitId;
 
 /// One record, with where it came from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -132,7 +132,7 @@ pub(crate) struct BatchEntry<V> {
     /// The timestamp, [`NO_TIMESTAMP`] for none (an `Option` would add 8 bytes to
     /// every entry).
     timestamp: i64,
-    /// [`record_hash`](crate::split::record_hash) of key, value and headers: the
+    /// [`record_hash`](crate::base::split::record_hash) of key, value and headers: the
     /// record's fingerprint with its timestamp; unset (see `hashed`) for a record
     /// without headers until [`Self::hash`] makes it from the key and value.
     hash: u64,
@@ -225,7 +225,7 @@ impl<V> BatchEntry<V> {
         }
         let key = self.key().map(|k| &bytes.data[span_range(k)]);
         let value = self.raw_value().map(|v| bytes.value(v));
-        crate::split::record_hash(key, value, &[])
+        crate::base::split::record_hash(key, value, &[])
     }
 
     /// The hash when it is already known (see [`Self::hash`]).

@@ -24,6 +24,7 @@ mod failover;
 mod gaps;
 mod groups;
 mod jars;
+pub mod layers;
 mod metadata_file;
 pub mod mirror;
 mod mock;

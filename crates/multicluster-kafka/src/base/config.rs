@@ -5,14 +5,14 @@ use std::time::Duration;
 use std::sync::Arc;
 
 use crate::base::assignment::AssignmentStrategy;
+use crate::base::checkpoint::Checkpoint;
 use crate::base::hooks::ClientHooksFactory;
 use crate::base::metadata::KafkaMetadataService;
 use crate::base::offsets::{StartingOffsets, StoppingOffsets};
 use crate::base::plan::ClusterView;
 use crate::base::properties::ClientProperties;
+use crate::base::setting::ConfigError;
 use crate::base::shard::{ScaleOut, Shard};
-use crate::checkpoint::Checkpoint;
-use crate::error::{ConfigError, SourceError};
 
 /// Which streams a source reads.
 #[derive(Clone, Debug)]
@@ -147,13 +147,13 @@ impl Interval {
         what: &str,
         bounded: bool,
         default: Duration,
-    ) -> Result<Option<Duration>, SourceError> {
+    ) -> Result<Option<Duration>, ConfigError> {
         let setting = if what == "partition" {
             "partition_discovery_interval"
         } else {
             "metadata_discovery_interval"
         };
-        let config = |m: String| SourceError::Config(ConfigError::new(setting, m));
+        let config = |m: String| ConfigError::new(setting, m);
         match (self, bounded) {
             (Interval::Every(_), true) => Err(config(format!(
                 "{what} discovery cannot be set in bounded mode: a bounded source reads the {} found at start",

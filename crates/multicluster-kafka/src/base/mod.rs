@@ -4,6 +4,7 @@
 
 pub mod active;
 pub mod assignment;
+pub mod checkpoint;
 pub(crate) mod config;
 pub(crate) mod dispatch;
 pub mod fingerprint;
@@ -18,5 +19,6 @@ pub(crate) mod resolve;
 pub mod retention;
 pub mod setting;
 pub mod shard;
+pub mod split;
 pub mod translate;
 pub mod watermark;

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use crate::base::properties::ClientProperties;
-use crate::split::{KafkaSplit, SplitId};
+use crate::base::split::{KafkaSplit, SplitId};
 
 /// What the enumerator tells a reader.
 #[derive(Debug)]

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use crate::split::{KafkaSplit, SplitId};
+use crate::base::split::{KafkaSplit, SplitId};
 
 /// One retained split.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -20,7 +20,7 @@ pub(crate) struct RetainedSplit {
     /// The Kafka `cluster.id` the position belongs to.
     pub kafka_cluster_id: Option<String>,
     /// The last record handed out (what a mirror continues after).
-    pub last: Option<crate::split::LastRecord>,
+    pub last: Option<crate::base::split::LastRecord>,
 }
 
 /// Shared between the enumerator and the readers of one source.

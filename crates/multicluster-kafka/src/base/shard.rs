@@ -8,7 +8,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use crate::base::setting::ConfigError;
-use crate::split::SplitId;
+use crate::base::split::SplitId;
 
 /// How a source shares its stream with other processes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -9,7 +9,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use super::Enumerator;
-use crate::checkpoint::Checkpoint;
+use crate::base::checkpoint::Checkpoint;
 use crate::error::SourceError;
 use crate::kafka::client::{close_detached, detached};
 use crate::metrics as m;
@@ -26,14 +26,15 @@ impl Enumerator {
         cp: &Checkpoint,
     ) -> impl Future<Output = Result<(), SourceError>> + Send + 'static {
         let no_group = self.cfg.group_id.is_none();
-        let offsets_of = |saved: &crate::checkpoint::ClusterCheckpoint| -> Vec<(String, i32, i64)> {
-            saved
-                .splits
-                .iter()
-                .filter(|s| s.next_offset >= 0)
-                .map(|s| (s.topic.clone(), s.partition, s.next_offset))
-                .collect()
-        };
+        let offsets_of =
+            |saved: &crate::base::checkpoint::ClusterCheckpoint| -> Vec<(String, i32, i64)> {
+                saved
+                    .splits
+                    .iter()
+                    .filter(|s| s.next_offset >= 0)
+                    .map(|s| (s.topic.clone(), s.partition, s.next_offset))
+                    .collect()
+            };
         let mut work: Vec<(String, Via)> = cp
             .clusters
             .iter()
@@ -47,7 +48,7 @@ impl Enumerator {
                         let held: Vec<_> = offsets_of(saved)
                             .into_iter()
                             .filter_map(|(t, p, o)| {
-                                let id = crate::split::SplitId::new(cluster, &t, p);
+                                let id = crate::base::split::SplitId::new(cluster, &t, p);
                                 group.committable(&id, o).map(|o| (t, p, o))
                             })
                             .collect();

@@ -9,12 +9,12 @@ use crate::base::metadata::{MirrorOf, Translate};
 use crate::base::offsets::{StartingOffsets, StoppingOffsets};
 use crate::base::protocol::ReaderEvent;
 use crate::base::resolve::{resolve_start, resolve_stop};
+use crate::base::split::{KafkaSplit, LastRecord, SplitId};
 use crate::base::translate::{Carried, MirrorFacts, OffsetSync, SourcePosition, carry};
 use crate::error::SourceError;
 use crate::kafka::client::ClusterClient;
 use crate::kafka::client::{close_detached, detached};
 use crate::kafka::mm2;
-use crate::split::{KafkaSplit, LastRecord, SplitId};
 
 /// Makes a client for one discovery (see [`Discovery::aside`]).
 type MakeClient = Box<dyn FnOnce() -> Result<ClusterClient, SourceError> + Send>;

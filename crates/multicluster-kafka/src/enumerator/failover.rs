@@ -10,8 +10,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::Enumerator;
+use crate::base::checkpoint::Checkpoint;
 use crate::base::metadata::KafkaStream;
-use crate::checkpoint::Checkpoint;
 use crate::kafka::client::detached;
 use crate::metrics as m;
 

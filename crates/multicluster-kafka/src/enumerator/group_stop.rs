@@ -15,9 +15,9 @@ use tokio::time::Instant;
 
 use super::Enumerator;
 use crate::base::protocol::ReaderEvent;
+use crate::base::split::{KafkaSplit, SplitId};
 use crate::error::SourceError;
 use crate::kafka::client::detached;
-use crate::split::{KafkaSplit, SplitId};
 
 /// How often a bounded run in group mode looks at the group's committed offsets.
 pub(crate) const STOP_CHECK: Duration = Duration::from_secs(1);

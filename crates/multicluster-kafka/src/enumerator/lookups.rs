@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use super::Enumerator;
 use super::cluster::ClusterState;
+use crate::base::split::KafkaSplit;
 use crate::error::SourceError;
 use crate::kafka::client::detached;
-use crate::split::KafkaSplit;
 
 /// A split's partition, as the lookups' answers are keyed.
 pub(super) type PartitionKey = (Arc<str>, String, i32);

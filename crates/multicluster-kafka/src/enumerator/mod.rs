@@ -10,14 +10,14 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::base::assignment::assign;
+use crate::base::checkpoint::Checkpoint;
 use crate::base::config::SourceConfig;
 use crate::base::metadata::{KafkaMetadataService, KafkaStream};
 use crate::base::plan::{ClusterView, clusters_of_streams_with};
 use crate::base::protocol::{ReaderEvent, ReaderNotice};
-use crate::checkpoint::Checkpoint;
+use crate::base::split::{KafkaSplit, SplitId};
 use crate::error::SourceError;
 use crate::metrics as m;
-use crate::split::{KafkaSplit, SplitId};
 
 mod changes;
 mod clients;

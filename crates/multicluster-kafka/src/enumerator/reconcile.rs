@@ -11,10 +11,10 @@ use super::cluster::WantedCluster;
 use super::subscription::subscribed_streams;
 use crate::base::plan::{ClusterView, Plan, clusters_of_streams_with, plan};
 use crate::base::protocol::ReaderEvent;
+use crate::base::split::SplitId;
 use crate::error::SourceError;
 use crate::kafka::client::{close_detached, detached};
 use crate::metrics as m;
-use crate::split::SplitId;
 
 /// What becomes of a cluster whose new bootstrap list leads to another Kafka cluster
 /// than the one it was read on.

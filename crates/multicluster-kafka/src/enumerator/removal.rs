@@ -18,8 +18,8 @@ use tokio::time::Instant;
 use super::Enumerator;
 use super::cluster::ClusterState;
 use crate::base::protocol::ReaderEvent;
+use crate::base::split::{KafkaSplit, SplitId};
 use crate::kafka::client::close_detached;
-use crate::split::{KafkaSplit, SplitId};
 
 /// How long a removed cluster's client waits for a commit of its last positions.
 pub(super) const LEAVE_TIMEOUT: Duration = Duration::from_secs(30);

@@ -8,8 +8,8 @@ use super::Enumerator;
 use super::discovery::stops_blocking;
 use super::lookups::{Lookup, key_of};
 use crate::base::protocol::ReaderEvent;
+use crate::base::split::{KafkaSplit, SplitId};
 use crate::error::SourceError;
-use crate::split::{KafkaSplit, SplitId};
 
 impl Enumerator {
     /// Positions from the checkpoint, for clusters and topics still subscribed.
@@ -114,8 +114,8 @@ impl Enumerator {
     pub(super) fn retain_saved(
         &self,
         cluster: &str,
-        s: &crate::checkpoint::SplitCheckpoint,
-        saved: &crate::checkpoint::ClusterCheckpoint,
+        s: &crate::base::checkpoint::SplitCheckpoint,
+        saved: &crate::base::checkpoint::ClusterCheckpoint,
         default_until: i64,
     ) {
         if self.cfg.retention.is_zero() {

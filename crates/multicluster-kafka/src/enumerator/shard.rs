@@ -9,10 +9,10 @@ use super::lookups::{Lookup, key_of};
 use crate::base::metadata::KafkaStream;
 use crate::base::plan::clusters_of_streams;
 use crate::base::protocol::ReaderEvent;
+use crate::base::split::KafkaSplit;
 use crate::error::SourceError;
 use crate::kafka::client::detached;
 use crate::kafka::shard_lock::{ShardKeeper, ShardLock, instance_id};
-use crate::split::KafkaSplit;
 
 impl Enumerator {
     /// Takes the shard's membership on the first cluster of the stream (by id) before

@@ -21,8 +21,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::base::checkpoint::Checkpoint;
 use crate::base::offsets::StartingOffsets;
-use crate::checkpoint::Checkpoint;
 use crate::deserializer::Deserializer;
 use crate::error::SourceError;
 use crate::file_source::{FileCheckpoint, FileRecord, FileSource, FileSourceBuilder};
@@ -94,7 +94,7 @@ impl HybridCheckpoint {
             return Ok(None);
         };
         let mut stage: HybridCheckpoint = serde_json::from_str(&text).map_err(|e| {
-            SourceError::Checkpoint(crate::checkpoint::CheckpointError::Decode {
+            SourceError::Checkpoint(crate::base::checkpoint::CheckpointError::Decode {
                 origin: "<checkpoint>".into(),
                 reason: format!("the hybrid stage is unreadable: {e}"),
             })
@@ -402,7 +402,7 @@ impl<D: Deserializer> HybridStream<D> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::split::{KafkaSplit, SplitId};
+    use crate::base::split::{KafkaSplit, SplitId};
 
     #[test]
     fn hybrid_checkpoints_round_trip_through_a_regular_checkpoint() {

@@ -9,9 +9,9 @@ use super::split_state::{ClusterInfo, SplitState};
 use super::{SourceReader, ToStart};
 use crate::base::properties::ClientProperties;
 use crate::base::protocol::ReaderEvent;
+use crate::base::split::{KafkaSplit, SplitId};
 use crate::deserializer::Deserializer;
 use crate::error::SourceError;
-use crate::split::{KafkaSplit, SplitId};
 
 impl<D: Deserializer> SourceReader<D> {
     /// Records an event. Splits to start are queued; [`Self::start_pending`] hands them

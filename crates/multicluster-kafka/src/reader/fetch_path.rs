@@ -16,11 +16,11 @@ use std::sync::Arc;
 use crate::base::config::ReadPolicy;
 use crate::base::hooks::ClientHooks;
 use crate::base::properties::ClientProperties;
+use crate::base::split::{KafkaSplit, SplitId};
 use crate::deserializer::{DeserializeError, Deserializer};
 use crate::error::SourceError;
 use crate::kafka::shared::ClientShare;
 use crate::record::RecordBatch;
-use crate::split::{KafkaSplit, SplitId};
 
 /// Where one fetcher's records come from: one cluster's splits.
 ///

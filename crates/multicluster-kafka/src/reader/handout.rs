@@ -10,12 +10,12 @@ use super::{ReaderNotice, SourceReader};
 use crate::base::fingerprint::Step;
 use crate::base::metadata::OnMismatch;
 use crate::base::resolve::{AgainstStop, against_stop};
+use crate::base::split::{Fingerprint, SplitId};
 use crate::deserializer::Deserializer;
 use crate::error::{MirrorDivergence, SourceError};
 use crate::metrics as m;
 use crate::record::{BatchEntry, Buffers};
 use crate::record::{Record, RecordBatch};
-use crate::split::{Fingerprint, SplitId};
 
 impl<D: Deserializer> SourceReader<D> {
     pub(super) fn report_active(&self) {

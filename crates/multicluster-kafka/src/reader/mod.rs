@@ -26,10 +26,10 @@ use std::time::Duration;
 use tokio::sync::{Notify, mpsc};
 
 use crate::base::properties::ClientProperties;
+use crate::base::split::{KafkaSplit, SplitId};
 use crate::deserializer::Deserializer;
 use crate::error::SourceError;
 use crate::record::{Record, RecordBatch};
-use crate::split::{KafkaSplit, SplitId};
 use fetcher::{Answer, Fetcher};
 
 /// A cluster's splits waiting for its fetcher.
@@ -462,7 +462,7 @@ mod tests {
             let f = last.fingerprint;
             (f.offset, f.hash, f.leader_epoch)
         };
-        let hash = |k: &[u8], v: &[u8]| crate::split::record_hash(Some(k), Some(v), &[]);
+        let hash = |k: &[u8], v: &[u8]| crate::base::split::record_hash(Some(k), Some(v), &[]);
         assert_eq!(last(0), (1, hash(b"k2", b"v2"), Some(11)));
         assert_eq!(last(1), (0, hash(b"k1", b"v1"), Some(11)));
         assert_eq!(last(2), (0, 77, Some(12)));

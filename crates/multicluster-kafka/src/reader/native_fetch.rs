@@ -11,13 +11,13 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 use crate::base::offsets::OffsetReset;
+use crate::base::split::{KafkaSplit, SplitId};
 use crate::deserializer::Deserializer;
 use crate::error::SourceError;
 use crate::native::api::{PartitionOptions, PartitionReader};
 use crate::native::cluster::{Arrival, ClusterFetch, ClusterOptions, OutOfRange, PartKey};
 use crate::native::settings::{self, Given};
 use crate::record::{BatchEntry, RawSpans, RecordBatch, shared_span};
-use crate::split::{KafkaSplit, SplitId};
 
 use super::fetch_path::{FetchPath, Opening, Polled};
 use super::staging::{Slot, Staging, copy_into};

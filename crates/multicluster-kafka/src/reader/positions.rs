@@ -2,10 +2,10 @@
 
 use super::SourceReader;
 use super::split_state::SplitState;
-use crate::checkpoint::Checkpoint;
+use crate::base::checkpoint::Checkpoint;
+use crate::base::split::KafkaSplit;
 use crate::deserializer::Deserializer;
 use crate::error::SourceError;
-use crate::split::KafkaSplit;
 
 impl<D: Deserializer> SourceReader<D> {
     /// This reader's positions: every split it owns at the offset after the last
@@ -25,7 +25,7 @@ impl<D: Deserializer> SourceReader<D> {
                 .iter()
                 .any(|s| *s.topic == *id.topic && s.partition == id.partition)
             {
-                c.splits.push(crate::checkpoint::SplitCheckpoint {
+                c.splits.push(crate::base::checkpoint::SplitCheckpoint {
                     topic: id.topic.to_string(),
                     partition: id.partition,
                     next_offset: r.next_offset,

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use super::fetch_path::Failed;
+use crate::base::split::{Fingerprint, KafkaSplit, LastRecord, Search, SplitId};
 use crate::metrics as m;
-use crate::split::{Fingerprint, KafkaSplit, LastRecord, Search, SplitId};
 
 #[derive(Debug)]
 pub(super) struct SplitState {

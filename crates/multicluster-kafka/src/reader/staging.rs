@@ -8,10 +8,10 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use crate::base::split::SplitId;
 use crate::deserializer::Deserializer;
 use crate::error::SourceError;
 use crate::record::{BatchEntry, RawRecord, RawSpans, RecordBatch};
-use crate::split::SplitId;
 
 use super::fetch_path::{Failed, Polled};
 
@@ -28,7 +28,7 @@ pub(crate) struct Slot {
     pub key: Option<(usize, u32)>,
     pub value: Option<(usize, u32)>,
     pub headers: Vec<(String, Option<Vec<u8>>)>,
-    /// [`record_hash`](crate::split::record_hash) of key, value and headers; `None`
+    /// [`record_hash`](crate::base::split::record_hash) of key, value and headers; `None`
     /// for a record without headers, whose hash is made from its key and value only
     /// when it is needed ([`BatchEntry::hash`](crate::record::BatchEntry::hash)).
     pub hash: Option<u64>,
@@ -216,9 +216,9 @@ impl Staging {
                         partition: slot.partition,
                         offset: slot.offset,
                         timestamp: slot.timestamp,
-                        hash: slot
-                            .hash
-                            .unwrap_or_else(|| crate::split::record_hash(raw.key, raw.value, &[])),
+                        hash: slot.hash.unwrap_or_else(|| {
+                            crate::base::split::record_hash(raw.key, raw.value, &[])
+                        }),
                         bytes,
                         error,
                     }));

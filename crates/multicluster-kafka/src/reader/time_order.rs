@@ -22,9 +22,9 @@ use std::time::Instant;
 
 use super::SourceReader;
 use super::fetch_path::Failed;
+use crate::base::split::SplitId;
 use crate::deserializer::Deserializer;
 use crate::record::{BatchEntry, MovedBytes, RecordBatch};
-use crate::split::SplitId;
 
 /// Up to which event time held records may go out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

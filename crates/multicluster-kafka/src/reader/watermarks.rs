@@ -8,10 +8,10 @@ use std::time::Instant;
 
 use super::SourceReader;
 use super::split_state::SplitState;
+use crate::base::split::SplitId;
 use crate::base::watermark::{SplitMark, WatermarkStrategy, combine};
 use crate::deserializer::Deserializer;
 use crate::metrics as m;
-use crate::split::SplitId;
 
 /// How often `mck_watermark_lag_seconds` is set at most.
 const METRIC_EVERY: std::time::Duration = std::time::Duration::from_secs(1);

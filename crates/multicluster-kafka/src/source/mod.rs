@@ -6,8 +6,8 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::base::assignment::AssignmentStrategy;
+use crate::base::checkpoint::Checkpoint;
 use crate::base::hooks::{ClientHooks, ClientHooksFactory};
-use crate::checkpoint::Checkpoint;
 use crate::deserializer::{Deserializer, RawValue};
 use crate::enumerator::{Command, Enumerator};
 

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 pub use store::{CheckpointStore, FileCheckpointStore};
 
-use crate::split::{KafkaSplit, LastRecord, SplitId};
+use crate::base::split::{KafkaSplit, LastRecord, SplitId};
 
 /// The format name written into every encoded checkpoint.
 pub const CHECKPOINT_FORMAT: &str = "multicluster-kafka/checkpoint";

@@ -279,7 +279,7 @@ fn create_dir_durably(dir: &Path) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::split::{KafkaSplit, SplitId};
+    use crate::base::split::{KafkaSplit, SplitId};
 
     fn cp(offset: i64) -> Checkpoint {
         Checkpoint::from_splits([KafkaSplit {

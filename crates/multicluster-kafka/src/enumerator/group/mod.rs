@@ -17,14 +17,14 @@ use tokio::time::Instant;
 
 use super::Enumerator;
 use super::group_stop::GroupStops;
+use crate::base::checkpoint::Checkpoint;
 use crate::base::offsets::PartitionFacts;
 use crate::base::protocol::ReaderEvent;
 use crate::base::resolve::resolve_start;
-use crate::checkpoint::Checkpoint;
+use crate::base::split::{KafkaSplit, SplitId};
 use crate::error::SourceError;
 use crate::kafka::client::detached;
 use crate::kafka::group_member::{GroupMember, MemberEvent};
-use crate::split::{KafkaSplit, SplitId};
 
 mod revoke;
 

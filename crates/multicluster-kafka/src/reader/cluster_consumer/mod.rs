@@ -26,13 +26,13 @@ use crate::base::config::ReadPolicy;
 use crate::base::hooks::ClientHooks;
 use crate::base::offsets::OffsetReset;
 use crate::base::properties::ClientProperties;
+use crate::base::split::{KafkaSplit, SplitId};
 use crate::deserializer::Deserializer;
 use crate::error::SourceError;
 use crate::kafka::config::ClientSetup;
 use crate::kafka::events::SourceContext;
 use crate::kafka::shared::{ClientShare, SharedClient};
 use crate::record::RecordBatch;
-use crate::split::{KafkaSplit, SplitId};
 
 use super::native::MessageBatch;
 use super::staging::{Slot, Staging};

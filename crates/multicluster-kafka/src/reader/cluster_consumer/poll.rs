@@ -98,8 +98,8 @@ impl ClusterConsumer {
             // other path finds the record); without headers it is made from the key
             // and value when it is needed.
             let all = m.headers();
-            let hash =
-                (!all.is_empty()).then(|| crate::split::record_hash(raw_key, raw_value, &all));
+            let hash = (!all.is_empty())
+                .then(|| crate::base::split::record_hash(raw_key, raw_value, &all));
             let headers = if self.include_headers {
                 all
             } else {

@@ -32,10 +32,10 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
 use crate::base::properties::ClientProperties;
+use crate::base::split::{KafkaSplit, SplitId};
 use crate::deserializer::Deserializer;
 use crate::error::SourceError;
 use crate::record::RecordBatch;
-use crate::split::{KafkaSplit, SplitId};
 
 use super::fetch_path::{FetchPath, Opening, Polled, Wake};
 
