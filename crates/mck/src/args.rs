@@ -192,10 +192,21 @@ impl MetadataFile {
     }
 }
 
+/// The whole command line's definition, for [`usage_error`]: given by `main` at start
+/// (this module sits below it).
+static COMMAND: std::sync::OnceLock<fn() -> clap::Command> = std::sync::OnceLock::new();
+
+/// Gives [`usage_error`] the command line's definition.
+pub fn set_command(command: fn() -> clap::Command) {
+    let _ = COMMAND.set(command);
+}
+
 /// Ends the process as clap does for bad arguments: the message, a usage hint, exit 2.
 pub fn usage_error(message: impl std::fmt::Display) -> ! {
-    use clap::CommandFactory;
-    crate::Cli::command()
+    let mut command = COMMAND
+        .get()
+        .map_or_else(|| clap::Command::new("mck"), |f| f());
+    command
         .error(clap::error::ErrorKind::MissingRequiredArgument, message)
         .exit()
 }

@@ -72,7 +72,7 @@ fn out(text: std::fmt::Arguments<'_>) {
         if e.kind() == std::io::ErrorKind::BrokenPipe {
             std::process::exit(0);
         }
-        crate::say!("mck: error: stdout: {e}");
+        crate::stdio::say!("mck: error: stdout: {e}");
         std::process::exit(1);
     }
 }

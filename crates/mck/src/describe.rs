@@ -20,12 +20,13 @@ use multicluster_kafka::inspect::{
 };
 use multicluster_kafka::metadata::file::read_metadata;
 use multicluster_kafka::metadata::{KafkaStream, Translate};
-use multicluster_kafka::properties::{BOOTSTRAP_SERVERS, ClientProperties, RefusedProperty};
+use multicluster_kafka::properties::RefusedProperty;
 use multicluster_kafka::unstable::plan::{every_cluster_of_streams, is_standby};
 use multicluster_kafka::unstable::translate::OffsetSync;
 use serde_json::{Value, json};
 
 use crate::args::{MetadataFile, parse_duration};
+use crate::clusters::{failure_reason, shown_bootstrap};
 
 /// Arguments of `mck describe`.
 #[derive(Debug, clap::Args)]
@@ -63,7 +64,7 @@ pub fn run(args: DescribeArgs) -> Result<ExitCode, String> {
     let all = match read_metadata(file) {
         Ok(s) => s,
         Err(e) => {
-            crate::say!("mck: invalid metadata: {e}");
+            crate::stdio::say!("mck: invalid metadata: {e}");
             return Ok(ExitCode::from(1));
         }
     };
@@ -158,27 +159,6 @@ fn select_streams(
         .filter(|(id, _)| ids.contains(id))
         .map(|(id, s)| (id.clone(), s.clone()))
         .collect())
-}
-
-/// `bootstrap.servers` as a person may see it (redacted if it came from a secret
-/// reference).
-pub fn shown_bootstrap(props: &ClientProperties) -> String {
-    props
-        .redacted()
-        .find(|(k, _)| *k == BOOTSTRAP_SERVERS)
-        .map(|(_, v)| v.to_string())
-        .unwrap_or_default()
-}
-
-/// The reason a cluster lookup failed, without the `cluster `id`:` prefix the text
-/// already shows.
-pub fn failure_reason(e: &SourceError) -> String {
-    match e {
-        SourceError::Cluster { message, .. } | SourceError::Kafka { message, .. } => {
-            message.clone()
-        }
-        other => other.to_string(),
-    }
 }
 
 fn opt(v: Option<i64>) -> String {

@@ -14,7 +14,16 @@ use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
 use tracing_subscriber::registry::LookupSpan;
 
-use crate::LogFormat;
+use clap::ValueEnum;
+
+/// `--log-format`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Plain lines (colours only on a terminal).
+    Text,
+    /// One JSON object per line.
+    Json,
+}
 
 /// The library's target for one line per applied metadata change.
 const CHANGES: &str = "multicluster_kafka::changes";

@@ -3,10 +3,13 @@
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
-use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
+use clap::{Args, CommandFactory, Parser, Subcommand};
+
+use logging::LogFormat;
 
 mod allocator;
 mod args;
+mod clusters;
 mod consume;
 #[cfg(feature = "demo")]
 mod demo;
@@ -29,15 +32,6 @@ pub struct Cli {
     /// line. `MCK_LOG` (e.g. `MCK_LOG=debug`) shows full tracing instead of plain lines.
     #[arg(long, value_enum, global = true, default_value_t = LogFormat::Text, env = "MCK_LOG_FORMAT")]
     log_format: LogFormat,
-}
-
-/// `--log-format`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    /// Plain lines (colours only on a terminal).
-    Text,
-    /// One JSON object per line.
-    Json,
 }
 
 #[derive(Debug, Subcommand)]
@@ -107,6 +101,7 @@ struct ValidateArgs {
 
 fn main() -> ExitCode {
     allocator::tune();
+    args::set_command(Cli::command);
     let cli = Cli::parse();
     let log_format = cli.log_format;
     logging::init(log_format, std::io::stderr().is_terminal());
@@ -132,7 +127,7 @@ fn main() -> ExitCode {
         Err(e) => {
             match log_format {
                 LogFormat::Json => tracing::error!("{e}"),
-                LogFormat::Text => say!("mck: error: {e}"),
+                LogFormat::Text => stdio::say!("mck: error: {e}"),
             }
             ExitCode::from(1)
         }

@@ -1,7 +1,7 @@
 //! stdout and stderr whose reader may have gone (`mck … | head`, `2>&1 | true`): a
 //! closed pipe ends what a command writes there quietly, never with a panic.
 //! `print!` and `eprintln!` panic when a write fails; the commands write through
-//! [`print`], [`Stdout`] and [`say!`](crate::say) instead.
+//! [`print`], [`Stdout`] and [`say!`] instead.
 
 use std::io::{self, Write};
 
@@ -65,13 +65,13 @@ pub fn print(text: &str) -> Result<(), String> {
 }
 
 /// `eprintln!` that ignores a failed write: a closed stderr is no reason to panic.
-#[macro_export]
 macro_rules! say {
     ($($arg:tt)*) => {{
         use ::std::io::Write as _;
         let _ = ::std::writeln!(::std::io::stderr(), $($arg)*);
     }};
 }
+pub(crate) use say;
 
 #[cfg(test)]
 mod tests {

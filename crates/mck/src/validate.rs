@@ -20,7 +20,7 @@ pub fn run(file: &Path, json: bool) -> Result<ExitCode, String> {
             Ok(ExitCode::SUCCESS)
         }
         Err(e) => {
-            crate::say!("mck: invalid metadata: {e}");
+            crate::stdio::say!("mck: invalid metadata: {e}");
             Ok(ExitCode::from(1))
         }
     }

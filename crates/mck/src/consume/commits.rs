@@ -26,13 +26,13 @@ impl Commits {
                 match committer.commit(&cp).await {
                     Ok(()) => {
                         if failing.take().is_some() {
-                            crate::say!("{}mck: offset commits succeed again", clear_line());
+                            crate::stdio::say!("{}mck: offset commits succeed again", clear_line());
                         }
                     }
                     Err(e) => {
                         let reason = e.to_string();
                         if failing.as_deref() != Some(reason.as_str()) {
-                            crate::say!(
+                            crate::stdio::say!(
                                 "{}mck: warning: {reason} (the checkpoint is saved; each \
                                  checkpoint commits again; said again when this changes)",
                                 clear_line()
@@ -61,7 +61,7 @@ impl Commits {
             .is_err()
         {
             task.abort();
-            crate::say!(
+            crate::stdio::say!(
                 "mck: warning: offset commit abandoned after {SHUTDOWN_GRACE:?} at the end of \
                  the run (the checkpoint is saved; the group's offsets stay behind it)"
             );

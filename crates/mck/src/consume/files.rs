@@ -121,7 +121,7 @@ pub(super) async fn checkpoint(
                 commits.submit(job)
             }
             Ok(None) => {}
-            Err(e) => crate::say!("mck: warning: offset commit skipped: {e}"),
+            Err(e) => crate::stdio::say!("mck: warning: offset commit skipped: {e}"),
         }
     }
     Ok(())

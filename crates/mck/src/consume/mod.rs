@@ -222,7 +222,9 @@ async fn consume(args: ConsumeArgs) -> Result<ExitCode, String> {
         .await
         .is_err()
     {
-        crate::say!("mck: warning: closing the clients took over {SHUTDOWN_GRACE:?}; left behind");
+        crate::stdio::say!(
+            "mck: warning: closing the clients took over {SHUTDOWN_GRACE:?}; left behind"
+        );
     }
     result
 }
@@ -237,7 +239,7 @@ fn exit_on_second_signal(
             _ = sigint.recv() => {}
             _ = sigterm.recv() => {}
         }
-        crate::say!("mck: second signal: exiting now, without a final checkpoint");
+        crate::stdio::say!("mck: second signal: exiting now, without a final checkpoint");
         std::process::exit(130);
     });
 }

@@ -95,13 +95,13 @@ pub(super) async fn read_loop(
                 }
                 Some(Err(e @ SourceError::MirrorDiverged(_))) => {
                     progress.finish();
-                    crate::say!("mck: error: {e} (this partition ends; the others read on)");
+                    crate::stdio::say!("mck: error: {e} (this partition ends; the others read on)");
                     ended_partitions += 1;
                     progress = Progress::new(records_elsewhere);
                 }
                 Some(Err(e)) if e.reads_on() => {
                     progress.finish();
-                    crate::say!("mck: warning: {e} (reading on)");
+                    crate::stdio::say!("mck: warning: {e} (reading on)");
                     progress = Progress::new(records_elsewhere);
                 }
                 // The Kafka stage of a --backfill run starts here.
@@ -153,7 +153,7 @@ fn note_metadata_state(
     if now_error != *metadata_error {
         if now_error.is_none() {
             progress.finish();
-            crate::say!("mck: metadata: the file is valid again and in force");
+            crate::stdio::say!("mck: metadata: the file is valid again and in force");
             *progress = Progress::new(records_elsewhere);
         }
         *metadata_error = now_error;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 
-use super::render::Fields;
+use super::fields::Fields;
 
 /// Writes `s` as a JSON string (quoted and escaped) at the end of `out`.
 pub(super) fn json_str(out: &mut Vec<u8>, s: &str) {

@@ -1,6 +1,7 @@
 //! How `mck consume` writes records: one line per record, and an output that counts
 //! the bytes it has written so a checkpoint can record the file's length.
 
+mod fields;
 mod json;
 mod layout;
 mod render;

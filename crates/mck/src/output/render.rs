@@ -6,22 +6,9 @@ use bytes::Bytes;
 use multicluster_kafka::file_source::FileRecord;
 use multicluster_kafka::record::{Record, RecordRef};
 
+use super::fields::Fields;
 use super::json::{JsonParts, json_bytes, json_int, json_str, write_json, write_json_with};
 use super::layout::{Layout, Piece, Template};
-
-/// The parts of a record a layout can show.
-pub struct Fields<'a> {
-    pub(super) cluster: &'a Arc<str>,
-    pub(super) topic: &'a Arc<str>,
-    pub(super) partition: i64,
-    pub(super) offset: i64,
-    pub(super) timestamp: Option<i64>,
-    pub(super) key: Option<&'a [u8]>,
-    pub(super) value: Option<&'a [u8]>,
-    pub(super) headers: &'a [(String, Option<Vec<u8>>)],
-    /// The subscribed streams the record belongs to (in JSON only).
-    pub(super) streams: &'a Arc<[Arc<str>]>,
-}
 
 fn write_template(t: &Template, f: &Fields<'_>, line: &mut Vec<u8>) {
     use std::io::Write as _;

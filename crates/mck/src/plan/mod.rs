@@ -25,7 +25,7 @@ use multicluster_kafka::unstable::resolve_start;
 use serde_json::{Value, json};
 
 use crate::args::parse_duration;
-use crate::describe::{failure_reason, shown_bootstrap};
+use crate::clusters::{failure_reason, shown_bootstrap};
 
 mod changes;
 mod model;
@@ -91,7 +91,7 @@ pub fn run(args: PlanArgs) -> Result<ExitCode, String> {
         match read_metadata(path) {
             Ok(s) => files.push(s),
             Err(e) => {
-                crate::say!("mck: invalid metadata: {e}");
+                crate::stdio::say!("mck: invalid metadata: {e}");
                 return Ok(ExitCode::from(1));
             }
         }

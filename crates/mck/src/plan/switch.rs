@@ -193,7 +193,7 @@ pub fn read_positions(
         match decoded {
             Ok(checkpoint) => {
                 if let Some(e) = &newest_error {
-                    crate::say!(
+                    crate::stdio::say!(
                         "mck: warning: {e}; using the checkpoint before it, {}",
                         path.display()
                     );

@@ -22,7 +22,9 @@ fn closed_pipe() -> OwnedFd {
 }
 
 fn example(name: &str) -> String {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/examples").join(name);
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../docs/examples")
+        .join(name);
     path.to_str().expect("a UTF-8 path").to_string()
 }
 

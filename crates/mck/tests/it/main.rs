@@ -17,6 +17,7 @@ mod deploy_manifests;
 mod describe_plan;
 mod event_time;
 mod group_mode;
+mod layers;
 mod live;
 mod mirrors;
 mod mirrors_mm2;
