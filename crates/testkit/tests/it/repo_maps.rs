@@ -81,21 +81,15 @@ fn the_map_names_every_crate_and_every_part_of_the_library() {
 #[test]
 fn relative_links_in_the_documents_lead_somewhere() {
     let root = root();
-    let mut documents: Vec<PathBuf> = [
-        "README.md",
-        "CONTRIBUTING.md",
-        "BENCHMARKS.md",
-        "CHANGELOG.md",
-    ]
-    .iter()
-    .map(|d| root.join(d))
-    .collect();
-    for entry in fs::read_dir(root.join("docs")).unwrap() {
-        let path = entry.unwrap().path();
-        if path.extension().is_some_and(|e| e == "md") {
-            documents.push(path);
-        }
-    }
+    let documents = documents(
+        &root,
+        &[
+            "README.md",
+            "CONTRIBUTING.md",
+            "BENCHMARKS.md",
+            "CHANGELOG.md",
+        ],
+    );
     let mut broken = Vec::new();
     for document in &documents {
         let text = fs::read_to_string(document).unwrap();
@@ -155,12 +149,9 @@ fn the_map_parser_reads_backticked_paths_of_the_first_column() {
     );
 }
 
-/// The documents a newcomer reads: README, CONTRIBUTING and docs/.
-fn guides(root: &Path) -> Vec<PathBuf> {
-    let mut documents: Vec<PathBuf> = ["README.md", "CONTRIBUTING.md"]
-        .iter()
-        .map(|d| root.join(d))
-        .collect();
+/// The documents `top` (at the repository's root) and every Markdown file of docs/.
+fn documents(root: &Path, top: &[&str]) -> Vec<PathBuf> {
+    let mut documents: Vec<PathBuf> = top.iter().map(|d| root.join(d)).collect();
     for entry in fs::read_dir(root.join("docs")).unwrap() {
         let path = entry.unwrap().path();
         if path.extension().is_some_and(|e| e == "md") {
@@ -223,7 +214,8 @@ fn every_path_the_guides_name_in_backticks_exists() {
         .collect();
     let mut gone = Vec::new();
     let mut seen = 0;
-    for document in guides(&root) {
+    // The documents a newcomer reads.
+    for document in documents(&root, &["README.md", "CONTRIBUTING.md"]) {
         let text = fs::read_to_string(&document).unwrap();
         for path in backticked_paths(&text) {
             seen += 1;
