@@ -517,6 +517,34 @@ impl<V> RecordBatch<V> {
         }
     }
 
+    /// The buffers the batch's keys and values are in, shared rather than copied:
+    /// its own data first, then the fetch answers large values are shared from. With
+    /// [`key_span`](Self::key_span) and [`value_span`](Self::value_span), for
+    /// programs that lay columns over the bytes as fetched (Arrow's view arrays).
+    pub fn byte_buffers(&self) -> impl Iterator<Item = &Bytes> {
+        std::iter::once(&self.data).chain(self.shared.iter())
+    }
+
+    /// Where the key of the record at `index` is: which of
+    /// [`byte_buffers`](Self::byte_buffers), and where in it; `None` without a key
+    /// (or record).
+    pub fn key_span(&self, index: usize) -> Option<(usize, std::ops::Range<usize>)> {
+        let key = self.entries.get(index)?.key()?;
+        Some((0, span_range(key)))
+    }
+
+    /// Where the value of the record at `index` is, as fetched (see
+    /// [`key_span`](Self::key_span)); `None` for a tombstone (or no record).
+    pub fn value_span(&self, index: usize) -> Option<(usize, std::ops::Range<usize>)> {
+        let (start, len) = self.entries.get(index)?.raw_value()?;
+        if start & SHARED == 0 {
+            Some((0, span_range((start, len))))
+        } else {
+            let buffer = 1 + ((start & !SHARED) >> INDEX_SHIFT);
+            Some((buffer, span_range((start & OFFSET_MASK, len))))
+        }
+    }
+
     /// The batch's bytes.
     pub(crate) fn buffers(&self) -> Buffers<'_> {
         Buffers {
@@ -922,6 +950,15 @@ mod tests {
                 Some(&b"LARGE-TWO"[..])
             ]
         );
+        // The spans name the same bytes: the data first, then the shared buffers.
+        let buffers: Vec<&Bytes> = b.byte_buffers().collect();
+        assert_eq!(buffers.len(), 3);
+        let at_span = |(i, range): (usize, std::ops::Range<usize>)| &buffers[i][range];
+        for (i, want) in raw.iter().enumerate() {
+            assert_eq!(b.value_span(i).map(at_span), *want, "value {i}");
+            assert_eq!(b.key_span(i).map(at_span), b.get(i).unwrap().key, "key {i}");
+        }
+        assert_eq!(b.value_span(3), None);
         let second = b.get(1).unwrap();
         let shared = second.raw_value_bytes().unwrap();
         assert_eq!(shared.as_ptr(), answers[0][10..].as_ptr(), "no copy");

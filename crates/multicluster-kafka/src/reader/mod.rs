@@ -261,6 +261,34 @@ impl<D: Deserializer> SourceReader<D> {
         }
     }
 
+    /// Waits until [`next`](Self::next) or [`next_batch`](Self::next_batch) has
+    /// something to return at once (records, an error or the end of the input), and
+    /// takes nothing: for a program that waits in one place and takes records in
+    /// another, as an event loop does when a thread waits for it. A failure met while
+    /// waiting is kept for the next call.
+    ///
+    /// Cancel-safe: dropping the future loses nothing.
+    pub async fn ready(&mut self) {
+        loop {
+            if self.closed
+                || self.handout.records.is_some()
+                || self.handout.failed.is_some()
+                || !self.handout.diverged.is_empty()
+            {
+                return;
+            }
+            match self.fill().await {
+                Ok(true) => return,
+                Ok(false) => {}
+                Err(e) => {
+                    // Handed out before any record, as a mirror's divergence is.
+                    self.handout.diverged.push(e);
+                    return;
+                }
+            }
+        }
+    }
+
     /// Stops reading and closes every consumer (waiting for them and the fetch
     /// threads, on the blocking pool), returning unfinished splits to the enumerator.
     pub async fn close(mut self) {

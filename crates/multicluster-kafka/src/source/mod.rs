@@ -340,6 +340,12 @@ impl<D: Deserializer> KafkaSourceStream<D> {
         self.reader.next_batch_up_to(max).await
     }
 
+    /// Waits until [`next`](Self::next) or [`next_batch`](Self::next_batch) would
+    /// return at once, taking nothing; see [`SourceReader::ready`].
+    pub async fn ready(&mut self) {
+        self.reader.ready().await
+    }
+
     /// A checkpoint consistent with the records handed out so far.
     pub fn checkpoint(&mut self) -> Result<Checkpoint, SourceError> {
         self.reader.checkpoint()
