@@ -1,0 +1,59 @@
+"""Read one logical stream from many Apache Kafka clusters, and follow it while its
+clusters and topics change, without losing or repeating a record.
+
+>>> import multicluster_kafka as mck
+>>> source = mck.Source(metadata="streams.yaml", streams=["orders"],
+...                     stopping_offsets="latest")                # doctest: +SKIP
+>>> with source.open() as stream:                                 # doctest: +SKIP
+...     for record in stream:
+...         print(record.cluster, record.offset, record.value)
+
+See docs/python.md in the repository for the whole guide.
+"""
+
+from ._native import Checkpoint, MetadataService, Record, Source, Stream, __version__
+from .errors import (
+    AccessError,
+    CheckpointError,
+    ClosedError,
+    ClusterError,
+    ClusterIdentityError,
+    CommitError,
+    ConfigError,
+    InternalError,
+    MetadataError,
+    MirrorDivergedError,
+    OffsetError,
+    OffsetOutOfRangeError,
+    ShardTakenError,
+    SourceError,
+    TopicError,
+    UnknownStreamError,
+    UnreachableClusterError,
+)
+
+__all__ = [
+    "Source",
+    "Stream",
+    "Record",
+    "Checkpoint",
+    "MetadataService",
+    "SourceError",
+    "ConfigError",
+    "MetadataError",
+    "UnknownStreamError",
+    "ClusterError",
+    "UnreachableClusterError",
+    "AccessError",
+    "ClusterIdentityError",
+    "MirrorDivergedError",
+    "OffsetError",
+    "OffsetOutOfRangeError",
+    "TopicError",
+    "CommitError",
+    "CheckpointError",
+    "ShardTakenError",
+    "ClosedError",
+    "InternalError",
+    "__version__",
+]
