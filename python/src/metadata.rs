@@ -117,7 +117,11 @@ fn describe(
     let py = value.py();
     let text = py
         .import("json")
-        .and_then(|json| json.call_method1("dumps", (value,)))
+        .and_then(|json| {
+            let kwargs = pyo3::types::PyDict::new(py);
+            kwargs.set_item("indent", 2)?;
+            json.call_method("dumps", (value,), Some(&kwargs))
+        })
         .and_then(|t| t.extract::<String>())
         .map_err(|e| MetadataError::Invalid {
             location: None,

@@ -145,6 +145,14 @@ impl Source {
                 s.properties.insert(key, value);
             }
         }
+        if !s.properties.is_empty() {
+            let mut all = multicluster_kafka::properties::ClientProperties::new();
+            for (k, v) in &s.properties {
+                all.set(k, v);
+            }
+            all.check()
+                .map_err(|e| errors::config(format!("properties: {e}")))?;
+        }
         s.restore = restore.map(|c| c.0.clone());
         s.scale_out = scale_out.map(parse_scale_out).transpose()?;
         s.order = match order {
