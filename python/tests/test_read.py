@@ -216,3 +216,40 @@ def test_starting_offsets_forms(orders, clusters):
         assert list(stream) == []
     with bounded(meta, starting_offsets={"offset": N}).open() as stream:
         assert list(stream) == []
+
+
+def test_duckdb_queries_the_batches_as_they_are(orders):
+    import duckdb
+    import pyarrow
+
+    _, meta = orders
+    with bounded(meta).open() as stream:
+        records = pyarrow.Table.from_batches(list(stream.batches()))
+    rows = duckdb.sql(
+        "select cluster, count(*), count(distinct value) from records group by cluster order by cluster"
+    ).fetchall()
+    assert rows == [("east", N, N), ("west", N, N)]
+
+
+def test_large_values_are_shared_not_copied_into_each_batch(clusters):
+    """Values above 12 bytes point into the fetched bytes: the value column's data
+    buffers are the fetch's, shared by key and value columns."""
+    import pyarrow
+
+    topic = unique("large")
+    create_topic(clusters["east"], topic, 1)
+    values = [bytes([i % 256]) * 5000 for i in range(50)]
+    produce(clusters["east"], topic, values)
+    meta = metadata(clusters, "orders", {"east": [topic]})
+    with bounded(meta).open() as stream:
+        batches = list(stream.batches())
+    got = [v for b in batches for v in b.column("value").to_pylist()]
+    assert got == values
+    for b in batches:
+        keys, vals = b.column("key"), b.column("value")
+        assert vals.type == pyarrow.binary_view()
+        # Views reference data buffers instead of inlining: buffers after the
+        # validity and view buffers. Key and value columns share the same ones.
+        value_data = [buf.address for buf in vals.buffers()[2:] if buf is not None]
+        key_data = [buf.address for buf in keys.buffers()[2:] if buf is not None]
+        assert value_data and value_data == key_data
