@@ -37,9 +37,23 @@ def _test_kafka_binary() -> str:
     return str(pathlib.Path(target) / "debug" / "mck-test-kafka")
 
 
+class Kafka:
+    """The running `mck-test-kafka`: its clusters, and its commands (`mirror ...`)."""
+
+    def __init__(self, proc: subprocess.Popen, clusters: dict):
+        self.proc = proc
+        self.clusters = clusters
+
+    def command(self, line: str) -> None:
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+        answer = self.proc.stdout.readline().strip()
+        assert answer == "ok", f"mck-test-kafka: {line}: {answer or 'no answer'}"
+
+
 @pytest.fixture(scope="session")
-def clusters():
-    """{"east": bootstrap, "west": bootstrap}; the brokers stop when the session
+def kafka():
+    """Two single-broker clusters, east and west; the brokers stop when the session
     ends (their stdin closes) or dies."""
     proc = subprocess.Popen(
         [_test_kafka_binary(), "east", "west"],
@@ -52,10 +66,16 @@ def clusters():
         proc.wait(timeout=30)
         pytest.fail(f"Kafka did not start (mck-test-kafka exited {proc.returncode}; see its stderr above)")
     try:
-        yield json.loads(line)
+        yield Kafka(proc, json.loads(line))
     finally:
         proc.stdin.close()
         proc.wait(timeout=60)
+
+
+@pytest.fixture(scope="session")
+def clusters(kafka):
+    """{"east": bootstrap, "west": bootstrap}."""
+    return kafka.clusters
 
 
 def unique(prefix: str) -> str:

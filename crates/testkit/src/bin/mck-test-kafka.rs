@@ -3,10 +3,19 @@
 //! Rust tests start theirs, prints one JSON line `{"east": "127.0.0.1:PORT", ...}`
 //! once every broker answers, and stops them all when its standard input closes (or
 //! it is killed: the brokers die with it).
+//!
+//! Commands on standard input, one a line, each answered by one line (`ok` or
+//! `error: …`):
+//!
+//! - `mirror SOURCE TARGET TOPIC ALIAS`: MirrorMaker 2 copies TOPIC of SOURCE to
+//!   `ALIAS.TOPIC` on TARGET (offset syncs on the target, at most every 100 records);
+//!   answered once the copy holds a record.
 
-use std::io::{Read, Write};
+use std::io::{BufRead, Write};
+use std::time::Duration;
 
-use mck_testkit::{ClusterOptions, KafkaCluster, TestCluster};
+use mck_testkit::mirror::OffsetSyncsLocation;
+use mck_testkit::{ClusterOptions, KafkaCluster, MirrorMaker, MirrorOptions, TestCluster};
 
 fn main() {
     let names: Vec<String> = std::env::args().skip(1).collect();
@@ -47,6 +56,44 @@ fn main() {
     let mut out = std::io::stdout();
     let _ = writeln!(out, "{{{}}}", line.join(", "));
     let _ = out.flush();
-    let _ = std::io::stdin().read_to_end(&mut Vec::new());
+    let mut mirrors = Vec::new();
+    for line in std::io::stdin().lock().lines() {
+        let Ok(line) = line else { break };
+        let answer = match line.split_whitespace().collect::<Vec<_>>()[..] {
+            ["mirror", source, target, topic, alias] => {
+                let find = |name: &str| clusters.iter().find(|(n, _)| n == name).map(|(_, c)| c);
+                match (find(source), find(target)) {
+                    (Some(s), Some(t)) => mirror(s, t, topic, alias).map(|m| mirrors.push(m)),
+                    _ => Err(format!("no cluster `{source}` or `{target}`")),
+                }
+            }
+            _ => Err(format!("unknown command `{line}`")),
+        };
+        let _ = match answer {
+            Ok(()) => writeln!(out, "ok"),
+            Err(e) => writeln!(out, "error: {e}"),
+        };
+        let _ = out.flush();
+    }
+    drop(mirrors);
     drop(clusters);
+}
+
+/// MirrorMaker 2 from `source`'s `topic` to `alias.topic` on `target`, once copying.
+fn mirror(
+    source: &KafkaCluster,
+    target: &KafkaCluster,
+    topic: &str,
+    alias: &str,
+) -> Result<MirrorMaker, String> {
+    let mm = MirrorMaker::start(
+        MirrorOptions::between(alias, source, format!("{alias}-to"), target)
+            .topics(topic)
+            .offset_syncs_on(OffsetSyncsLocation::Target)
+            .offset_lag_max(100),
+    )
+    .map_err(|e| e.to_string())?;
+    mm.wait_for_records(&format!("{alias}.{topic}"), 1, Duration::from_secs(90))
+        .map_err(|e| e.to_string())?;
+    Ok(mm)
 }
