@@ -12,6 +12,7 @@ See docs/python.md in the repository for the whole guide.
 """
 
 from ._native import Checkpoint, MetadataService, Record, Source, Stream, __version__
+from .hooks import ClientHooks, OAuthToken
 from .errors import (
     AccessError,
     CheckpointError,
@@ -38,6 +39,8 @@ __all__ = [
     "Record",
     "Checkpoint",
     "MetadataService",
+    "ClientHooks",
+    "OAuthToken",
     "SourceError",
     "ConfigError",
     "MetadataError",

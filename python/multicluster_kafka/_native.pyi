@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import datetime
 import os
-from typing import Any, AsyncIterator, Iterator, Literal, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Iterator, Literal, Mapping, Optional, Sequence, Union
 
 import pyarrow
+
+from .hooks import ClientHooks
 
 __version__: str
 
@@ -74,6 +76,7 @@ class Source:
         rebuild_interval: Optional[Seconds] = None,
         removed_position_retention: Optional[Seconds] = None,
         shard_lock_wait: Optional[Seconds] = None,
+        client_hooks: Union[ClientHooks, Callable[[str], Optional[ClientHooks]], None] = None,
     ) -> None: ...
     def open(self) -> Stream:
         """A stream over the source. It connects when first used (``with``,

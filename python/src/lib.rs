@@ -7,6 +7,7 @@
 
 mod arrow;
 mod errors;
+mod hooks;
 mod logging;
 mod metadata;
 mod options;

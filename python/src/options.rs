@@ -14,6 +14,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 
 use crate::errors;
+use crate::hooks::Hooks;
 use crate::metadata::Metadata;
 use crate::stream::{Checkpoint, Stream};
 
@@ -46,6 +47,7 @@ struct Settings {
     discard_positions_of_replaced_clusters: Option<bool>,
     metadata_failure_threshold: Option<u32>,
     assignment_strategy: Option<AssignmentStrategy>,
+    hooks: Option<std::sync::Arc<Hooks>>,
 }
 
 #[pymethods]
@@ -60,7 +62,7 @@ impl Source {
         on_offset_out_of_range = None, allow_missing_topics = None,
         new_partition_starting_offsets = None, discard_positions_of_replaced_clusters = None,
         metadata_failure_threshold = None, assignment_strategy = None, rebuild_interval = None,
-        removed_position_retention = None, shard_lock_wait = None,
+        removed_position_retention = None, shard_lock_wait = None, client_hooks = None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -91,6 +93,7 @@ impl Source {
         rebuild_interval: Option<&Bound<'_, PyAny>>,
         removed_position_retention: Option<&Bound<'_, PyAny>>,
         shard_lock_wait: Option<&Bound<'_, PyAny>>,
+        client_hooks: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let mut s = Settings {
             stream_pattern,
@@ -208,6 +211,10 @@ impl Source {
                 )));
             }
         };
+        s.hooks = client_hooks
+            .map(Hooks::from_py)
+            .transpose()?
+            .map(std::sync::Arc::new);
         let metadata = Metadata::from_py(metadata)?;
         let source = Source {
             metadata,
@@ -249,6 +256,9 @@ impl Settings {
     fn builder(&self) -> SourceBuilder<NullableValue> {
         let s = self.clone();
         let mut b = MultiClusterKafkaSource::builder().deserializer(NullableValue);
+        if let Some(hooks) = &s.hooks {
+            b = Python::attach(|py| b.client_hooks(hooks.factory(py)));
+        }
         if let Some(ids) = s.streams {
             b = b.stream_ids(ids);
         }

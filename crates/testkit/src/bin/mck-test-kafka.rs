@@ -2,7 +2,9 @@
 //! `mck-test-kafka east west` starts one single-broker KRaft cluster per name, as the
 //! Rust tests start theirs, prints one JSON line `{"east": "127.0.0.1:PORT", ...}`
 //! once every broker answers, and stops them all when its standard input closes (or
-//! it is killed: the brokers die with it).
+//! it is killed: the brokers die with it). A name ending in `+secured` starts a
+//! cluster with the test kit's secured listeners too; its line then also has
+//! `"NAME+oauth": {…}`, the client properties of its SASL_SSL OAUTHBEARER listener.
 //!
 //! Commands on standard input, one a line, each answered by one line (`ok` or
 //! `error: …`):
@@ -15,7 +17,9 @@ use std::io::{BufRead, Write};
 use std::time::Duration;
 
 use mck_testkit::mirror::OffsetSyncsLocation;
-use mck_testkit::{ClusterOptions, KafkaCluster, MirrorMaker, MirrorOptions, TestCluster};
+use mck_testkit::{
+    ClusterOptions, KafkaCluster, Listener, MirrorMaker, MirrorOptions, TestCluster,
+};
 
 fn main() {
     let names: Vec<String> = std::env::args().skip(1).collect();
@@ -29,8 +33,11 @@ fn main() {
             .map(|name| {
                 let name = name.clone();
                 scope.spawn(move || {
-                    let cluster = KafkaCluster::start(ClusterOptions::new(name.clone()));
-                    (name, cluster)
+                    let cluster = match name.strip_suffix("+secured") {
+                        Some(plain) => KafkaCluster::start(ClusterOptions::new(plain).secured()),
+                        None => KafkaCluster::start(ClusterOptions::new(name.clone())),
+                    };
+                    (name.trim_end_matches("+secured").to_string(), cluster)
                 })
             })
             .collect();
@@ -49,10 +56,18 @@ fn main() {
             }
         }
     }
-    let line: Vec<String> = clusters
-        .iter()
-        .map(|(name, c)| format!("{:?}: {:?}", name, c.bootstrap_servers()))
-        .collect();
+    let mut line: Vec<String> = Vec::new();
+    for (name, c) in &clusters {
+        line.push(format!("{:?}: {:?}", name, c.bootstrap_servers()));
+        if c.security().is_some() {
+            let properties: Vec<String> = c
+                .listener_properties(Listener::OauthSsl)
+                .iter()
+                .map(|(k, v)| format!("{k:?}: {v:?}"))
+                .collect();
+            line.push(format!("\"{name}+oauth\": {{{}}}", properties.join(", ")));
+        }
+    }
     let mut out = std::io::stdout();
     let _ = writeln!(out, "{{{}}}", line.join(", "));
     let _ = out.flush();
