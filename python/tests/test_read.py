@@ -253,3 +253,26 @@ def test_large_values_are_shared_not_copied_into_each_batch(clusters):
         value_data = [buf.address for buf in vals.buffers()[2:] if buf is not None]
         key_data = [buf.address for buf in keys.buffers()[2:] if buf is not None]
         assert value_data and value_data == key_data
+
+
+def test_time_order_interleaves_two_clusters_by_timestamp(clusters):
+    from confluent_kafka import Producer
+
+    topic = unique("timed")
+    base = int(time.time() * 1000) - 60_000
+    for offset, name in enumerate(("east", "west")):
+        create_topic(clusters[name], topic, 1)
+        p = Producer({"bootstrap.servers": clusters[name]})
+        for i in range(100):
+            p.produce(topic, value=f"{name}-{i}".encode(), timestamp=base + 2 * i + offset)
+        assert p.flush(30) == 0
+    meta = metadata(clusters, "orders", {"east": [topic], "west": [topic]})
+    source = bounded(meta, order="time", watermarks=0.0, idle_timeout=1.0)
+    with source.open() as stream:
+        records = list(stream)
+        watermark = stream.watermark
+    stamps = [r.timestamp for r in records]
+    assert len(records) == 200
+    assert stamps == sorted(stamps), "handed out in event-time order across clusters"
+    assert [r.cluster for r in records[:4]] == ["east", "west", "east", "west"]
+    assert watermark is not None and watermark >= base + 100
