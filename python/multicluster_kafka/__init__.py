@@ -12,26 +12,9 @@ See docs/python.md in the repository for the whole guide.
 """
 
 from ._native import Checkpoint, MetadataService, Record, Source, Stream, __version__
+from . import errors
+from .errors import *  # noqa: F403 (the exception classes, listed in errors.__all__)
 from .hooks import ClientHooks, OAuthToken
-from .errors import (
-    AccessError,
-    CheckpointError,
-    ClosedError,
-    ClusterError,
-    ClusterIdentityError,
-    CommitError,
-    ConfigError,
-    InternalError,
-    MetadataError,
-    MirrorDivergedError,
-    OffsetError,
-    OffsetOutOfRangeError,
-    ShardTakenError,
-    SourceError,
-    TopicError,
-    UnknownStreamError,
-    UnreachableClusterError,
-)
 
 __all__ = [
     "Source",
@@ -41,22 +24,6 @@ __all__ = [
     "MetadataService",
     "ClientHooks",
     "OAuthToken",
-    "SourceError",
-    "ConfigError",
-    "MetadataError",
-    "UnknownStreamError",
-    "ClusterError",
-    "UnreachableClusterError",
-    "AccessError",
-    "ClusterIdentityError",
-    "MirrorDivergedError",
-    "OffsetError",
-    "OffsetOutOfRangeError",
-    "TopicError",
-    "CommitError",
-    "CheckpointError",
-    "ShardTakenError",
-    "ClosedError",
-    "InternalError",
     "__version__",
+    *errors.__all__,
 ]

@@ -66,6 +66,35 @@ READER = textwrap.dedent(
 )
 
 
+def kill_loop(tmp_path, meta, total, kills, seed, window, during=None):
+    """Runs READER over `meta` until it has written `total` records, killing -9 the
+    first `kills` runs `window` seconds (uniform) after they start; `during(k)` runs
+    once, while run k reads, before its kill. Returns the output's lines."""
+    out, state = tmp_path / "out.jsonl", tmp_path / "state.json"
+    args = [sys.executable, "-c", READER, str(meta), str(out), str(state), str(total)]
+    rng = random.Random(seed)
+    done, called = 0, set()
+    for _ in range(40):
+        proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, text=True)
+        assert proc.stdout.readline().strip() == "started"
+        if done < kills:
+            time.sleep(rng.uniform(*window))
+            if during is not None and done not in called:
+                called.add(done)
+                during(done)
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+                done += 1
+                continue
+        rest, _ = proc.communicate(timeout=180)
+        assert proc.returncode == 0
+        if rest.startswith("done"):
+            break
+    assert done == kills
+    return [json.loads(line) for line in out.read_text().splitlines()]
+
+
 def test_kill_9_in_a_loop_with_checkpoint_restores_is_exact(clusters, tmp_path):
     topic = unique("crash")
     for name in ("east", "west"):
@@ -73,29 +102,12 @@ def test_kill_9_in_a_loop_with_checkpoint_restores_is_exact(clusters, tmp_path):
         produce(clusters[name], topic, [f"{name}-{i}".encode() for i in range(1500)])
     meta = tmp_path / "streams.yaml"
     write_yaml(meta, metadata(clusters, "orders", {"east": [topic]}))
-    out, state = tmp_path / "out.jsonl", tmp_path / "state.json"
-    args = [sys.executable, "-c", READER, str(meta), str(out), str(state), "3000"]
-    rng = random.Random(7)
-    kills = 0
-    for attempt in range(40):
-        proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, text=True)
-        assert proc.stdout.readline().strip() == "started"
-        if kills < 6:
-            time.sleep(rng.uniform(0.05, 0.6))
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-                kills += 1
-                if kills == 2:
-                    # The stream gains a cluster between two crashes.
-                    write_yaml(meta, metadata(clusters, "orders", {"east": [topic], "west": [topic]}))
-                continue
-        rest, _ = proc.communicate(timeout=120)
-        assert proc.returncode == 0
-        if rest.startswith("done"):
-            break
-    assert kills == 6
-    lines = [json.loads(l) for l in out.read_text().splitlines()]
+
+    def during(kill):
+        if kill == 2:  # the stream gains a cluster while a run reads
+            write_yaml(meta, metadata(clusters, "orders", {"east": [topic], "west": [topic]}))
+
+    lines = kill_loop(tmp_path, meta, 3000, 6, seed=7, window=(0.05, 0.6), during=during)
     values = [l[3] for l in lines]
     assert len(values) == len(set(values)) == 3000, "each record exactly once"
     assert set(values) == {f"{c}-{i}" for c in ("east", "west") for i in range(1500)}

@@ -4,14 +4,10 @@ by content (offsets differ across the mirror)."""
 
 from __future__ import annotations
 
-import json
-import random
-import subprocess
-import sys
 import time
 
 from conftest import create_topic, produce, unique, write_yaml
-from test_crash import READER
+from test_crash import kill_loop
 
 ALIAS = "mm2p"
 
@@ -32,31 +28,15 @@ def test_kill_9_around_a_switch_onto_a_mirror_is_exact(kafka, clusters, tmp_path
     kafka.command(f"mirror east west {topic} {ALIAS}")
     meta = tmp_path / "streams.yaml"
     write_yaml(meta, layout(clusters, topic, True))
-    out, state = tmp_path / "out.jsonl", tmp_path / "state.json"
-    args = [sys.executable, "-c", READER, str(meta), str(out), str(state), "2000"]
-    rng = random.Random(11)
-    kills = 0
-    for attempt in range(40):
-        proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, text=True)
-        assert proc.stdout.readline().strip() == "started"
-        if kills < 5:
-            time.sleep(rng.uniform(0.1, 0.5))
-            if kills == 2:
-                # The switch while a run reads: the source leaves, the copy stays.
-                produce(clusters["east"], topic, [f"m-{i}".encode() for i in range(1000, 2000)])
-                write_yaml(meta, layout(clusters, topic, False))
-                time.sleep(0.5)
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-                kills += 1
-                continue
-        rest, _ = proc.communicate(timeout=180)
-        assert proc.returncode == 0
-        if rest.startswith("done"):
-            break
-    assert kills == 5
-    lines = [json.loads(l) for l in out.read_text().splitlines()]
+
+    def during(kill):
+        if kill == 2:
+            # The switch while a run reads: the source leaves, the copy stays.
+            produce(clusters["east"], topic, [f"m-{i}".encode() for i in range(1000, 2000)])
+            write_yaml(meta, layout(clusters, topic, False))
+            time.sleep(0.5)
+
+    lines = kill_loop(tmp_path, meta, 2000, 5, seed=11, window=(0.1, 0.5), during=during)
     values = [l[3] for l in lines]
     assert len(values) == len(set(values)) == 2000, "each record exactly once"
     assert set(values) == {f"m-{i}" for i in range(2000)}
