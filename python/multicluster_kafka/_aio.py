@@ -26,6 +26,8 @@ async def next(stream):
         record = stream._try_next()
         if record is None:
             await loop.run_in_executor(None, stream._wait, _WAIT)
+        elif record is True:  # `async for` without `async with`: connect off the loop
+            await enter(stream)
         elif record is False:
             raise StopAsyncIteration
         else:

@@ -159,9 +159,13 @@ impl Stream {
     }
 
     /// For `async for`: the next record if one is there without waiting, `None` if
-    /// it would wait, `False` at the end.
+    /// it would wait, `False` at the end, `True` when not connected yet (the event
+    /// loop then connects on its executor rather than here).
     fn _try_next(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let mut state = self.lock(py);
+        if let State::Built(_) = *state {
+            return Ok(true.into_pyobject(py)?.to_owned().into_any().unbind());
+        }
         let inner = Self::opened(py, &mut state)?;
         let ready = {
             let _runtime = handle().enter();

@@ -153,6 +153,20 @@ def test_async_with_and_async_for_read_every_record_once(orders):
     assert ticks > 0, "the event loop ran other tasks meanwhile"
 
 
+def test_async_for_without_async_with_connects_off_the_event_loop(orders):
+    _, meta = orders
+    stream = bounded(meta).open()
+    # What the loop calls first does not connect (that would block the loop).
+    assert stream._try_next() is True and not stream.closed
+
+    async def read():
+        return [r async for r in stream]
+
+    records = asyncio.run(read())
+    stream.close()
+    check_exactly_once(records)
+
+
 def test_a_cancelled_wait_loses_no_record(clusters):
     """asyncio.wait_for timeouts around a follow run's waits: every record still comes
     once, and a checkpoint taken after a timeout counts only records handed out."""
