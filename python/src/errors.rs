@@ -53,7 +53,9 @@ pub(crate) fn from_source(e: SourceError) -> PyErr {
         None => Attr::None,
     };
     match &e {
-        SourceError::Config(_) => raise("ConfigError", message, &[]),
+        SourceError::Config(_) | SourceError::Metadata(MetadataError::RefusedProperty { .. }) => {
+            raise("ConfigError", message, &[])
+        }
         SourceError::Metadata(m) => {
             let retriable = matches!(
                 m,

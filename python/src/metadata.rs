@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use multicluster_kafka::metadata::file::parse_metadata;
+use multicluster_kafka::metadata::file::{check_metadata, parse_metadata};
 use multicluster_kafka::metadata::{
     FileMetadataService, KafkaMetadataService, KafkaStream, MetadataError, StaticMetadataService,
 };
@@ -89,9 +89,14 @@ impl Metadata {
     /// The library's service for one opening of the source.
     pub(crate) fn service(&self, py: Python<'_>) -> PyResult<Arc<dyn KafkaMetadataService>> {
         Ok(match self {
-            Metadata::File(path) => Arc::new(
-                FileMetadataService::watch(path).map_err(|e| errors::from_source(e.into()))?,
-            ),
+            Metadata::File(path) => {
+                // Every cluster's client properties, checked offline first: a refusal
+                // names the file, line and column (as `mck validate`).
+                check_metadata(path, |_| true).map_err(|e| errors::from_source(e.into()))?;
+                Arc::new(
+                    FileMetadataService::watch(path).map_err(|e| errors::from_source(e.into()))?,
+                )
+            }
             Metadata::Dict(streams) => Arc::new(
                 StaticMetadataService::new(streams.values().cloned())
                     .map_err(|e| errors::from_source(e.into()))?,

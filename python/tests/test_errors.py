@@ -32,6 +32,19 @@ def test_a_metadata_file_that_is_missing_or_malformed(tmp_path: pathlib.Path):
     assert "bad.yaml:" in one_line(e)
 
 
+def test_a_refused_property_in_a_file_is_a_located_config_error(tmp_path: pathlib.Path):
+    refused = tmp_path / "refused.yaml"
+    refused.write_text(
+        "clusters:\n  east:\n    bootstrapServers: 127.0.0.1:1\n"
+        "    properties:\n      sasl.password: s3cret-77\n      fetch.max.bytes: lots\n"
+        "streams:\n  orders:\n    clusters:\n      east: {topics: [orders]}\n")
+    with pytest.raises(mck.ConfigError) as e:
+        mck.Source(refused, streams=["orders"]).open()
+    message = one_line(e)
+    assert f"{refused}:6:7: cluster `east`: property `fetch.max.bytes` refused" in message
+    assert "s3cret" not in message and "lots" not in message
+
+
 def test_a_metadata_dict_with_an_unknown_field_or_cluster():
     with pytest.raises(mck.MetadataError) as e:
         mck.Source({"clusterz": {}}, streams=["orders"])

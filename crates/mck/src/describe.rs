@@ -64,7 +64,7 @@ pub fn run(args: DescribeArgs) -> Result<ExitCode, String> {
     let all = match read_metadata(file) {
         Ok(s) => s,
         Err(e) => {
-            crate::stdio::say!("mck: invalid metadata: {e}");
+            crate::stdio::say!("mck: error: {e}");
             return Ok(ExitCode::from(1));
         }
     };
@@ -653,6 +653,7 @@ pub fn to_json(
 mod tests {
     use super::*;
     use multicluster_kafka::metadata::ClusterMetadata;
+    use multicluster_kafka::properties::RefusedBy;
     use std::collections::BTreeSet;
 
     fn streams() -> BTreeMap<String, KafkaStream> {
@@ -858,6 +859,7 @@ mod tests {
         let refused = RefusedProperty {
             key: Some("fetch.max.bytes".into()),
             reason: "Invalid value for configuration property \"fetch.max.bytes\"".into(),
+            by: RefusedBy::Librdkafka,
         };
         reports.insert(
             "odd".into(),
@@ -896,7 +898,8 @@ mod tests {
                 "odd",
                 &RefusedProperty {
                     key: Some("k".into()),
-                    reason: "r".into()
+                    reason: "r".into(),
+                    by: RefusedBy::Librdkafka,
                 }
             ),
             "m.yaml: cluster `odd`: property `k` refused by librdkafka: r"

@@ -6,11 +6,12 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use multicluster_kafka::metadata::KafkaStream;
-use multicluster_kafka::metadata::file::read_metadata;
+use multicluster_kafka::metadata::file::check_metadata;
 
-/// Parses `file`; prints the streams on stdout, or the located error on stderr.
+/// Parses `file` and checks every cluster's client properties offline, as `consume`
+/// does before reading; prints the streams on stdout, or the located error on stderr.
 pub fn run(file: &Path, json: bool) -> Result<ExitCode, String> {
-    match read_metadata(file) {
+    match check_metadata(file, |_| true) {
         Ok(streams) => {
             if json {
                 crate::stdio::print(&format!("{}\n", to_json(&streams)))?;
@@ -20,7 +21,7 @@ pub fn run(file: &Path, json: bool) -> Result<ExitCode, String> {
             Ok(ExitCode::SUCCESS)
         }
         Err(e) => {
-            crate::stdio::say!("mck: invalid metadata: {e}");
+            crate::stdio::say!("mck: error: {e}");
             Ok(ExitCode::from(1))
         }
     }

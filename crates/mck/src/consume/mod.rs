@@ -32,6 +32,7 @@ use multicluster_kafka::file_source::{FileSource, MalformedLines};
 use multicluster_kafka::hybrid::{
     HYBRID_KEY, HybridCheckpoint, HybridRecord, HybridSource, HybridStream,
 };
+use multicluster_kafka::metadata::file::check_metadata;
 use multicluster_kafka::metadata::{
     FileMetadataService, KafkaMetadataService, SingleClusterMetadataService,
 };

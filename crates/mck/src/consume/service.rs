@@ -45,9 +45,15 @@ impl Service {
                 path.display()
             ));
         }
+        // Every property of the streams read, checked offline first (as `mck validate`
+        // does): a refusal names the file, line and column, not only the cluster.
+        let named = |stream: &str| {
+            args.stream_pattern.is_some() || args.streams.iter().any(|s| s == stream)
+        };
+        check_metadata(path, named).map_err(|e| e.to_string())?;
         FileMetadataService::watch(path)
             .map(|s| Service::File(Arc::new(s)))
-            .map_err(|e| format!("metadata: {e}"))
+            .map_err(|e| e.to_string())
     }
 
     pub(super) fn shared(&self) -> Arc<dyn KafkaMetadataService> {

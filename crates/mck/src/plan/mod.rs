@@ -91,7 +91,7 @@ pub fn run(args: PlanArgs) -> Result<ExitCode, String> {
         match read_metadata(path) {
             Ok(s) => files.push(s),
             Err(e) => {
-                crate::stdio::say!("mck: invalid metadata: {e}");
+                crate::stdio::say!("mck: error: {e}");
                 return Ok(ExitCode::from(1));
             }
         }

@@ -132,3 +132,78 @@ fn a_mirror_entry_is_shown_and_a_bad_one_is_located() {
         assert!(!stderr.contains("panicked"), "{stderr}");
     }
 }
+
+/// `validate` refuses every client property `consume` would refuse before reading, on
+/// both fetch paths, with the same one line located at the property's key; a property
+/// only the native path refuses passes where `auto` may take librdkafka instead.
+#[test]
+fn validate_refuses_what_consume_refuses_each_located_at_its_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("streams.yaml");
+    let write = |properties: &str| {
+        std::fs::write(
+            &file,
+            format!(
+                "clusters:\n  east:\n    bootstrapServers: 127.0.0.1:1\n    properties:\n{properties}streams:\n  s:\n    clusters:\n      east: {{topics: [t]}}\n"
+            ),
+        )
+        .unwrap();
+    };
+    let cases = [
+        (
+            "      sasl.jaas.config: x\n",
+            ":5:7: cluster `east`: property `sasl.jaas.config` refused by librdkafka: ",
+        ),
+        (
+            "      bogus.key: \"1\"\n",
+            ":5:7: cluster `east`: property `bogus.key` refused by librdkafka: ",
+        ),
+        (
+            "      fetch.max.bytes: abc\n",
+            ":5:7: cluster `east`: property `fetch.max.bytes` refused by librdkafka: ",
+        ),
+        (
+            "      fetch.share.min.bytes: \"-5\"\n",
+            ":5:7: cluster `east`: property `fetch.share.min.bytes` refused: a whole number",
+        ),
+        (
+            "      fetch.backend: bogus\n",
+            ":5:7: cluster `east`: property `fetch.backend` refused: fetch.backend must be native, librdkafka or auto",
+        ),
+        (
+            "      fetch.backend: native\n      socket.keepalive.enable: \"true\"\n",
+            ":6:7: cluster `east`: property `socket.keepalive.enable` refused by the native fetch path: not supported",
+        ),
+    ];
+    for (properties, says) in cases {
+        write(properties);
+        let validate = mck().arg("validate").arg(&file).output().unwrap();
+        let stderr = String::from_utf8(validate.stderr).unwrap();
+        assert_eq!(validate.status.code(), Some(1), "{properties}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.starts_with(&format!("mck: error: {}{says}", file.display())),
+            "{properties}: {stderr}"
+        );
+        let consume = mck()
+            .arg("consume")
+            .arg(&file)
+            .args(["--stream", "s", "-e"])
+            .output()
+            .unwrap();
+        assert_eq!(consume.status.code(), Some(1), "{properties}");
+        assert_eq!(
+            String::from_utf8(consume.stderr).unwrap(),
+            stderr,
+            "consume and validate say the same"
+        );
+    }
+    // With `auto`, a property the native path lacks keeps the cluster on librdkafka.
+    write("      socket.keepalive.enable: \"true\"\n");
+    let out = mck().arg("validate").arg(&file).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

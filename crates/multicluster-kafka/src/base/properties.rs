@@ -200,6 +200,7 @@ impl ClientProperties {
             "librdkafka" => Ok(FetchBackend::Librdkafka),
             _ => Err(RefusedProperty {
                 key: Some(FETCH_BACKEND.into()),
+                by: RefusedBy::Source,
                 reason: format!("{from} must be native, librdkafka or auto"),
             }),
         }
@@ -234,6 +235,7 @@ impl ClientProperties {
             Ok(n @ 1..=8) => Ok(n),
             _ => Err(RefusedProperty {
                 key: Some(FETCH_CONNECTIONS.into()),
+                by: RefusedBy::Source,
                 reason: "a whole number from 1 to 8".into(),
             }),
         }
@@ -266,6 +268,7 @@ impl ClientProperties {
         };
         value.trim().parse::<usize>().map_err(|_| RefusedProperty {
             key: Some(FETCH_SHARE.into()),
+            by: RefusedBy::Source,
             reason: "a whole number of bytes".into(),
         })
     }
@@ -373,35 +376,58 @@ impl ClientProperties {
     }
 }
 
-/// A client property librdkafka refuses: the key, when the refusal names one, and
-/// librdkafka's reason. Never holds a property value: values named in the reason are
-/// replaced by `<redacted>` (see [`ClientProperties::check`]).
+/// A client property refused before any connection: the key, when the refusal names
+/// one, who refused it, and why. Never holds a property value: values named in the
+/// reason are replaced by `<redacted>` (see [`ClientProperties::check`]).
 ///
 /// ```
-/// use multicluster_kafka::properties::RefusedProperty;
-/// let r = RefusedProperty { key: Some("fetch.max.bytes".into()), reason: "Invalid value".into() };
+/// use multicluster_kafka::properties::{RefusedBy, RefusedProperty};
+/// let r = RefusedProperty {
+///     key: Some("fetch.max.bytes".into()),
+///     reason: "Invalid value".into(),
+///     by: RefusedBy::Librdkafka,
+/// };
 /// assert_eq!(r.to_string(), "property `fetch.max.bytes` refused by librdkafka: Invalid value");
 /// ```
 ///
 /// The source's own properties ([`SOURCE_KEYS`]) are refused by the source, and say so:
 ///
 /// ```
-/// use multicluster_kafka::properties::RefusedProperty;
-/// let r = RefusedProperty { key: Some("fetch.backend".into()), reason: "bad".into() };
+/// use multicluster_kafka::properties::{RefusedBy, RefusedProperty};
+/// let r = RefusedProperty { key: Some("fetch.backend".into()), reason: "bad".into(), by: RefusedBy::Source };
 /// assert_eq!(r.to_string(), "property `fetch.backend` refused: bad");
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{}{reason}", match key {
-    Some(k) if SOURCE_KEYS.contains(&k.as_str()) => format!("property `{k}` refused: "),
-    Some(k) => format!("property `{k}` refused by librdkafka: "),
-    None => "the client properties are refused by librdkafka: ".to_string(),
+#[error("{}{reason}", match (key, by) {
+    (Some(k), RefusedBy::Source) => format!("property `{k}` refused: "),
+    (Some(k), RefusedBy::Librdkafka) => format!("property `{k}` refused by librdkafka: "),
+    (Some(k), RefusedBy::NativeFetch) => format!("property `{k}` refused by the native fetch path: "),
+    (None, RefusedBy::Librdkafka) => "the client properties are refused by librdkafka: ".to_string(),
+    (None, _) => "the client properties are refused: ".to_string(),
 })]
 pub struct RefusedProperty {
-    /// The key librdkafka refused, or the first key its reason names; `None` when the
-    /// reason names none of the properties.
+    /// The key refused, or the first key the reason names; `None` when the reason
+    /// names none of the properties.
     pub key: Option<String>,
-    /// librdkafka's reason, without any property value.
+    /// The reason, without any property value.
     pub reason: String,
+    /// Who refused it.
+    pub by: RefusedBy,
+}
+
+/// Who refused a client property.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RefusedBy {
+    /// librdkafka, as it sets a property or makes a client.
+    #[default]
+    Librdkafka,
+    /// The source, for its own properties ([`SOURCE_KEYS`]).
+    Source,
+    /// The native fetch path, which serves the cluster and cannot take the value
+    /// (it checks what librdkafka leaves to the connection, such as certificate
+    /// files for OIDC, and names the values it accepts).
+    NativeFetch,
 }
 
 /// Whether `text[at..at + len]` is a whole property key (not part of a longer one).
@@ -461,6 +487,7 @@ impl ClientProperties {
         RefusedProperty {
             key: key.map(|(_, k)| k.to_string()),
             reason: text,
+            by: RefusedBy::Librdkafka,
         }
     }
 }

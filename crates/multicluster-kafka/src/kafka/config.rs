@@ -11,7 +11,9 @@ use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::error::KafkaError;
 
 use crate::base::hooks::{ClientHooks, ClientHooksFactory};
-use crate::base::properties::{BOOTSTRAP_SERVERS, ClientProperties, RefusedProperty, SOURCE_KEYS};
+use crate::base::properties::{
+    BOOTSTRAP_SERVERS, ClientProperties, RefusedBy, RefusedProperty, SOURCE_KEYS,
+};
 
 /// librdkafka settings every client of the source uses unless the properties set them.
 ///
@@ -196,11 +198,14 @@ impl rdkafka::ClientContext for Quiet {
 impl rdkafka::consumer::ConsumerContext for Quiet {}
 
 impl ClientProperties {
-    /// Asks librdkafka whether it takes these properties, without connecting: each
-    /// key and value as librdkafka sets it, then a client made from them all (which
-    /// loads certificates and keys, and checks the properties against each other) but
-    /// without `bootstrap.servers`. The source's own client defaults apply underneath,
-    /// as in its clients.
+    /// Checks these properties as the source's clients would take them, without
+    /// connecting: the source's own keys; librdkafka, with each key and value as it
+    /// sets it, then a client made from them all (which loads certificates and keys,
+    /// and checks the properties against each other) but without
+    /// `bootstrap.servers`, the source's own client defaults underneath; and, where
+    /// the native fetch path would serve the cluster (`fetch.backend` `auto` or
+    /// `native`), its settings, which read the files librdkafka reads only once
+    /// connected (an OIDC endpoint's CA, a JWT assertion's key).
     ///
     /// Blocks for as long as loading the named files takes; no network call.
     ///
@@ -217,7 +222,8 @@ impl ClientProperties {
     /// # Errors
     ///
     /// The first property librdkafka refuses (keys in order), or what the client
-    /// creation said, located with [`ClientProperties::refusal`].
+    /// creation said, located with [`ClientProperties::refusal`]; then what the native
+    /// path refuses ([`RefusedBy::NativeFetch`]).
     pub fn check(&self) -> Result<(), RefusedProperty> {
         self.check_source_keys()?;
         for (k, v) in self.iter().filter(|(k, _)| !SOURCE_KEYS.contains(k)) {
@@ -234,6 +240,7 @@ impl ClientProperties {
                     return Err(RefusedProperty {
                         key: Some(k.to_string()),
                         reason: "the key or value contains a NUL character".into(),
+                        by: RefusedBy::Librdkafka,
                     });
                 }
                 Err(e) => return Err(self.refusal(&e.to_string())),
@@ -252,10 +259,11 @@ impl ClientProperties {
                 .find(|k| self.get(k).is_some())
                 .map(str::to_string),
             reason,
+            by: RefusedBy::Librdkafka,
         })?;
         init_tls();
         match config.create_with_context::<_, rdkafka::consumer::BaseConsumer<Quiet>>(Quiet) {
-            Ok(_client) => Ok(()),
+            Ok(_client) => crate::native::settings::check(self),
             Err(KafkaError::ClientCreation(reason)) => Err(self.refusal(&reason)),
             Err(KafkaError::ClientConfig(_, desc, key, _)) => {
                 let mut r = self.refusal(&desc);

@@ -7,7 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::base::hooks::ClientHooks;
-use crate::base::properties::{BOOTSTRAP_SERVERS, ClientProperties, FetchBackend, hide_secrets};
+use crate::base::properties::{
+    BOOTSTRAP_SERVERS, ClientProperties, FetchBackend, RefusedBy, RefusedProperty, hide_secrets,
+};
 use crate::error::SourceError;
 
 use super::assertion::{self as jwt, Algorithm, Assertion, Claims, Key, Signed};
@@ -183,6 +185,65 @@ pub(crate) fn choose(given: &Given<'_>) -> Result<bool, SourceError> {
             Ok(false)
         }
         (_, None) => Ok(AUTO_IS_NATIVE),
+    }
+}
+
+/// What the native path refuses of `props`, offline, where it would serve the
+/// cluster ([`ClientProperties::check`]): as [`choose`] and [`settings`] would, for a
+/// reader on a runtime without client hooks.
+pub(crate) fn check(props: &ClientProperties) -> Result<(), RefusedProperty> {
+    let cluster: Arc<str> = Arc::from("");
+    let given = Given {
+        cluster: &cluster,
+        props,
+        hooks: None,
+        runtime: true,
+    };
+    let refusal = |e: SourceError| {
+        let message = match e {
+            SourceError::Kafka { message, .. } | SourceError::Cluster { message, .. } => message,
+            other => other.to_string(),
+        };
+        // `property `K` refused: why` from [`refused`] and [`number`].
+        let own = message.strip_prefix("property `").and_then(|rest| {
+            let (key, why) = rest.split_once("` refused: ")?;
+            Some((key.to_string(), why.to_string()))
+        });
+        let (key, reason) = match own {
+            Some((key, why)) => (Some(key), why),
+            None => {
+                let located = props.refusal(&message);
+                (located.key, located.reason)
+            }
+        };
+        RefusedProperty {
+            key,
+            reason,
+            by: RefusedBy::NativeFetch,
+        }
+    };
+    let backend = props.fetch_backend()?;
+    match (backend, unsupported(&given)) {
+        (FetchBackend::Librdkafka, _) | (FetchBackend::Auto, Some(_)) => Ok(()),
+        (FetchBackend::Native, Some(why)) => {
+            // `property `K` is not supported`, or `K=value …` with a value that is no
+            // secret.
+            let key = props.refusal(&why).key;
+            let own = key.as_ref().map(|k| format!("property `{k}` "));
+            let why = match own.as_deref().and_then(|own| why.strip_prefix(own)) {
+                Some(rest) => rest.to_string(),
+                None => why,
+            };
+            Err(RefusedProperty {
+                key,
+                reason: format!(
+                    "{}, and fetch.backend=native takes no other path",
+                    why.trim_start_matches("is ")
+                ),
+                by: RefusedBy::NativeFetch,
+            })
+        }
+        (_, None) => settings(&given).map(drop).map_err(refusal),
     }
 }
 

@@ -131,6 +131,20 @@ pub enum MetadataError {
         /// Why (never the value).
         reason: String,
     },
+    /// A cluster's client properties are refused before any connection
+    /// ([`ClientProperties::check`](crate::properties::ClientProperties::check)),
+    /// located at the refused property's key (or at the cluster when the refusal
+    /// names none).
+    #[error("{}cluster `{cluster}`: {refused}", at(location))]
+    RefusedProperty {
+        /// Where the refused property (or the cluster) is written.
+        location: Option<SourceLocation>,
+        /// The logical cluster id.
+        cluster: String,
+        /// The property, who refused it and why (never its value; boxed to keep the
+        /// error small).
+        refused: Box<crate::base::properties::RefusedProperty>,
+    },
     /// A cluster's admin API failed (single-cluster service).
     #[error("cluster `{cluster}`: {message}")]
     Cluster {

@@ -35,27 +35,49 @@ struct Bootstrap {
 struct ClusterDef {
     bootstrap: Bootstrap,
     properties: ClientProperties,
+    /// Where the definition and each of its property keys are written.
+    places: ClusterPlaces,
     starting_offsets: Option<StartingOffsets>,
     stopping_offsets: Option<StoppingOffsets>,
     replaces: Option<String>,
 }
+
+/// Where a stream's cluster and its properties are written, for what is found wrong
+/// with them after the build (a property a client refuses).
+#[derive(Clone, Debug)]
+pub(super) struct ClusterPlaces {
+    /// The cluster's definition (its id).
+    pub at: SourceLocation,
+    /// Each property key, a stream's own override over the definition's;
+    /// `bootstrap.servers` where the list is written.
+    pub keys: BTreeMap<String, SourceLocation>,
+}
+
+/// [`ClusterPlaces`] of every stream's clusters, by stream and cluster id.
+pub(super) type Places = BTreeMap<(String, String), ClusterPlaces>;
 
 /// Builds streams from a document; `path` names the file in errors.
 pub(super) fn build(
     doc: Document,
     path: &Path,
     resolver: &Resolver<'_>,
-) -> Result<BTreeMap<String, KafkaStream>, MetadataError> {
-    let cx = Context { path, resolver };
-    match doc {
+) -> Result<(BTreeMap<String, KafkaStream>, Places), MetadataError> {
+    let cx = Context {
+        path,
+        resolver,
+        places: std::cell::RefCell::default(),
+    };
+    let streams = match doc {
         Document::Flink(streams) => cx.flink(streams),
         Document::Rich(doc) => cx.rich(doc),
-    }
+    }?;
+    Ok((streams, cx.places.into_inner()))
 }
 
 struct Context<'a> {
     path: &'a Path,
     resolver: &'a Resolver<'a>,
+    places: std::cell::RefCell<Places>,
 }
 
 impl Context<'_> {
@@ -122,6 +144,9 @@ impl Context<'_> {
                     replaces: self.replaces(cluster.replaces.as_ref())?,
                     mirror_of,
                 };
+                self.places
+                    .borrow_mut()
+                    .insert((stream_id.clone(), cluster_id.clone()), def.places);
                 stream.clusters.insert(cluster_id, metadata);
             }
             streams.insert(stream_id, stream);
@@ -185,6 +210,10 @@ impl Context<'_> {
                     return Err(self.invalid(&cluster_key, message));
                 }
                 let (overrides, bootstrap) = self.properties(reading.properties.as_ref())?;
+                let mut places = def.places.clone();
+                places
+                    .keys
+                    .extend(self.key_places(reading.properties.as_ref()));
                 if let Some((key, _)) = bootstrap {
                     let message = format!(
                         "stream `{stream_id}` cannot override bootstrap.servers of cluster `{cluster_id}`; \
@@ -219,11 +248,25 @@ impl Context<'_> {
                     replaces: def.replaces.clone(),
                     mirror_of,
                 };
+                self.places
+                    .borrow_mut()
+                    .insert((stream_id.clone(), cluster_id.clone()), places);
                 stream.clusters.insert(cluster_id, metadata);
             }
             streams.insert(stream_id, stream);
         }
         Ok(streams)
+    }
+
+    /// Where each property key of `raw` is written.
+    fn key_places(
+        &self,
+        raw: Option<&RawProperties>,
+    ) -> impl Iterator<Item = (String, SourceLocation)> {
+        raw.map(|p| p.0.as_slice())
+            .unwrap_or_default()
+            .iter()
+            .map(|(key, _)| (key.value.trim().to_string(), self.at(key)))
     }
 
     /// Properties plus a required bootstrap list, given once: as `bootstrapServers` or
@@ -233,9 +276,9 @@ impl Context<'_> {
         cluster_id: &str,
         cluster_key: &Spanned<String>,
         field: Option<&Spanned<String>>,
-        properties: Option<&RawProperties>,
+        raw_properties: Option<&RawProperties>,
     ) -> Result<ClusterDef, MetadataError> {
-        let (mut properties, from_properties) = self.properties(properties)?;
+        let (mut properties, from_properties) = self.properties(raw_properties)?;
         let raw = match (field, from_properties) {
             (Some(_), Some((key, _))) => {
                 let message = format!(
@@ -266,7 +309,13 @@ impl Context<'_> {
             });
         }
         properties.set(BOOTSTRAP_SERVERS, value.clone());
+        let mut keys: BTreeMap<String, SourceLocation> = self.key_places(raw_properties).collect();
+        keys.insert(BOOTSTRAP_SERVERS.to_string(), at.clone());
         Ok(ClusterDef {
+            places: ClusterPlaces {
+                at: self.at(cluster_key),
+                keys,
+            },
             bootstrap: Bootstrap {
                 value,
                 raw: raw.value.trim().to_string(),

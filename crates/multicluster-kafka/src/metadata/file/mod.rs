@@ -93,6 +93,15 @@ pub fn parse_metadata_with(
     path: &Path,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<BTreeMap<String, KafkaStream>, MetadataError> {
+    parse_placed(text, path, env).map(|(streams, _)| streams)
+}
+
+/// Parses, and says where each stream's clusters and their properties are written.
+fn parse_placed(
+    text: &str,
+    path: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<(BTreeMap<String, KafkaStream>, build::Places), MetadataError> {
     let doc = syntax::parse_document(text, path)?;
     let base_dir = match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir,
@@ -106,14 +115,93 @@ pub fn read_metadata(
     path: impl AsRef<Path>,
 ) -> Result<BTreeMap<String, KafkaStream>, MetadataError> {
     let path = path.as_ref();
+    let text = read_text(path)?;
+    parse_metadata(&text, path)
+}
+
+/// Reads a metadata file once as [`read_metadata`] does, then checks the client
+/// properties of every cluster of the streams `select` takes, offline, as the
+/// source's clients would take them on either fetch path
+/// ([`ClientProperties::check`](crate::properties::ClientProperties::check)): what
+/// passes here is not refused for its properties once the source runs. A refused
+/// property is a [`MetadataError::RefusedProperty`] located at its key (a stream's
+/// own override where it has one).
+///
+/// Loads the certificate and key files the properties name; no network call.
+///
+/// ```
+/// use std::io::Write;
+/// use multicluster_kafka::metadata::file::check_metadata;
+///
+/// let mut file = tempfile::NamedTempFile::new().unwrap();
+/// write!(file, "
+/// clusters:
+///   east:
+///     bootstrapServers: east-1:9092
+///     properties:
+///       fetch.max.bytes: lots
+/// streams:
+///   orders:
+///     clusters:
+///       east: {{ topics: [orders] }}
+/// ").unwrap();
+/// let err = check_metadata(file.path(), |_| true).unwrap_err().to_string();
+/// assert!(err.ends_with(":6:7: cluster `east`: property `fetch.max.bytes` refused by librdkafka: \
+///                        Invalid value for configuration property \"fetch.max.bytes\""), "{err}");
+/// // A stream not selected is not checked.
+/// assert!(check_metadata(file.path(), |stream| stream != "orders").is_ok());
+/// ```
+pub fn check_metadata(
+    path: impl AsRef<Path>,
+    select: impl Fn(&str) -> bool,
+) -> Result<BTreeMap<String, KafkaStream>, MetadataError> {
+    let path = path.as_ref();
+    let text = read_text(path)?;
+    let (streams, places) = parse_placed(&text, path, &|name| std::env::var(name).ok())?;
+    // One check for each distinct set of properties: a cluster read by many streams
+    // is checked once.
+    let mut checked: Vec<&crate::properties::ClientProperties> = Vec::new();
+    for ((stream, cluster), place) in &places {
+        if !select(stream) {
+            continue;
+        }
+        let Some(properties) = streams
+            .get(stream)
+            .and_then(|s| s.clusters.get(cluster))
+            .map(|c| &c.properties)
+        else {
+            continue;
+        };
+        if checked.contains(&properties) {
+            continue;
+        }
+        if let Err(refused) = properties.check() {
+            let location = refused
+                .key
+                .as_ref()
+                .and_then(|k| place.keys.get(k))
+                .unwrap_or(&place.at)
+                .clone();
+            return Err(MetadataError::RefusedProperty {
+                location: Some(location),
+                cluster: cluster.clone(),
+                refused: Box::new(refused),
+            });
+        }
+        checked.push(properties);
+    }
+    Ok(streams)
+}
+
+/// A metadata file's text, read with a size cap.
+fn read_text(path: &Path) -> Result<String, MetadataError> {
     // A pipe is fine here (`mck validate <(generate-metadata)`); the size cap ends a
     // device that never does.
     let bytes = read_bounded(path, MAX_METADATA_FILE, true).map_err(|e| MetadataError::Io {
         path: path.to_path_buf(),
         message: e.to_string(),
     })?;
-    let text = std::str::from_utf8(&bytes).map_err(|e| syntax::utf8_error(&bytes, &e, path))?;
-    parse_metadata(text, path)
+    String::from_utf8(bytes).map_err(|e| syntax::utf8_error(e.as_bytes(), &e.utf8_error(), path))
 }
 
 /// The largest metadata file read.
