@@ -95,6 +95,9 @@ pub(super) async fn open_input(
             .build()
             .map_err(|e| e.to_string())?;
         let open = async {
+            if let Service::Quick(quick) = service {
+                wait_for_quick_cluster(quick, args).await?;
+            }
             match source.open().await {
                 Ok(stream) => Ok(stream),
                 Err(e) => Err(located(e, service, args).await),

@@ -71,6 +71,78 @@ impl Service {
     }
 }
 
+/// Quick mode's wait for its cluster before the source opens, as a metadata file's
+/// run waits for its clusters: the topics are listed again with backoff until the
+/// cluster answers; within `--startup-timeout` (bounded runs: the library's default
+/// of 60 s) or, in a follow run without one, for as long as it takes. Said once, and
+/// again when the error changes. The source's own start then finds the cluster up.
+pub(super) async fn wait_for_quick_cluster(
+    service: &SingleClusterMetadataService,
+    args: &ConsumeArgs,
+) -> Result<(), String> {
+    use tokio::time::{Instant, sleep, timeout};
+    let limit = match args.startup_timeout {
+        Some(t) => t.0,
+        None => args
+            .stop()
+            .is_some()
+            .then_some(multicluster_kafka::DEFAULT_BOUNDED_STARTUP_TIMEOUT),
+    };
+    let give_up = limit.map(|t| Instant::now() + t);
+    let bootstrap = args.brokers.as_deref().unwrap_or_default();
+    let mut backoff = Duration::from_millis(200);
+    let mut said: Option<String> = None;
+    loop {
+        let listing = service.describe_streams(&args.topics);
+        let answer = match give_up {
+            Some(at) => timeout(at.saturating_duration_since(Instant::now()), listing)
+                .await
+                .unwrap_or_else(|_| {
+                    Err(multicluster_kafka::metadata::MetadataError::Cluster {
+                        cluster: QUICK_CLUSTER.into(),
+                        message: service
+                            .last_client_error()
+                            .or_else(|| said.clone())
+                            .unwrap_or_else(|| "no answer yet".into()),
+                    })
+                }),
+            None => listing.await,
+        };
+        let error = match answer {
+            Ok(_) => return Ok(()),
+            Err(multicluster_kafka::metadata::MetadataError::Cluster { message, .. }) => message,
+            // Anything else is the source's to say as it opens.
+            Err(_) => return Ok(()),
+        };
+        if let (Some(at), Some(limit)) = (give_up, limit)
+            && Instant::now() + backoff >= at
+        {
+            return Err(format!(
+                "cluster `{QUICK_CLUSTER}`: did not answer within the start-up timeout of \
+                 {limit:?} (bootstrap {bootstrap}): {error}"
+            ));
+        }
+        if said.as_deref() != Some(error.as_str()) {
+            let then = match limit {
+                Some(limit) => {
+                    format!("fails if it does not answer within the start-up timeout of {limit:?}")
+                }
+                None => "waits for as long as it takes (--startup-timeout bounds it)".into(),
+            };
+            tracing::warn!(
+                cluster = QUICK_CLUSTER,
+                bootstrap,
+                error = %error,
+                "cannot reach the cluster; the run starts once it answers, tries again with \
+                 backoff, and {then} (said again only when the error changes)"
+            );
+            said = Some(error);
+        }
+        sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(5));
+    }
+}
+
 /// The library's builder options that its errors name, as this command's flags.
 const BUILDER_TO_FLAGS: &[(&str, &str)] = &[
     (

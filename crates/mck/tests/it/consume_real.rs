@@ -6,7 +6,7 @@ use crate::support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use mck_testkit::{KafkaCluster, TestCluster, TestRecord, assert_each_once, shared_cluster};
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -590,4 +590,78 @@ fn counts_larger_than_a_batch_are_exact_across_runs_on_one_checkpoint() {
         }
     }
     assert_each_once(got, produced.into_iter().map(|r| r.3));
+}
+
+/// Quick mode (`-b HOST:PORT -t TOPIC`) waits for its cluster as a metadata file's run
+/// waits for its clusters: a bounded run with `--startup-timeout 2s` fails at about
+/// 2 s (not the 30 s of one metadata request) with the located line; a follow run
+/// keeps waiting and reads once the cluster answers. The cluster "comes up" when a
+/// proxy that held every connection is given its broker.
+#[test]
+fn quick_mode_waits_for_its_cluster_within_the_startup_timeout_or_follows_it_up() {
+    use mck_testkit::proxy::FaultProxy;
+    let topic = "quick-wait";
+    a().create_topic(topic, 2).unwrap();
+    let sent = fill(a(), topic, 2, 25, "qw");
+
+    let held = FaultProxy::bind().unwrap();
+    let began = Instant::now();
+    let out = mck()
+        .args(["consume", "-b", &held.addr().to_string(), "-t", topic, "-e"])
+        .args(["--startup-timeout", "2s"])
+        .output()
+        .unwrap();
+    let took = began.elapsed();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        took < Duration::from_secs(10),
+        "a 2 s start-up timeout ended after {took:?}: {stderr}"
+    );
+    let last = stderr.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with(&format!(
+            "mck: error: cluster `kafka`: did not answer within the start-up timeout of 2s (bootstrap {})",
+            held.addr()
+        )),
+        "{stderr}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("out.jsonl");
+    let proxy = FaultProxy::bind().unwrap();
+    let args = s(&[
+        "-b",
+        &proxy.addr().to_string(),
+        "-t",
+        topic,
+        "--output",
+        &path_arg(&file),
+    ]);
+    let mut run = Run::start(&args, dir.path().join("stderr"));
+    // Longer than one metadata request's first patience (5 s) and than a start-up
+    // timeout would be; the follow run has none.
+    std::thread::sleep(Duration::from_secs(8));
+    assert!(
+        run.child.try_wait().unwrap().is_none(),
+        "the follow run ended while its cluster did not answer: {}",
+        run.stderr()
+    );
+    assert!(!run.stderr().contains("mck: error"), "{}", run.stderr());
+    assert_eq!(support::lines_in(&file), 0);
+    let broker: std::net::SocketAddr = a().bootstrap_servers().parse().unwrap();
+    proxy.set_upstream(broker);
+    wait_for_lines(&file, sent.len(), &mut run);
+    run.signal(libc::SIGINT);
+    assert!(run.wait(), "{}", run.stderr());
+    let mut got = read_output(&file);
+    let mut want = sent;
+    got.sort();
+    want.sort();
+    // Quick mode's cluster is `kafka`, the test kit's is `a`.
+    let want: Vec<Rec> = want
+        .into_iter()
+        .map(|(_, t, p, v)| ("kafka".to_string(), t, p, v))
+        .collect();
+    assert_eq!(got, want, "each record once");
 }

@@ -1,6 +1,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -75,6 +75,9 @@ pub struct SingleClusterMetadataService {
     client: Mutex<Option<Client>>,
     /// How the listings went so far ([`Listing`]), for how loudly a failure is said.
     listing: AtomicU8,
+    /// The first listing's slowness was said (once: a caller that tries again while
+    /// the cluster does not answer says so itself).
+    slow_said: AtomicBool,
 }
 
 /// The states of [`SingleClusterMetadataService::listing`].
@@ -154,6 +157,7 @@ impl SingleClusterMetadataService {
                     metadata_timeout: timeout,
                     client: Mutex::new(Some(Client::Native(Arc::new(lookup)))),
                     listing: AtomicU8::new(Listing::NEVER),
+                    slow_said: AtomicBool::new(false),
                 });
             }
         }
@@ -173,6 +177,7 @@ impl SingleClusterMetadataService {
             metadata_timeout: Self::DEFAULT_METADATA_TIMEOUT,
             client: Mutex::new(Some(Client::Librdkafka(Arc::new(client)))),
             listing: AtomicU8::new(Listing::NEVER),
+            slow_said: AtomicBool::new(false),
         })
     }
 
@@ -186,6 +191,17 @@ impl SingleClusterMetadataService {
         }
         drop(client);
         self
+    }
+
+    /// The client's last error while it tries to reach the cluster (a refused
+    /// connection, a failed handshake), without secrets; for a caller whose own wait
+    /// ends before a listing does, to say why.
+    pub fn last_client_error(&self) -> Option<String> {
+        let cause = self.lock().as_ref().and_then(|c| match c {
+            Client::Native(lookup) => lookup.last_error(),
+            Client::Librdkafka(admin) => admin.inner().context().last_error(),
+        })?;
+        Some(redact(&self.properties, cause))
     }
 
     /// The logical id of the cluster this service reads.
@@ -244,15 +260,13 @@ impl SingleClusterMetadataService {
         let fetched = tokio::select! {
             fetched = &mut fetch => fetched,
             _ = tokio::time::sleep(Self::SLOW_FIRST_ANSWER) => {
-                if self.listing.load(Ordering::Relaxed) == Listing::NEVER {
+                if self.listing.load(Ordering::Relaxed) == Listing::NEVER
+                    && !self.slow_said.swap(true, Ordering::Relaxed)
+                {
                     // Nothing else is said before the request's timeout ends it.
-                    let cause = self.lock().as_ref().and_then(|c| match c {
-                        Client::Native(lookup) => lookup.last_error(),
-                        Client::Librdkafka(admin) => admin.inner().context().last_error(),
-                    });
-                    let cause = cause.map_or_else(String::new, |c| format!(" (last client error: {c})"));
+                    let cause = self.last_client_error().map_or_else(String::new, |c| format!(" (last client error: {c})"));
                     let bootstrap = self.properties.shown("bootstrap.servers").unwrap_or_default();
-                    tracing::warn!(cluster = %self.cluster_id, bootstrap, "no answer from the cluster yet{}; waiting up to the metadata timeout of {:?}", redact(&self.properties, cause), self.metadata_timeout);
+                    tracing::warn!(cluster = %self.cluster_id, bootstrap, "no answer from the cluster yet{cause}; waiting up to the metadata timeout of {:?}", self.metadata_timeout);
                 }
                 fetch.await
             }
