@@ -159,6 +159,15 @@ pub(super) fn is_json_path(path: &Path) -> bool {
 /// Parses the text of `path` (YAML, or strict JSON when the name ends in `.json`).
 pub(super) fn parse_document(text: &str, path: &Path) -> Result<Document, MetadataError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    if yaml_lines(text).all(|line| {
+        let line = line.trim();
+        line.is_empty() || line.starts_with('#') || line == "---"
+    }) {
+        return Err(MetadataError::Syntax {
+            location: Some(SourceLocation::new(path, 1, 1)),
+            message: format!("the file is empty: {WHAT_A_FILE_IS}"),
+        });
+    }
     if is_json_path(path) {
         check_json(text, path)?;
     }
@@ -168,6 +177,11 @@ pub(super) fn parse_document(text: &str, path: &Path) -> Result<Document, Metada
         Ok(doc) => return Ok(doc),
         Err(e) => e,
     };
+    // The parser meets a field's name before the syntax after it: a broken document
+    // (an unclosed `[`) is said as such, not as the field it broke off in.
+    if let Err(broken) = parse_any(text) {
+        return Err(yaml_error(&broken, text, path));
+    }
     // Serde reports a repeated struct field without a position (or with the first
     // one): the strict policy pins it to the repeated key.
     if (first.location().is_none() || first.to_string().starts_with("duplicate field"))
@@ -186,8 +200,55 @@ fn parse_with(text: &str, duplicates: DuplicateKeyPolicy) -> Result<Document, se
     serde_saphyr::from_str_with_options(text, options)
 }
 
+/// Parses the YAML alone, for its syntax: any shape, repeated keys allowed.
+fn parse_any(text: &str) -> Result<de::IgnoredAny, serde_saphyr::Error> {
+    let mut options = serde_saphyr::Options::default();
+    options.with_snippet = false;
+    options.duplicate_keys = DuplicateKeyPolicy::PassThrough;
+    serde_saphyr::from_str_with_options(text, options)
+}
+
+/// What a metadata file holds, for errors about its shape.
+const WHAT_A_FILE_IS: &str = "a metadata file is a list of streams (Flink's layout) or a \
+                              mapping with `clusters` and `streams`";
+
+/// The text at a parser position, as a person would quote it: up to the line's end
+/// or a comment, at most 40 characters.
+fn found_at(text: &str, at: &serde_saphyr::Location) -> Option<String> {
+    let line = yaml_lines(text).nth(usize::try_from(at.line()).ok()?.checked_sub(1)?)?;
+    let rest: String = line
+        .chars()
+        .skip(usize::try_from(at.column()).ok()?.saturating_sub(1))
+        .collect();
+    let rest = rest.split(" #").next().unwrap_or_default().trim();
+    if rest.is_empty() {
+        return None;
+    }
+    let mut quoted: String = rest.chars().take(40).collect();
+    if rest.chars().count() > 40 {
+        quoted.push('…');
+    }
+    Some(quoted)
+}
+
+/// The parser's words about a value of the wrong shape, in a person's: what belongs
+/// there and what was found.
+fn shape_message(message: &str, found: Option<&str>) -> Option<String> {
+    let wanted = match message {
+        "expected mapping start" => "a mapping (`key: value` lines or `{key: value}`)",
+        "expected sequence start" => "a list (`- item` lines or `[a, b]`)",
+        _ => return None,
+    };
+    Some(match found {
+        Some(found) => format!("expected {wanted} here, found `{found}`"),
+        None => format!("expected {wanted} here"),
+    })
+}
+
 fn yaml_error(err: &serde_saphyr::Error, text: &str, path: &Path) -> MetadataError {
     let message = clean_message(&err.without_snippet().to_string());
+    let found = err.location().and_then(|at| found_at(text, &at));
+    let message = shape_message(&message, found.as_deref()).unwrap_or(message);
     let location = match err.location() {
         Some(at) if at.line() > 0 => Some(location(path, &at)),
         // The top-level type error has no position: it is about the first value.
@@ -297,6 +358,43 @@ mod tests {
             }) => (l.line, l.column, message),
             other => panic!("expected a located syntax error, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn an_empty_file_a_scalar_for_a_mapping_and_a_broken_list_say_so() {
+        for (text, name) in [
+            ("", "m.yaml"),
+            ("# nothing\n---\n\n", "m.yaml"),
+            ("\n", "m.json"),
+        ] {
+            let (line, column, message) = syntax_at(text, name);
+            assert_eq!((line, column), (1, 1), "{text:?}");
+            assert!(message.starts_with("the file is empty: "), "{message}");
+        }
+        let mirror = "clusters:\n  east: {bootstrapServers: \"e:1\"}\n  west: {bootstrapServers: \"w:1\"}\n\
+                      streams:\n  o:\n    clusters:\n      east: {topics: [t]}\n      west:\n\
+                      \x20       topics: [t]\n        mirrorOf: north # the source\n";
+        assert_eq!(
+            syntax_at(mirror, "m.yaml"),
+            (
+                10,
+                19,
+                "expected a mapping (`key: value` lines or `{key: value}`) here, found `north`"
+                    .into()
+            )
+        );
+        let (line, column, message) =
+            syntax_at("- streamId: x\n  clusterMetadataList: nope\n", "m.yaml");
+        assert_eq!((line, column), (2, 24));
+        assert_eq!(
+            message,
+            "expected a list (`- item` lines or `[a, b]`) here, found `nope`"
+        );
+        // The broken list is said, not the field it broke off in.
+        let (line, column, message) = syntax_at("a: [\n", "m.yaml");
+        assert_eq!((line, column), (1, 4));
+        assert!(message.contains("unclosed bracket"), "{message}");
+        assert!(!message.contains("unknown field"), "{message}");
     }
 
     #[test]
