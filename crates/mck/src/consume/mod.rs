@@ -66,7 +66,7 @@ use files::{checkpoint, lock_error, open_output};
 use input::{Input, Item, Read};
 use open::{open_input, source_builder};
 use read_loop::{Run, read_loop};
-use service::{Service, located, wait_for_quick_cluster};
+use service::{Service, in_words, located, wait_for_quick_cluster};
 
 /// The checkpoint's user-data key holding the output file's length.
 pub const OUTPUT_LENGTH: &str = "output-length";

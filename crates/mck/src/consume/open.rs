@@ -93,7 +93,7 @@ pub(super) async fn open_input(
         let source = builder
             .deserializer(InBatch)
             .build()
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| in_words(&e))?;
         let open = async {
             if let Service::Quick(quick) = service {
                 wait_for_quick_cluster(quick, args).await?;

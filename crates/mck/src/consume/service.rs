@@ -155,6 +155,28 @@ const BUILDER_TO_FLAGS: &[(&str, &str)] = &[
     ),
 ];
 
+/// The library's builder settings that its configuration errors name, as this
+/// command's flags.
+const SETTINGS_TO_FLAGS: &[(&str, &str)] = &[
+    ("group_id", "--group"),
+    ("stream_ids", "--stream"),
+    ("stream_pattern", "--stream-pattern"),
+    ("scale_out", "--scale-out"),
+    ("order", "--order"),
+];
+
+/// A source error as the run's words: a configuration error names the flag (or
+/// `-X` property) for the builder setting it names; other errors as
+/// [`in_flags`] says them.
+pub(super) fn in_words(e: &SourceError) -> String {
+    if let SourceError::Config(c) = e
+        && let Some((_, flag)) = SETTINGS_TO_FLAGS.iter().find(|(s, _)| *s == c.setting)
+    {
+        return format!("{flag}: {}", c.message);
+    }
+    in_flags(&e.to_string())
+}
+
 /// An error line of the library with the builder options it names said as flags.
 fn in_flags(line: &str) -> String {
     BUILDER_TO_FLAGS
@@ -169,6 +191,9 @@ fn in_flags(line: &str) -> String {
 /// file, the cluster and the property librdkafka refuses (or `-X` when the property
 /// came from the command line), with librdkafka's reason and never the value.
 pub(super) async fn located(e: SourceError, service: &Service, args: &ConsumeArgs) -> String {
+    if matches!(e, SourceError::Config(_)) {
+        return in_words(&e);
+    }
     if matches!(
         e,
         SourceError::OffsetOutOfRange { .. }

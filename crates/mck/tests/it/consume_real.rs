@@ -222,6 +222,24 @@ fn bad_arguments_and_unknown_streams_fail_with_one_line() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("did you mean -b 127.0.0.1:9092?"), "{err}");
+
+    // The library's builder setting is said as the flag.
+    let out = mck()
+        .args([
+            "consume",
+            &path_arg(&md),
+            "--stream",
+            "orders",
+            "-o",
+            "committed",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "mck: error: --group: starting from committed offsets needs a group id\n"
+    );
 }
 
 /// A small deterministic generator for the kill moments (the seed is printed).
