@@ -160,7 +160,7 @@ pub fn check_metadata(
     let (streams, places) = parse_placed(&text, path, &|name| std::env::var(name).ok())?;
     // One check for each distinct set of properties: a cluster read by many streams
     // is checked once.
-    let mut checked: Vec<&crate::properties::ClientProperties> = Vec::new();
+    let mut checked: Vec<&crate::base::properties::ClientProperties> = Vec::new();
     for ((stream, cluster), place) in &places {
         if !select(stream) {
             continue;
