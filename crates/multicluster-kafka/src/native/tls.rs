@@ -294,7 +294,9 @@ fn private_key(key: &Pem, password: Option<&str>) -> Result<PKey<Private>, TlsEr
     let bytes = read(property, key)?;
     let parsed = match password {
         Some(pw) => PKey::private_key_from_pem_passphrase(&bytes, pw.as_bytes()),
-        None => PKey::private_key_from_pem(&bytes),
+        // No password: an encrypted key fails here. (Without a callback, OpenSSL would
+        // ask for one on the terminal and wait.)
+        None => PKey::private_key_from_pem_callback(&bytes, |_| Ok(0)),
     };
     parsed.map_err(|_| {
         let why = if password.is_some() {
