@@ -3,8 +3,8 @@
 //! of the metadata (503 with the reason until then, and again while a cluster is being
 //! connected or waits to be tried again: `mck_clusters_waiting`, which the source sets
 //! first when its start-up connected what it could); `/live` answers 200 while the
-//! process serves. Every other path serves the metrics (as the exporter's own listener
-//! did).
+//! process serves; `/metrics` serves the metrics. Any other path answers 404 naming
+//! these three.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -49,7 +49,7 @@ fn answer(path: &str, metrics: &PrometheusHandle, clusters: &Clusters) -> Respon
             Ok(why) => text(StatusCode::OK, why),
             Err(why) => text(StatusCode::SERVICE_UNAVAILABLE, why),
         },
-        _ => {
+        "/metrics" => {
             let mut r = text(StatusCode::OK, metrics.render());
             r.headers_mut().insert(
                 hyper::header::CONTENT_TYPE,
@@ -57,6 +57,10 @@ fn answer(path: &str, metrics: &PrometheusHandle, clusters: &Clusters) -> Respon
             );
             r
         }
+        other => text(
+            StatusCode::NOT_FOUND,
+            format!("no {other} here: the paths are /metrics, /ready and /live\n"),
+        ),
     }
 }
 

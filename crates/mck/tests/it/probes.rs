@@ -111,6 +111,10 @@ fn ready_waits_for_every_cluster_and_live_answers_all_along() {
         assert!(Instant::now() < until, "{metrics}");
         std::thread::sleep(Duration::from_millis(200));
     }
+    // Off its paths, the endpoint says which they are.
+    let (status, body) = get(&addr, "/").unwrap();
+    assert_eq!(status, 404, "{body}");
+    assert!(body.contains("/metrics, /ready and /live"), "{body}");
     run.signal(libc::SIGTERM);
     assert!(run.wait(), "mck ends with 0 on SIGTERM");
 }
