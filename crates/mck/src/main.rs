@@ -133,3 +133,161 @@ fn main() -> ExitCode {
         }
     }
 }
+
+#[cfg(all(test, feature = "demo"))]
+mod tests {
+    use super::*;
+
+    /// The help's example lines (`  mck …`, and their `\`-continued lines) as
+    /// fenced shell blocks: as plain Markdown they would run together.
+    fn fence_examples(markdown: &str) -> String {
+        let mut out = String::new();
+        let mut in_block = false;
+        let mut continued = false;
+        for line in markdown.lines() {
+            let example = line.starts_with("  mck ") || (in_block && continued);
+            if example && !in_block {
+                out.push_str("```sh\n");
+                in_block = true;
+            } else if !example && in_block {
+                out.push_str("```\n");
+                in_block = false;
+            }
+            if example {
+                out.push_str(line.strip_prefix("  ").unwrap_or(line));
+                continued = line.trim_end().ends_with('\\');
+            } else {
+                out.push_str(line);
+            }
+            out.push('\n');
+        }
+        if in_block {
+            out.push_str("```\n");
+        }
+        out
+    }
+
+    /// The `mck …` commands a Markdown text shows: in code spans, and on the lines of
+    /// its fenced blocks (with `\`-continued lines joined).
+    fn commands_shown(text: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut fenced = false;
+        let mut pending = String::new();
+        for line in text.lines() {
+            if line.trim_start().starts_with("```") {
+                fenced = !fenced;
+                continue;
+            }
+            if fenced {
+                pending.push_str(line.trim_end().trim_end_matches('\\'));
+                pending.push(' ');
+                if line.trim_end().ends_with('\\') {
+                    continue;
+                }
+                let joined = std::mem::take(&mut pending);
+                if let Some(at) = joined.find("mck ") {
+                    out.push(joined[at..].to_string());
+                }
+                continue;
+            }
+            for (i, span) in line.split('`').enumerate() {
+                if i % 2 == 1 && span.starts_with("mck ") {
+                    out.push(span.to_string());
+                }
+            }
+        }
+        out
+    }
+
+    /// Every `mck` command the README and docs/ show names a subcommand that exists,
+    /// and only flags that subcommand (or every command) takes.
+    #[test]
+    fn the_docs_name_only_commands_and_flags_that_exist() {
+        let cli = Cli::command();
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let mut documents = vec![
+            root.join("README.md"),
+            root.join("deploy/kubernetes/README.md"),
+        ];
+        for entry in std::fs::read_dir(root.join("docs")).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "md") && !path.ends_with("cli.md") {
+                documents.push(path);
+            }
+        }
+        let mut wrong = Vec::new();
+        let mut checked = 0;
+        for document in &documents {
+            let text = std::fs::read_to_string(document).unwrap();
+            for command in commands_shown(&text) {
+                // Up to a pipe, a comment or the next command of the line.
+                let command = command
+                    .split(['|', '#', ';', '&', ')'])
+                    .next()
+                    .unwrap_or_default();
+                let mut words = command.split_whitespace().skip(1);
+                let Some(name) = words.next() else { continue };
+                if name.starts_with('-') || name.starts_with('<') || name == "..." {
+                    continue;
+                }
+                let Some(sub) = cli.find_subcommand(name) else {
+                    wrong.push(format!(
+                        "{}: `mck {name}` is no command",
+                        document.display()
+                    ));
+                    continue;
+                };
+                checked += 1;
+                for flag in words.filter_map(|w| w.strip_prefix("--")) {
+                    let flag: String = flag
+                        .chars()
+                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+                        .collect();
+                    let known = flag.is_empty()
+                        || ["help", "version"].contains(&flag.as_str())
+                        || sub
+                            .get_arguments()
+                            .chain(cli.get_arguments())
+                            .any(|a| a.get_long() == Some(flag.as_str()));
+                    if !known {
+                        wrong.push(format!(
+                            "{}: `mck {name}` takes no --{flag}",
+                            document.display()
+                        ));
+                    }
+                }
+            }
+        }
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+        assert!(checked > 30, "only {checked} commands found in the docs");
+    }
+
+    /// docs/cli.md is the reference of every command and flag, rendered from these
+    /// clap definitions (so it says what `--help` says). When the definitions change,
+    /// `MCK_WRITE_CLI_DOC=1 cargo test -p mck cli_reference` writes it again.
+    #[test]
+    fn the_cli_reference_is_what_the_help_says() {
+        let options = clap_markdown::MarkdownOptions::new()
+            .title("The `mck` command line".to_string())
+            .show_footer(false);
+        let header = "<!-- Written by `MCK_WRITE_CLI_DOC=1 cargo test -p mck cli_reference` \
+                      from the clap definitions; a test fails when it differs from them. -->\n\n";
+        let rendered = format!(
+            "{header}{}",
+            fence_examples(&clap_markdown::help_markdown_command_custom(
+                &Cli::command(),
+                &options
+            ))
+        );
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/cli.md");
+        if std::env::var_os("MCK_WRITE_CLI_DOC").is_some() {
+            std::fs::write(&path, &rendered).unwrap();
+        }
+        let committed = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            committed == rendered,
+            "docs/cli.md differs from the clap definitions: run \
+             `MCK_WRITE_CLI_DOC=1 cargo test -p mck cli_reference` and commit it"
+        );
+    }
+}

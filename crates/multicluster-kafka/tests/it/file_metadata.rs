@@ -381,3 +381,114 @@ streams:
         assert!(!shown.contains('\n'), "{shown}");
     }
 }
+
+/// The fenced YAML and JSON blocks of a Markdown text, with the line each starts on.
+fn fenced_examples(text: &str) -> Vec<(usize, &'static str, String)> {
+    let mut out = Vec::new();
+    let mut open: Option<(usize, &'static str, String)> = None;
+    for (n, line) in text.lines().enumerate() {
+        let fence = line.trim_start();
+        match open.as_mut() {
+            None => {
+                let kind = match fence {
+                    "```yaml" | "```yml" => "yaml",
+                    "```json" => "json",
+                    _ => continue,
+                };
+                open = Some((n + 2, kind, String::new()));
+            }
+            Some(_) if fence.starts_with("```") => out.extend(open.take()),
+            Some((_, _, body)) => {
+                body.push_str(line);
+                body.push('\n');
+            }
+        }
+    }
+    out
+}
+
+/// `${file:…}` references of `text` moved under `dir`, each file made there.
+fn files_under(text: &str, dir: &Path) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("${file:") {
+        let (before, from) = rest.split_at(at + "${file:".len());
+        let end = from.find('}').unwrap_or(from.len());
+        let named = &from[..end];
+        let file = dir.join(named.trim_start_matches('/'));
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(&file, "from-a-file\n").unwrap();
+        out.push_str(before);
+        out.push_str(&file.display().to_string());
+        rest = &from[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Every YAML and JSON example of the README and docs/ parses with the real parser:
+/// whole metadata files as they are, a file's `clusters:` alone with a stream that
+/// reads its first cluster, a cluster's `properties:` inside a cluster definition.
+/// The files `${file:…}` references name are made, every variable is answered.
+#[test]
+fn every_yaml_and_json_example_in_the_docs_parses() {
+    let root = manifest_dir().join("../..");
+    let mut documents = vec![root.join("README.md")];
+    for entry in std::fs::read_dir(root.join("docs")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "md") {
+            documents.push(path);
+        }
+    }
+    let env = |_: &str| Some("env-value".to_string());
+    let mut parsed = 0;
+    let mut failures = Vec::new();
+    for document in &documents {
+        let text = std::fs::read_to_string(document).unwrap();
+        for (line, kind, body) in fenced_examples(&text) {
+            if body.contains("apiVersion:") {
+                continue; // a Kubernetes manifest (deploy_manifests.rs checks those)
+            }
+            let dir = tempfile::tempdir().unwrap();
+            let body = files_under(&body, dir.path());
+            let start = body.trim_start();
+            let whole = if start.starts_with("properties:") {
+                let indented: String = body.lines().map(|l| format!("    {l}\n")).collect();
+                format!(
+                    "clusters:\n  c:\n    bootstrapServers: h:9092\n{indented}\
+                     streams:\n  s:\n    clusters:\n      c: {{topics: [t]}}\n"
+                )
+            } else if start.starts_with("clusters:") && !body.contains("\nstreams:") {
+                let first = body
+                    .lines()
+                    .find_map(|l| {
+                        let id = l.strip_prefix("  ")?.strip_suffix(':')?;
+                        (!id.starts_with(' ')).then_some(id)
+                    })
+                    .unwrap_or("?");
+                format!("{body}streams:\n  s:\n    clusters:\n      {first}: {{topics: [t]}}\n")
+            } else {
+                body
+            };
+            let name = dir.path().join(if kind == "json" {
+                "example.json"
+            } else {
+                "example.yaml"
+            });
+            match multicluster_kafka::metadata::file::parse_metadata_with(&whole, &name, &env) {
+                Ok(streams) if !streams.is_empty() => parsed += 1,
+                Ok(_) => failures.push(format!("{}:{line}: no streams", document.display())),
+                Err(e) => failures.push(format!("{}:{line}: {e}", document.display())),
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "examples that do not parse:\n{}",
+        failures.join("\n")
+    );
+    assert!(
+        parsed >= 15,
+        "only {parsed} examples found: is the fence detection broken?"
+    );
+}
