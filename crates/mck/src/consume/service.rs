@@ -71,6 +71,9 @@ impl Service {
     }
 }
 
+/// How long one of quick mode's listings waits for the cluster.
+const QUICK_LISTING_TIMEOUT: Duration = SingleClusterMetadataService::DEFAULT_METADATA_TIMEOUT;
+
 /// Quick mode's wait for its cluster before the source opens, as a metadata file's
 /// run waits for its clusters: the topics are listed again with backoff until the
 /// cluster answers; within `--startup-timeout` (bounded runs: the library's default
@@ -93,26 +96,32 @@ pub(super) async fn wait_for_quick_cluster(
     let mut backoff = Duration::from_millis(200);
     let mut said: Option<String> = None;
     loop {
+        let began = Instant::now();
         let listing = service.describe_streams(&args.topics);
+        // `None`: the start-up timeout ended the listing.
         let answer = match give_up {
             Some(at) => timeout(at.saturating_duration_since(Instant::now()), listing)
                 .await
-                .unwrap_or_else(|_| {
-                    Err(multicluster_kafka::metadata::MetadataError::Cluster {
-                        cluster: QUICK_CLUSTER.into(),
-                        message: service
-                            .last_client_error()
-                            .or_else(|| said.clone())
-                            .unwrap_or_else(|| "no answer yet".into()),
-                    })
-                }),
-            None => listing.await,
+                .ok(),
+            None => Some(listing.await),
         };
         let error = match answer {
-            Ok(_) => return Ok(()),
-            Err(multicluster_kafka::metadata::MetadataError::Cluster { message, .. }) => message,
+            Some(Ok(_)) => return Ok(()),
+            None => service
+                .last_client_error()
+                .or_else(|| said.clone())
+                .unwrap_or_else(|| "no answer yet".into()),
+            // A listing ends before its timeout only when the cluster refused the
+            // client (credentials, certificates; an unreachable one is tried until
+            // the timeout): that fails the start at once, as with a metadata file.
+            Some(Err(e)) if began.elapsed() + Duration::from_secs(1) < QUICK_LISTING_TIMEOUT => {
+                return Err(e.to_string());
+            }
+            Some(Err(multicluster_kafka::metadata::MetadataError::Cluster { message, .. })) => {
+                message
+            }
             // Anything else is the source's to say as it opens.
-            Err(_) => return Ok(()),
+            Some(Err(_)) => return Ok(()),
         };
         if let (Some(at), Some(limit)) = (give_up, limit)
             && Instant::now() + backoff >= at
