@@ -77,12 +77,19 @@ fn out(text: std::fmt::Arguments<'_>) {
     }
 }
 
+/// The demo's clusters are librdkafka's in-process mock brokers, which hold an empty
+/// fetch for the whole of `fetch.wait.max.ms` (500 ms by default) even when records
+/// arrive meanwhile; a real broker answers as soon as they do. A short wait keeps
+/// the demo's handover what it is on real brokers.
+const MOCK_FETCH_WAIT: &str = "      # Mock brokers answer a waiting fetch only when its wait ends.\n      \
+                               properties: {fetch.wait.max.ms: \"20\"}\n";
+
 /// Writes the metadata file atomically (a reader never sees half a file).
 fn write_metadata(path: &Path, clusters: &[&MockKafkaCluster]) -> Result<(), String> {
     let mut yaml = format!("- streamId: {STREAM}\n  clusterMetadataList:\n");
     for c in clusters {
         yaml.push_str(&format!(
-            "    - clusterId: {}\n      bootstrapServers: {}\n      topics: [{TOPIC}]\n",
+            "    - clusterId: {}\n      bootstrapServers: {}\n      topics: [{TOPIC}]\n{MOCK_FETCH_WAIT}",
             c.logical_id(),
             c.bootstrap_servers()
         ));
