@@ -1,9 +1,11 @@
-//! The Kubernetes manifests of `deploy/kubernetes/` fit the binary: the StatefulSet's
-//! container arguments are accepted by `mck consume` for every replica's shard, its
-//! shard count is its replica count, its probes and port are those of
+//! The Kubernetes manifests of `deploy/kubernetes/` and the Dockerfile fit the binary
+//! and each other: the StatefulSet's container arguments are accepted by `mck
+//! consume` for every replica's shard, the kustomization derives its shard count from
+//! its replicas, its probes, port and Prometheus annotations are those of
 //! `--metrics-addr`, its metadata file is the ConfigMap's key, mounted as a directory
-//! (so updates reach the pod), and that file passes `mck validate`; the Deployment of
-//! group mode likewise.
+//! (so updates reach the pod), and that file passes `mck validate` with the Secret's
+//! files where it names them; the Deployment of group mode likewise. The image runs
+//! as the pods' user and holds every library the binary links.
 
 use crate::support;
 
@@ -35,12 +37,80 @@ fn expand(arg: &str, env: &[(String, String)]) -> String {
     out
 }
 
-/// Checks a workload's pod: the metadata file is the ConfigMap's key on a directory
-/// mount and passes `mck validate`, the probes and port are those of
-/// `--metrics-addr`, and `mck consume` accepts the arguments (with `env` for their
-/// `$(NAME)` references). Returns the arguments as written.
-fn check_pod(pod: &Value, config: &Value, envs: &[Vec<(String, String)>]) -> Vec<String> {
+/// The metadata file's `${file:…}` references to a mounted Secret, made real: each
+/// file written under `dir` from the Secret's `stringData`, the reference moved there.
+fn secret_files(text: &str, pod: &Value, secret: &Value, dir: &Path) -> String {
     let container = &pod["containers"][0];
+    let mut out = text.to_string();
+    let mut rest = text;
+    while let Some(at) = rest.find("${file:") {
+        let from = &rest[at + "${file:".len()..];
+        let path = &from[..from.find('}').expect("a closed reference")];
+        rest = &from[path.len()..];
+        let mount = container["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| Path::new(path).starts_with(str_of(&m["mountPath"], "mountPath")))
+            .unwrap_or_else(|| panic!("{path} is on no mounted volume"));
+        let volume = pod["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"] == mount["name"])
+            .expect("the mount's volume");
+        assert_eq!(
+            volume["secret"]["secretName"], secret["metadata"]["name"],
+            "{path} is a file of the Secret"
+        );
+        let key = Path::new(path)
+            .strip_prefix(str_of(&mount["mountPath"], "mountPath"))
+            .unwrap();
+        let value = str_of(
+            &secret["stringData"][key.to_str().unwrap()],
+            "the Secret's key",
+        );
+        assert!(
+            !text.contains(value),
+            "the secret's value is in the ConfigMap"
+        );
+        let file = dir.join("secrets").join(key);
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(&file, value).unwrap();
+        out = out.replace(path, file.to_str().unwrap());
+    }
+    out
+}
+
+/// Checks a workload's pod: the metadata file is the ConfigMap's key on a directory
+/// mount and passes `mck validate` (with the Secret's files), the probes, port and
+/// Prometheus annotations are those of `--metrics-addr`, the image is the Dockerfile's
+/// and runs as its user, and `mck consume` accepts the arguments (with `env` for their
+/// `$(NAME)` references). Returns the arguments as written.
+fn check_pod(
+    template: &Value,
+    config: &Value,
+    secret: &Value,
+    envs: &[Vec<(String, String)>],
+) -> Vec<String> {
+    let pod = &template["spec"];
+    let container = &pod["containers"][0];
+    assert_eq!(
+        container["imagePullPolicy"], "IfNotPresent",
+        "a locally built image is used as it is"
+    );
+    let user = dockerfile_user();
+    let security = &pod["securityContext"];
+    assert_eq!(
+        security["runAsUser"].as_u64(),
+        Some(user),
+        "the image's user"
+    );
+    assert_eq!(
+        security["fsGroup"].as_u64(),
+        Some(user),
+        "volumes writable by it"
+    );
     let args: Vec<String> = container["args"]
         .as_array()
         .expect("args")
@@ -70,7 +140,7 @@ fn check_pod(pod: &Value, config: &Value, envs: &[Vec<(String, String)>]) -> Vec
     let streams = str_of(&config["data"][key], "the ConfigMap's metadata file");
     let dir = tempfile::tempdir().unwrap();
     let md = dir.path().join(key);
-    std::fs::write(&md, streams).unwrap();
+    std::fs::write(&md, secret_files(streams, pod, secret, dir.path())).unwrap();
     let out = mck().arg("validate").arg(&md).output().unwrap();
     assert!(
         out.status.success(),
@@ -92,6 +162,10 @@ fn check_pod(pod: &Value, config: &Value, envs: &[Vec<(String, String)>]) -> Vec
         assert_eq!(container[probe]["httpGet"]["path"], path);
         assert_eq!(container[probe]["httpGet"]["port"], named["name"]);
     }
+    let annotations = &template["metadata"]["annotations"];
+    assert_eq!(annotations["prometheus.io/scrape"], "true");
+    assert_eq!(annotations["prometheus.io/port"], port.to_string());
+    assert_eq!(annotations["prometheus.io/path"], "/metrics");
     // The arguments pass mck consume's parser: run with the metadata file and any
     // volume moved to a temporary directory and a free port, each run stops at the
     // metadata file, which is not there (exit 1), never at the arguments (exit 2).
@@ -119,10 +193,13 @@ fn check_pod(pod: &Value, config: &Value, envs: &[Vec<(String, String)>]) -> Vec
 fn the_deployment_runs_group_mode_mck_accepts_with_the_configmaps_metadata() {
     let deployment = manifest("deployment.yaml");
     let config = manifest("configmap.yaml");
+    let secret = manifest("secret.yaml");
     assert_eq!(deployment["kind"], "Deployment");
+    assert_eq!(secret["kind"], "Secret");
     let args = check_pod(
-        &deployment["spec"]["template"]["spec"],
+        &deployment["spec"]["template"],
         &config,
+        &secret,
         &[Vec::new()],
     );
     let at = args
@@ -159,6 +236,7 @@ fn the_statefulset_runs_shards_mck_accepts_with_the_configmaps_metadata() {
 
     let replicas = set["spec"]["replicas"].as_u64().expect("replicas");
     let pod = &set["spec"]["template"]["spec"];
+    let secret = manifest("secret.yaml");
     let env_list = pod["containers"][0]["env"].as_array().expect("env");
     let shards = env_list
         .iter()
@@ -183,9 +261,164 @@ fn the_statefulset_runs_shards_mck_accepts_with_the_configmaps_metadata() {
             ]
         })
         .collect();
-    let args = check_pod(pod, &config, &envs);
+    let args = check_pod(&set["spec"]["template"], &config, &secret, &envs);
     assert!(
         args.iter().any(|a| a == "shard:$(SHARD)/$(SHARDS)"),
         "{args:?}"
     );
+}
+
+/// The kustomization applies every manifest of shard mode and derives the shard count
+/// from the StatefulSet's replicas; rendered by `kubectl kustomize` where kubectl is
+/// installed, each pod's SHARDS is its replica count.
+#[test]
+fn the_kustomization_derives_the_shard_count_from_the_replicas() {
+    let kustomization = manifest("kustomization.yaml");
+    let set = manifest("statefulset.yaml");
+    let name = &set["metadata"]["name"];
+    let resources: Vec<&str> = kustomization["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| str_of(r, "a resource"))
+        .collect();
+    for file in [
+        "configmap.yaml",
+        "secret.yaml",
+        "service.yaml",
+        "statefulset.yaml",
+    ] {
+        assert!(resources.contains(&file), "{file} is applied");
+    }
+    assert_eq!(&kustomization["replicas"][0]["name"], name);
+    let count = kustomization["replicas"][0]["count"]
+        .as_u64()
+        .expect("count");
+    let replacement = &kustomization["replacements"][0];
+    assert_eq!(replacement["source"]["kind"], "StatefulSet");
+    assert_eq!(&replacement["source"]["name"], name);
+    assert_eq!(replacement["source"]["fieldPath"], "spec.replicas");
+    let container = str_of(
+        &set["spec"]["template"]["spec"]["containers"][0]["name"],
+        "name",
+    );
+    assert_eq!(
+        replacement["targets"][0]["fieldPaths"][0],
+        format!("spec.template.spec.containers.[name={container}].env.[name=SHARDS].value")
+    );
+
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../deploy/kubernetes");
+    let rendered = match std::process::Command::new("kubectl")
+        .arg("kustomize")
+        .arg(&dir)
+        .output()
+    {
+        Ok(out) => {
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8(out.stdout).unwrap()
+        }
+        Err(e) => {
+            eprintln!("kubectl is not installed ({e}): the rendering is not checked");
+            return;
+        }
+    };
+    let set: Value = rendered
+        .split("\n---\n")
+        .map(|doc| serde_saphyr::from_str::<Value>(doc).unwrap())
+        .find(|doc| doc["kind"] == "StatefulSet")
+        .expect("the rendering holds the StatefulSet");
+    assert_eq!(set["spec"]["replicas"].as_u64(), Some(count));
+    let env = set["spec"]["template"]["spec"]["containers"][0]["env"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let shards = env.iter().find(|e| e["name"] == "SHARDS").expect("SHARDS");
+    assert_eq!(shards["value"], count.to_string(), "one shard per replica");
+}
+
+/// The Dockerfile's runtime user.
+fn dockerfile_user() -> u64 {
+    let text = dockerfile();
+    let user = text
+        .lines()
+        .find_map(|l| l.strip_prefix("USER "))
+        .expect("the image sets its user");
+    user.split(':')
+        .next()
+        .unwrap()
+        .trim()
+        .parse()
+        .expect("a numeric user")
+}
+
+fn dockerfile() -> String {
+    std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../Dockerfile"))
+        .expect("the Dockerfile")
+}
+
+/// The Dockerfile builds mck in the official Rust image of the workspace's oldest
+/// supported Rust, without the demo, and its slim runtime stage installs a package
+/// for every library the binary links beyond glibc.
+#[test]
+fn the_dockerfile_builds_mck_into_a_slim_image_with_what_it_links() {
+    let text = dockerfile();
+    let workspace =
+        std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../Cargo.toml"))
+            .unwrap();
+    let msrv = workspace
+        .lines()
+        .find_map(|l| l.strip_prefix("rust-version = "))
+        .unwrap()
+        .trim_matches('"');
+    let stages: Vec<&str> = text.lines().filter(|l| l.starts_with("FROM ")).collect();
+    assert_eq!(stages.len(), 2, "{stages:?}");
+    assert!(
+        stages[0].starts_with(&format!("FROM rust:{msrv}-")),
+        "{stages:?}"
+    );
+    assert!(stages[1].contains("-slim"), "{stages:?}");
+    assert!(text.contains("--path crates/mck --no-default-features"));
+    assert!(text.contains("COPY --from=build /out/bin/mck /usr/local/bin/mck"));
+    assert!(text.contains(r#"ENTRYPOINT ["mck"]"#));
+    let runtime = &text[text.find(stages[1]).unwrap()..];
+    assert!(
+        runtime.contains("ca-certificates"),
+        "TLS and OIDC need the CAs"
+    );
+    let out = std::process::Command::new("readelf")
+        .args(["-d", env!("CARGO_BIN_EXE_mck")])
+        .output()
+        .expect("readelf (binutils)");
+    let dynamic = String::from_utf8(out.stdout).unwrap();
+    // What glibc's own package brings, and the Debian package of each other library.
+    let glibc = [
+        "libc.so.6",
+        "libm.so.6",
+        "ld-linux-x86-64.so.2",
+        "libpthread.so.0",
+        "libdl.so.2",
+    ];
+    let packages = [("libz.so.1", "zlib1g"), ("libgcc_s.so.1", "libgcc-s1")];
+    let mut needed = 0;
+    for line in dynamic.lines().filter(|l| l.contains("(NEEDED)")) {
+        let lib = line.rsplit('[').next().unwrap().trim_end_matches(']');
+        needed += 1;
+        if glibc.contains(&lib) {
+            continue;
+        }
+        let package = packages
+            .iter()
+            .find(|(l, _)| *l == lib)
+            .map(|(_, p)| *p)
+            .unwrap_or_else(|| panic!("mck links {lib}: which package brings it?"));
+        assert!(
+            runtime.contains(package),
+            "the runtime image lacks {package} ({lib})"
+        );
+    }
+    assert!(needed > 0, "no NEEDED entry read: {dynamic}");
 }
