@@ -37,28 +37,33 @@ fn expand(arg: &str, env: &[(String, String)]) -> String {
     out
 }
 
+/// The container's volume mount that holds `path`, and its volume.
+fn mounted<'a>(pod: &'a Value, path: &Path) -> (&'a Value, &'a Value) {
+    let mount = pod["containers"][0]["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| path.starts_with(str_of(&m["mountPath"], "mountPath")))
+        .unwrap_or_else(|| panic!("{} is on no mounted volume", path.display()));
+    let volume = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == mount["name"])
+        .expect("the mount's volume");
+    (mount, volume)
+}
+
 /// The metadata file's `${file:…}` references to a mounted Secret, made real: each
 /// file written under `dir` from the Secret's `stringData`, the reference moved there.
 fn secret_files(text: &str, pod: &Value, secret: &Value, dir: &Path) -> String {
-    let container = &pod["containers"][0];
     let mut out = text.to_string();
     let mut rest = text;
     while let Some(at) = rest.find("${file:") {
         let from = &rest[at + "${file:".len()..];
         let path = &from[..from.find('}').expect("a closed reference")];
         rest = &from[path.len()..];
-        let mount = container["volumeMounts"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|m| Path::new(path).starts_with(str_of(&m["mountPath"], "mountPath")))
-            .unwrap_or_else(|| panic!("{path} is on no mounted volume"));
-        let volume = pod["volumes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|v| v["name"] == mount["name"])
-            .expect("the mount's volume");
+        let (mount, volume) = mounted(pod, Path::new(path));
         assert_eq!(
             volume["secret"]["secretName"], secret["metadata"]["name"],
             "{path} is a file of the Secret"
@@ -119,22 +124,11 @@ fn check_pod(
         .collect();
     assert_eq!(args[0], "consume");
     let file = Path::new(&args[1]);
-    let mount = container["volumeMounts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| file.starts_with(str_of(&m["mountPath"], "mountPath")))
-        .expect("the metadata file is on a mounted volume");
+    let (mount, volume) = mounted(pod, file);
     assert!(
         mount.get("subPath").is_none(),
         "a subPath mount never sees ConfigMap updates"
     );
-    let volume = pod["volumes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|v| v["name"] == mount["name"])
-        .expect("the mount's volume");
     assert_eq!(volume["configMap"]["name"], config["metadata"]["name"]);
     let key = file.file_name().unwrap().to_str().unwrap();
     let streams = str_of(&config["data"][key], "the ConfigMap's metadata file");
