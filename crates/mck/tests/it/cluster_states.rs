@@ -380,7 +380,7 @@ fn a_refused_command_line_property_is_named_as_such() {
         stderr.trim(),
         format!(
             "mck: error: -b {dead} -X: property `fetch.max.bytes` refused by librdkafka: \
-             Invalid value for configuration property \"fetch.max.bytes\""
+             Invalid value for configuration property \"fetch.max.bytes\" (accepted: 0 .. 2147483135)"
         )
     );
 

@@ -182,6 +182,59 @@ pub(crate) fn init_tls() {
     openssl_sys::init();
 }
 
+/// What librdkafka accepts for `key`: the range or the values of its own table of
+/// properties (`rd_kafka_conf_properties_show`, read once), when it gives one.
+fn accepted(key: &str) -> Option<&'static str> {
+    static TABLE: std::sync::OnceLock<std::collections::HashMap<String, String>> =
+        std::sync::OnceLock::new();
+    TABLE
+        .get_or_init(|| parse_properties_table(&properties_table()))
+        .get(key)
+        .map(String::as_str)
+}
+
+/// librdkafka's table of its properties, as it prints it (CONFIGURATION.md's).
+fn properties_table() -> String {
+    let mut buf: *mut libc::c_char = std::ptr::null_mut();
+    let mut len: libc::size_t = 0;
+    // SAFETY: open_memstream gives a FILE that writes to a buffer it allocates;
+    // librdkafka writes its table to it; fclose flushes it and sets `buf` and `len`,
+    // and the buffer is copied and then freed with free(3), as open_memstream says.
+    unsafe {
+        let fp = libc::open_memstream(&mut buf, &mut len);
+        if fp.is_null() {
+            return String::new();
+        }
+        rdkafka::bindings::rd_kafka_conf_properties_show(fp.cast());
+        libc::fclose(fp);
+        if buf.is_null() {
+            return String::new();
+        }
+        let text =
+            String::from_utf8_lossy(std::slice::from_raw_parts(buf.cast::<u8>(), len)).into_owned();
+        libc::free(buf.cast());
+        text
+    }
+}
+
+/// Each property's non-empty range column, by name.
+fn parse_properties_table(text: &str) -> std::collections::HashMap<String, String> {
+    text.lines()
+        .filter_map(|line| {
+            let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+            let [name, scope, range, ..] = cells.as_slice() else {
+                return None;
+            };
+            let is_property = ["C", "P", "*"].contains(scope)
+                && !name.is_empty()
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_');
+            (is_property && !range.is_empty()).then(|| (name.to_string(), range.to_string()))
+        })
+        .collect()
+}
+
 /// A client that only checks its configuration: it never connects (no bootstrap
 /// servers) and says nothing (its log lines and errors are dropped).
 struct Quiet;
@@ -234,6 +287,12 @@ impl ClientProperties {
                 Err(KafkaError::ClientConfig(_, desc, _, _)) => {
                     let mut r = self.refusal(&desc);
                     r.key = Some(k.to_string());
+                    // "Invalid value …" alone does not say what would do.
+                    if !desc.contains("range")
+                        && let Some(range) = accepted(k)
+                    {
+                        r.reason = format!("{} (accepted: {range})", r.reason);
+                    }
                     return Err(r);
                 }
                 Err(KafkaError::Nul(_)) => {
@@ -272,5 +331,33 @@ impl ClientProperties {
             }
             Err(e) => Err(self.refusal(&e.to_string())),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_value_says_what_librdkafka_accepts_and_never_the_value() {
+        assert!(accepted("fetch.max.bytes").is_some_and(|r| r.contains("..")));
+        assert!(accepted("isolation.level").is_some_and(|r| r.contains("read_committed")));
+        assert_eq!(accepted("no.such.property"), None);
+        let mut p = ClientProperties::new();
+        p.set("isolation.level", "sometimes");
+        let refused = p.check().unwrap_err();
+        assert_eq!(refused.key.as_deref(), Some("isolation.level"));
+        assert!(
+            refused.reason.contains("(accepted: ") && refused.reason.contains("read_committed"),
+            "{refused}"
+        );
+        assert!(!refused.to_string().contains("sometimes"), "{refused}");
+        let mut p = ClientProperties::new();
+        p.set("fetch.max.bytes", "lots");
+        let refused = p.check().unwrap_err().to_string();
+        assert!(
+            refused.contains("(accepted: ") && refused.contains(" .. "),
+            "{refused}"
+        );
     }
 }
