@@ -48,6 +48,34 @@ fn every_path_the_map_names_exists() {
 }
 
 #[test]
+fn the_map_links_every_document_and_names_every_fuzz_target() {
+    let root = root();
+    let text = fs::read_to_string(root.join("CONTRIBUTING.md")).unwrap();
+    let section = text
+        .split("\n## ")
+        .find(|s| s.starts_with("Where things live"))
+        .unwrap();
+    let mut unnamed = Vec::new();
+    for entry in fs::read_dir(root.join("docs")).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        if name.ends_with(".md") && !section.contains(&format!("(docs/{name})")) {
+            unnamed.push(format!("docs/{name}"));
+        }
+    }
+    for entry in fs::read_dir(root.join("fuzz/fuzz_targets")).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        let target = name.trim_end_matches(".rs");
+        if !section.contains(&format!("`{target}`")) {
+            unnamed.push(format!("the fuzz target {target}"));
+        }
+    }
+    assert!(
+        unnamed.is_empty(),
+        "CONTRIBUTING.md's map leaves out {unnamed:?}"
+    );
+}
+
+#[test]
 fn the_map_names_every_crate_and_every_part_of_the_library() {
     let root = root();
     let text = fs::read_to_string(root.join("CONTRIBUTING.md")).unwrap();
