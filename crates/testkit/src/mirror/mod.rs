@@ -229,7 +229,12 @@ impl MirrorMaker {
         timeout: Duration,
     ) -> Result<Vec<ReadRecord>, TestkitError> {
         self.wait(&format!("{count} records in {topic}"), timeout, || {
-            let records = self.read_target(topic)?;
+            // A copy MirrorMaker has just made may have no leader yet
+            // (NotLeaderForPartition): not there yet, looked at again.
+            let records = match self.read_target(topic) {
+                Ok(records) => records,
+                Err(e) => return Ok(Err(e.to_string())),
+            };
             Ok(if records.len() >= count {
                 Ok(records)
             } else {
