@@ -304,11 +304,22 @@ pub(crate) fn shared_span(index: usize, offset: usize, len: u32) -> Option<(usiz
         .then_some((SHARED | index << INDEX_SHIFT | offset, len))
 }
 
-/// A moved entry's key and value as fetched (see [`RecordBatch::into_moved`]).
-#[derive(Clone, Debug, Default)]
-pub(crate) struct MovedBytes {
-    pub key: Option<Bytes>,
-    pub value: Option<Bytes>,
+/// A batch's bytes apart from its entries ([`RecordBatch::into_parts`]): its topics,
+/// its data and the buffers its large values are shared from.
+#[derive(Debug)]
+pub(crate) struct BatchBytes {
+    pub topics: Vec<Arc<str>>,
+    pub data: Bytes,
+    pub shared: Vec<Bytes>,
+}
+
+impl BatchBytes {
+    fn buffers(&self) -> Buffers<'_> {
+        Buffers {
+            data: &self.data,
+            shared: &self.shared,
+        }
+    }
 }
 
 /// A [`BatchEntry`]'s timestamp when the record has none (Kafka's own "no
@@ -425,48 +436,61 @@ impl<V> RecordBatch<V> {
         });
     }
 
-    /// Takes the entries out, each with its topic, its key and its value as fetched
-    /// (slices of the batch's data, shared, not copied), to go into other batches
-    /// ([`Self::push_moved`]).
-    pub(crate) fn into_moved(self) -> impl Iterator<Item = (Arc<str>, MovedBytes, BatchEntry<V>)> {
-        let (topics, data, shared) = (self.topics, self.data, self.shared);
-        self.entries.into_iter().map(move |e| {
-            let bytes = Buffers {
-                data: &data,
-                shared: &shared,
-            };
-            let slice = |span| {
-                let (buffer, range) = bytes.place(span);
-                buffer.slice(range)
-            };
-            let bytes = MovedBytes {
-                key: e.key().map(|k| data.slice(span_range(k))),
-                value: e.raw_value().map(slice),
-            };
-            (topics[e.topic as usize].clone(), bytes, e)
-        })
+    /// Takes the entries out, apart from the bytes they name, so that they can go
+    /// into other batches ([`Self::push_from`]) in another order.
+    pub(crate) fn into_parts(self) -> (BatchBytes, Vec<BatchEntry<V>>) {
+        let bytes = BatchBytes {
+            topics: self.topics,
+            data: self.data,
+            shared: self.shared,
+        };
+        (bytes, self.entries)
     }
 
-    /// Adds an entry taken by [`Self::into_moved`]; its key and value go to the end
-    /// of `data`, which becomes the batch's data with [`Self::set_data`].
-    pub(crate) fn push_moved(
+    /// Adds an entry taken by [`Self::into_parts`] from a batch whose bytes are
+    /// `from`: its key, and a value in `from`'s data, go to the end of `data` (which
+    /// becomes the batch's data with [`Self::set_data`]); a value in one of `from`'s
+    /// shared buffers stays there, the buffer shared by this batch too.
+    pub(crate) fn push_from(
         &mut self,
-        topic: &Arc<str>,
-        bytes: &MovedBytes,
+        from: &BatchBytes,
         mut entry: BatchEntry<V>,
         data: &mut Vec<u8>,
     ) {
-        entry.topic = self.topic_index(topic);
-        let mut copy = |b: &Option<Bytes>| {
-            packed(b.as_deref().map(|b| {
-                let start = data.len();
-                data.extend_from_slice(b);
-                (start, u32::try_from(b.len()).unwrap_or(NO_KEY - 1))
-            }))
+        entry.topic = self.topic_index(&from.topics[entry.topic as usize]);
+        let mut copy = |bytes: &[u8]| {
+            let start = data.len();
+            data.extend_from_slice(bytes);
+            (start, u32::try_from(bytes.len()).unwrap_or(NO_KEY - 1))
         };
-        (entry.key_start, entry.key_len) = copy(&bytes.key);
-        (entry.value_start, entry.value_len) = copy(&bytes.value);
+        if let Some(k) = entry.key() {
+            (entry.key_start, entry.key_len) = copy(&from.data[span_range(k)]);
+        }
+        if let Some((start, len)) = entry.raw_value() {
+            let span = if start & SHARED == 0 {
+                None
+            } else {
+                let buffer = &from.shared[(start & !SHARED) >> INDEX_SHIFT];
+                shared_span(self.share(buffer), start & OFFSET_MASK, len)
+            };
+            (entry.value_start, entry.value_len) = span.unwrap_or_else(|| {
+                let (buffer, range) = from.buffers().place((start, len));
+                copy(&buffer[range])
+            });
+        }
         self.entries.push(entry);
+    }
+
+    /// The index of `buffer` in this batch's shared buffers, added if new.
+    fn share(&mut self, buffer: &Bytes) -> usize {
+        let same = |b: &Bytes| b.as_ptr() == buffer.as_ptr() && b.len() == buffer.len();
+        match self.shared.iter().rposition(same) {
+            Some(i) => i,
+            None => {
+                self.shared.push(buffer.clone());
+                self.shared.len() - 1
+            }
+        }
     }
 
     /// Sets the bytes the entries' keys are in.
@@ -981,11 +1005,20 @@ mod tests {
         // Split off and moved, the values come along.
         let rest = b.split_off(1).unwrap();
         assert_eq!(rest.get(1).unwrap().raw_value(), Some(&b"LARGE-TWO"[..]));
-        let moved: Vec<Option<Bytes>> = rest.into_moved().map(|(_, m, _)| m.value).collect();
+        let (bytes, entries) = rest.into_parts();
+        let mut moved = RecordBatch::<String>::new(Arc::from("east"));
+        let mut data = Vec::new();
+        for e in entries.into_iter().rev() {
+            moved.push_from(&bytes, e, &mut data);
+        }
+        moved.set_data(data);
+        let values: Vec<Option<Bytes>> = moved.iter().map(|r| r.raw_value_bytes()).collect();
         assert_eq!(
-            moved,
-            [Some(answers[0].slice(10..19)), Some(answers[1].clone())]
+            values,
+            [Some(answers[1].clone()), Some(answers[0].slice(10..19))]
         );
+        assert_eq!(moved.shared.len(), 2, "each answer once, not copied");
+        assert_eq!(moved.get(0).unwrap().key, Some(&b"k2"[..]));
         // What does not fit is refused (the value is then copied).
         assert_eq!(shared_span(0, OFFSET_MASK + 1, 1), None);
         assert_eq!(shared_span(SHARED >> INDEX_SHIFT, 0, 1), None);

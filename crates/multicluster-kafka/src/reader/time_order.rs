@@ -24,7 +24,7 @@ use super::SourceReader;
 use super::fetch_path::Failed;
 use crate::base::split::SplitId;
 use crate::deserializer::Deserializer;
-use crate::record::{BatchEntry, MovedBytes, RecordBatch};
+use crate::record::{BatchBytes, BatchEntry, RecordBatch};
 
 /// Up to which event time held records may go out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -81,13 +81,12 @@ pub(super) fn bound(
     lowest.map_or(Bound::All, Bound::Upto)
 }
 
-/// One held record, or a record that failed to deserialize (handed out as an error
-/// in its place).
+/// One held record (an entry of the held batch `source`), or a record that failed
+/// to deserialize (handed out as an error in its place).
 enum Held<V> {
     Record {
         ts: i64,
-        topic: Arc<str>,
-        bytes: MovedBytes,
+        source: u32,
         entry: BatchEntry<V>,
     },
     Failed {
@@ -104,14 +103,36 @@ impl<V> Held<V> {
     }
 }
 
+/// What a held record counts for in its split's share of memory: its key and value,
+/// and about what an entry and Kafka's framing of a record take.
+fn weight<V>(entry: &BatchEntry<V>) -> usize {
+    entry.bytes() as usize + RECORD_OVERHEAD
+}
+
+/// See [`weight`].
+const RECORD_OVERHEAD: usize = 64;
+
+/// A split that holds more than this (by [`weight`]) while others hold the merge
+/// back is paused, until it holds half as much.
+const FULL_BYTES: usize = 4 << 20;
+
 /// A split's held records and what the bound needs of it.
 struct Queue<V> {
     id: SplitId,
     items: VecDeque<Held<V>>,
+    /// The [`weight`] of its held records.
+    bytes: usize,
     newest: Option<i64>,
     fetched_at: Instant,
     /// The fetcher saw its stop: nothing more comes.
     done: bool,
+}
+
+/// A fetched batch's bytes, while records of it are held.
+struct Source {
+    bytes: BatchBytes,
+    /// Its records still held.
+    left: usize,
 }
 
 /// What one release hands out: records of one cluster in time order, or a failed
@@ -122,11 +143,16 @@ pub(super) struct Released<V> {
     pub finished: Vec<SplitId>,
 }
 
-/// The held records of a reader's splits.
+/// The held records of a reader's splits, and the bytes of the batches they came
+/// in: a record goes out copied from there (a value shared from a fetch answer
+/// stays shared), never copied while it waits.
 pub(super) struct TimeOrder<V> {
     queues: Vec<Queue<V>>,
     index: HashMap<SplitId, usize>,
     held: usize,
+    sources: Vec<Option<Source>>,
+    /// Free places in `sources`.
+    free: Vec<u32>,
 }
 
 impl<V> Default for TimeOrder<V> {
@@ -135,6 +161,8 @@ impl<V> Default for TimeOrder<V> {
             queues: Vec::new(),
             index: HashMap::new(),
             held: 0,
+            sources: Vec::new(),
+            free: Vec::new(),
         }
     }
 }
@@ -151,12 +179,40 @@ impl<V> TimeOrder<V> {
             self.queues.push(Queue {
                 id: id.clone(),
                 items: VecDeque::new(),
+                bytes: 0,
                 newest: None,
                 fetched_at: now,
                 done: false,
             });
             self.queues.len() - 1
         })
+    }
+
+    /// Keeps a batch's bytes for `left` held records; returns its place.
+    fn keep(&mut self, bytes: BatchBytes, left: usize) -> u32 {
+        let source = Some(Source { bytes, left });
+        match self.free.pop() {
+            Some(i) => {
+                self.sources[i as usize] = source;
+                i
+            }
+            None => {
+                self.sources.push(source);
+                u32::try_from(self.sources.len() - 1).expect("fewer than 2^32 batches held")
+            }
+        }
+    }
+
+    /// One record of `source` no longer held: its bytes go with the last one.
+    fn let_go(&mut self, source: u32) {
+        let place = &mut self.sources[source as usize];
+        if let Some(s) = place {
+            s.left -= 1;
+            if s.left == 0 {
+                *place = None;
+                self.free.push(source);
+            }
+        }
     }
 
     /// Holds a fetched batch (and the failed record after it); `event` gives a
@@ -174,34 +230,35 @@ impl<V> TimeOrder<V> {
         // now: else it would hold its partition back until event time reached it.
         let wall = crate::base::retention::now_ms();
         let event = |v: Option<&V>, ts: Option<i64>| event(v, ts).map(|t| t.min(wall));
-        let mut last: Option<(Arc<str>, i32, usize)> = None;
-        for (topic, bytes, entry) in batch.into_moved() {
-            let i = match &last {
-                Some((t, p, i)) if *p == entry.partition && Arc::ptr_eq(t, &topic) => *i,
-                _ => {
-                    let id = SplitId {
-                        cluster: cluster.clone(),
-                        topic: topic.clone(),
-                        partition: entry.partition,
-                    };
-                    let i = self.slot(id, now);
-                    last = Some((topic.clone(), entry.partition, i));
-                    i
-                }
-            };
-            let q = &mut self.queues[i];
-            let ts = event(Some(&entry.value), entry.timestamp())
-                .or(q.newest)
-                .unwrap_or(i64::MIN);
-            q.newest = Some(q.newest.map_or(ts, |n| n.max(ts)));
-            q.fetched_at = now;
-            q.items.push_back(Held::Record {
-                ts,
-                topic,
-                bytes,
-                entry,
-            });
-            self.held += 1;
+        let (bytes, entries) = batch.into_parts();
+        if !entries.is_empty() {
+            let topics = bytes.topics.clone();
+            let source = self.keep(bytes, entries.len());
+            let mut last: Option<(u32, i32, usize)> = None;
+            for entry in entries {
+                let i = match last {
+                    Some((t, p, i)) if p == entry.partition && t == entry.topic => i,
+                    _ => {
+                        let id = SplitId {
+                            cluster: cluster.clone(),
+                            topic: topics[entry.topic as usize].clone(),
+                            partition: entry.partition,
+                        };
+                        let i = self.slot(id, now);
+                        last = Some((entry.topic, entry.partition, i));
+                        i
+                    }
+                };
+                let q = &mut self.queues[i];
+                let ts = event(Some(&entry.value), entry.timestamp())
+                    .or(q.newest)
+                    .unwrap_or(i64::MIN);
+                q.newest = Some(q.newest.map_or(ts, |n| n.max(ts)));
+                q.fetched_at = now;
+                q.bytes += weight(&entry);
+                q.items.push_back(Held::Record { ts, source, entry });
+                self.held += 1;
+            }
         }
         if let Some(f) = failed {
             let id = SplitId {
@@ -245,19 +302,36 @@ impl<V> TimeOrder<V> {
         })
     }
 
-    /// How many records of the split are held.
-    pub fn held_of(&self, id: &SplitId) -> usize {
-        self.index
-            .get(id)
-            .map_or(0, |&i| self.queues[i].items.len())
+    /// How much of the split is held: records, and their [`weight`].
+    pub fn held_of(&self, id: &SplitId) -> (usize, usize) {
+        self.index.get(id).map_or((0, 0), |&i| {
+            let q = &self.queues[i];
+            (q.items.len(), q.bytes)
+        })
+    }
+
+    /// Empties the queues `which` picks, letting go of their records' bytes.
+    fn clear_where(&mut self, which: impl Fn(&Queue<V>) -> bool) {
+        let mut gone = Vec::new();
+        for q in self.queues.iter_mut().filter(|q| which(q)) {
+            self.held -= q.items.len();
+            q.bytes = 0;
+            for item in q.items.drain(..) {
+                if let Held::Record { source, .. } = item {
+                    gone.push(source);
+                }
+            }
+        }
+        for source in gone {
+            self.let_go(source);
+        }
     }
 
     /// Drops what is held of `cluster`'s splits (its fetcher starts again from the
     /// positions handed out and brings them again), keeping what the bound needs.
     pub fn drop_held(&mut self, cluster: &str) {
+        self.clear_where(|q| *q.id.cluster == *cluster);
         for q in self.queues.iter_mut().filter(|q| *q.id.cluster == *cluster) {
-            self.held -= q.items.len();
-            q.items.clear();
             q.done = false;
         }
     }
@@ -267,8 +341,8 @@ impl<V> TimeOrder<V> {
         if !ids.iter().any(|id| self.index.contains_key(id)) {
             return;
         }
+        self.clear_where(|q| ids.contains(&q.id));
         self.queues.retain(|q| !ids.contains(&q.id));
-        self.held = self.queues.iter().map(|q| q.items.len()).sum();
         self.index = self
             .queues
             .iter()
@@ -280,6 +354,9 @@ impl<V> TimeOrder<V> {
     /// Hands out what `bound` allows, oldest first: up to `max` records of one
     /// cluster (the cluster of the oldest), stopping before a record of another
     /// cluster or a failed one; a failed record first in line goes out alone.
+    ///
+    /// Records of a split go out in runs: all of its records older than the next
+    /// split's first at once, without going back to the heap for each.
     pub fn release(&mut self, bound: Bound, max: usize) -> Released<V> {
         let mut out = Released {
             batch: None,
@@ -296,10 +373,13 @@ impl<V> TimeOrder<V> {
             .filter_map(|(i, q)| q.items.front().map(|h| Reverse((h.ts(), i))))
             .collect();
         let mut data: Vec<u8> = Vec::new();
-        while let Some(Reverse((ts, i))) = heads.pop() {
+        'heads: while let Some(Reverse((ts, i))) = heads.pop() {
             if !bound.allows(ts) {
                 break;
             }
+            // The run ends before what the next split has first (ties to the lower
+            // queue, as the heap orders them).
+            let next = heads.peek().map(|Reverse(n)| *n);
             let q = &mut self.queues[i];
             let batch = match &mut out.batch {
                 Some(b) if *b.cluster != *q.id.cluster || b.len() >= max => break,
@@ -318,26 +398,41 @@ impl<V> TimeOrder<V> {
                     out.batch.insert(RecordBatch::new(q.id.cluster.clone()))
                 }
             };
-            match q.items.pop_front() {
-                Some(Held::Record {
-                    topic,
-                    bytes,
-                    entry,
-                    ..
-                }) => batch.push_moved(&topic, &bytes, entry, &mut data),
-                Some(failed @ Held::Failed { .. }) => {
-                    // A failed record after records: it waits for the next release.
-                    q.items.push_front(failed);
+            while let Some(front) = q.items.front() {
+                let t = front.ts();
+                if !bound.allows(t) || next.is_some_and(|n| (t, i) > n) {
+                    heads.push(Reverse((t, i)));
                     break;
                 }
-                None => continue,
+                if batch.len() >= max {
+                    break 'heads;
+                }
+                match q.items.pop_front() {
+                    Some(Held::Record { source, entry, .. }) => {
+                        q.bytes = q.bytes.saturating_sub(weight(&entry));
+                        if let Some(Some(s)) = self.sources.get(source as usize) {
+                            batch.push_from(&s.bytes, entry, &mut data);
+                        }
+                        self.held -= 1;
+                        let place = &mut self.sources[source as usize];
+                        if let Some(s) = place {
+                            s.left -= 1;
+                            if s.left == 0 {
+                                *place = None;
+                                self.free.push(source);
+                            }
+                        }
+                    }
+                    Some(failed @ Held::Failed { .. }) => {
+                        // A failed record after records: it waits for the next release.
+                        q.items.push_front(failed);
+                        break 'heads;
+                    }
+                    None => break,
+                }
             }
-            self.held -= 1;
             if q.done && q.items.is_empty() {
                 out.finished.push(q.id.clone());
-            }
-            if let Some(h) = q.items.front() {
-                heads.push(Reverse((h.ts(), i)));
             }
         }
         if let Some(b) = &mut out.batch {
@@ -403,21 +498,22 @@ impl<D: Deserializer> SourceReader<D> {
         });
         let bound = bound(facts, ooo, strategy.idle_timeout(), now);
         let released = order.release(bound, self.max_batch);
-        // Back-pressure: a split with many records waiting is paused, unless it is
-        // the one the others wait for. Counted in batches of at most 1024 records:
-        // a larger batch size is for CPU, and would not make a split of large
-        // records hold more.
+        // Back-pressure: a split holding much while it waits for the others is
+        // paused, unless it is the one the others wait for. Enough is held of each
+        // to keep its fetches going (an answer brings up to
+        // `max.partition.fetch.bytes`, 1 MiB unless set) while the merge drains it;
+        // many small records count by number too.
         let unit = self.max_batch.min(1024);
-        let (most, resume_at) = (8 * unit, 4 * unit);
         for s in &mut self.states {
-            let held = order.held_of(&s.id);
+            let (records, bytes) = order.held_of(&s.id);
             let newest = order.facts(&s.id).and_then(|f| f.newest);
             let waited_for = match bound {
                 Bound::Hold => false,
                 Bound::Upto(b) => newest.is_none_or(|n| n.saturating_sub(ooo) <= b),
                 Bound::All => true,
             };
-            s.full = !waited_for && (held > most || (s.full && held > resume_at));
+            let over = |share: usize| bytes > FULL_BYTES / share || records > 64 * unit / share;
+            s.full = !waited_for && (over(1) || (s.full && over(2)));
         }
         self.time_order = Some(order);
         self.sync_pauses();
@@ -458,15 +554,61 @@ mod tests {
     fn batch(cluster: &str, records: &[(i32, i64, i64)]) -> RecordBatch<String> {
         let mut b = RecordBatch::new(cluster.into());
         let t: Arc<str> = "t".into();
+        let topic = b.topic_index(&t);
         let mut data = Vec::new();
         for (p, o, ts) in records {
-            let key = format!("k{o}");
-            let entry = BatchEntry::timed(0, *p, *o, *ts, format!("{cluster}/{p}/{o}"));
-            let bytes = MovedBytes {
-                key: Some(Bytes::from(key)),
-                value: Some(Bytes::from(format!("raw {o}"))),
+            let mut span = |bytes: String| {
+                let start = data.len();
+                data.extend_from_slice(bytes.as_bytes());
+                Some((start, bytes.len() as u32))
             };
-            b.push_moved(&t, &bytes, entry, &mut data);
+            let raw = crate::record::RawSpans {
+                key: span(format!("k{o}")),
+                value: span(format!("raw {o}")),
+            };
+            b.entries.push(BatchEntry::new(
+                (topic, *p, *o),
+                (Some(*ts), None),
+                raw,
+                None,
+                Default::default(),
+                format!("{cluster}/{p}/{o}"),
+            ));
+        }
+        b.set_data(data);
+        b
+    }
+
+    /// A batch of `cluster`'s topic `t` whose values are shared from `answer`, one
+    /// record per (partition, offset, timestamp, value's range in `answer`).
+    fn shared_batch(
+        cluster: &str,
+        answer: &Bytes,
+        records: &[(i32, i64, i64, std::ops::Range<usize>)],
+    ) -> RecordBatch<String> {
+        let mut b = RecordBatch::new(cluster.into());
+        let t: Arc<str> = "t".into();
+        let topic = b.topic_index(&t);
+        b.shared.push(answer.clone());
+        let mut data = Vec::new();
+        for (p, o, ts, range) in records {
+            let key = format!("k{o}");
+            let k = (data.len(), key.len() as u32);
+            data.extend_from_slice(key.as_bytes());
+            let len = range.len() as u32;
+            let raw = crate::record::RawSpans {
+                key: Some(k),
+                value: crate::record::shared_span(0, range.start, len),
+            };
+            let value = format!("{cluster}/{p}/{o}");
+            b.entries.push(BatchEntry::new(
+                (topic, *p, *o),
+                (Some(*ts), None),
+                raw,
+                None,
+                Default::default(),
+                value,
+            ));
         }
         b.set_data(data);
         b
@@ -642,13 +784,52 @@ mod tests {
     }
 
     #[test]
+    fn shared_values_stay_shared_through_the_merge_and_small_ones_are_copied() {
+        let now = Instant::now();
+        let mut o = TimeOrder::default();
+        let answer = Bytes::from(vec![7u8; 3000]);
+        o.take(
+            shared_batch("a", &answer, &[(0, 0, 10, 0..1000), (0, 1, 30, 1000..2000)]),
+            None,
+            kafka_ts,
+            now,
+        );
+        o.take(batch("a", &[(1, 0, 20)]), None, kafka_ts, now);
+        o.take(
+            shared_batch("a", &answer, &[(2, 0, 25, 2000..3000)]),
+            None,
+            kafka_ts,
+            now,
+        );
+        let b = o.release(Bound::All, 100).batch.unwrap();
+        assert_eq!(values(&b), ["a/0/0", "a/1/0", "a/2/0", "a/0/1"]);
+        let buffers: Vec<&Bytes> = b.byte_buffers().collect();
+        assert_eq!(buffers.len(), 2, "its data, and the answer once");
+        for (i, from) in [(0, 0), (2, 2000), (3, 1000)] {
+            let (buffer, range) = b.value_span(i).unwrap();
+            assert_eq!(buffer, 1, "record {i}'s value is shared");
+            assert_eq!(
+                buffers[1].as_ptr(),
+                answer.as_ptr(),
+                "from the answer itself"
+            );
+            assert_eq!(range, from..from + 1000);
+        }
+        assert_eq!(b.value_span(1).unwrap().0, 0, "a small value is copied");
+        assert_eq!(b.get(1).unwrap().raw_value(), Some(&b"raw 0"[..]));
+        assert_eq!(b.get(3).unwrap().key, Some(&b"k1"[..]));
+        assert_eq!(o.held_of(&id("a", 0)), (0, 0));
+        assert!(o.sources.iter().all(Option::is_none), "no batch kept");
+    }
+
+    #[test]
     fn removed_splits_lose_what_is_held_of_them() {
         let now = Instant::now();
         let mut o = TimeOrder::default();
         o.take(batch("a", &[(0, 0, 10), (1, 0, 5)]), None, kafka_ts, now);
-        assert_eq!(o.held_of(&id("a", 1)), 1);
+        assert_eq!(o.held_of(&id("a", 1)).0, 1);
         o.remove(&[id("a", 1)]);
-        assert_eq!(o.held_of(&id("a", 1)), 0);
+        assert_eq!(o.held_of(&id("a", 1)), (0, 0));
         assert!(o.facts(&id("a", 1)).is_none());
         let b = o.release(Bound::All, 100).batch.unwrap();
         assert_eq!(values(&b), ["a/0/0"]);
