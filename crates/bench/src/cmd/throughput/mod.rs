@@ -256,18 +256,21 @@ pub fn throughput(args: &ThroughputArgs) {
     let plain_f = figures.remove(&Side::Plain).unwrap_or_default();
     print_figures(args, &ours_f, &plain_f);
     for (side, f) in &figures {
-        let (o, _, _, oc) = ours_f.medians();
         let (w, mb, wf, wc) = f.medians();
         let row = side.row();
         println!(
             "| multicluster-kafka {row} (library, {} reader(s)) | {w:.0} | {mb:.1} | {wf:.0} | {wc:.0} |",
             args.readers
         );
-        println!(
-            "ratio {row} / without event time: throughput {:.2}, CPU per record {:.2}",
-            w / o,
-            wc / oc
-        );
+        // With `--only` a side runs alone: nothing to compare it with.
+        if !ours_f.rps.is_empty() {
+            let (o, _, _, oc) = ours_f.medians();
+            println!(
+                "ratio {row} / without event time: throughput {:.2}, CPU per record {:.2}",
+                w / o,
+                wc / oc
+            );
+        }
     }
 }
 
