@@ -19,6 +19,32 @@ pub fn cluster_options(id: &str) -> ClusterOptions {
     ])
 }
 
+/// Starts `n` single-broker clusters, `bench-a`, `bench-b`, ..., in parallel, with
+/// [`cluster_options`].
+pub fn start_many(n: usize) -> Vec<KafkaCluster> {
+    let names: Vec<String> = (0..n)
+        .map(|i| match u8::try_from(i).ok().filter(|i| *i < 26) {
+            Some(i) => format!("bench-{}", char::from(b'a' + i)),
+            None => format!("bench-{i}"),
+        })
+        .collect();
+    std::thread::scope(|s| {
+        let started: Vec<_> = names
+            .iter()
+            .map(|name| s.spawn(move || KafkaCluster::start(cluster_options(name))))
+            .collect();
+        started
+            .into_iter()
+            .zip(&names)
+            .map(|(h, name)| {
+                h.join()
+                    .expect("start thread")
+                    .unwrap_or_else(|e| panic!("cluster {name} starts: {e}"))
+            })
+            .collect()
+    })
+}
+
 /// Starts the benchmark's two single-broker clusters, `bench-a` and `bench-b`, in
 /// parallel, with [`cluster_options`].
 pub fn start_clusters() -> (KafkaCluster, KafkaCluster) {

@@ -18,6 +18,9 @@ pub struct ThroughputArgs {
     /// Records pre-filled in each cluster's topic.
     #[arg(long, default_value_t = 400_000)]
     records: usize,
+    /// Clusters read together (one broker each).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=26))]
+    clusters: u16,
     #[command(flatten)]
     pub load: super::load::Load,
     /// Parallel readers of this project's source.
@@ -229,7 +232,7 @@ impl Figures {
 
 /// Runs the throughput benchmark and prints its table.
 pub fn throughput(args: &ThroughputArgs) {
-    let (a, b) = mck_bench::start_clusters();
+    let kafkas = mck_bench::start_many(usize::from(args.clusters));
     let started = Instant::now();
     let ThroughputArgs {
         load:
@@ -242,15 +245,19 @@ pub fn throughput(args: &ThroughputArgs) {
         ..
     } = *args;
     std::thread::scope(|s| {
-        s.spawn(|| peers::prefill(&a, TOPIC, partitions, records, value_size).expect("fill a"));
-        s.spawn(|| peers::prefill(&b, TOPIC, partitions, records, value_size).expect("fill b"));
+        for k in &kafkas {
+            s.spawn(move || {
+                peers::prefill(k, TOPIC, partitions, records, value_size).expect("prefill")
+            });
+        }
     });
     eprintln!(
-        "prefilled 2 × {records} records of {value_size} B in {:.1} s",
+        "prefilled {} × {records} records of {value_size} B in {:.1} s",
+        kafkas.len(),
         started.elapsed().as_secs_f64()
     );
     let rt = mck_testkit::runtime();
-    let clusters = [PeerCluster::of(&a), PeerCluster::of(&b)];
+    let clusters: Vec<PeerCluster> = kafkas.iter().map(PeerCluster::of).collect();
     let mut figures = measure(args, &rt, &clusters);
     let ours_f = figures.remove(&Side::Ours).unwrap_or_default();
     let plain_f = figures.remove(&Side::Plain).unwrap_or_default();
@@ -278,10 +285,10 @@ pub fn throughput(args: &ThroughputArgs) {
 fn measure(
     args: &ThroughputArgs,
     rt: &tokio::runtime::Runtime,
-    clusters: &[PeerCluster; 2],
+    clusters: &[PeerCluster],
 ) -> std::collections::BTreeMap<Side, Figures> {
     let partitions = args.load.partitions;
-    let expected = (2 * args.records) as u64;
+    let expected = (clusters.len() * args.records) as u64;
     let mut all: std::collections::BTreeMap<Side, Figures> = std::collections::BTreeMap::new();
     // Warm the brokers' page cache and JIT once before measuring.
     plain(clusters, TOPIC, partitions, Peer::Poll);
@@ -351,6 +358,7 @@ fn print_figures(args: &ThroughputArgs, ours_f: &Figures, plain_f: &Figures) {
                 ..
             },
         records,
+        clusters,
         readers,
         only,
         api,
@@ -358,7 +366,7 @@ fn print_figures(args: &ThroughputArgs, ours_f: &Figures, plain_f: &Figures) {
         ..
     } = *args;
     println!(
-        "workload: 2 clusters x {partitions} partitions, {records} records/cluster, {value_size} B values, {readers} reader(s), library API {api:?}, plain consumer {peer:?}"
+        "workload: {clusters} clusters x {partitions} partitions, {records} records/cluster, {value_size} B values, {readers} reader(s), library API {api:?}, plain consumer {peer:?}"
     );
     println!(
         "| reader | records/s (median of {rounds}) | MB/s | records/s from the first record | client CPU ns/record |"
