@@ -269,6 +269,7 @@ pub fn throughput(args: &ThroughputArgs) {
             "| multicluster-kafka {row} (library, {} reader(s)) | {w:.0} | {mb:.1} | {wf:.0} | {wc:.0} |",
             args.readers
         );
+        print_threads(row, f);
         // With `--only` a side runs alone: nothing to compare it with.
         if !ours_f.rps.is_empty() {
             let (o, _, _, oc) = ours_f.medians();
@@ -279,6 +280,22 @@ pub fn throughput(args: &ThroughputArgs) {
             );
         }
     }
+}
+
+/// The CPU per record of each thread group of a library side, if measured.
+fn print_threads(row: &str, f: &Figures) {
+    if f.threads_cpu_ns.is_empty() {
+        return;
+    }
+    let groups: Vec<String> = f
+        .threads_cpu_ns
+        .iter()
+        .map(|(group, ns)| format!("{group} {:.0}", median(ns.clone())))
+        .collect();
+    println!(
+        "multicluster-kafka {row}, CPU ns per record by thread (medians; mck-fetch: the fetcher threads, tokio-r: the readers' tasks and the bench's loop, rdk:*: librdkafka's; threads that ended before the pass did are not counted): {}",
+        groups.join(", ")
+    );
 }
 
 /// Every round of each side; each side's figures.
@@ -325,7 +342,7 @@ fn measure(
             let figures = all.entry(side).or_default();
             assert_eq!(pass.records, expected, "{side:?} read everything");
             figures.push(&pass, t, process_cpu() - cpu0);
-            if side == Side::Ours {
+            if side != Side::Plain {
                 for (group, secs) in threads {
                     // Threads that lived before the pass (the runtime's, the main thread)
                     // count from where they were.
@@ -388,17 +405,7 @@ fn print_figures(args: &ThroughputArgs, ours_f: &Figures, plain_f: &Figures) {
             "| plain rdkafka, {how} (1 consumer per cluster) | {p:.0} | {mb:.1} | {pf:.0} | {pc:.0} |"
         );
     }
-    if !ours_f.threads_cpu_ns.is_empty() {
-        let groups: Vec<String> = ours_f
-            .threads_cpu_ns
-            .iter()
-            .map(|(group, ns)| format!("{group} {:.0}", median(ns.clone())))
-            .collect();
-        println!(
-            "multicluster-kafka, CPU ns per record by thread (medians; mck-fetch: the fetcher threads, tokio-r: the readers' tasks and the bench's loop, rdk:*: librdkafka's; threads that ended before the pass did are not counted): {}",
-            groups.join(", ")
-        );
-    }
+    print_threads("", ours_f);
     if only.is_none() {
         let (o, _, of, oc) = ours_f.medians();
         let (p, _, pf, pc) = plain_f.medians();
