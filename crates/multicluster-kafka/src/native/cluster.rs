@@ -151,6 +151,8 @@ struct Part {
     /// Not fetched before this time: its last answer was an error that fetching
     /// again at once would only repeat (an authorization failure, say).
     retry_at: Option<tokio::time::Instant>,
+    /// Not fetched from here on: the reader reads it up to here (its stop).
+    stop: Option<i64>,
 }
 
 impl Part {
@@ -401,6 +403,7 @@ impl ClusterFetch {
             parked: false,
             paused: false,
             retry_at: None,
+            stop: None,
         };
         if let Some(before) = state.parts.insert(key, part)
             && before.owner != self.id
@@ -411,6 +414,16 @@ impl ClusterFetch {
         drop(state);
         self.shared().changed.notify_waiters();
         generation
+    }
+
+    /// Fetches `key` only below `stop`: once its position reaches it, the partition
+    /// has nothing more to bring, and a fetch of it would only wait out the
+    /// broker's `fetch.wait.max.ms`, holding back the partitions that need a fetch
+    /// from the same broker (a paused one resumed, say).
+    pub fn stop_at(&self, key: &PartKey, stop: i64) {
+        if let Some(part) = self.own(&mut self.shared().state(), key) {
+            part.stop = Some(stop);
+        }
     }
 
     /// This reader's partition `key`, if it is still this reader's.
@@ -759,6 +772,7 @@ async fn fetch_from(shared: Arc<Shared>, node: i32, lane_: usize) {
                         || part.in_flight
                         || part.parked
                         || part.paused
+                        || part.stop.is_some_and(|stop| part.offset >= stop)
                         || !(room || queues.get(&part.owner).is_some_and(|q| q.buffered == 0))
                     {
                         continue;
@@ -1206,6 +1220,48 @@ mod tests {
         drop(two);
         assert_eq!(fetches.running(), 0);
         assert_eq!(budget.used(), 0, "what was queued left the budget");
+    }
+
+    /// A partition fetched up to its stop is not fetched again: a fetch of it would
+    /// wait out `fetch.wait.max.ms` at the log's end, and a partition resumed
+    /// meanwhile on the same connection would wait with it.
+    #[test]
+    fn a_partition_at_its_stop_does_not_hold_back_one_resumed_beside_it() {
+        let kafka = mck_testkit::shared_cluster("native-budget")
+            .unwrap_or_else(|e| panic!("the cluster starts: {e:?}"));
+        let topic: Arc<str> = Arc::from("stop-resume");
+        kafka.create_topic(&topic, 2).unwrap();
+        mck_testkit::fill_values(kafka, &topic, 2, 10, "v");
+        let rt = mck_testkit::runtime();
+        let fetches = ClusterFetches::default();
+        let mut options = options_for(kafka, "c", Arc::new(Budget::default()));
+        // One connection, and a long wait at the log's end.
+        options.lanes = 1;
+        options.fetch.max_wait_ms = 5_000;
+        let fetch = fetches.join(
+            rt.handle(),
+            vec![("bootstrap.servers".into(), kafka.bootstrap_servers())],
+            options,
+            Box::new(|| {}),
+        );
+        let (p0, p1) = ((topic.clone(), 0), (topic.clone(), 1));
+        fetch.add(p1.clone(), 0, None);
+        fetch.pause(std::slice::from_ref(&p1), true);
+        // Ten records a partition: partition 0's log ends at 10, its stop.
+        fetch.add(p0.clone(), 0, None);
+        fetch.stop_at(&p0, 10);
+        assert_eq!(arrived(&fetch), vec![0]);
+        // Partition 0 is at its stop; partition 1 resumes and comes at once, not
+        // after a fetch of partition 0 waited 5 s at the log's end.
+        std::thread::sleep(Duration::from_millis(300));
+        let resumed = std::time::Instant::now();
+        fetch.pause(std::slice::from_ref(&p1), false);
+        assert_eq!(arrived(&fetch), vec![1]);
+        assert!(
+            resumed.elapsed() < Duration::from_secs(2),
+            "partition 1 waited {:?}",
+            resumed.elapsed()
+        );
     }
 
     /// Four fetches (of four topics of a real broker: as four clusters would be)

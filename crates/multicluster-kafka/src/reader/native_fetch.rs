@@ -406,6 +406,9 @@ impl<D: Deserializer> FetchPath<D> for NativeFetch {
                 .filter(|l| l.search.is_none() && l.fingerprint.offset + 1 == s.next_offset)
                 .and_then(|l| l.fingerprint.leader_epoch);
             let generation = self.fetch.add(key.clone(), s.next_offset, epoch);
+            if let Some(stop) = s.stop_offset {
+                self.fetch.stop_at(&key, stop);
+            }
             self.parts.insert(
                 key,
                 Reading {
