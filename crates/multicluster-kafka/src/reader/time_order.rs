@@ -81,21 +81,15 @@ pub(super) fn bound(
     lowest.map_or(Bound::All, Bound::Upto)
 }
 
-/// One held record (an entry of the held batch `source`), or a record that failed
+/// One held record (entry `index` of the held batch `source`: it stays there
+/// until it goes out, so a queue holds 16 bytes a record), or a record that failed
 /// to deserialize (handed out as an error in its place).
-enum Held<V> {
-    Record {
-        ts: i64,
-        source: u32,
-        entry: BatchEntry<V>,
-    },
-    Failed {
-        ts: i64,
-        failed: Box<Failed>,
-    },
+enum Held {
+    Record { ts: i64, source: u32, index: u32 },
+    Failed { ts: i64, failed: Box<Failed> },
 }
 
-impl<V> Held<V> {
+impl Held {
     fn ts(&self) -> i64 {
         match self {
             Held::Record { ts, .. } | Held::Failed { ts, .. } => *ts,
@@ -117,9 +111,9 @@ const RECORD_OVERHEAD: usize = 64;
 const FULL_BYTES: usize = 4 << 20;
 
 /// A split's held records and what the bound needs of it.
-struct Queue<V> {
+struct Queue {
     id: SplitId,
-    items: VecDeque<Held<V>>,
+    items: VecDeque<Held>,
     /// The [`weight`] of its held records.
     bytes: usize,
     newest: Option<i64>,
@@ -128,9 +122,11 @@ struct Queue<V> {
     done: bool,
 }
 
-/// A fetched batch's bytes, while records of it are held.
-struct Source {
+/// A fetched batch, while records of it are held: its bytes, and its entries
+/// (each taken when it goes out).
+struct Source<V> {
     bytes: BatchBytes,
+    entries: Vec<Option<BatchEntry<V>>>,
     /// Its records still held.
     left: usize,
 }
@@ -147,10 +143,10 @@ pub(super) struct Released<V> {
 /// in: a record goes out copied from there (a value shared from a fetch answer
 /// stays shared), never copied while it waits.
 pub(super) struct TimeOrder<V> {
-    queues: Vec<Queue<V>>,
+    queues: Vec<Queue>,
     index: HashMap<SplitId, usize>,
     held: usize,
-    sources: Vec<Option<Source>>,
+    sources: Vec<Option<Source<V>>>,
     /// Free places in `sources`.
     free: Vec<u32>,
 }
@@ -188,9 +184,14 @@ impl<V> TimeOrder<V> {
         })
     }
 
-    /// Keeps a batch's bytes for `left` held records; returns its place.
-    fn keep(&mut self, bytes: BatchBytes, left: usize) -> u32 {
-        let source = Some(Source { bytes, left });
+    /// Keeps a batch whose records are held; returns its place.
+    fn keep(&mut self, bytes: BatchBytes, entries: Vec<Option<BatchEntry<V>>>) -> u32 {
+        let left = entries.len();
+        let source = Some(Source {
+            bytes,
+            entries,
+            left,
+        });
         match self.free.pop() {
             Some(i) => {
                 self.sources[i as usize] = source;
@@ -233,9 +234,11 @@ impl<V> TimeOrder<V> {
         let (bytes, entries) = batch.into_parts();
         if !entries.is_empty() {
             let topics = bytes.topics.clone();
-            let source = self.keep(bytes, entries.len());
+            let entries: Vec<Option<BatchEntry<V>>> = entries.into_iter().map(Some).collect();
+            let mut held = Vec::with_capacity(entries.len());
             let mut last: Option<(u32, i32, usize)> = None;
-            for entry in entries {
+            for (index, entry) in entries.iter().enumerate() {
+                let Some(entry) = entry else { continue };
                 let i = match last {
                     Some((t, p, i)) if p == entry.partition && t == entry.topic => i,
                     _ => {
@@ -255,8 +258,14 @@ impl<V> TimeOrder<V> {
                     .unwrap_or(i64::MIN);
                 q.newest = Some(q.newest.map_or(ts, |n| n.max(ts)));
                 q.fetched_at = now;
-                q.bytes += weight(&entry);
-                q.items.push_back(Held::Record { ts, source, entry });
+                q.bytes += weight(entry);
+                held.push((i, ts, u32::try_from(index).unwrap_or(u32::MAX)));
+            }
+            let source = self.keep(bytes, entries);
+            for (i, ts, index) in held {
+                self.queues[i]
+                    .items
+                    .push_back(Held::Record { ts, source, index });
                 self.held += 1;
             }
         }
@@ -311,7 +320,7 @@ impl<V> TimeOrder<V> {
     }
 
     /// Empties the queues `which` picks, letting go of their records' bytes.
-    fn clear_where(&mut self, which: impl Fn(&Queue<V>) -> bool) {
+    fn clear_where(&mut self, which: impl Fn(&Queue) -> bool) {
         let mut gone = Vec::new();
         for q in self.queues.iter_mut().filter(|q| which(q)) {
             self.held -= q.items.len();
@@ -408,14 +417,16 @@ impl<V> TimeOrder<V> {
                     break 'heads;
                 }
                 match q.items.pop_front() {
-                    Some(Held::Record { source, entry, .. }) => {
-                        q.bytes = q.bytes.saturating_sub(weight(&entry));
-                        if let Some(Some(s)) = self.sources.get(source as usize) {
-                            batch.push_from(&s.bytes, entry, &mut data);
-                        }
+                    Some(Held::Record { source, index, .. }) => {
                         self.held -= 1;
                         let place = &mut self.sources[source as usize];
                         if let Some(s) = place {
+                            if let Some(entry) =
+                                s.entries.get_mut(index as usize).and_then(Option::take)
+                            {
+                                q.bytes = q.bytes.saturating_sub(weight(&entry));
+                                batch.push_from(&s.bytes, entry, &mut data);
+                            }
                             s.left -= 1;
                             if s.left == 0 {
                                 *place = None;
