@@ -144,7 +144,8 @@ pub(super) struct Released<V> {
 /// stays shared), never copied while it waits.
 pub(super) struct TimeOrder<V> {
     queues: Vec<Queue>,
-    index: HashMap<SplitId, usize>,
+    /// Looked up for every split each time the merge releases: a fast hasher.
+    index: HashMap<SplitId, usize, foldhash::fast::RandomState>,
     held: usize,
     sources: Vec<Option<Source<V>>>,
     /// Free places in `sources`.
@@ -155,7 +156,7 @@ impl<V> Default for TimeOrder<V> {
     fn default() -> Self {
         Self {
             queues: Vec::new(),
-            index: HashMap::new(),
+            index: HashMap::default(),
             held: 0,
             sources: Vec::new(),
             free: Vec::new(),
@@ -301,22 +302,37 @@ impl<V> TimeOrder<V> {
         }
     }
 
-    /// The split's facts, if anything was fetched of it.
-    pub fn facts(&self, id: &SplitId) -> Option<SplitFacts> {
-        let q = &self.queues[*self.index.get(id)?];
-        Some(SplitFacts {
+    /// Where the split's queue is, if anything was fetched of it (valid until a
+    /// split is removed).
+    pub fn queue_of(&self, id: &SplitId) -> Option<usize> {
+        self.index.get(id).copied()
+    }
+
+    /// The facts of the split whose queue is `at` ([`Self::queue_of`]).
+    pub fn facts_at(&self, at: usize) -> SplitFacts {
+        let q = &self.queues[at];
+        SplitFacts {
             newest: q.newest,
             fetched_at: q.fetched_at,
             done: q.done,
-        })
+        }
+    }
+
+    /// The split's facts, if anything was fetched of it.
+    pub fn facts(&self, id: &SplitId) -> Option<SplitFacts> {
+        self.queue_of(id).map(|at| self.facts_at(at))
+    }
+
+    /// How much the queue `at` holds: records, and their [`weight`].
+    pub fn held_at(&self, at: usize) -> (usize, usize) {
+        let q = &self.queues[at];
+        (q.items.len(), q.bytes)
     }
 
     /// How much of the split is held: records, and their [`weight`].
+    #[cfg(test)]
     pub fn held_of(&self, id: &SplitId) -> (usize, usize) {
-        self.index.get(id).map_or((0, 0), |&i| {
-            let q = &self.queues[i];
-            (q.items.len(), q.bytes)
-        })
+        self.queue_of(id).map_or((0, 0), |at| self.held_at(at))
     }
 
     /// Empties the queues `which` picks, letting go of their records' bytes.
@@ -495,18 +511,30 @@ impl<D: Deserializer> SourceReader<D> {
         };
         let ooo = i64::try_from(strategy.out_of_orderness().as_millis()).unwrap_or(i64::MAX);
         let now = Instant::now();
-        let facts = self.states.iter().filter(|s| !s.finished).map(|s| {
-            let mut f = order.facts(&s.id).unwrap_or(SplitFacts {
-                newest: None,
-                fetched_at: s.active_at,
-                done: false,
+        // Each split's queue, looked up once (the queues stay put until a split is
+        // removed, which this does not do).
+        let queues: Vec<Option<usize>> =
+            self.states.iter().map(|s| order.queue_of(&s.id)).collect();
+        let facts = self
+            .states
+            .iter()
+            .zip(&queues)
+            .filter(|(s, _)| !s.finished)
+            .map(|(s, q)| {
+                let mut f = q.map_or(
+                    SplitFacts {
+                        newest: None,
+                        fetched_at: s.active_at,
+                        done: false,
+                    },
+                    |q| order.facts_at(q),
+                );
+                if s.paused {
+                    // Not fetched because of us: not idle.
+                    f.fetched_at = now;
+                }
+                f
             });
-            if s.paused {
-                // Not fetched because of us: not idle.
-                f.fetched_at = now;
-            }
-            f
-        });
         let bound = bound(facts, ooo, strategy.idle_timeout(), now);
         let released = order.release(bound, self.max_batch);
         // Back-pressure: a split holding much while it waits for the others is
@@ -515,9 +543,9 @@ impl<D: Deserializer> SourceReader<D> {
         // `max.partition.fetch.bytes`, 1 MiB unless set) while the merge drains it;
         // many small records count by number too.
         let unit = self.max_batch.min(1024);
-        for s in &mut self.states {
-            let (records, bytes) = order.held_of(&s.id);
-            let newest = order.facts(&s.id).and_then(|f| f.newest);
+        for (s, q) in self.states.iter_mut().zip(&queues) {
+            let (records, bytes) = q.map_or((0, 0), |q| order.held_at(q));
+            let newest = q.and_then(|q| order.facts_at(q).newest);
             let waited_for = match bound {
                 Bound::Hold => false,
                 Bound::Upto(b) => newest.is_none_or(|n| n.saturating_sub(ooo) <= b),
