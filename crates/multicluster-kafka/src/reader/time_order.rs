@@ -106,6 +106,9 @@ fn weight<V>(entry: &BatchEntry<V>) -> usize {
 /// See [`weight`].
 const RECORD_OVERHEAD: usize = 64;
 
+/// The most bytes a release sets aside for its batch's keys and values at once.
+const RESERVE_MAX: usize = 4 << 20;
+
 /// A split that holds more than this (by [`weight`]) while others hold the merge
 /// back is paused, until it holds half as much.
 const FULL_BYTES: usize = 4 << 20;
@@ -420,7 +423,15 @@ impl<V> TimeOrder<V> {
                         }
                         break;
                     }
-                    out.batch.insert(RecordBatch::new(q.id.cluster.clone()))
+                    // Room for as many records as may go out, so that the batch
+                    // is not grown (and copied) as it fills: sized by this
+                    // split's records.
+                    let room = max.min(self.held);
+                    let per = (q.bytes / q.items.len().max(1)).saturating_sub(RECORD_OVERHEAD);
+                    data.reserve(room.saturating_mul(per).min(RESERVE_MAX));
+                    let mut b = RecordBatch::new(q.id.cluster.clone());
+                    b.entries.reserve(room);
+                    out.batch.insert(b)
                 }
             };
             while let Some(front) = q.items.front() {
