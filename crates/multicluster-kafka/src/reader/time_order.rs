@@ -616,17 +616,22 @@ mod tests {
                 key: span(format!("k{o}")),
                 value: span(format!("raw {o}")),
             };
-            b.entries.push(BatchEntry::new(
-                (topic, *p, *o),
-                (Some(*ts), None),
-                raw,
-                None,
-                Default::default(),
-                format!("{cluster}/{p}/{o}"),
-            ));
+            b.entries.push(entry(cluster, (topic, *p, *o), *ts, raw));
         }
         b.set_data(data);
         b
+    }
+
+    /// The entry of record `at` (topic index, partition, offset) with its key and
+    /// value at `raw`, valued `cluster/partition/offset`.
+    fn entry(
+        cluster: &str,
+        at: (u32, i32, i64),
+        ts: i64,
+        raw: crate::record::RawSpans,
+    ) -> BatchEntry<String> {
+        let value = format!("{cluster}/{}/{}", at.1, at.2);
+        BatchEntry::new(at, (Some(ts), None), raw, None, Default::default(), value)
     }
 
     /// A batch of `cluster`'s topic `t` whose values are shared from `answer`, one
@@ -650,15 +655,7 @@ mod tests {
                 key: Some(k),
                 value: crate::record::shared_span(0, range.start, len),
             };
-            let value = format!("{cluster}/{p}/{o}");
-            b.entries.push(BatchEntry::new(
-                (topic, *p, *o),
-                (Some(*ts), None),
-                raw,
-                None,
-                Default::default(),
-                value,
-            ));
+            b.entries.push(entry(cluster, (topic, *p, *o), *ts, raw));
         }
         b.set_data(data);
         b
