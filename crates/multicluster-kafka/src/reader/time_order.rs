@@ -125,6 +125,19 @@ struct Queue {
     done: bool,
 }
 
+/// One record of `sources[source]` no longer held: the batch goes with its last
+/// one, and its place is `free` again.
+fn let_go<V>(sources: &mut [Option<Source<V>>], free: &mut Vec<u32>, source: u32) {
+    let place = &mut sources[source as usize];
+    if let Some(s) = place {
+        s.left -= 1;
+        if s.left == 0 {
+            *place = None;
+            free.push(source);
+        }
+    }
+}
+
 /// A fetched batch, while records of it are held: its bytes, and its entries
 /// (each taken when it goes out).
 struct Source<V> {
@@ -208,18 +221,6 @@ impl<V> TimeOrder<V> {
         }
     }
 
-    /// One record of `source` no longer held: its bytes go with the last one.
-    fn let_go(&mut self, source: u32) {
-        let place = &mut self.sources[source as usize];
-        if let Some(s) = place {
-            s.left -= 1;
-            if s.left == 0 {
-                *place = None;
-                self.free.push(source);
-            }
-        }
-    }
-
     /// Holds a fetched batch (and the failed record after it); `event` gives a
     /// record's event time from its value and Kafka timestamp. A record without one
     /// takes its split's newest.
@@ -238,11 +239,9 @@ impl<V> TimeOrder<V> {
         let (bytes, entries) = batch.into_parts();
         if !entries.is_empty() {
             let topics = bytes.topics.clone();
-            let entries: Vec<Option<BatchEntry<V>>> = entries.into_iter().map(Some).collect();
             let mut held = Vec::with_capacity(entries.len());
             let mut last: Option<(u32, i32, usize)> = None;
             for (index, entry) in entries.iter().enumerate() {
-                let Some(entry) = entry else { continue };
                 let i = match last {
                     Some((t, p, i)) if p == entry.partition && t == entry.topic => i,
                     _ => {
@@ -265,7 +264,7 @@ impl<V> TimeOrder<V> {
                 q.bytes += weight(entry);
                 held.push((i, ts, u32::try_from(index).unwrap_or(u32::MAX)));
             }
-            let source = self.keep(bytes, entries);
+            let source = self.keep(bytes, entries.into_iter().map(Some).collect());
             for (i, ts, index) in held {
                 self.queues[i]
                     .items
@@ -351,7 +350,7 @@ impl<V> TimeOrder<V> {
             }
         }
         for source in gone {
-            self.let_go(source);
+            let_go(&mut self.sources, &mut self.free, source);
         }
     }
 
@@ -446,20 +445,14 @@ impl<V> TimeOrder<V> {
                 match q.items.pop_front() {
                     Some(Held::Record { source, index, .. }) => {
                         self.held -= 1;
-                        let place = &mut self.sources[source as usize];
-                        if let Some(s) = place {
-                            if let Some(entry) =
+                        if let Some(Some(s)) = self.sources.get_mut(source as usize)
+                            && let Some(entry) =
                                 s.entries.get_mut(index as usize).and_then(Option::take)
-                            {
-                                q.bytes = q.bytes.saturating_sub(weight(&entry));
-                                batch.push_from(&s.bytes, entry, &mut data);
-                            }
-                            s.left -= 1;
-                            if s.left == 0 {
-                                *place = None;
-                                self.free.push(source);
-                            }
+                        {
+                            q.bytes = q.bytes.saturating_sub(weight(&entry));
+                            batch.push_from(&s.bytes, entry, &mut data);
                         }
+                        let_go(&mut self.sources, &mut self.free, source);
                     }
                     Some(failed @ Held::Failed { .. }) => {
                         // A failed record after records: it waits for the next release.
