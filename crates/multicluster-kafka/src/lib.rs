@@ -76,11 +76,7 @@ pub use source::{
 /// partition's offsets ([`resolve_start`](unstable::resolve_start),
 /// [`resolve_stop`](unstable::resolve_stop)).
 ///
-/// The first layer of the native fetch path, [`native_conn`](unstable::native_conn):
-/// a plaintext connection to one broker speaking Kafka's protocol itself (no
-/// librdkafka), with ApiVersions negotiation, metadata, offsets and one fetch, and the
-/// record batches of a fetch decoded in place (every codec, a bound on decompressed
-/// bytes, CRC-32C).
+/// The native fetch path's Kafka client is the `multicluster-kafka-client` crate.
 ///
 /// **Unstable:** not part of the crate's supported API; anything here may change or go
 /// in any release, semver notwithstanding.
@@ -89,7 +85,6 @@ pub mod unstable {
     pub use crate::base::plan;
     pub use crate::base::resolve::{resolve_start, resolve_stop};
     pub use crate::base::translate;
-    pub use crate::native::api as native_conn;
 }
 
 /// The names most programs need.

@@ -103,9 +103,9 @@ type Key = (Arc<str>, Vec<(String, String)>);
 pub(crate) struct ClientShare {
     clients: Mutex<HashMap<Key, Weak<SharedClient>>>,
     /// The byte budget of the source's native fetches, which all of them share.
-    native_budget: Arc<crate::native::budget::Budget>,
+    native_budget: Arc<multicluster_kafka_client::budget::Budget>,
     /// The source's native fetching, one per cluster, shared by its readers.
-    native_fetches: crate::native::cluster::ClusterFetches,
+    native_fetches: multicluster_kafka_client::cluster::ClusterFetches,
 }
 
 impl std::fmt::Debug for ClientShare {
@@ -160,12 +160,12 @@ impl Made {
 
 impl ClientShare {
     /// The byte budget of the source's native fetches.
-    pub(crate) fn native_budget(&self) -> Arc<crate::native::budget::Budget> {
+    pub(crate) fn native_budget(&self) -> Arc<multicluster_kafka_client::budget::Budget> {
         self.native_budget.clone()
     }
 
     /// The source's native fetching of its clusters, shared by its readers.
-    pub(crate) fn native_fetches(&self) -> &crate::native::cluster::ClusterFetches {
+    pub(crate) fn native_fetches(&self) -> &multicluster_kafka_client::cluster::ClusterFetches {
         &self.native_fetches
     }
 

@@ -15,21 +15,21 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use multicluster_kafka_client::Uuid;
 use tokio::runtime::Handle;
 use tokio::time::Instant;
-use uuid::Uuid;
 
 use crate::error::SourceError;
 
-use super::batch::Record;
-use super::calls::Metadata;
-use super::conn::{ConnectOptions, Connection};
-use super::error::NativeError;
-use super::fetch_response::FetchPartitionData;
-use super::partition::{PartitionIssue, PartitionReader, code};
 use super::reported::{issue_kind, kind, kind_of_code, leader_moving, retriable_code};
 use super::settings::Settings;
 use crate::error::KafkaErrorKind;
+use multicluster_kafka_client::batch::Record;
+use multicluster_kafka_client::calls::Metadata;
+use multicluster_kafka_client::conn::{ConnectOptions, Connection};
+use multicluster_kafka_client::error::NativeError;
+use multicluster_kafka_client::fetch_response::FetchPartitionData;
+use multicluster_kafka_client::partition::{PartitionIssue, PartitionReader, code};
 
 /// When a metadata request gives up before the client timeout.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -210,7 +210,7 @@ impl Lookup {
                             refusals += 1;
                         }
                         tracing::debug!(cluster = %self.cluster, error = %e, "metadata request failed");
-                        self.settings.hooks.tell(&e);
+                        self.settings.errors.tell(&e);
                         *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) =
                             Some(e.to_string());
                         last = Some(e);
@@ -454,7 +454,7 @@ impl Lookup {
         &self,
         addr: &str,
         asked: &[(&str, i32, i64)],
-    ) -> Result<Vec<super::responses::OffsetAnswer>, NativeError> {
+    ) -> Result<Vec<multicluster_kafka_client::responses::OffsetAnswer>, NativeError> {
         let committed = self.settings.partition.read_committed;
         let (mut conn, reused) = self.take(addr, false).await?;
         let answer = match conn.list_offsets_of(asked, committed).await {
@@ -732,8 +732,8 @@ impl Lookup {
 
     /// A partition's error code in an answer as the source's error.
     fn broker_code(&self, what: &str, topic: &str, partition: i32, code: i16) -> SourceError {
-        let text = kafka_protocol::ResponseError::try_from_code(code)
-            .map_or_else(|| format!("error code {code}"), |e| e.to_string());
+        let text = multicluster_kafka_client::error::code_text(code)
+            .unwrap_or_else(|| format!("error code {code}"));
         SourceError::Kafka {
             cluster: self.cluster.to_string(),
             message: format!("{what} of {topic}/{partition}: {text} (error code {code})"),

@@ -7,8 +7,10 @@ use std::sync::Arc;
 use crate::base::hooks::ClientHooks;
 use crate::error::KafkaErrorKind;
 
-use super::error::NativeError;
-use super::partition::{PartitionIssue, code};
+use multicluster_kafka_client::partition::{PartitionIssue, code};
+use multicluster_kafka_client::{
+    ErrorListener, Listener, NativeError, ProvidedToken, TokenProvider, Tokens,
+};
 
 /// Whether a partition's error code says its leader is moving or not yet known:
 /// worth asking again after a metadata refresh.
@@ -78,28 +80,37 @@ pub(super) fn issue_kind(issue: &PartitionIssue) -> KafkaErrorKind {
     }
 }
 
-/// The program's client hooks of a cluster, whose `error` hears of its connection
-/// errors as a librdkafka client's would. `Debug` says only whether there are any.
-#[derive(Clone, Default)]
-pub(crate) struct ErrorHook(pub Option<Arc<dyn ClientHooks>>);
+/// The program's client hooks of a cluster as the client's listener: their `error`
+/// hears of its connection errors, with their kind, as a librdkafka client's would.
+struct HooksHearErrors(Arc<dyn ClientHooks>);
 
-impl std::fmt::Debug for ErrorHook {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.0.is_some() {
-            "ErrorHook(set)"
-        } else {
-            "ErrorHook(none)"
+impl ErrorListener for HooksHearErrors {
+    fn on_error(&self, error: &NativeError) {
+        self.0.error(kind(error).0, &error.to_string());
+    }
+}
+
+/// The listener that tells `hooks` (if any) of a cluster's connection errors.
+pub(crate) fn listener(hooks: Option<&Arc<dyn ClientHooks>>) -> Listener {
+    Listener(hooks.map(|h| Arc::new(HooksHearErrors(h.clone())) as Arc<dyn ErrorListener>))
+}
+
+/// The program's client hooks as the client's maker of OAUTHBEARER tokens.
+struct HooksMakeTokens(Arc<dyn ClientHooks>);
+
+impl TokenProvider for HooksMakeTokens {
+    fn token(&self, config: Option<&str>) -> Result<ProvidedToken, Box<dyn std::error::Error>> {
+        let made = self.0.generate_oauth_token(config)?;
+        Ok(ProvidedToken {
+            value: made.token,
+            expires_ms: made.lifetime_ms,
         })
     }
 }
 
-impl ErrorHook {
-    /// Tells the hooks of `e`, with its kind.
-    pub(super) fn tell(&self, e: &NativeError) {
-        if let Some(hooks) = &self.0 {
-            hooks.error(kind(e).0, &e.to_string());
-        }
-    }
+/// The tokens `hooks` make, asked with `config` (`sasl.oauthbearer.config`).
+pub(crate) fn hooks_tokens(hooks: Arc<dyn ClientHooks>, config: Option<String>) -> Tokens {
+    Tokens::from_provider(Arc::new(HooksMakeTokens(hooks)), config)
 }
 
 #[cfg(test)]

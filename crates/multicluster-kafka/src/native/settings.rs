@@ -12,15 +12,17 @@ use crate::base::properties::{
 };
 use crate::error::SourceError;
 
-use super::assertion::{self as jwt, Algorithm, Assertion, Claims, Key, Signed};
-use super::calls::FetchSettings;
-use super::conn::ConnectOptions;
-use super::credentials::{Mechanism, Sasl, Tokens};
-use super::oauth::Unsecured;
-use super::oidc::{Grant, JWT_BEARER, Oidc, Roots};
-use super::partition::PartitionOptions;
-use super::reported::ErrorHook;
-use super::tls::{Pem, Tls, TlsSettings};
+use multicluster_kafka_client::Listener;
+use multicluster_kafka_client::assertion::{
+    self as jwt, Algorithm, Assertion, Claims, Key, Signed,
+};
+use multicluster_kafka_client::calls::FetchSettings;
+use multicluster_kafka_client::conn::ConnectOptions;
+use multicluster_kafka_client::credentials::{Mechanism, Sasl, Tokens};
+use multicluster_kafka_client::oauth::Unsecured;
+use multicluster_kafka_client::oidc::{Grant, JWT_BEARER, Oidc, Roots};
+use multicluster_kafka_client::partition::PartitionOptions;
+use multicluster_kafka_client::tls::{Pem, Tls, TlsSettings};
 
 /// What the choice of a cluster's path depends on.
 pub(crate) struct Given<'a> {
@@ -50,8 +52,8 @@ pub(crate) struct Settings {
     /// (`fetch.share.min.bytes`).
     pub share_from: usize,
     pub partition: PartitionOptions,
-    /// The program's client hooks, told of connection errors.
-    pub hooks: ErrorHook,
+    /// Told of connection errors: the program's client hooks.
+    pub errors: Listener,
 }
 
 /// Properties the native path reads.
@@ -413,7 +415,7 @@ pub(crate) fn settings(given: &Given<'_>) -> Result<Settings, SourceError> {
         lanes,
         share_from,
         partition,
-        hooks: ErrorHook(given.hooks.cloned()),
+        errors: super::reported::listener(given.hooks),
     })
 }
 
@@ -454,9 +456,10 @@ fn oidc_tokens(given: &Given<'_>) -> Result<Tokens, SourceError> {
             secret: secret.to_string(),
         }
     };
-    let extensions =
-        super::oauth::parse_extensions(props.get("sasl.oauthbearer.extensions").unwrap_or(""))
-            .map_err(|why| refused(given, "sasl.oauthbearer.extensions", why))?;
+    let extensions = multicluster_kafka_client::oauth::parse_extensions(
+        props.get("sasl.oauthbearer.extensions").unwrap_or(""),
+    )
+    .map_err(|why| refused(given, "sasl.oauthbearer.extensions", why))?;
     let roots = match (props.get("https.ca.pem"), props.get("https.ca.location")) {
         (Some(pem), _) => Roots::Pem(pem.as_bytes().to_vec()),
         (None, None) => Roots::System,
@@ -755,7 +758,10 @@ fn oauth(given: &Given<'_>) -> Result<Tokens, SourceError> {
             "enable.sasl.oauthbearer.unsecure.jwt",
             "the client hooks make the tokens; set one or the other",
         )),
-        (Some(h), false) => Ok(Tokens::from_hooks(h.clone(), config.map(str::to_string))),
+        (Some(h), false) => Ok(super::reported::hooks_tokens(
+            h.clone(),
+            config.map(str::to_string),
+        )),
         (None, true) => {
             let u = Unsecured::parse(config.unwrap_or(""))
                 .map_err(|why| refused(given, "sasl.oauthbearer.config", why))?;

@@ -1,5 +1,5 @@
 //! The native fetch path: a cluster's records fetched with the source's own Kafka
-//! connections ([`crate::native::cluster`], on the source's tokio runtime) and
+//! connections ([`multicluster_kafka_client::cluster`], on the source's tokio runtime) and
 //! decoded on the fetch thread, in place from the fetch answers, a partition at a
 //! time ([`PartitionReader`]). Chosen per cluster by `fetch.backend`
 //! ([`choose`]); docs/native-fetch.md says what it supports.
@@ -14,10 +14,12 @@ use crate::base::offsets::OffsetReset;
 use crate::base::split::{KafkaSplit, SplitId};
 use crate::deserializer::Deserializer;
 use crate::error::SourceError;
-use crate::native::api::{PartitionOptions, PartitionReader};
-use crate::native::cluster::{Arrival, ClusterFetch, ClusterOptions, OutOfRange, PartKey};
 use crate::native::settings::{self, Given};
 use crate::record::{BatchEntry, RawSpans, RecordBatch, shared_span};
+use multicluster_kafka_client::cluster::{
+    Arrival, ClusterFetch, ClusterOptions, OutOfRange, PartKey,
+};
+use multicluster_kafka_client::{DecodeError, PartitionOptions, PartitionReader, Record};
 
 use super::fetch_path::{FetchPath, Opening, Polled};
 use super::staging::{Slot, Staging, copy_into};
@@ -59,7 +61,7 @@ fn options(
         shared_budget: opening.clients.native_budget(),
         out_of_range,
         lanes: settings.lanes,
-        hooks: settings.hooks,
+        errors: settings.errors,
     };
     Ok((cluster, settings.partition, settings.share_from))
 }
@@ -245,7 +247,7 @@ impl NativeFetch {
                         let hash = if r.header_count() == 0 {
                             None
                         } else {
-                            match r.hash() {
+                            match record_hash(r) {
                                 Ok(h) => Some(h),
                                 Err(e) => {
                                     bad_header.get_or_insert((r.offset, e));
@@ -531,10 +533,80 @@ impl<D: Deserializer> FetchPath<D> for NativeFetch {
     }
 }
 
+/// The hash mirrors match a record by ([`record_hash`](crate::split::record_hash) of
+/// the same record read through librdkafka), made from the headers as they are
+/// decoded: nothing is allocated for them.
+fn record_hash(r: &Record<'_>) -> Result<u64, DecodeError> {
+    let mut failed = None;
+    let headers = r
+        .headers()
+        .map_while(|h| h.map_err(|e| failed = Some(e)).ok());
+    let hash = crate::base::fingerprint::hash_parts(r.key, r.value, headers);
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(hash),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::record::Buffers;
+
+    #[test]
+    fn the_native_hash_is_the_one_of_the_librdkafka_path() {
+        use mck_testkit::record_batch::{TestRecord, record_batch};
+        let rec = |od: i32,
+                   key: Option<&[u8]>,
+                   value: Option<&[u8]>,
+                   headers: &[(&[u8], Option<&[u8]>)]| TestRecord {
+            timestamp_delta: 0,
+            offset_delta: od,
+            key: key.map(<[u8]>::to_vec),
+            value: value.map(<[u8]>::to_vec),
+            headers: headers
+                .iter()
+                .map(|(k, v)| (k.to_vec(), v.map(<[u8]>::to_vec)))
+                .collect(),
+        };
+        let buf = record_batch(
+            0,
+            0,
+            &[
+                rec(
+                    0,
+                    Some(b"k"),
+                    Some(b"v"),
+                    &[(b"h", Some(b"1")), (b"n", None)],
+                ),
+                rec(1, None, None, &[]),
+                rec(2, Some(b""), Some(b""), &[]),
+            ],
+        );
+        let batch = multicluster_kafka_client::Batches::new(&buf)
+            .next()
+            .unwrap()
+            .unwrap();
+        let hashes: Vec<u64> = batch
+            .records()
+            .unwrap()
+            .map(|r| record_hash(&r.unwrap()).unwrap())
+            .collect();
+        use crate::base::split::record_hash as librdkafka_hash;
+        assert_eq!(
+            hashes,
+            [
+                librdkafka_hash(
+                    Some(b"k"),
+                    Some(b"v"),
+                    &[("h".into(), Some(b"1".to_vec())), ("n".into(), None)]
+                ),
+                librdkafka_hash(None, None, &[]),
+                librdkafka_hash(Some(b""), Some(b""), &[]),
+            ]
+        );
+        assert_ne!(hashes[1], hashes[2], "null apart from empty");
+    }
 
     #[test]
     fn a_shared_value_names_its_answer_once_and_reads_back_from_it() {

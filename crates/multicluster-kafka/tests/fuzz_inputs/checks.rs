@@ -250,12 +250,12 @@ pub const BATCH_LIMIT: usize = 1 << 20;
 
 /// Runs `data` as a partition's records through the native path's batch decoder:
 /// every batch, its CRC check, its records (decompressed within [`BATCH_LIMIT`]),
-/// their headers and hashes. Nothing may panic; the decoder's promises hold: a batch
+/// their headers. Nothing may panic; the decoder's promises hold: a batch
 /// it yields lies inside `data`, the bytes it leaves over are a cut-off batch at the
 /// end, a record's offset lies within its batch, and no batch decompresses beyond the
 /// limit.
 pub fn check_record_batches(data: &[u8]) {
-    use multicluster_kafka::unstable::native_conn::{Batches, DecodeError, LOG_OVERHEAD};
+    use multicluster_kafka_client::{Batches, DecodeError, LOG_OVERHEAD};
     let mut batches = Batches::new(data);
     let mut scratch = Vec::new();
     let mut failed = false;
@@ -281,7 +281,6 @@ pub fn check_record_batches(data: &[u8]) {
                                 r.offset,
                                 batch.base_offset
                             );
-                            let _ = r.hash();
                             for h in r.headers() {
                                 let _ = h;
                             }
@@ -315,7 +314,7 @@ pub fn check_record_batches(data: &[u8]) {
 /// version it reads. Nothing may panic or allocate beyond the input; a decoded
 /// partition's records lie inside `data` and go through [`check_record_batches`].
 pub fn check_fetch_response(data: &[u8]) {
-    use multicluster_kafka::unstable::native_conn::{
+    use multicluster_kafka_client::{
         FETCH_RESPONSE_MAX, FETCH_RESPONSE_MIN, decode_fetch_response,
     };
     let body = bytes::Bytes::copy_from_slice(data);

@@ -532,7 +532,7 @@ const BATCH_TOKENS: &[&str] = &["\0\0\0\0", "\x7f\x7f\x7f\x7f", "\x01", "\0\0\x1
 fn record_batches_of_valid_partitions_decode() {
     for seed in record_batch_seeds() {
         check_record_batches(&seed);
-        let batches: Vec<_> = multicluster_kafka::unstable::native_conn::Batches::new(&seed)
+        let batches: Vec<_> = multicluster_kafka_client::Batches::new(&seed)
             .collect::<Result<_, _>>()
             .unwrap();
         assert_eq!(batches.len(), 2);
@@ -575,7 +575,7 @@ fn fetch_response_seeds() -> Vec<Vec<u8>> {
                 .collect();
             let mut topic = FetchableTopicResponse::default().with_partitions(partitions);
             if version >= 13 {
-                topic = topic.with_topic_id(uuid::Uuid::from_u128(7));
+                topic = topic.with_topic_id(multicluster_kafka_client::Uuid::from_u128(7));
             } else {
                 topic = topic.with_topic(TopicName(StrBytes::from_static_str("orders")));
             }

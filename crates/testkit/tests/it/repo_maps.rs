@@ -215,9 +215,14 @@ fn backticked_paths(text: &str) -> Vec<String> {
 
 /// Whether `path`, as a document names it, is in the tree: from the root, from a
 /// crate, from a crate's `src/` or `tests/`, or from the library's `src/` (`…/`
-/// stands for the library's folder, as in CONTRIBUTING's map).
+/// stands for the library's folder, as in CONTRIBUTING's map, and `client/` for the
+/// Kafka client crate's `src/`, as in docs/native-fetch.md).
 fn names_something(root: &Path, path: &str) -> bool {
     let path = path.replace("…/", "crates/multicluster-kafka/");
+    let path = match path.strip_prefix("client/") {
+        Some(rest) => format!("crates/multicluster-kafka-client/src/{rest}"),
+        None => path,
+    };
     let path = path.trim_start_matches("./").trim_end_matches('/');
     let mut bases = vec![root.to_path_buf()];
     for entry in fs::read_dir(root.join("crates")).unwrap() {

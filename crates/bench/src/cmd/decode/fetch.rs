@@ -4,7 +4,7 @@
 use std::io::{Read, Write};
 use std::net::TcpStream;
 
-use multicluster_kafka::unstable::native_conn::{Cursor, DecodeError};
+use multicluster_kafka_client::{Cursor, DecodeError};
 
 type Result<T> = std::result::Result<T, DecodeError>;
 

@@ -7,7 +7,7 @@ use bytes::Bytes;
 
 use super::fetch::{FetchV4, parse_fetch_v4, round_trip};
 use crate::cmd::throughput::touch;
-use multicluster_kafka::unstable::native_conn::{Batches, Record};
+use multicluster_kafka_client::{Batches, Record};
 
 /// The Fetch requests' whole-response byte limit (librdkafka's `fetch.max.bytes`
 /// default).

@@ -2,8 +2,8 @@
 //! a partition's `records` field of a Fetch response, or a compressed batch's records
 //! once decompressed into a buffer of the caller's ([`Batch::records_in`]).
 
-use super::codec;
-use super::cursor::{Cursor, DecodeError, Result};
+use crate::codec;
+use crate::cursor::{Cursor, DecodeError, Result};
 
 /// Bytes of a batch before its `length` field ends: baseOffset i64, batchLength i32.
 pub const LOG_OVERHEAD: usize = 12;
@@ -117,7 +117,7 @@ impl<'a> Batch<'a> {
 
     /// The records in `bytes`: the batch's own if uncompressed, else what
     /// [`records_in`](Self::records_in) decompressed them to.
-    pub(crate) fn records_of<'r>(&self, bytes: &'r [u8]) -> Records<'r> {
+    pub fn records_of<'r>(&self, bytes: &'r [u8]) -> Records<'r> {
         Records {
             cur: Cursor::new(bytes),
             left: self.record_count,
@@ -238,21 +238,6 @@ impl<'a> Record<'a> {
     /// How many headers it has.
     pub fn header_count(&self) -> usize {
         self.header_count as usize
-    }
-
-    /// The hash of its key, value and headers that mirrors match records by: equal to
-    /// `split::record_hash` of the same record read through librdkafka.
-    pub fn hash(&self) -> Result<u64> {
-        // Hashed as they are decoded: nothing is allocated for them.
-        let mut failed = None;
-        let headers = self
-            .headers()
-            .map_while(|h| h.map_err(|e| failed = Some(e)).ok());
-        let hash = crate::base::fingerprint::hash_parts(self.key, self.value, headers);
-        match failed {
-            Some(e) => Err(e),
-            None => Ok(hash),
-        }
     }
 }
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use mck_testkit::record_batch::{TestRecord, marker, record_batch, with_producer};
 use mck_testkit::{TestCluster, TransactionEnd, produce_transaction, shared_cluster};
-use multicluster_kafka::unstable::native_conn::{
+use multicluster_kafka_client::{
     AbortedTransaction, ConnectOptions, Connection, DecodeError, DivergingEpoch,
     FetchPartitionData, LeaderHint, PartitionIssue, PartitionOptions, PartitionReader,
 };

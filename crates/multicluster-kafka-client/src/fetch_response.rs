@@ -1,13 +1,13 @@
 //! Fetch responses (v4 to v18) decoded by the native path itself: every count is
 //! checked against the bytes left before anything is allocated for it (a hostile or
 //! corrupt answer is an error, never a huge allocation), and each partition's record
-//! batches stay a slice of the response's buffer, for [`super::batch::Batches`].
+//! batches stay a slice of the response's buffer, for [`crate::batch::Batches`].
 
 use bytes::Bytes;
 use uuid::Uuid;
 
-use super::cursor::{Cursor, DecodeError, Result};
-use super::wire::{PREALLOCATED, Reader};
+use crate::cursor::{Cursor, DecodeError, Result};
+use crate::wire::{PREALLOCATED, Reader};
 
 /// The newest Fetch version this decoder reads.
 pub const FETCH_RESPONSE_MAX: i16 = 18;

@@ -10,13 +10,13 @@ use std::collections::{BTreeSet, BinaryHeap};
 
 use bytes::Bytes;
 
-use super::batch::{Batch, Batches, Record};
-use super::cursor::{Cursor, DecodeError};
-use super::fetch_response::{DivergingEpoch, FetchPartitionData, LeaderHint};
+use crate::batch::{Batch, Batches, Record};
+use crate::cursor::{Cursor, DecodeError};
+use crate::fetch_response::{DivergingEpoch, FetchPartitionData, LeaderHint};
 
 /// Kafka's error codes a fetch or lookup answer may carry for a partition, as far as
 /// the path acts on them.
-pub(super) mod code {
+pub mod code {
     pub const NONE: i16 = 0;
     pub const OFFSET_OUT_OF_RANGE: i16 = 1;
     pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
@@ -270,7 +270,7 @@ impl PartitionReader {
 }
 
 /// The partition's error code as what to do.
-pub(crate) fn issue(answer: &FetchPartitionData, offset: i64) -> Result<(), PartitionIssue> {
+pub fn issue(answer: &FetchPartitionData, offset: i64) -> Result<(), PartitionIssue> {
     if let Some(d) = answer.diverging_epoch {
         return Err(PartitionIssue::Diverged(d));
     }
@@ -302,7 +302,7 @@ struct Aborted {
 }
 
 impl Aborted {
-    fn new(listed: &[super::fetch_response::AbortedTransaction]) -> Self {
+    fn new(listed: &[crate::fetch_response::AbortedTransaction]) -> Self {
         Self {
             pending: listed
                 .iter()

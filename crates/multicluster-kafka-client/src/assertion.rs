@@ -29,36 +29,36 @@ use openssl::pkey::{Id, PKey, Private};
 use serde_json::{Map, Value};
 
 /// The property of a prepared assertion's file.
-pub(crate) const FILE: &str = "sasl.oauthbearer.assertion.file";
+pub const FILE: &str = "sasl.oauthbearer.assertion.file";
 /// The property of the signing algorithm.
-pub(crate) const ALGORITHM: &str = "sasl.oauthbearer.assertion.algorithm";
+pub const ALGORITHM: &str = "sasl.oauthbearer.assertion.algorithm";
 /// The property of the private key's file.
-pub(crate) const KEY_FILE: &str = "sasl.oauthbearer.assertion.private.key.file";
+pub const KEY_FILE: &str = "sasl.oauthbearer.assertion.private.key.file";
 /// The property of the private key as PEM text.
-pub(crate) const KEY_PEM: &str = "sasl.oauthbearer.assertion.private.key.pem";
+pub const KEY_PEM: &str = "sasl.oauthbearer.assertion.private.key.pem";
 /// The property of the private key's passphrase.
-pub(crate) const PASSPHRASE: &str = "sasl.oauthbearer.assertion.private.key.passphrase";
+pub const PASSPHRASE: &str = "sasl.oauthbearer.assertion.private.key.passphrase";
 /// The property of the JWT template's file.
-pub(crate) const TEMPLATE: &str = "sasl.oauthbearer.assertion.jwt.template.file";
+pub const TEMPLATE: &str = "sasl.oauthbearer.assertion.jwt.template.file";
 /// The property of the `sub` claim.
-pub(crate) const SUB: &str = "sasl.oauthbearer.assertion.claim.sub";
+pub const SUB: &str = "sasl.oauthbearer.assertion.claim.sub";
 /// The property of the `iss` claim.
-pub(crate) const ISS: &str = "sasl.oauthbearer.assertion.claim.iss";
+pub const ISS: &str = "sasl.oauthbearer.assertion.claim.iss";
 /// The property of the `aud` claim.
-pub(crate) const AUD: &str = "sasl.oauthbearer.assertion.claim.aud";
+pub const AUD: &str = "sasl.oauthbearer.assertion.claim.aud";
 /// The property of the assertion's lifetime in seconds (`exp` − `iat`).
-pub(crate) const EXP: &str = "sasl.oauthbearer.assertion.claim.exp.seconds";
+pub const EXP: &str = "sasl.oauthbearer.assertion.claim.exp.seconds";
 /// The property of the seconds before now the assertion is valid from (`iat` − `nbf`).
-pub(crate) const NBF: &str = "sasl.oauthbearer.assertion.claim.nbf.seconds";
+pub const NBF: &str = "sasl.oauthbearer.assertion.claim.nbf.seconds";
 /// The property that adds a random `jti` claim.
-pub(crate) const JTI: &str = "sasl.oauthbearer.assertion.claim.jti.include";
+pub const JTI: &str = "sasl.oauthbearer.assertion.claim.jti.include";
 
 /// The most bytes read of a prepared assertion or a template (librdkafka's limit).
 const MAX_FILE: u64 = 1 << 20;
 
 /// How a made assertion is signed (`sasl.oauthbearer.assertion.algorithm`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Algorithm {
+pub enum Algorithm {
     /// RSASSA-PKCS1-v1_5 with SHA-256 (librdkafka's default).
     Rs256,
     /// ECDSA on P-256 with SHA-256.
@@ -67,7 +67,7 @@ pub(crate) enum Algorithm {
 
 impl Algorithm {
     /// The algorithm a property value names (either case), if it is one of the two.
-    pub(crate) fn parse(value: &str) -> Option<Self> {
+    pub fn parse(value: &str) -> Option<Self> {
         match value.trim().to_ascii_uppercase().as_str() {
             "RS256" => Some(Self::Rs256),
             "ES256" => Some(Self::Es256),
@@ -86,7 +86,7 @@ impl Algorithm {
 
 /// Where the private key is.
 #[derive(Clone)]
-pub(crate) enum Key {
+pub enum Key {
     /// A PEM file (`sasl.oauthbearer.assertion.private.key.file`), read for every
     /// assertion so that a replaced key is taken.
     File(PathBuf),
@@ -106,7 +106,7 @@ impl Key {
 
 /// The claims properties of a made assertion.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Claims {
+pub struct Claims {
     pub sub: Option<String>,
     pub iss: Option<String>,
     pub aud: Option<String>,
@@ -133,7 +133,7 @@ impl Default for Claims {
 
 /// An assertion made and signed here for every token request.
 #[derive(Clone)]
-pub(crate) struct Signed {
+pub struct Signed {
     pub algorithm: Algorithm,
     pub key: Key,
     /// The key's passphrase, when it is encrypted.
@@ -145,7 +145,7 @@ pub(crate) struct Signed {
 
 /// Where a cluster's assertions come from.
 #[derive(Clone)]
-pub(crate) enum Assertion {
+pub enum Assertion {
     /// A prepared assertion, read anew from this file for every token request (a
     /// file that some other program renews, such as a projected service account
     /// token).
@@ -173,7 +173,7 @@ impl std::fmt::Debug for Assertion {
 /// Why an assertion cannot be had: the property at fault, and why (never a
 /// secret's value).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Refusal {
+pub struct Refusal {
     pub property: &'static str,
     pub why: String,
 }
@@ -193,7 +193,7 @@ fn refusal(property: &'static str, why: impl Into<String>) -> Refusal {
 
 impl Assertion {
     /// The assertion for a token request made at `now`.
-    pub(crate) fn make(&self, now: SystemTime) -> Result<String, Refusal> {
+    pub fn make(&self, now: SystemTime) -> Result<String, Refusal> {
         match self {
             Self::File(path) => prepared(path),
             Self::Signed(signed) => signed.make(now),
@@ -202,7 +202,7 @@ impl Assertion {
 
     /// Whether an assertion can be had now (its files read, its key opened, its
     /// claims complete): what a cluster's settings check before any request.
-    pub(crate) fn check(&self) -> Result<(), Refusal> {
+    pub fn check(&self) -> Result<(), Refusal> {
         self.make(SystemTime::now()).map(drop)
     }
 }

@@ -20,10 +20,10 @@ use kafka_protocol::messages::FetchRequest;
 use kafka_protocol::messages::fetch_request::ForgottenTopic;
 use uuid::Uuid;
 
-use super::calls::{FetchSettings, FetchWant, fetch_request, topic_name};
-use super::conn::Connection;
-use super::error::NativeError;
-use super::fetch_response::FetchResponseData;
+use crate::calls::{FetchSettings, FetchWant, fetch_request, topic_name};
+use crate::conn::Connection;
+use crate::error::NativeError;
+use crate::fetch_response::FetchResponseData;
 
 /// The first Fetch version with sessions.
 const SESSIONS_FROM: i16 = 7;

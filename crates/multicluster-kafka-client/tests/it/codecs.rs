@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use mck_testkit::{TestCluster, shared_cluster};
-use multicluster_kafka::unstable::native_conn::{Batches, ConnectOptions, Connection};
+use multicluster_kafka_client::{Batches, ConnectOptions, Connection};
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 
 /// A guard against hangs, not a timing assertion.

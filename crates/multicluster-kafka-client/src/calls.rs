@@ -10,10 +10,10 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Message, StrBytes};
 use uuid::Uuid;
 
-use super::conn::{Connection, NativeRequest};
-use super::error::NativeError;
-use super::fetch_response::{FetchPartitionData, FetchResponseData, decode_fetch_response};
-use super::responses;
+use crate::conn::{Connection, NativeRequest};
+use crate::error::NativeError;
+use crate::fetch_response::{FetchPartitionData, FetchResponseData, decode_fetch_response};
+use crate::responses;
 
 /// One partition a fetch asks for.
 #[derive(Clone, Copy, Debug)]
@@ -113,14 +113,14 @@ pub struct PartitionInfo {
     pub error_code: i16,
 }
 
-pub(super) fn topic_name(topic: &str) -> TopicName {
+pub fn topic_name(topic: &str) -> TopicName {
     TopicName(StrBytes::from_string(topic.to_string()))
 }
 
 /// A Fetch request of `version` for `wants` (each topic's partitions next to each
 /// other), its topics named by id from v13 up, by name below; no fetch session (the
 /// caller sets one).
-pub(super) fn fetch_request(
+pub fn fetch_request(
     wants: &[FetchWant<'_>],
     settings: &FetchSettings,
     version: i16,
@@ -260,7 +260,7 @@ impl Connection {
     /// `read_committed` makes the latest offset the last stable one, as a consumer
     /// of that isolation level reads up to. Each partition's answer keeps its own
     /// error code; its offset is −1 for a timestamp no record reaches.
-    pub(crate) async fn list_offsets_of(
+    pub async fn list_offsets_of(
         &mut self,
         wanted: &[(&str, i32, i64)],
         read_committed: bool,
@@ -359,7 +359,7 @@ impl Connection {
 
     /// The Fetch version for `wants`: the highest both sides speak, but v12 (topics
     /// by name) when a want has no topic id.
-    pub(super) fn fetch_version(&self, wants: &[FetchWant<'_>]) -> Result<i16, NativeError> {
+    pub fn fetch_version(&self, wants: &[FetchWant<'_>]) -> Result<i16, NativeError> {
         let version = self.version::<FetchRequest>()?;
         if version < 13 || wants.iter().all(|w| !w.topic_id.is_nil()) {
             return Ok(version);
@@ -381,7 +381,7 @@ impl Connection {
     /// Sends a Fetch request and decodes its answer with the path's own reader,
     /// which bounds every count by the bytes left (docs/native-fetch.md, "Known
     /// gap"). The top-level error code is the caller's to read.
-    pub(super) async fn send_fetch(
+    pub async fn send_fetch(
         &mut self,
         request: &FetchRequest,
         version: i16,

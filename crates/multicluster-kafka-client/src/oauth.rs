@@ -1,9 +1,9 @@
 //! OAUTHBEARER tokens for the native path's connections (RFC 7628 over Kafka's
-//! SaslAuthenticate, KIP-255): from the program's client hooks, an OIDC token
-//! endpoint (`native/oidc.rs`), or librdkafka's unsecured JWT built from
+//! SaslAuthenticate, KIP-255): from the program's token provider, an OIDC token
+//! endpoint (`oidc.rs`), or librdkafka's unsecured JWT built from
 //! `sasl.oauthbearer.config` (for tests). A token is kept and
 //! given to every connection of the cluster until 80 % of its lifetime has passed, as
-//! librdkafka refreshes it; the hooks are called on a blocking thread, never on a
+//! librdkafka refreshes it; the provider is called on a blocking thread, never on a
 //! runtime worker. The token never reaches an error, a log or `Debug` output.
 
 use std::sync::{Arc, Mutex};
@@ -12,9 +12,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
-use crate::base::hooks::ClientHooks;
-
-use super::oidc::Oidc;
+use crate::oidc::Oidc;
 
 /// Share of a token's lifetime after which a new one is made.
 const REFRESH_AT: f64 = 0.8;
@@ -30,19 +28,45 @@ enum Source {
     Unsecured(Unsecured),
     /// An OIDC token endpoint, with the client credentials or the JWT-bearer grant.
     Oidc(Oidc),
-    /// The program's [`ClientHooks::generate_oauth_token`].
-    Hooks {
-        hooks: Arc<dyn ClientHooks>,
-        /// `sasl.oauthbearer.config`, handed to the hooks.
+    /// The program's [`TokenProvider`].
+    Provider {
+        provider: Arc<dyn TokenProvider>,
+        /// `sasl.oauthbearer.config`, handed to the provider.
         config: Option<String>,
     },
+}
+
+/// A program's maker of OAUTHBEARER tokens. It is asked on a blocking thread, never on
+/// the runtime, when no kept token has enough life left.
+pub trait TokenProvider: Send + Sync {
+    /// A new token; `config` is the cluster's `sasl.oauthbearer.config`. An error is
+    /// said in one line.
+    fn token(&self, config: Option<&str>) -> Result<ProvidedToken, Box<dyn std::error::Error>>;
+}
+
+/// A token a [`TokenProvider`] made. `Debug` hides its value.
+#[derive(Clone)]
+pub struct ProvidedToken {
+    /// The token (a JWT, for most identity providers).
+    pub value: String,
+    /// When it expires, in milliseconds since the Unix epoch.
+    pub expires_ms: i64,
+}
+
+impl std::fmt::Debug for ProvidedToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProvidedToken")
+            .field("value", &"[redacted]")
+            .field("expires_ms", &self.expires_ms)
+            .finish()
+    }
 }
 
 /// The settings of an unsecured JWT, librdkafka's `sasl.oauthbearer.config` for it:
 /// `principal=…` and optionally `principalClaimName=…`, `scope=a,b`,
 /// `scopeClaimName=…`, `lifeSeconds=…`, `extension_<name>=…`, separated by spaces.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Unsecured {
+pub struct Unsecured {
     principal: String,
     principal_claim: String,
     scope: Vec<String>,
@@ -53,7 +77,7 @@ pub(crate) struct Unsecured {
 
 impl Unsecured {
     /// Parses `sasl.oauthbearer.config`; an error names the part that is wrong.
-    pub(crate) fn parse(config: &str) -> Result<Self, String> {
+    pub fn parse(config: &str) -> Result<Self, String> {
         let mut u = Self {
             principal: String::new(),
             principal_claim: "sub".into(),
@@ -128,7 +152,7 @@ impl Unsecured {
 }
 
 /// `sasl.oauthbearer.extensions`: `key=value` pairs separated by commas.
-pub(crate) fn parse_extensions(list: &str) -> Result<Vec<(String, String)>, String> {
+pub fn parse_extensions(list: &str) -> Result<Vec<(String, String)>, String> {
     list.split(',')
         .map(str::trim)
         .filter(|p| !p.is_empty())
@@ -190,26 +214,27 @@ impl std::fmt::Debug for Tokens {
         f.write_str(match self.source {
             Source::Unsecured(_) => "Tokens(unsecured JWT)",
             Source::Oidc(_) => "Tokens(OIDC token endpoint)",
-            Source::Hooks { .. } => "Tokens(the program's client hooks)",
+            Source::Provider { .. } => "Tokens(the program's token provider)",
         })
     }
 }
 
 impl Tokens {
     /// Unsecured JWTs from `sasl.oauthbearer.config`, with its extensions.
-    pub(crate) fn unsecured(config: Unsecured) -> Self {
+    pub fn unsecured(config: Unsecured) -> Self {
         let extensions = config.extensions.clone();
         Self::from(Source::Unsecured(config), extensions)
     }
 
     /// Tokens of an OIDC endpoint, sent with `extensions`.
-    pub(crate) fn oidc(oidc: Oidc, extensions: Vec<(String, String)>) -> Self {
+    pub fn oidc(oidc: Oidc, extensions: Vec<(String, String)>) -> Self {
         Self::from(Source::Oidc(oidc), extensions)
     }
 
-    /// The tokens of the program's hooks.
-    pub fn from_hooks(hooks: Arc<dyn ClientHooks>, config: Option<String>) -> Self {
-        Self::from(Source::Hooks { hooks, config }, Vec::new())
+    /// The tokens of the program's `provider`, asked with `config`
+    /// (`sasl.oauthbearer.config`).
+    pub fn from_provider(provider: Arc<dyn TokenProvider>, config: Option<String>) -> Self {
+        Self::from(Source::Provider { provider, config }, Vec::new())
     }
 
     fn from(source: Source, extensions: Vec<(String, String)>) -> Self {
@@ -242,16 +267,16 @@ impl Tokens {
                 tracing::debug!(principal = %made.principal, "OAUTHBEARER token from the OIDC endpoint");
                 (made.value, made.expires)
             }
-            Source::Hooks { hooks, config } => {
-                let (hooks, config) = (hooks.clone(), config.clone());
+            Source::Provider { provider, config } => {
+                let (provider, config) = (provider.clone(), config.clone());
                 let made = blocking(move || {
-                    hooks
-                        .generate_oauth_token(config.as_deref())
-                        .map_err(|e| super::error::one_line(&e))
+                    provider
+                        .token(config.as_deref())
+                        .map_err(|e| crate::error::one_line(&e))
                 })
                 .await?;
-                let ms = u64::try_from(made.lifetime_ms).unwrap_or(0);
-                (made.token, UNIX_EPOCH + Duration::from_millis(ms))
+                let ms = u64::try_from(made.expires_ms).unwrap_or(0);
+                (made.value, UNIX_EPOCH + Duration::from_millis(ms))
             }
         };
         if expires <= now {
@@ -272,14 +297,14 @@ impl Tokens {
 
     /// The client's first (and only) OAUTHBEARER message with the current token:
     /// `n,,` ^A `auth=Bearer <token>` ^A extensions ^A ^A (RFC 7628 §3.1).
-    pub(super) async fn first_message(&self) -> Result<Vec<u8>, String> {
+    pub async fn first_message(&self) -> Result<Vec<u8>, String> {
         let token = self.token().await?;
         Ok(message(&token, &self.extensions))
     }
 
     /// Forgets the kept token (the broker refused it), so the next connection asks
     /// for a new one.
-    pub(super) fn forget(&self) {
+    pub fn forget(&self) {
         *self.kept.lock().unwrap_or_else(|p| p.into_inner()) = None;
     }
 }
@@ -309,7 +334,6 @@ fn message(token: &str, extensions: &[(String, String)]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::base::hooks::OAuthToken;
     use std::sync::atomic::{AtomicU32, Ordering};
 
     #[test]
@@ -381,24 +405,17 @@ mod tests {
         fail: bool,
     }
 
-    impl ClientHooks for Counting {
-        fn enable_token_refresh(&self) -> bool {
-            true
-        }
-        fn generate_oauth_token(
-            &self,
-            config: Option<&str>,
-        ) -> Result<OAuthToken, Box<dyn std::error::Error>> {
+    impl TokenProvider for Counting {
+        fn token(&self, config: Option<&str>) -> Result<ProvidedToken, Box<dyn std::error::Error>> {
             assert_eq!(config, Some("cfg"));
             self.made.fetch_add(1, Ordering::Relaxed);
             if self.fail {
                 return Err("the identity provider\nis down".into());
             }
             let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
-            Ok(OAuthToken {
-                token: "secret-token-1".into(),
-                principal_name: "p".into(),
-                lifetime_ms: now.as_millis() as i64 + self.life_ms,
+            Ok(ProvidedToken {
+                value: "secret-token-1".into(),
+                expires_ms: now.as_millis() as i64 + self.life_ms,
             })
         }
     }
@@ -409,7 +426,7 @@ mod tests {
             life_ms,
             fail,
         });
-        let tokens = Tokens::from_hooks(hooks.clone(), Some("cfg".into()));
+        let tokens = Tokens::from_provider(hooks.clone(), Some("cfg".into()));
         (hooks, tokens)
     }
 

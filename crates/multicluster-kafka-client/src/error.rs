@@ -190,6 +190,43 @@ impl NativeError {
 }
 
 /// The codec's error (an `anyhow` chain, shown whole with `{:#}`) as one line.
-pub(crate) fn one_line(e: &dyn std::fmt::Display) -> String {
+pub fn one_line(e: &dyn std::fmt::Display) -> String {
     format!("{e:#}").replace(['\n', '\r'], " ")
+}
+
+/// Kafka's text for an error `code` in an answer (`None` for a code it does not
+/// know, or 0).
+pub fn code_text(code: i16) -> Option<String> {
+    kafka_protocol::ResponseError::try_from_code(code).map(|e| e.to_string())
+}
+
+/// Told of each connection error a client meets, as a librdkafka client's error
+/// callback is. Called on the runtime's threads: it must not block.
+pub trait ErrorListener: Send + Sync {
+    /// `error` happened; the client goes on (it reconnects, or reports it where it
+    /// returns).
+    fn on_error(&self, error: &NativeError);
+}
+
+/// An optional [`ErrorListener`]. `Debug` says only whether there is one.
+#[derive(Clone, Default)]
+pub struct Listener(pub Option<std::sync::Arc<dyn ErrorListener>>);
+
+impl std::fmt::Debug for Listener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Listener(set)"
+        } else {
+            "Listener(none)"
+        })
+    }
+}
+
+impl Listener {
+    /// Tells the listener, if any, of `error`.
+    pub fn tell(&self, error: &NativeError) {
+        if let Some(l) = &self.0 {
+            l.on_error(error);
+        }
+    }
 }

@@ -11,9 +11,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use base64::Engine as _;
 
 use mck_testkit::{ClusterOptions, KafkaCluster, Listener, TestCluster};
-use multicluster_kafka::hooks::{ClientHooks, OAuthToken};
-use multicluster_kafka::unstable::native_conn::{
-    ConnectOptions, Connection, Mechanism, NativeError, Pem, Sasl, Tls, TlsSettings, Tokens,
+use multicluster_kafka_client::{
+    ConnectOptions, Connection, Mechanism, NativeError, Pem, ProvidedToken, Sasl, Tls, TlsSettings,
+    TokenProvider, Tokens,
 };
 
 /// A guard against hangs, not a timing assertion.
@@ -240,7 +240,7 @@ fn a_connection_re_authenticates_before_its_session_lifetime_runs_out() {
         .unwrap();
         let options = ConnectOptions {
             tls: Some(tls),
-            sasl: Some(Sasl::oauth(Tokens::from_hooks(hooks.clone(), None))),
+            sasl: Some(Sasl::oauth(Tokens::from_provider(hooks.clone(), None))),
             timeout: Duration::from_secs(10),
             ..ConnectOptions::default()
         };
@@ -279,21 +279,14 @@ fn pause(n: u32) -> Duration {
     Duration::from_millis([50, 50, 300, 500][n as usize % 4])
 }
 
-/// Client hooks making unsecured tokens that live 4 s.
+/// A token provider making unsecured tokens that live 4 s.
 struct ShortTokens {
     principal: String,
     made: AtomicU64,
 }
 
-impl ClientHooks for ShortTokens {
-    fn enable_token_refresh(&self) -> bool {
-        true
-    }
-
-    fn generate_oauth_token(
-        &self,
-        _: Option<&str>,
-    ) -> Result<OAuthToken, Box<dyn std::error::Error>> {
+impl TokenProvider for ShortTokens {
+    fn token(&self, _: Option<&str>) -> Result<ProvidedToken, Box<dyn std::error::Error>> {
         self.made.fetch_add(1, Ordering::Relaxed);
         let now = SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs();
         let expires = Duration::from_secs(now + 4);
@@ -303,10 +296,9 @@ impl ClientHooks for ShortTokens {
             expires.as_secs()
         );
         let b64 = |b: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b);
-        Ok(OAuthToken {
-            token: format!("{}.{}.", b64(br#"{"alg":"none"}"#), b64(claims.as_bytes())),
-            principal_name: self.principal.clone(),
-            lifetime_ms: expires.as_millis() as i64,
+        Ok(ProvidedToken {
+            value: format!("{}.{}.", b64(br#"{"alg":"none"}"#), b64(claims.as_bytes())),
+            expires_ms: expires.as_millis() as i64,
         })
     }
 }

@@ -1,4 +1,4 @@
-//! One connection to one Kafka broker (plaintext, or TLS: [`super::tls`]), on tokio: requests framed with
+//! One connection to one Kafka broker (plaintext, or TLS: [`crate::tls`]), on tokio: requests framed with
 //! Kafka's request header and increasing correlation ids, each response read whole
 //! into one buffer and decoded from it (so a Fetch response's `records` are slices of
 //! that buffer, not copies), and the API versions agreed with the broker when the
@@ -29,10 +29,10 @@ use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Message, Str
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::credentials::Sasl;
-use super::error::{NativeError, one_line};
-use super::responses;
-use super::tls::Tls;
+use crate::credentials::Sasl;
+use crate::error::{NativeError, one_line};
+use crate::responses;
+use crate::tls::Tls;
 use kafka_protocol::messages::{
     ApiVersionsRequest, FetchRequest, ListOffsetsRequest, MetadataRequest, SaslAuthenticateRequest,
     SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
@@ -266,7 +266,7 @@ impl Connection {
         };
         if let Err(e) = conn.negotiate().await {
             return Err(match options.tls {
-                Some(_) => super::tls::alert_as_refusal(e),
+                Some(_) => crate::tls::alert_as_refusal(e),
                 None => e,
             });
         }
@@ -321,7 +321,7 @@ impl Connection {
 
     /// Sends `request` at `version` (within both sides' ranges) and decodes the
     /// response.
-    pub(super) async fn send_at<R: NativeRequest>(
+    pub async fn send_at<R: NativeRequest>(
         &mut self,
         request: &R,
         version: i16,
@@ -372,7 +372,7 @@ impl Connection {
     /// body (after its header). Re-authenticates first when the session lifetime
     /// the broker set is nearly over. A failure of the stream, or a timeout, makes
     /// the connection unusable.
-    pub(super) async fn exchange<R: NativeRequest>(
+    pub async fn exchange<R: NativeRequest>(
         &mut self,
         request: &R,
         version: i16,
@@ -389,7 +389,7 @@ impl Connection {
     }
 
     /// [`exchange`](Self::exchange) without re-authenticating first.
-    pub(super) async fn exchange_now<R: NativeRequest>(
+    pub async fn exchange_now<R: NativeRequest>(
         &mut self,
         request: &R,
         version: i16,
@@ -590,11 +590,8 @@ impl Connection {
     }
 
     /// The broker's error `code` about `what` (e.g. `orders/0`) as an error.
-    pub(super) fn broker_error<R: NativeRequest>(&self, code: i16, what: &str) -> NativeError {
-        let text = match kafka_protocol::ResponseError::try_from_code(code) {
-            Some(e) => e.to_string(),
-            None => "no error".into(),
-        };
+    pub fn broker_error<R: NativeRequest>(&self, code: i16, what: &str) -> NativeError {
+        let text = crate::error::code_text(code).unwrap_or_else(|| "no error".into());
         NativeError::Broker {
             addr: self.addr.clone(),
             api: R::NAME,
@@ -605,7 +602,7 @@ impl Connection {
 
     /// The version of `R` to send when the answer is decoded by the path itself:
     /// the highest both sides speak, at most `decoded`'s highest.
-    pub(super) fn version_within<R: NativeRequest>(
+    pub fn version_within<R: NativeRequest>(
         &self,
         decoded: &std::ops::RangeInclusive<i16>,
     ) -> Result<i16, NativeError> {
@@ -632,16 +629,16 @@ impl Connection {
     }
 
     /// A decode error of the path's own decoders, located.
-    pub(super) fn decoded<R: NativeRequest, T>(
+    pub fn decoded<R: NativeRequest, T>(
         &self,
         version: i16,
-        decoded: Result<T, super::cursor::DecodeError>,
+        decoded: Result<T, crate::cursor::DecodeError>,
     ) -> Result<T, NativeError> {
         decoded.map_err(|e| self.decode_error::<R>(version, &e))
     }
 
     /// The request timeout, for requests that carry one.
-    pub(super) fn timeout(&self) -> Duration {
+    pub fn timeout(&self) -> Duration {
         self.timeout
     }
 }

@@ -1,16 +1,16 @@
 //! Reading Kafka's wire format with every count bounded: the native path's own
-//! response decoders ([`super::fetch_response`], [`super::responses`]) read arrays,
+//! response decoders ([`crate::fetch_response`], [`crate::responses`]) read arrays,
 //! strings, bytes and tagged fields through [`Reader`], which refuses a count that
 //! cannot fit in the bytes left before anything is allocated for it.
 
 use bytes::Bytes;
 
-use super::cursor::{Cursor, DecodeError, Result};
+use crate::cursor::{Cursor, DecodeError, Result};
 
 /// Elements preallocated at most for any array; more grow as they decode.
-pub(super) const PREALLOCATED: usize = 64;
+pub const PREALLOCATED: usize = 64;
 
-pub(super) struct Reader<'a> {
+pub struct Reader<'a> {
     pub c: Cursor<'a>,
     pub body: &'a Bytes,
     pub flexible: bool,

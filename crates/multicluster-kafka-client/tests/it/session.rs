@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use mck_testkit::{TestCluster, TestRecord, shared_cluster};
-use multicluster_kafka::unstable::native_conn::{
+use multicluster_kafka_client::{
     Batches, ConnectOptions, Connection, FetchResponseData, FetchSession, FetchSettings, FetchWant,
     Uuid,
 };

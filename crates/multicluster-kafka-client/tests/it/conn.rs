@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use mck_testkit::{Produced, TestCluster, TestRecord, shared_cluster, tools};
-use multicluster_kafka::unstable::native_conn::{
+use multicluster_kafka_client::{
     Batches, ConnectOptions, Connection, FetchRequest, ListOffsetsRequest, MetadataRequest,
     NativeError, Uuid,
 };

@@ -2,8 +2,8 @@
 //! encoder at every version from 4 to 18 (each field as the crate wrote it, records a
 //! slice of the response), and on answers no broker should send: counts far beyond
 //! the bytes there are (refused before anything is allocated), truncations, unknown
-//! versions. Real brokers' answers go through it in `native_conn.rs` and
-//! `native_codecs.rs`.
+//! versions. Real brokers' answers go through it in `conn.rs` and
+//! `codecs.rs`.
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::fetch_response::{
@@ -12,7 +12,7 @@ use kafka_protocol::messages::fetch_response::{
 };
 use kafka_protocol::messages::{BrokerId, FetchResponse, ProducerId, TopicName};
 use kafka_protocol::protocol::{Encodable, StrBytes};
-use multicluster_kafka::unstable::native_conn::{
+use multicluster_kafka_client::{
     DecodeError, FETCH_RESPONSE_MAX, FETCH_RESPONSE_MIN, decode_fetch_response,
 };
 use uuid::Uuid;

@@ -1,5 +1,5 @@
 //! SASL on the native path's connections: PLAIN, SCRAM-SHA-256/512 (RFC 5802,
-//! RFC 7677) and OAUTHBEARER (RFC 7628, tokens from `native/oauth.rs`) through
+//! RFC 7677) and OAUTHBEARER (RFC 7628, tokens from `oauth.rs`) through
 //! SaslHandshake v1 and SaslAuthenticate, right after the API versions are agreed;
 //! and re-authentication on the live connection before the session lifetime the
 //! broker sets runs out (KIP-368), with a fresh token for OAUTHBEARER.
@@ -17,11 +17,11 @@ use openssl::hash::MessageDigest;
 use openssl::pkey::PKey;
 use openssl::sign::Signer;
 
-use super::conn::Connection;
-use super::credentials::{Mechanism, Sasl};
-use super::cursor::{Cursor, Result as DecodeResult};
-use super::error::NativeError;
-use super::wire::{PREALLOCATED, Reader};
+use crate::conn::Connection;
+use crate::credentials::{Mechanism, Sasl};
+use crate::cursor::{Cursor, Result as DecodeResult};
+use crate::error::NativeError;
+use crate::wire::{PREALLOCATED, Reader};
 
 /// The hash of a SCRAM mechanism.
 fn digest(mechanism: Mechanism) -> MessageDigest {
@@ -109,10 +109,7 @@ impl Connection {
     /// Authenticates with `sasl` (SaslHandshake v1, then SaslAuthenticate) and
     /// returns when the next re-authentication is due, if the broker set a session
     /// lifetime.
-    pub(super) async fn authenticate(
-        &mut self,
-        sasl: &Sasl,
-    ) -> Result<Option<Instant>, NativeError> {
+    pub async fn authenticate(&mut self, sasl: &Sasl) -> Result<Option<Instant>, NativeError> {
         let began = Instant::now();
         let failed = |addr: &str, message: String| NativeError::Auth {
             addr: addr.to_string(),
@@ -199,7 +196,7 @@ impl Connection {
             return Ok(answer.session_lifetime_ms);
         }
         tokens.forget();
-        let reasons = super::error::one_line(&String::from_utf8_lossy(&answer.auth_bytes));
+        let reasons = crate::error::one_line(&String::from_utf8_lossy(&answer.auth_bytes));
         // The broker's failure, in its words, follows the ^A.
         let said = match self.sasl_step(sasl, version, vec![1]).await {
             Err(NativeError::Auth { message, .. }) => message,
@@ -243,7 +240,7 @@ impl Connection {
             return Err(NativeError::Auth {
                 addr: self.addr().to_string(),
                 mechanism: sasl.mechanism.name(),
-                message: super::error::one_line(&said),
+                message: crate::error::one_line(&said),
             });
         }
         Ok(answer)

@@ -17,7 +17,7 @@ use openssl::x509::X509;
 use tokio::net::TcpStream;
 use tokio_openssl::SslStream;
 
-use super::error::{NativeError, one_line};
+use crate::error::{NativeError, one_line};
 
 /// A PEM value: a file's path or the PEM text itself.
 #[derive(Clone)]
@@ -213,7 +213,7 @@ impl Tls {
 
     /// Secures `tcp`, connected to `addr` (`host:port`): the handshake, with the
     /// broker's certificate checked against the CAs and (unless turned off) the host.
-    pub(super) async fn handshake(
+    pub async fn handshake(
         &self,
         addr: &str,
         tcp: TcpStream,
@@ -256,7 +256,7 @@ impl Tls {
 /// broker's TLS alert: with TLS 1.3 a broker checks the client's certificate after
 /// the handshake completed on the client's side, and an expired or unknown one
 /// comes back as an alert on the first read, not as a handshake failure.
-pub(super) fn alert_as_refusal(e: NativeError) -> NativeError {
+pub fn alert_as_refusal(e: NativeError) -> NativeError {
     if let NativeError::Io { addr, source } = &e
         && let Some(ssl) = source
             .get_ref()

@@ -1,20 +1,20 @@
 //! The answers the native path asks for besides Fetch (ApiVersions, Metadata,
 //! ListOffsets), decoded by the path itself with every count bounded by the bytes
-//! left ([`super::wire::Reader`]): a hostile or corrupt answer is a decode error,
+//! left ([`crate::wire::Reader`]): a hostile or corrupt answer is a decode error,
 //! never a huge allocation. Only the fields the path uses are kept.
 
 use bytes::Bytes;
 use uuid::Uuid;
 
-use super::cursor::{DecodeError, Result};
-use super::wire::{PREALLOCATED, Reader};
+use crate::cursor::{DecodeError, Result};
+use crate::wire::{PREALLOCATED, Reader};
 
 /// The ApiVersions versions this decoder reads (the path asks in v3, then v0).
-pub(crate) const API_VERSIONS: std::ops::RangeInclusive<i16> = 0..=3;
+pub const API_VERSIONS: std::ops::RangeInclusive<i16> = 0..=3;
 /// The Metadata versions this decoder reads.
-pub(crate) const METADATA: std::ops::RangeInclusive<i16> = 1..=12;
+pub const METADATA: std::ops::RangeInclusive<i16> = 1..=12;
 /// The ListOffsets versions this decoder reads.
-pub(crate) const LIST_OFFSETS: std::ops::RangeInclusive<i16> = 1..=9;
+pub const LIST_OFFSETS: std::ops::RangeInclusive<i16> = 1..=9;
 
 fn check(version: i16, range: &std::ops::RangeInclusive<i16>) -> Result<()> {
     if range.contains(&version) {
@@ -26,7 +26,7 @@ fn check(version: i16, range: &std::ops::RangeInclusive<i16>) -> Result<()> {
 
 fn reader(body: &Bytes, flexible: bool) -> Reader<'_> {
     Reader {
-        c: super::cursor::Cursor::new(body),
+        c: crate::cursor::Cursor::new(body),
         body,
         flexible,
     }
@@ -34,13 +34,13 @@ fn reader(body: &Bytes, flexible: bool) -> Reader<'_> {
 
 /// An ApiVersions answer: its error code and each API's (key, lowest, highest).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct ApiVersionsAnswer {
+pub struct ApiVersionsAnswer {
     pub error_code: i16,
     pub keys: Vec<(i16, i16, i16)>,
 }
 
 /// Decodes an ApiVersions response body of `version`.
-pub(crate) fn api_versions(body: &Bytes, version: i16) -> Result<ApiVersionsAnswer> {
+pub fn api_versions(body: &Bytes, version: i16) -> Result<ApiVersionsAnswer> {
     check(version, &API_VERSIONS)?;
     let mut r = reader(body, version >= 3);
     let error_code = r.c.i16()?;
@@ -59,7 +59,7 @@ pub(crate) fn api_versions(body: &Bytes, version: i16) -> Result<ApiVersionsAnsw
 
 /// A broker of a Metadata answer.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct MetaBroker {
+pub struct MetaBroker {
     pub node_id: i32,
     pub host: String,
     pub port: i32,
@@ -67,7 +67,7 @@ pub(crate) struct MetaBroker {
 
 /// A topic of a Metadata answer.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct MetaTopic {
+pub struct MetaTopic {
     pub error_code: i16,
     pub name: Option<String>,
     pub topic_id: Uuid,
@@ -77,7 +77,7 @@ pub(crate) struct MetaTopic {
 
 /// A Metadata answer.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct MetadataAnswer {
+pub struct MetadataAnswer {
     pub brokers: Vec<MetaBroker>,
     /// The cluster's id (from v2; a broker may give none).
     pub cluster_id: Option<String>,
@@ -85,7 +85,7 @@ pub(crate) struct MetadataAnswer {
 }
 
 /// Decodes a Metadata response body of `version`.
-pub(crate) fn metadata(body: &Bytes, version: i16) -> Result<MetadataAnswer> {
+pub fn metadata(body: &Bytes, version: i16) -> Result<MetadataAnswer> {
     check(version, &METADATA)?;
     let mut r = reader(body, version >= 9);
     if version >= 3 {
@@ -160,7 +160,7 @@ pub(crate) fn metadata(body: &Bytes, version: i16) -> Result<MetadataAnswer> {
 
 /// A partition of a ListOffsets answer.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct OffsetAnswer {
+pub struct OffsetAnswer {
     pub topic: String,
     pub partition: i32,
     pub error_code: i16,
@@ -168,7 +168,7 @@ pub(crate) struct OffsetAnswer {
 }
 
 /// Decodes a ListOffsets response body of `version`.
-pub(crate) fn list_offsets(body: &Bytes, version: i16) -> Result<Vec<OffsetAnswer>> {
+pub fn list_offsets(body: &Bytes, version: i16) -> Result<Vec<OffsetAnswer>> {
     check(version, &LIST_OFFSETS)?;
     let mut r = reader(body, version >= 6);
     if version >= 2 {

@@ -15,7 +15,7 @@ use tokio::sync::Notify;
 
 /// A source's budget of queued answer bytes, shared by its native fetches.
 #[derive(Debug, Default)]
-pub(crate) struct Budget {
+pub struct Budget {
     limit: AtomicUsize,
     used: AtomicUsize,
     /// Woken when the queued bytes fall back below the limit.

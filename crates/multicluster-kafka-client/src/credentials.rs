@@ -1,8 +1,8 @@
-//! SASL credentials as a connection is given them (`native/sasl.rs` speaks the
+//! SASL credentials as a connection is given them (`sasl.rs` speaks the
 //! protocol): the mechanism, the user and the password, which `Debug` never shows, or
-//! the OAUTHBEARER tokens (`native/oauth.rs`).
+//! the OAUTHBEARER tokens (`oauth.rs`).
 
-pub use super::oauth::Tokens;
+pub use crate::oauth::Tokens;
 
 /// A SASL mechanism the native path speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -11,7 +11,7 @@
 //! its leader, or from the replica its leader points to when the client names its
 //! rack (KIP-392) until that replica answers an error or five minutes pass. An answer's partitions go to the queue as they came, their
 //! record batches still encoded ([`Arrival::Records`]); the fetch thread decodes them
-//! with a [`PartitionReader`](super::partition::PartitionReader) per partition. The
+//! with a [`PartitionReader`](crate::partition::PartitionReader) per partition. The
 //! next fetch of a partition starts after the last whole batch of its last answer, so
 //! a broker is asked again while the thread decodes.
 //!
@@ -37,22 +37,22 @@ use tokio::sync::Notify;
 
 use uuid::Uuid;
 
-use super::batch::Batches;
-use super::budget::Budget;
-use super::calls::{FetchSettings, FetchWant};
-use super::conn::{ConnectOptions, Connection};
-use super::error::NativeError;
-use super::fetch_response::FetchPartitionData;
-use super::partition::{PartitionIssue, issue};
-use super::reported::ErrorHook;
-use super::session::FetchSession;
+use crate::batch::Batches;
+use crate::budget::Budget;
+use crate::calls::{FetchSettings, FetchWant};
+use crate::conn::{ConnectOptions, Connection};
+use crate::error::Listener;
+use crate::error::NativeError;
+use crate::fetch_response::FetchPartitionData;
+use crate::partition::{PartitionIssue, issue};
+use crate::session::FetchSession;
 
 /// A partition: its topic and number.
-pub(crate) type PartKey = (Arc<str>, i32);
+pub type PartKey = (Arc<str>, i32);
 
 /// What a position outside the log becomes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum OutOfRange {
+pub enum OutOfRange {
     /// An error for the reader to return ([`Arrival::OutOfRange`]).
     Fail,
     /// The log's first offset.
@@ -63,7 +63,7 @@ pub(crate) enum OutOfRange {
 
 /// How a cluster is fetched.
 #[derive(Clone, Debug)]
-pub(crate) struct ClusterOptions {
+pub struct ClusterOptions {
     /// The cluster's name, for logs.
     pub cluster: Arc<str>,
     /// `host:port` of the brokers to ask for the metadata first.
@@ -80,13 +80,13 @@ pub(crate) struct ClusterOptions {
     /// Fetches in flight to each broker, each on a connection of its own, the
     /// broker's partitions split between them.
     pub lanes: usize,
-    /// The program's client hooks, told of the cluster's connection errors.
-    pub hooks: ErrorHook,
+    /// The program's listener, told of the cluster's connection errors.
+    pub errors: Listener,
 }
 
 /// What the broker tasks queue for the fetch thread.
 #[derive(Debug)]
-pub(crate) enum Arrival {
+pub enum Arrival {
     /// A partition's answer with records (whole batches from `offset` on, maybe a
     /// partial one at the end).
     Records {
@@ -231,9 +231,9 @@ impl Shared {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Says a connection error once per streak; the hooks hear of each.
+    /// Says a connection error once per streak; the listener hears of each.
     fn failed(&self, error: &NativeError) {
-        self.options.hooks.tell(error);
+        self.options.errors.tell(error);
         self.trouble(error);
     }
 
@@ -283,13 +283,13 @@ impl Drop for Core {
 
 /// What makes two readers' fetching of a cluster the same: the cluster, its
 /// properties (sorted), and the runtime its tasks run on.
-pub(crate) type FetchKey = (Arc<str>, Vec<(String, String)>, tokio::runtime::Id);
+pub type FetchKey = (Arc<str>, Vec<(String, String)>, tokio::runtime::Id);
 
 /// The native fetching of a source's clusters, one per cluster (and properties and
 /// runtime), shared by its readers while one of them fetches there: one connection
 /// per broker per source, one fetch session, one metadata task.
 #[derive(Default)]
-pub(crate) struct ClusterFetches {
+pub struct ClusterFetches {
     cores: Mutex<HashMap<FetchKey, std::sync::Weak<Core>>>,
 }
 
@@ -331,7 +331,7 @@ impl ClusterFetches {
 /// One reader's fetching of a cluster: its partitions and the queue of their answers.
 /// Dropping it stops fetching them; the last reader's drop stops the cluster's tasks
 /// and closes their connections.
-pub(crate) struct ClusterFetch {
+pub struct ClusterFetch {
     core: Arc<Core>,
     /// This reader's id among the cluster's ([`Part::owner`]).
     id: u64,
@@ -1032,11 +1032,9 @@ async fn fetch_round(
                         // fetched again; the enumerator's lookups decide whether the
                         // split goes (an authorization revoked, a topic deleted).
                         let name = match e {
-                            PartitionIssue::Failed { code } => {
-                                kafka_protocol::ResponseError::try_from_code(code)
-                                    .map(|e| format!(" ({e})"))
-                                    .unwrap_or_default()
-                            }
+                            PartitionIssue::Failed { code } => crate::error::code_text(code)
+                                .map(|e| format!(" ({e})"))
+                                .unwrap_or_default(),
                             _ => String::new(),
                         };
                         troubles.push(format!("{}/{}: {e}{name}", key.0, key.1));
@@ -1141,7 +1139,7 @@ mod tests {
             shared_budget: budget,
             out_of_range: OutOfRange::Fail,
             lanes: 2,
-            hooks: ErrorHook::default(),
+            errors: Listener::default(),
         }
     }
 
@@ -1308,7 +1306,7 @@ mod tests {
                     shared_budget: shared_budget.clone(),
                     out_of_range: OutOfRange::Fail,
                     lanes: 1,
-                    hooks: ErrorHook::default(),
+                    errors: Listener::default(),
                 };
                 let fetch = ClusterFetch::start(rt.handle(), options, Box::new(|| {}));
                 fetch.add((Arc::from(topic.as_str()), 0), 0, None);

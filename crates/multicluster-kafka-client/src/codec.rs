@@ -5,10 +5,10 @@
 
 use std::io::Read;
 
-use super::cursor::{Cursor, DecodeError};
+use crate::cursor::{Cursor, DecodeError};
 
 /// The codec's name for an id of a batch's attributes.
-pub(crate) fn name(id: u8) -> Result<&'static str, DecodeError> {
+pub fn name(id: u8) -> Result<&'static str, DecodeError> {
     Ok(match id {
         0 => "uncompressed",
         1 => "gzip",
@@ -21,7 +21,7 @@ pub(crate) fn name(id: u8) -> Result<&'static str, DecodeError> {
 
 /// Decompresses `input` (the records of a batch compressed with codec `id`) onto the
 /// end of `out`, at most `limit` bytes.
-pub(crate) fn decompress(
+pub fn decompress(
     id: u8,
     input: &[u8],
     limit: usize,
@@ -30,7 +30,7 @@ pub(crate) fn decompress(
     let codec = name(id)?;
     let failed = |e: &dyn std::fmt::Display| DecodeError::Decompress {
         codec,
-        reason: super::error::one_line(e),
+        reason: crate::error::one_line(e),
     };
     match id {
         1 => bounded(flate2::read::MultiGzDecoder::new(input), codec, limit, out),
@@ -58,7 +58,7 @@ fn bounded(
         .read_to_end(out)
         .map_err(|e| DecodeError::Decompress {
             codec,
-            reason: super::error::one_line(&e),
+            reason: crate::error::one_line(&e),
         })?;
     if out.len() - start > limit {
         out.truncate(start);
@@ -99,7 +99,7 @@ fn raw_snappy(
 ) -> Result<(), DecodeError> {
     let failed = |e: snap::Error| DecodeError::Decompress {
         codec: "snappy",
-        reason: super::error::one_line(&e),
+        reason: crate::error::one_line(&e),
     };
     // The block states its decompressed length first: checked before anything is
     // allocated for it.

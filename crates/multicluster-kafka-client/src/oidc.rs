@@ -3,7 +3,7 @@
 //! - client credentials: a form POST with the client's id and secret as HTTP Basic
 //!   credentials;
 //! - JWT bearer (`sasl.oauthbearer.grant.type=urn:ietf:params:oauth:grant-type:jwt-bearer`,
-//!   RFC 7523): a form POST of the grant type and an assertion (`native/assertion.rs`),
+//!   RFC 7523): a form POST of the grant type and an assertion (`assertion.rs`),
 //!   without HTTP authentication, as librdkafka sends it.
 //!
 //! The token is the `access_token` of the JSON answer (with the JWT-bearer grant, its
@@ -20,10 +20,10 @@ use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use ureq::tls::{Certificate, RootCerts, TlsConfig, TlsProvider};
 
-use super::assertion::Assertion;
+use crate::assertion::Assertion;
 
 /// The grant type of RFC 7523's JWT bearer (`sasl.oauthbearer.grant.type`).
-pub(crate) const JWT_BEARER: &str = "urn:ietf:params:oauth:grant-type:jwt-bearer";
+pub const JWT_BEARER: &str = "urn:ietf:params:oauth:grant-type:jwt-bearer";
 
 /// How long one token request may take (librdkafka's is 20 s too).
 const TIMEOUT: Duration = Duration::from_secs(20);
@@ -33,7 +33,7 @@ const MAX_ANSWER: u64 = 1 << 20;
 
 /// Where the endpoint's certificate is checked.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Roots {
+pub enum Roots {
     /// The system's CAs (no `https.ca.*`, or `https.ca.location=probe`).
     System,
     /// These PEM certificates only.
@@ -42,7 +42,7 @@ pub(crate) enum Roots {
 
 /// How a cluster's client asks for tokens (`sasl.oauthbearer.grant.type`).
 #[derive(Clone)]
-pub(crate) enum Grant {
+pub enum Grant {
     /// `client_credentials`: the client's id and secret.
     ClientCredentials { id: String, secret: String },
     /// RFC 7523's JWT bearer: an assertion for every request.
@@ -64,7 +64,7 @@ impl std::fmt::Debug for Grant {
 
 /// A cluster's OIDC client.
 #[derive(Clone)]
-pub(crate) struct Oidc {
+pub struct Oidc {
     endpoint: String,
     grant: Grant,
     scope: Option<String>,
@@ -82,7 +82,7 @@ impl std::fmt::Debug for Oidc {
 }
 
 /// A token the endpoint made: its value, when it expires, and its principal.
-pub(crate) struct Made {
+pub struct Made {
     pub value: String,
     pub expires: SystemTime,
     pub principal: String,
@@ -91,7 +91,7 @@ pub(crate) struct Made {
 impl Oidc {
     /// The client of `endpoint` (an `http` or `https` URL), checking its certificate
     /// against `roots`; an error says which of them is wrong.
-    pub(crate) fn new(
+    pub fn new(
         endpoint: &str,
         grant: Grant,
         scope: Option<&str>,
@@ -141,7 +141,7 @@ impl Oidc {
 
     /// Asks the endpoint for a token (blocking: call it off the runtime's workers).
     /// An error is one line naming the endpoint, never the secret nor the assertion.
-    pub(crate) fn fetch(&self) -> Result<Made, String> {
+    pub fn fetch(&self) -> Result<Made, String> {
         let at = |what: String| format!("token endpoint {}: {what}", self.endpoint);
         let request = self
             .agent
@@ -192,7 +192,7 @@ impl Oidc {
             };
             return Err(at(format!(
                 "HTTP {status}: {}",
-                super::error::one_line(&said.chars().take(200).collect::<String>())
+                crate::error::one_line(&said.chars().take(200).collect::<String>())
             )));
         }
         match (token_of(&body, "access_token"), &self.grant) {

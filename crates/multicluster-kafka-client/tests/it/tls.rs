@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use mck_testkit::{KafkaCluster, Listener, TestCluster};
-use multicluster_kafka::unstable::native_conn::{
+use multicluster_kafka_client::{
     ConnectOptions, Connection, NativeError, Pem, Tls, TlsSettings, Uuid,
 };
 
