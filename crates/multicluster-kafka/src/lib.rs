@@ -45,6 +45,7 @@ pub mod file_source;
 pub mod hybrid;
 pub mod inspect;
 mod kafka;
+mod lookups;
 pub mod metadata;
 pub mod metrics;
 pub(crate) mod native;

@@ -1,13 +1,13 @@
-//! The blocking IO shell towards one Kafka cluster: metadata, watermarks, offset
-//! lookups and commits. Every method blocks; the source calls them on threads of
-//! their own ([`detached`]), never on an async worker thread.
+//! The blocking IO shell towards one Kafka cluster: its lookups (through the lookup
+//! seam, [`Lookups`]: natively or with librdkafka), and groups and commits (with
+//! librdkafka). Every method blocks; the source calls them on threads of their own
+//! ([`detached`]), never on an async worker thread.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
-use rdkafka::types::RDKafkaRespErr;
 use rdkafka::{Offset, TopicPartitionList};
 
 use crate::base::offsets::PartitionFacts;
@@ -15,8 +15,10 @@ use crate::base::properties::ClientProperties;
 use crate::error::SourceError;
 use crate::kafka::config::ClientSetup;
 use crate::kafka::events::SourceContext;
+use crate::kafka::lookups::RdLookups;
 use crate::kafka::shared::{ClientShare, SharedClient};
-use crate::native::lookup::{Bounds, GiveUp, Lookup};
+use crate::lookups::{Bounds, EachRecord, EndEarly, Lookups, PerPartition, TopicPartitions};
+use crate::native::lookups::NativeLookups;
 use crate::native::settings::{self, Given};
 
 /// Runs a blocking librdkafka call (a lookup, a commit, closing a client) on a thread
@@ -43,136 +45,33 @@ pub(crate) fn close_detached<T: Send + 'static>(client: T) {
         .spawn(move || drop(client));
 }
 
-/// How often a metadata request waiting for a usable broker looks at the client's
-/// errors ([`EndEarly`]).
-const ERROR_CHECK: Duration = Duration::from_millis(100);
-
-/// How long a metadata request still waits for a usable broker once it may end
-/// early: a broker librdkafka re-bootstraps may still accept the client.
-const ERROR_GRACE: Duration = Duration::from_secs(1);
-
-/// When [`all_metadata`] gives up before its timeout: both only once as many
-/// brokers failed since the client's last answer as it knows (its bootstrap list's,
-/// then its last answer's), never while one of them is still connecting for the
-/// first time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum EndEarly {
-    /// When the cluster refused the client (credentials, certificates) since its
-    /// last answer.
-    OnRefusal,
-    /// Whatever the brokers' errors (a refused connection, a name that does not
-    /// resolve, a refusal), but a failed token provider's: for a first contact,
-    /// whose caller tries again with backoff and should say why meanwhile.
-    OnAnyError,
-}
-
-/// The metadata of every topic, within `timeout`; ends early when the cluster
-/// refuses the client (credentials, certificates), or with [`EndEarly::OnAnyError`]
-/// when no broker can be reached. A token provider that failed does not end it
-/// early: librdkafka asks the provider again meanwhile.
-///
-/// librdkafka first waits for a usable broker, for up to the whole timeout, and a
-/// cluster that refused the client never has one: a wrong password was reported only
-/// when the timeout (30 s by default) ran out, though librdkafka had said why after
-/// ~100 ms. So the wait for a broker is taken in steps of [`ERROR_CHECK`], each
-/// followed by a look at the client's state: once every broker failed since the
-/// client's last answer ([`SourceContext::every_broker_failed`]) and the request may
-/// end early, it ends [`ERROR_GRACE`] later if no broker became usable meanwhile. A
-/// broker of the bootstrap list still connecting (a slow handshake) keeps it waiting.
-/// What ends it is the client's state, not an error reported during the request:
-/// librdkafka reports a broker's identical error again only after 30 s, so a request
-/// on a client kept from an earlier attempt would see none, and requests sharing a
-/// client do not reset anything for each other. Once a broker is usable, the request
-/// itself gets all the time left (a step that ran out while the request was in
-/// flight sends it again).
-pub(crate) fn all_metadata(
-    client: &rdkafka::client::Client<SourceContext>,
-    timeout: Duration,
-    end_early: EndEarly,
-) -> rdkafka::error::KafkaResult<rdkafka::metadata::Metadata> {
-    use rdkafka::error::{KafkaError, RDKafkaErrorCode as C};
-    use std::time::Instant;
-    // librdkafka takes milliseconds as an i32.
-    let timeout = timeout.min(Duration::from_millis(i32::MAX as u64));
-    let context = client.context();
-    let end = Instant::now() + timeout;
-    let mut broker_usable = false;
-    let mut failing_since: Option<Instant> = None;
-    loop {
-        let left = end.saturating_duration_since(Instant::now());
-        let step = if broker_usable {
-            left
-        } else {
-            left.min(ERROR_CHECK)
-        };
-        match client.fetch_metadata(None, step) {
-            Err(KafkaError::MetadataFetch(C::BrokerTransportFailure)) if step < left => {
-                let may_end = context.every_broker_failed()
-                    && match end_early {
-                        EndEarly::OnRefusal => context.refused_since_answer(),
-                        EndEarly::OnAnyError => !context.last_error_is_token(),
-                    };
-                if !may_end {
-                    failing_since = None;
-                } else if failing_since.get_or_insert_with(Instant::now).elapsed() >= ERROR_GRACE {
-                    return Err(KafkaError::MetadataFetch(C::BrokerTransportFailure));
-                }
-            }
-            Err(KafkaError::MetadataFetch(C::OperationTimedOut)) if step < left => {
-                broker_usable = true;
-            }
-            Ok(metadata) => {
-                context.answered(metadata.brokers().len());
-                return Ok(metadata);
-            }
-            answer => return answer,
-        }
-    }
-}
-
-/// What [`ClusterClient::describe`] found for a set of topics.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct TopicPartitions {
-    /// Topic → partition ids, for topics that exist.
-    pub partitions: BTreeMap<String, Vec<i32>>,
-    /// Requested topics the cluster does not have (yet), or does not show this
-    /// client.
-    pub missing: BTreeSet<String>,
-    /// Those of `missing` the cluster refused to describe to this client's principal
-    /// (no DESCRIBE permission): they may exist.
-    pub unauthorized: BTreeSet<String>,
-}
-
-/// Lookups and commits on one cluster: through the native path's connections
-/// ([`Lookup`]) where it serves the cluster and the caller runs on a tokio runtime,
-/// with a librdkafka client for groups and commits made when first needed; else
-/// through a librdkafka client that a reader may fetch with as well
-/// ([`crate::kafka::shared`]).
+/// Lookups, groups and commits on one cluster: lookups through the native path's
+/// connections where it serves the cluster and the caller runs on a tokio runtime,
+/// else through a librdkafka client that a reader may fetch with as well
+/// ([`crate::kafka::shared`]); groups and commits through that librdkafka client, or
+/// beside native lookups one made when first needed.
 pub(crate) struct ClusterClient {
     cluster: Arc<str>,
-    way: Way,
+    lookups: Box<dyn Lookups>,
+    /// The librdkafka client for groups and commits: the lookups' own, or, beside
+    /// native lookups, made from `groups_from` on first use.
+    groups: OnceLock<Arc<SharedClient>>,
+    groups_from: Option<GroupsFrom>,
     timeout: Duration,
 }
 
-/// How a [`ClusterClient`] reaches its cluster.
-enum Way {
-    Librdkafka(Arc<SharedClient>),
-    Native {
-        lookup: Arc<Lookup>,
-        /// The librdkafka client for groups and commits, once made.
-        groups: OnceLock<Arc<SharedClient>>,
-        /// What it is made from.
-        props: ClientProperties,
-        group_id: Option<String>,
-        setup: ClientSetup,
-    },
+/// What a groups client beside native lookups is made from.
+struct GroupsFrom {
+    props: ClientProperties,
+    group_id: Option<String>,
+    setup: ClientSetup,
 }
 
 impl std::fmt::Debug for ClusterClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ClusterClient")
             .field("cluster", &self.cluster)
-            .field("native", &matches!(self.way, Way::Native { .. }))
+            .field("lookups", &self.lookups.path())
             .finish()
     }
 }
@@ -211,17 +110,17 @@ impl ClusterClient {
                 false => None,
             };
             if let Some(settings) = native {
-                let lookup = Lookup::new(cluster.clone(), &settings, timeout, runtime);
+                let lookups = NativeLookups::new(cluster.clone(), &settings, timeout, runtime);
                 tracing::debug!(cluster = %cluster, "looking up natively");
                 return Ok(Self {
+                    lookups: Box::new(lookups),
                     cluster,
-                    way: Way::Native {
-                        lookup: Arc::new(lookup),
-                        groups: OnceLock::new(),
+                    groups: OnceLock::new(),
+                    groups_from: Some(GroupsFrom {
                         props: props.clone(),
                         group_id: group_id.map(str::to_string),
                         setup,
-                    },
+                    }),
                     timeout,
                 });
             }
@@ -231,48 +130,41 @@ impl ClusterClient {
             None => crate::kafka::shared::standalone(&cluster, props, group_id, setup)?,
         };
         Ok(Self {
+            lookups: Box::new(RdLookups::new(cluster.clone(), client.clone(), timeout)),
             cluster,
-            way: Way::Librdkafka(client),
+            groups: OnceLock::from(client),
+            groups_from: None,
             timeout,
         })
     }
 
-    /// The native lookups, when this client has them.
-    fn native(&self) -> Option<&Arc<Lookup>> {
-        match &self.way {
-            Way::Native { lookup, .. } => Some(lookup),
-            Way::Librdkafka(_) => None,
-        }
+    /// Which path the lookups take: `native` or `librdkafka`.
+    #[cfg(test)]
+    pub fn lookup_path(&self) -> &'static str {
+        self.lookups.path()
     }
 
-    /// The librdkafka client: the one lookups go through, or the one for groups and
-    /// commits beside native lookups (made on first use, blocking).
+    /// The librdkafka client for groups and commits (made on first use beside native
+    /// lookups, blocking).
     fn rdkafka(&self) -> Result<&SharedClient, SourceError> {
-        match &self.way {
-            Way::Librdkafka(client) => Ok(client),
-            Way::Native {
-                groups,
-                props,
-                group_id,
-                setup,
-                ..
-            } => {
-                if let Some(client) = groups.get() {
-                    return Ok(client);
-                }
-                let made = crate::kafka::shared::standalone(
-                    &self.cluster,
-                    props,
-                    group_id.as_deref(),
-                    setup.clone(),
-                )?;
-                if let Err(other) = groups.set(made) {
-                    // Another call made one meanwhile.
-                    close_detached(other);
-                }
-                Ok(groups.get().expect("set above"))
-            }
+        if let Some(client) = self.groups.get() {
+            return Ok(client);
         }
+        let from = self
+            .groups_from
+            .as_ref()
+            .expect("a client without one for groups has what to make it from");
+        let made = crate::kafka::shared::standalone(
+            &self.cluster,
+            &from.props,
+            from.group_id.as_deref(),
+            from.setup.clone(),
+        )?;
+        if let Err(other) = self.groups.set(made) {
+            // Another call made one meanwhile.
+            close_detached(other);
+        }
+        Ok(self.groups.get().expect("set above"))
     }
 
     /// The librdkafka consumer of [`Self::rdkafka`].
@@ -284,42 +176,28 @@ impl ClusterClient {
     /// behind the reader's fetch on the broker (a broker answers one connection's
     /// requests in order, and an idle fetch is held for up to `fetch.wait.max.ms`).
     pub fn is_read(&self) -> bool {
-        match &self.way {
-            Way::Librdkafka(client) => client.is_reading(),
-            Way::Native { .. } => false,
-        }
+        self.lookups.is_read()
     }
 
-    /// A failed request, with librdkafka's last client error as its cause: a request
-    /// to a cluster that refuses the credentials or the certificate only times out.
+    /// A failed group request, with the lookups' last client error as its cause.
     fn err(&self, what: &str, e: &rdkafka::error::KafkaError) -> SourceError {
-        SourceError::kafka(&self.cluster, self.with_cause(format!("{what}: {e}")), e)
-    }
-
-    /// `message`, with librdkafka's last client error as its cause when there is one.
-    fn with_cause(&self, message: String) -> String {
-        let Way::Librdkafka(client) = &self.way else {
-            return message;
+        let message = match self.lookups.last_error() {
+            Some(cause) => format!("{what}: {e}; last client error: {cause}"),
+            None => format!("{what}: {e}"),
         };
-        match client.consumer().context().last_error() {
-            Some(cause) => format!("{message}; last client error: {cause}"),
-            None => message,
-        }
+        SourceError::kafka(&self.cluster, message, e)
     }
 
     /// True when the cluster refused this client (authentication or TLS failed)
     /// since its last metadata answer, as opposed to not answering at all (or a token
     /// provider that failed).
     pub fn rejected(&self) -> bool {
-        match &self.way {
-            Way::Librdkafka(client) => client.consumer().context().refused_since_answer(),
-            Way::Native { lookup, .. } => lookup.rejected(),
-        }
+        self.lookups.rejected()
     }
 
     /// The Kafka `cluster.id` (the physical identity of the cluster).
     pub fn kafka_cluster_id(&self) -> Result<String, SourceError> {
-        self.cluster_id_unless(EndEarly::OnRefusal)
+        self.lookups.cluster_id(EndEarly::OnRefusal)
     }
 
     /// Like [`Self::kafka_cluster_id`], but fails about a second after every broker
@@ -327,96 +205,19 @@ impl ClusterClient {
     /// rather than at the timeout: for a first contact that is tried again with
     /// backoff, and whose warning should say why soon.
     pub fn first_contact(&self) -> Result<String, SourceError> {
-        self.cluster_id_unless(EndEarly::OnAnyError)
-    }
-
-    fn cluster_id_unless(&self, end_early: EndEarly) -> Result<String, SourceError> {
-        if let Some(lookup) = self.native() {
-            let give_up = match end_early {
-                EndEarly::OnRefusal => GiveUp::OnRefusal,
-                EndEarly::OnAnyError => GiveUp::OnAnyError,
-            };
-            // Asks for no topic: the answer's cluster id is all that is wanted.
-            let md = lookup.metadata(Some(Vec::new()), give_up)?;
-            return md.cluster_id.ok_or_else(|| SourceError::Cluster {
-                cluster: self.cluster.to_string(),
-                message: "metadata request: the broker gave no cluster id".into(),
-            });
-        }
-        // A metadata answer carries the cluster id; asking for the id alone first
-        // waits in librdkafka's one-second polling steps.
-        let consumer = self.consumer()?;
-        all_metadata(consumer.client(), self.timeout, end_early)
-            .map_err(|e| self.err("metadata request", &e))?;
-        consumer
-            .client()
-            .fetch_cluster_id(self.timeout)
-            .ok_or_else(|| SourceError::Cluster {
-                cluster: self.cluster.to_string(),
-                message: self.with_cause(format!(
-                    "metadata request: no answer within {:?}",
-                    self.timeout
-                )),
-            })
+        self.lookups.cluster_id(EndEarly::OnAnyError)
     }
 
     /// Partitions of each topic (one metadata request for all topics).
     pub fn describe(&self, topics: &BTreeSet<String>) -> Result<TopicPartitions, SourceError> {
-        if let Some(lookup) = self.native() {
-            return describe_natively(lookup, topics);
-        }
-        let consumer = self.consumer()?;
-        let md = all_metadata(consumer.client(), self.timeout, EndEarly::OnRefusal)
-            .map_err(|e| self.err("metadata request", &e))?;
-        let mut out = TopicPartitions::default();
-        for t in md.topics() {
-            if topics.contains(t.name()) && t.error().is_none() && !t.partitions().is_empty() {
-                let mut parts: Vec<i32> = t.partitions().iter().map(|p| p.id()).collect();
-                parts.sort_unstable();
-                out.partitions.insert(t.name().to_string(), parts);
-            }
-        }
-        for t in topics {
-            if !out.partitions.contains_key(t) {
-                out.missing.insert(t.clone());
-            }
-        }
-        // A listing of all topics leaves out those the principal may not describe:
-        // asked by name, the broker says which ones it refused.
-        for t in &out.missing {
-            if let Ok(md) = consumer.fetch_metadata(Some(t), self.timeout)
-                && md.topics().iter().any(|m| {
-                    m.name() == t
-                        && m.error()
-                            == Some(RDKafkaRespErr::RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED)
-                })
-            {
-                out.unauthorized.insert(t.clone());
-            }
-        }
-        Ok(out)
+        self.lookups.describe(topics)
     }
 
     /// The names of the cluster's topics that `keep` selects (one metadata request).
     pub fn topic_names(&self, keep: impl Fn(&str) -> bool) -> Result<Vec<String>, SourceError> {
-        if let Some(lookup) = self.native() {
-            let md = lookup.metadata(None, GiveUp::OnRefusal)?;
-            return Ok(md
-                .topics
-                .into_iter()
-                .map(|t| t.name)
-                .filter(|n| keep(n))
-                .collect());
-        }
-        let md = all_metadata(self.consumer()?.client(), self.timeout, EndEarly::OnRefusal)
-            .map_err(|e| self.err("metadata request", &e))?;
-        Ok(md
-            .topics()
-            .iter()
-            .map(|t| t.name())
-            .filter(|n| keep(n))
-            .map(str::to_string)
-            .collect())
+        let mut names = self.lookups.topic_names()?;
+        names.retain(|n| keep(n));
+        Ok(names)
     }
 
     /// Earliest/latest offsets, committed offsets (when `committed`), and the offset
@@ -473,23 +274,7 @@ impl ClusterClient {
 
     /// The earliest and latest offsets of every partition.
     fn bounds(&self, partitions: &[(String, i32)]) -> Result<Bounds, SourceError> {
-        if let Some(lookup) = self.native() {
-            return lookup.bounds(partitions);
-        }
-        let earliest = self.list_offsets(partitions, Offset::Beginning, "earliest offsets")?;
-        let latest = self.list_offsets(partitions, Offset::End, "latest offsets")?;
-        let mut out = Bounds::new();
-        for (topic, p) in partitions {
-            let key = (topic.clone(), *p);
-            let (Some(&low), Some(&high)) = (earliest.get(&key), latest.get(&key)) else {
-                return Err(SourceError::Cluster {
-                    cluster: self.cluster.to_string(),
-                    message: format!("offsets of {topic}/{p}: missing from the broker's answer"),
-                });
-            };
-            out.insert(key, (low, high));
-        }
-        Ok(out)
+        self.lookups.bounds(partitions)
     }
 
     /// The first offset at or after each partition's own timestamp (`None` where no
@@ -497,32 +282,11 @@ impl ClusterClient {
     pub fn offsets_at_times(
         &self,
         queries: &[(String, i32, i64)],
-    ) -> Result<BTreeMap<(String, i32), Option<i64>>, SourceError> {
-        let mut out = BTreeMap::new();
+    ) -> Result<PerPartition, SourceError> {
         if queries.is_empty() {
-            return Ok(out);
+            return Ok(PerPartition::new());
         }
-        if let Some(lookup) = self.native() {
-            return lookup.offsets_at_times(queries);
-        }
-        let mut tpl = TopicPartitionList::new();
-        for (topic, p, ts) in queries {
-            tpl.add_partition_offset(topic, *p, Offset::Offset(*ts))
-                .map_err(|e| self.err("timestamp lookup", &e))?;
-            out.insert((topic.clone(), *p), None);
-        }
-        let got = self
-            .consumer()?
-            .offsets_for_times(tpl, self.timeout)
-            .map_err(|e| self.err("timestamp lookup", &e))?;
-        for e in got.elements() {
-            if let Offset::Offset(o) = e.offset()
-                && let Some(slot) = out.get_mut(&(e.topic().to_string(), e.partition()))
-            {
-                *slot = Some(o);
-            }
-        }
-        Ok(out)
+        self.lookups.offsets_at_times(queries)
     }
 
     /// What the group's coordinator says of `group`: its protocol, state and members.
@@ -594,74 +358,6 @@ impl ClusterClient {
         }
     }
 
-    /// The earliest (`Offset::Beginning`) or latest (`Offset::End`) offset of every
-    /// partition, from one ListOffsets request per leader: the special timestamps -2
-    /// and -1 ask the broker for those. A watermark query per partition costs two round
-    /// trips each, one partition after the other: with 8 partitions per cluster, building
-    /// a source took 120–140 ms to assign its splits that way and 80–90 ms this way
-    /// (`mck-bench throughput`, two local clusters).
-    ///
-    /// A leader that moves or is not yet elected (a topic just made, a broker that
-    /// restarts) is asked again, within the client timeout: librdkafka does not retry
-    /// a ListOffsets answer that names such an error.
-    fn list_offsets(
-        &self,
-        partitions: &[(String, i32)],
-        which: Offset,
-        what: &str,
-    ) -> Result<BTreeMap<(String, i32), i64>, SourceError> {
-        let until = std::time::Instant::now() + self.timeout;
-        let mut pause = Duration::from_millis(50);
-        loop {
-            match self.list_offsets_once(partitions, which, what) {
-                Err(e) if leader_moving(&e) && std::time::Instant::now() + pause < until => {
-                    std::thread::sleep(pause);
-                    pause = (pause * 2).min(Duration::from_secs(1));
-                }
-                other => return other,
-            }
-        }
-    }
-
-    fn list_offsets_once(
-        &self,
-        partitions: &[(String, i32)],
-        which: Offset,
-        what: &str,
-    ) -> Result<BTreeMap<(String, i32), i64>, SourceError> {
-        let mut tpl = TopicPartitionList::new();
-        for (topic, p) in partitions {
-            tpl.add_partition_offset(topic, *p, which)
-                .map_err(|e| self.err(what, &e))?;
-        }
-        let got = self
-            .consumer()?
-            .offsets_for_times(tpl, self.timeout)
-            .map_err(|e| self.err(what, &e))?;
-        let mut out = BTreeMap::new();
-        for e in got.elements() {
-            e.error().map_err(|err| {
-                self.err(&format!("{what} of {}/{}", e.topic(), e.partition()), &err)
-            })?;
-            match e.offset() {
-                Offset::Offset(o) => {
-                    out.insert((e.topic().to_string(), e.partition()), o);
-                }
-                other => {
-                    return Err(SourceError::Cluster {
-                        cluster: self.cluster.to_string(),
-                        message: format!(
-                            "{what} of {}/{}: the broker answered {other:?}",
-                            e.topic(),
-                            e.partition()
-                        ),
-                    });
-                }
-            }
-        }
-        Ok(out)
-    }
-
     /// Commits `next offsets` (the next record to read) for the group, synchronously.
     pub fn commit(&self, offsets: &[(String, i32, i64)]) -> Result<(), SourceError> {
         if offsets.is_empty() {
@@ -682,17 +378,16 @@ impl ClusterClient {
     /// the client timeout; returns how many records it read. Records written after the
     /// read started are not waited for.
     ///
-    /// Assigns the partition to this client (and takes it away again): only for a
-    /// client of its own ([`crate::kafka::shared::standalone`]). The source's lookup
-    /// client may be the one a reader fetches with, whose assignment is the reader's.
+    /// On librdkafka it assigns the partition to the client (and takes it away
+    /// again): only for a client of its own ([`crate::kafka::shared::standalone`]).
+    /// The source's lookup client may be the one a reader fetches with, whose
+    /// assignment is the reader's.
     pub(crate) fn read_partition(
         &self,
         topic: &str,
         partition: i32,
         each: &mut EachRecord<'_>,
     ) -> Result<u64, SourceError> {
-        use rdkafka::Message as _;
-        use std::time::Instant;
         let what = format!("reading {topic}/{partition}");
         if self.is_read() {
             return Err(SourceError::internal(
@@ -700,7 +395,6 @@ impl ClusterClient {
                 format!("{what}: the client a reader fetches with cannot be assigned"),
             ));
         }
-        let deadline = Instant::now() + self.timeout;
         let key = (topic.to_string(), partition);
         let Some(&(start, end)) = self.bounds(std::slice::from_ref(&key))?.get(&key) else {
             return Err(SourceError::Cluster {
@@ -711,183 +405,30 @@ impl ClusterClient {
         if start >= end {
             return Ok(0);
         }
-        if let Some(lookup) = self.native() {
-            return lookup.read(topic, partition, (start, end), &mut |r| {
-                each(r.offset, r.key, r.value)
-            });
-        }
-        let consumer = self.consumer()?;
-        let mut tpl = TopicPartitionList::new();
-        tpl.add_partition_offset(topic, partition, Offset::Offset(start))
-            .map_err(|e| self.err(&what, &e))?;
-        consumer.assign(&tpl).map_err(|e| self.err(&what, &e))?;
-        let mut next = start;
-        let mut read = 0u64;
-        let outcome = loop {
-            if next >= end {
-                break Ok(read);
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break Err(SourceError::Cluster {
-                    cluster: self.cluster.to_string(),
-                    message: self.with_cause(format!(
-                        "{what}: at offset {next} of {start}..{end} after {:?} (the client timeout)",
-                        self.timeout
-                    )),
-                });
-            }
-            match consumer.poll(left.min(Duration::from_millis(100))) {
-                Some(Ok(m)) => {
-                    if m.topic() == topic && m.partition() == partition && m.offset() >= next {
-                        each(m.offset(), m.key(), m.payload());
-                        read += 1;
-                        next = m.offset() + 1;
-                    }
-                }
-                Some(Err(e)) => break Err(self.err(&what, &e)),
-                None => {
-                    // Nothing more to hand out: transaction markers at the end take
-                    // offsets that no record is handed out for; the position passes
-                    // them.
-                    let position = consumer
-                        .position()
-                        .ok()
-                        .and_then(|p| p.find_partition(topic, partition).map(|e| e.offset()));
-                    if let Some(Offset::Offset(o)) = position {
-                        next = next.max(o);
-                    }
-                }
-            }
-        };
-        if let Err(e) = consumer.unassign() {
-            tracing::debug!(cluster = %self.cluster, error = %e, "{what}: unassigning failed");
-        }
-        outcome
+        self.lookups
+            .read_partition(topic, partition, (start, end), each)
     }
-}
 
-impl ClusterClient {
     /// The timestamp of the newest record of each partition (its last offset; `None`
     /// for an empty partition, or one whose last offset holds no record handed out,
     /// such as a transaction marker), read within the client timeout.
     ///
-    /// Assigns the partitions to this client: only for a client of its own, as
-    /// [`Self::read_partition`].
+    /// Only for a client of its own, as [`Self::read_partition`].
     pub(crate) fn newest_timestamps(
         &self,
         partitions: &[(String, i32)],
-    ) -> Result<BTreeMap<(String, i32), Option<i64>>, SourceError> {
-        use rdkafka::Message as _;
-        use std::time::Instant;
-        let what = "newest record timestamps";
+    ) -> Result<PerPartition, SourceError> {
         if self.is_read() {
             return Err(SourceError::internal(
                 "a timestamp read",
-                format!("{what}: the client a reader fetches with cannot be assigned"),
+                "newest record timestamps: the client a reader fetches with cannot be assigned",
             ));
         }
-        let mut out: BTreeMap<(String, i32), Option<i64>> =
-            partitions.iter().map(|k| (k.clone(), None)).collect();
         if partitions.is_empty() {
-            return Ok(out);
+            return Ok(PerPartition::new());
         }
-        if let Some(lookup) = self.native() {
-            return lookup.newest_timestamps(partitions);
-        }
-        let consumer = self.consumer()?;
-        let mut tpl = TopicPartitionList::new();
-        let mut wanted: BTreeMap<(String, i32), i64> = BTreeMap::new();
-        for (key, (low, high)) in self.bounds(partitions)? {
-            if high > low {
-                tpl.add_partition_offset(&key.0, key.1, Offset::Offset(high - 1))
-                    .map_err(|e| self.err(what, &e))?;
-                wanted.insert(key.clone(), high - 1);
-            }
-        }
-        if wanted.is_empty() {
-            return Ok(out);
-        }
-        consumer.assign(&tpl).map_err(|e| self.err(what, &e))?;
-        let deadline = Instant::now() + self.timeout;
-        let mut quiet_since = Instant::now();
-        while !wanted.is_empty() {
-            let left = deadline.saturating_duration_since(Instant::now());
-            // A last offset that holds no record (a transaction marker) never comes:
-            // after a second with nothing, those partitions have no timestamp.
-            if left.is_zero() || quiet_since.elapsed() > Duration::from_secs(1) {
-                break;
-            }
-            match consumer.poll(left.min(Duration::from_millis(100))) {
-                Some(Ok(m)) => {
-                    let key = (m.topic().to_string(), m.partition());
-                    if wanted.get(&key).is_some_and(|at| m.offset() >= *at) {
-                        wanted.remove(&key);
-                        out.insert(key, m.timestamp().to_millis());
-                    }
-                    quiet_since = Instant::now();
-                }
-                Some(Err(e)) => {
-                    if let Err(u) = consumer.unassign() {
-                        tracing::debug!(cluster = %self.cluster, error = %u, "{what}: unassigning failed");
-                    }
-                    return Err(self.err(what, &e));
-                }
-                None => {}
-            }
-        }
-        if let Err(e) = consumer.unassign() {
-            tracing::debug!(cluster = %self.cluster, error = %e, "{what}: unassigning failed");
-        }
-        Ok(out)
+        self.lookups.newest_timestamps(partitions)
     }
-}
-
-/// [`ClusterClient::describe`] on the native path: the partitions of the listed
-/// topics, and those missing asked for by name, which is how a broker says which it
-/// refused to describe.
-fn describe_natively(
-    lookup: &Arc<Lookup>,
-    topics: &BTreeSet<String>,
-) -> Result<TopicPartitions, SourceError> {
-    /// Kafka's TOPIC_AUTHORIZATION_FAILED.
-    const UNAUTHORIZED: i16 = 29;
-    let md = lookup.metadata(None, GiveUp::OnRefusal)?;
-    let mut out = TopicPartitions::default();
-    for t in md.topics {
-        if topics.contains(&t.name) && t.error_code == 0 && !t.partitions.is_empty() {
-            let mut parts: Vec<i32> = t.partitions.iter().map(|p| p.partition).collect();
-            parts.sort_unstable();
-            out.partitions.insert(t.name, parts);
-        }
-    }
-    out.missing = topics
-        .iter()
-        .filter(|t| !out.partitions.contains_key(*t))
-        .cloned()
-        .collect();
-    if !out.missing.is_empty() {
-        let asked: Vec<String> = out.missing.iter().cloned().collect();
-        if let Ok(md) = lookup.metadata(Some(asked), GiveUp::OnRefusal) {
-            out.unauthorized = md
-                .topics
-                .into_iter()
-                .filter(|t| t.error_code == UNAUTHORIZED && out.missing.contains(&t.name))
-                .map(|t| t.name)
-                .collect();
-        }
-    }
-    Ok(out)
-}
-
-/// What [`ClusterClient::read_partition`] hands each record to: its offset, key and
-/// value.
-pub(crate) type EachRecord<'a> = dyn FnMut(i64, Option<&[u8]>, Option<&[u8]>) + 'a;
-
-/// Whether `e` says a partition's leader is moving or not yet known: worth asking
-/// again shortly.
-fn leader_moving(e: &SourceError) -> bool {
-    e.kafka_kind() == Some(crate::error::KafkaErrorKind::LeaderMoving)
 }
 
 #[cfg(test)]
@@ -952,7 +493,7 @@ mod tests {
             let e = client.first_contact().unwrap_err().to_string();
             let took = began.elapsed();
             assert!(
-                took >= ERROR_GRACE && took < timeout / 3,
+                took >= crate::kafka::lookups::ERROR_GRACE && took < timeout / 3,
                 "attempt {attempt} took {took:?}: {e}"
             );
             assert!(e.contains("Connection refused"), "attempt {attempt}: {e}");
@@ -972,7 +513,7 @@ mod tests {
         let rt = mck_testkit::runtime();
         let timeout = Duration::from_secs(30);
         let client = client_of("dead", &props, Some(rt.handle().clone()));
-        assert!(client.native().is_some());
+        assert_eq!(client.lookup_path(), "native");
         let began = std::time::Instant::now();
         let e = client.first_contact().unwrap_err();
         assert!(began.elapsed() < timeout / 3, "took {:?}", began.elapsed());
@@ -1035,7 +576,8 @@ mod tests {
         ]);
         let native = client_of("lookups", &props, Some(rt.handle().clone()));
         let librdkafka = client_of("lookups", &props, None);
-        assert!(native.native().is_some() && librdkafka.native().is_none());
+        assert_eq!(native.lookup_path(), "native");
+        assert_eq!(librdkafka.lookup_path(), "librdkafka");
         let parts = vec![("lk".to_string(), 0), ("lk".to_string(), 1)];
         let topics: BTreeSet<String> = ["lk", "other", "absent"].map(String::from).into();
         let ask = |client: &ClusterClient| {

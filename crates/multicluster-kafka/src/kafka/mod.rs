@@ -8,6 +8,7 @@ pub(crate) mod errors;
 pub(crate) mod events;
 pub(crate) mod group_describe;
 pub(crate) mod group_member;
+pub(crate) mod lookups;
 pub(crate) mod mm2;
 pub(crate) mod shard_lock;
 pub(crate) mod shared;

@@ -14,7 +14,8 @@ use crate::base::properties::ClientProperties;
 use crate::error::SourceError;
 use crate::kafka::events::Served;
 use crate::kafka::events::{ClientRole, SourceContext};
-use crate::native::lookup::{GiveUp, Lookup};
+use crate::lookups::EndEarly;
+use crate::native::lookup::Lookup;
 use crate::native::settings::{self, Given};
 
 /// The admin client and the thread serving its events (log lines, errors, token
@@ -232,10 +233,10 @@ impl SingleClusterMetadataService {
                 Client::Native(lookup) => return native_topics(&lookup),
                 Client::Librdkafka(admin) => admin,
             };
-            let metadata = crate::kafka::client::all_metadata(
+            let metadata = crate::kafka::lookups::all_metadata(
                 client.inner(),
                 timeout,
-                crate::kafka::client::EndEarly::OnRefusal,
+                crate::lookups::EndEarly::OnRefusal,
             )
             // A request to a cluster that refuses the client says only that no
             // broker was usable: librdkafka's last client error says why.
@@ -369,7 +370,7 @@ impl KafkaMetadataService for SingleClusterMetadataService {
 fn native_topics(lookup: &Arc<Lookup>) -> Result<BTreeSet<String>, String> {
     /// Kafka's UNKNOWN_TOPIC_OR_PARTITION.
     const UNKNOWN: i16 = 3;
-    match lookup.metadata(None, GiveUp::OnRefusal) {
+    match lookup.metadata(None, EndEarly::OnRefusal) {
         Ok(md) => Ok(md
             .topics
             .into_iter()

@@ -2,7 +2,7 @@
 //! by position or time, and short reads of a partition, over connections of their
 //! own on the source's tokio runtime (no thread of their own: a source's thread count
 //! does not grow with its clusters). The enumerator calls them from its blocking
-//! lookup threads ([`crate::kafka::client::ClusterClient`]); groups and commits stay
+//! lookup threads, through [`super::lookups::NativeLookups`]; groups and commits stay
 //! on librdkafka.
 //!
 //! A connection is taken from the idle ones of its broker for a call and given back
@@ -20,6 +20,7 @@ use tokio::runtime::Handle;
 use tokio::time::Instant;
 
 use crate::error::SourceError;
+use crate::lookups::{Bounds, EndEarly};
 
 use super::reported::{issue_kind, kind, kind_of_code, leader_moving, retriable_code};
 use super::settings::Settings;
@@ -30,21 +31,6 @@ use multicluster_kafka_client::conn::{ConnectOptions, Connection};
 use multicluster_kafka_client::error::NativeError;
 use multicluster_kafka_client::fetch_response::FetchPartitionData;
 use multicluster_kafka_client::partition::{PartitionIssue, PartitionReader, code};
-
-/// When a metadata request gives up before the client timeout.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum GiveUp {
-    /// Once every broker failed in one round and one of them refused the client
-    /// (TLS or SASL); brokers that only do not answer are asked again until the
-    /// timeout.
-    OnRefusal,
-    /// Once every broker failed in one round, however: for a first contact, which
-    /// its caller tries again with backoff and should say why meanwhile.
-    OnAnyError,
-}
-
-/// A partition's offsets: `(earliest, latest)`.
-pub(crate) type Bounds = BTreeMap<(String, i32), (i64, i64)>;
 
 /// The native lookups of one cluster.
 pub(crate) struct Lookup {
@@ -148,7 +134,7 @@ impl Lookup {
     pub fn metadata(
         self: &Arc<Self>,
         topics: Option<Vec<String>>,
-        give_up: GiveUp,
+        give_up: EndEarly,
     ) -> Result<Metadata, SourceError> {
         let me = self.clone();
         self.block(async move {
@@ -161,7 +147,7 @@ impl Lookup {
     async fn metadata_until(
         self: &Arc<Self>,
         topics: Option<&[String]>,
-        give_up: GiveUp,
+        give_up: EndEarly,
         deadline: Instant,
     ) -> Result<Metadata, SourceError> {
         let mut backoff = BACKOFF_MIN;
@@ -233,8 +219,8 @@ impl Lookup {
                 },
             });
             let ends = match give_up {
-                GiveUp::OnAnyError => true,
-                GiveUp::OnRefusal => refused,
+                EndEarly::OnAnyError => true,
+                EndEarly::OnRefusal => refused,
             };
             if ends || Instant::now() + backoff >= deadline {
                 return Err(self.error("metadata request", &last));
@@ -361,7 +347,7 @@ impl Lookup {
             let md = self
                 .metadata_until(
                     Some(&topics.into_iter().collect::<Vec<_>>()),
-                    GiveUp::OnRefusal,
+                    EndEarly::OnRefusal,
                     deadline,
                 )
                 .await?;
@@ -589,7 +575,7 @@ impl Lookup {
         self.block(async move {
             let names = [topic.clone()];
             let md = me
-                .metadata_until(Some(&names), GiveUp::OnRefusal, deadline)
+                .metadata_until(Some(&names), EndEarly::OnRefusal, deadline)
                 .await?;
             let leader = match leader_of(&md, &topic, partition) {
                 Ok(leader) => leader,
@@ -820,13 +806,13 @@ mod tests {
         ));
         let pending = {
             let lookup = lookup.clone();
-            std::thread::spawn(move || lookup.metadata(None, GiveUp::OnRefusal))
+            std::thread::spawn(move || lookup.metadata(None, EndEarly::OnRefusal))
         };
         std::thread::sleep(Duration::from_millis(300));
         rt.shutdown_background();
         let during = pending.join().expect("the call does not panic");
         assert!(matches!(during, Err(SourceError::Closed)), "{during:?}");
-        let after = lookup.metadata(None, GiveUp::OnAnyError);
+        let after = lookup.metadata(None, EndEarly::OnAnyError);
         assert!(matches!(after, Err(SourceError::Closed)), "{after:?}");
     }
 }

@@ -29,7 +29,9 @@ const LAYERS: &[(&str, u8)] = &[
     ("deserializer.rs", 1),
     ("error.rs", 1),
     ("metrics.rs", 1),
-    // 2: one cluster's client machinery.
+    // 2: one cluster's client machinery: the lookup seam, and its librdkafka and
+    // native sides.
+    ("lookups.rs", 2),
     ("kafka/", 2),
     ("native/", 2),
     // 3: the readers and the coordinator; neither uses the other.
