@@ -43,7 +43,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("metadata/", 5),
     ("hybrid/", 5),
     ("file_source/", 5),
-    ("inspect.rs", 5),
+    ("inspect/", 5),
     // 6: the crate's root.
     ("lib.rs", 6),
 ];
