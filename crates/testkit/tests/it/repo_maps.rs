@@ -279,7 +279,7 @@ fn backticked_paths_are_told_from_other_code() {
         ["native/lookup.rs", "docs/"]
     );
     let root = root();
-    assert!(names_something(&root, "native/lookup.rs"));
+    assert!(names_something(&root, "native/lookups.rs"));
     assert!(names_something(&root, "…/src/lib.rs"));
     assert!(!names_something(&root, "native/gone.rs"));
 }

@@ -35,7 +35,7 @@ const HONOURED: &[&str] = &[
     "queued.max.messages.kbytes",
     "socket.timeout.ms",
     "receive.message.max.bytes",
-    // TLS (`security.protocol=ssl`), with OpenSSL as librdkafka: native/tls.rs.
+    // TLS (`security.protocol=ssl`), with OpenSSL as librdkafka: the client crate's tls.rs.
     "ssl.ca.location",
     "ssl.ca.pem",
     "ssl.certificate.location",
@@ -45,13 +45,13 @@ const HONOURED: &[&str] = &[
     "ssl.key.password",
     "ssl.endpoint.identification.algorithm",
     "enable.ssl.certificate.verification",
-    // SASL PLAIN and SCRAM (`sasl_plaintext`, `sasl_ssl`): native/sasl.rs.
+    // SASL PLAIN and SCRAM (`sasl_plaintext`, `sasl_ssl`): the client crate's sasl.rs.
     "sasl.mechanism",
     "sasl.mechanisms",
     "sasl.username",
     "sasl.password",
     // OAUTHBEARER with the client hooks' tokens, an OIDC endpoint or an unsecured JWT:
-    // native/oauth.rs, native/oidc.rs.
+    // the client crate's oauth.rs, oidc.rs.
     "sasl.oauthbearer.method",
     "sasl.oauthbearer.config",
     "enable.sasl.oauthbearer.unsecure.jwt",
@@ -63,7 +63,7 @@ const HONOURED: &[&str] = &[
     "sasl.oauthbearer.token.endpoint.url",
     "sasl.oauthbearer.scope",
     "sasl.oauthbearer.extensions",
-    // The JWT-bearer grant's assertion: native/assertion.rs.
+    // The JWT-bearer grant's assertion: the client crate's assertion.rs.
     jwt::FILE,
     jwt::ALGORITHM,
     jwt::KEY_FILE,
