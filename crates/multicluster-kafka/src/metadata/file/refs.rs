@@ -91,7 +91,7 @@ impl<'a> Resolver<'a> {
                     return Err(fail("the file path is empty".into()));
                 }
                 let path = self.base_dir.join(file);
-                let bytes = super::read_bounded(&path, MAX_REFERENCED_FILE, false)
+                let bytes = super::read::read_bounded(&path, MAX_REFERENCED_FILE, false)
                     .map_err(|e| fail(format!("cannot read {}: {e}", path.display())))?;
                 let mut text = String::from_utf8(bytes)
                     .map_err(|_| fail(format!("{} is not UTF-8 text", path.display())))?;

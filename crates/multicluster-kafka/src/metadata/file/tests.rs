@@ -1,9 +1,11 @@
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use proptest::prelude::*;
 
 use super::*;
 use crate::base::offsets::{OffsetReset, StartingOffsets, StoppingOffsets};
+use crate::metadata::KafkaMetadataService;
 
 const SECRET: &str = "S3CRET-do-not-print";
 
