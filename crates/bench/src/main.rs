@@ -48,11 +48,15 @@ enum Cmd {
         rebuild_interval_ms: u64,
     },
     /// Handover latency: from a metadata file write that adds a cluster to the first
-    /// record read from that cluster (file watch, no polling interval involved).
+    /// record read from that cluster (file watch, no polling interval involved), on
+    /// both fetch paths and beside Flink's DynamicKafkaSource, in one run.
     Handover {
-        /// Measured cluster additions.
+        /// Measured cluster additions, per reader.
         #[arg(long, default_value_t = 10)]
         rounds: usize,
+        /// Leave Flink out (no Java).
+        #[arg(long)]
+        skip_java: bool,
     },
     /// Every measure in one run: throughput, handover, isolation, memory and checkpoint cost,
     /// each beside its peer (plain rdkafka, Kafka's ConsumerPerformance, Flink's
@@ -116,7 +120,7 @@ fn main() {
             records,
             rebuild_interval_ms,
         } => isolation::isolation(records, Duration::from_millis(rebuild_interval_ms)),
-        Cmd::Handover { rounds } => handover::handover(rounds),
+        Cmd::Handover { rounds, skip_java } => handover::handover(rounds, skip_java),
         Cmd::Throughput(args) => throughput::throughput(&args),
         Cmd::Compare(args) => compare::compare(&args),
         Cmd::RssChild(args) => compare::rss_child(&args),
