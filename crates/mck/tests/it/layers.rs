@@ -20,7 +20,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("endpoint.rs", 0),
     // 1: the subcommands, one module each.
     ("validate.rs", 1),
-    ("describe.rs", 1),
+    ("describe/", 1),
     ("plan/", 1),
     ("consume/", 1),
     ("demo.rs", 1),
