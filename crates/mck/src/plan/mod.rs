@@ -4,7 +4,7 @@
 //! (the splits added and removed, and the offsets new splits would start at) and
 //! renders it for a person or as JSON. A stream moving onto a mirror of a cluster
 //! taken out of it is shown partition by partition, with the position from a
-//! checkpoint translated onto the mirror (`switch.rs`).
+//! checkpoint translated onto the mirror (`switch/`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -29,13 +29,14 @@ use crate::clusters::{failure_reason, shown_bootstrap};
 
 mod changes;
 mod model;
+mod positions;
 mod render;
 mod switch;
 
 use changes::{changes, spec_text, splits};
 pub use model::{Changes, ClusterPlan, Kind, PropertyChange, Splits, StartRule};
+pub use positions::read_positions;
 pub use render::{render, to_json};
-pub use switch::read_positions;
 pub use switch::{Switch, SwitchPartition, SwitchStatus};
 
 /// Arguments of `mck plan`.
@@ -114,8 +115,7 @@ pub fn run(args: PlanArgs) -> Result<ExitCode, String> {
             ));
         }
     }
-    let positions =
-        switch::read_positions(args.checkpoint_dir.as_deref(), args.checkpoint.as_deref())?;
+    let positions = read_positions(args.checkpoint_dir.as_deref(), args.checkpoint.as_deref())?;
     let mut changes = changes(&old, &new);
     changes.switches = switch::switches(&old, &new, positions.as_ref());
     if !args.offline {
