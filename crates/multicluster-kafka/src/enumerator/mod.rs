@@ -29,6 +29,7 @@ mod failover;
 mod group;
 mod group_stop;
 mod lookups;
+mod mirror_carry;
 mod reconcile;
 mod removal;
 mod restore;
