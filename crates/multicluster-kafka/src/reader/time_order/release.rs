@@ -1,0 +1,374 @@
+//! The release: held records handed out oldest first, as far as the bound allows.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::sync::Arc;
+
+use super::bound::Bound;
+use super::queues::{Held, RECORD_OVERHEAD, TimeOrder, let_go, weight};
+use crate::base::split::SplitId;
+use crate::reader::fetch_path::Failed;
+use crate::record::RecordBatch;
+
+/// The most bytes a release sets aside for its batch's keys and values at once.
+const RESERVE_MAX: usize = 4 << 20;
+
+/// What one release hands out: records of one cluster in time order, or a failed
+/// record alone; and the splits whose last records (up to their stop) went out.
+pub(crate) struct Released<V> {
+    pub batch: Option<RecordBatch<V>>,
+    pub failed: Option<(Arc<str>, Failed)>,
+    pub finished: Vec<SplitId>,
+}
+
+impl<V> TimeOrder<V> {
+    /// Hands out what `bound` allows, oldest first: up to `max` records of one
+    /// cluster (the cluster of the oldest), stopping before a record of another
+    /// cluster or a failed one; a failed record first in line goes out alone.
+    ///
+    /// Records of a split go out in runs: all of its records older than the next
+    /// split's first at once, without going back to the heap for each.
+    pub fn release(&mut self, bound: Bound, max: usize) -> Released<V> {
+        let mut out = Released {
+            batch: None,
+            failed: None,
+            finished: Vec::new(),
+        };
+        if self.held == 0 || bound == Bound::Hold {
+            return out;
+        }
+        let mut heads: BinaryHeap<Reverse<(i64, usize)>> = self
+            .queues
+            .iter()
+            .enumerate()
+            .filter_map(|(i, q)| q.items.front().map(|h| Reverse((h.ts(), i))))
+            .collect();
+        let mut data: Vec<u8> = Vec::new();
+        'heads: while let Some(Reverse((ts, i))) = heads.pop() {
+            if !bound.allows(ts) {
+                break;
+            }
+            // The run ends before what the next split has first (ties to the lower
+            // queue, as the heap orders them).
+            let next = heads.peek().map(|Reverse(n)| *n);
+            let q = &mut self.queues[i];
+            let batch = match &mut out.batch {
+                Some(b) if *b.cluster != *q.id.cluster || b.len() >= max => break,
+                Some(b) => b,
+                None => {
+                    if matches!(q.items.front(), Some(Held::Failed { .. })) {
+                        if let Some(Held::Failed { failed, .. }) = q.items.pop_front() {
+                            out.failed = Some((q.id.cluster.clone(), *failed));
+                            self.held -= 1;
+                            if q.done && q.items.is_empty() {
+                                out.finished.push(q.id.clone());
+                            }
+                        }
+                        break;
+                    }
+                    // Room for as many records as may go out, so that the batch
+                    // is not grown (and copied) as it fills: sized by this
+                    // split's records.
+                    let room = max.min(self.held);
+                    let per = (q.bytes / q.items.len().max(1)).saturating_sub(RECORD_OVERHEAD);
+                    data.reserve(room.saturating_mul(per).min(RESERVE_MAX));
+                    let mut b = RecordBatch::new(q.id.cluster.clone());
+                    b.entries.reserve(room);
+                    out.batch.insert(b)
+                }
+            };
+            while let Some(front) = q.items.front() {
+                let t = front.ts();
+                if !bound.allows(t) || next.is_some_and(|n| (t, i) > n) {
+                    heads.push(Reverse((t, i)));
+                    break;
+                }
+                if batch.len() >= max {
+                    break 'heads;
+                }
+                match q.items.pop_front() {
+                    Some(Held::Record { source, index, .. }) => {
+                        self.held -= 1;
+                        if let Some(Some(s)) = self.sources.get_mut(source as usize)
+                            && let Some(entry) =
+                                s.entries.get_mut(index as usize).and_then(Option::take)
+                        {
+                            q.bytes = q.bytes.saturating_sub(weight(&entry));
+                            batch.push_from(&s.bytes, entry, &mut data);
+                        }
+                        let_go(&mut self.sources, &mut self.free, source);
+                    }
+                    Some(failed @ Held::Failed { .. }) => {
+                        // A failed record after records: it waits for the next release.
+                        q.items.push_front(failed);
+                        break 'heads;
+                    }
+                    None => break,
+                }
+            }
+            if q.done && q.items.is_empty() {
+                out.finished.push(q.id.clone());
+            }
+        }
+        if let Some(b) = &mut out.batch {
+            b.set_data(data);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reader::time_order::bound::{SplitFacts, bound};
+    use crate::record::BatchEntry;
+    use bytes::Bytes;
+    use std::time::{Duration, Instant};
+
+    fn id(cluster: &str, partition: i32) -> SplitId {
+        SplitId::new(cluster, "t", partition)
+    }
+
+    /// A batch of `cluster`'s topic `t`: (partition, offset, timestamp), each with
+    /// the key `k<offset>` and the value `cluster/partition/offset`.
+    fn batch(cluster: &str, records: &[(i32, i64, i64)]) -> RecordBatch<String> {
+        let mut b = RecordBatch::new(cluster.into());
+        let t: Arc<str> = "t".into();
+        let topic = b.topic_index(&t);
+        let mut data = Vec::new();
+        for (p, o, ts) in records {
+            let mut span = |bytes: String| {
+                let start = data.len();
+                data.extend_from_slice(bytes.as_bytes());
+                Some((start, bytes.len() as u32))
+            };
+            let raw = crate::record::RawSpans {
+                key: span(format!("k{o}")),
+                value: span(format!("raw {o}")),
+            };
+            b.entries.push(entry(cluster, (topic, *p, *o), *ts, raw));
+        }
+        b.set_data(data);
+        b
+    }
+
+    /// The entry of record `at` (topic index, partition, offset) with its key and
+    /// value at `raw`, valued `cluster/partition/offset`.
+    fn entry(
+        cluster: &str,
+        at: (u32, i32, i64),
+        ts: i64,
+        raw: crate::record::RawSpans,
+    ) -> BatchEntry<String> {
+        let value = format!("{cluster}/{}/{}", at.1, at.2);
+        BatchEntry::new(at, (Some(ts), None), raw, None, Default::default(), value)
+    }
+
+    /// A batch of `cluster`'s topic `t` whose values are shared from `answer`, one
+    /// record per (partition, offset, timestamp, value's range in `answer`).
+    fn shared_batch(
+        cluster: &str,
+        answer: &Bytes,
+        records: &[(i32, i64, i64, std::ops::Range<usize>)],
+    ) -> RecordBatch<String> {
+        let mut b = RecordBatch::new(cluster.into());
+        let t: Arc<str> = "t".into();
+        let topic = b.topic_index(&t);
+        b.shared.push(answer.clone());
+        let mut data = Vec::new();
+        for (p, o, ts, range) in records {
+            let key = format!("k{o}");
+            let k = (data.len(), key.len() as u32);
+            data.extend_from_slice(key.as_bytes());
+            let len = range.len() as u32;
+            let raw = crate::record::RawSpans {
+                key: Some(k),
+                value: crate::record::shared_span(0, range.start, len),
+            };
+            b.entries.push(entry(cluster, (topic, *p, *o), *ts, raw));
+        }
+        b.set_data(data);
+        b
+    }
+
+    fn kafka_ts(_: Option<&String>, ts: Option<i64>) -> Option<i64> {
+        ts
+    }
+
+    fn values(b: &RecordBatch<String>) -> Vec<String> {
+        b.iter().map(|r| r.value.clone()).collect()
+    }
+
+    fn facts(o: &TimeOrder<String>, ids: &[SplitId], now: Instant) -> Bound {
+        let splits = ids.iter().map(|id| {
+            o.facts(id).unwrap_or(SplitFacts {
+                newest: None,
+                fetched_at: now,
+                done: false,
+            })
+        });
+        bound(splits, 0, Some(Duration::from_secs(5)), now)
+    }
+    #[test]
+    fn records_go_out_in_time_order_one_cluster_at_a_time_keys_and_all() {
+        let now = Instant::now();
+        let mut o = TimeOrder::default();
+        o.take(
+            batch("a", &[(0, 0, 10), (0, 1, 30), (1, 0, 15)]),
+            None,
+            kafka_ts,
+            now,
+        );
+        o.take(batch("b", &[(0, 0, 12), (0, 1, 20)]), None, kafka_ts, now);
+        let ids = [id("a", 0), id("a", 1), id("b", 0)];
+        // a/1's newest is 15: nothing after 15 may go out yet.
+        assert_eq!(facts(&o, &ids, now), Bound::Upto(15));
+        let r = o.release(Bound::Upto(15), 100);
+        let b = r.batch.unwrap();
+        assert_eq!(
+            values(&b),
+            ["a/0/0"],
+            "b/0/0 (12) is next, of another cluster"
+        );
+        assert_eq!(b.get(0).unwrap().key, Some(&b"k0"[..]));
+        assert_eq!(b.get(0).unwrap().raw_value(), Some(&b"raw 0"[..]));
+        let b = o.release(Bound::Upto(15), 100).batch.unwrap();
+        assert_eq!(values(&b), ["b/0/0"]);
+        let b = o.release(Bound::Upto(15), 100).batch.unwrap();
+        assert_eq!(values(&b), ["a/1/0"]);
+        assert!(
+            o.release(Bound::Upto(15), 100).batch.is_none(),
+            "20 and 30 wait"
+        );
+        assert!(!o.is_empty());
+        let b = o.release(Bound::All, 100).batch.unwrap();
+        assert_eq!(values(&b), ["b/0/1"]);
+        let b = o.release(Bound::All, 1).batch.unwrap();
+        assert_eq!(values(&b), ["a/0/1"]);
+        assert!(o.is_empty());
+    }
+
+    #[test]
+    fn a_split_s_records_keep_their_offset_order_even_when_its_timestamps_go_back() {
+        let now = Instant::now();
+        let mut o = TimeOrder::default();
+        o.take(
+            batch("a", &[(0, 0, 50), (0, 1, 5), (1, 0, 20)]),
+            None,
+            kafka_ts,
+            now,
+        );
+        let b = o.release(Bound::All, 100).batch.unwrap();
+        assert_eq!(values(&b), ["a/1/0", "a/0/0", "a/0/1"]);
+    }
+
+    #[test]
+    fn a_failed_record_goes_out_alone_in_its_place_and_done_splits_finish_when_emptied() {
+        let now = Instant::now();
+        let mut o = TimeOrder::default();
+        let failed = Failed {
+            topic: "t".into(),
+            partition: 0,
+            offset: 1,
+            timestamp: Some(20),
+            hash: 0,
+            bytes: 3,
+            error: crate::deserializer::DeserializeError {
+                cluster: "a".into(),
+                topic: "t".into(),
+                partition: 0,
+                offset: 1,
+                reason: "bad".into(),
+            },
+        };
+        o.take(
+            batch("a", &[(0, 0, 10), (1, 0, 30)]),
+            Some(failed),
+            kafka_ts,
+            now,
+        );
+        assert!(!o.finish(&id("a", 0)), "a/0 still holds records");
+        assert!(o.finish(&id("z", 9)), "nothing held of an unknown split");
+        let r = o.release(Bound::All, 100);
+        assert_eq!(values(&r.batch.unwrap()), ["a/0/0"]);
+        assert!(r.finished.is_empty());
+        let r = o.release(Bound::All, 100);
+        assert!(r.batch.is_none());
+        assert_eq!(r.failed.unwrap().1.offset, 1);
+        assert_eq!(r.finished, [id("a", 0)]);
+        let r = o.release(Bound::All, 100);
+        assert_eq!(values(&r.batch.unwrap()), ["a/1/0"]);
+        assert!(o.is_empty());
+    }
+
+    #[test]
+    fn a_record_stamped_in_the_future_is_merged_as_of_when_it_was_fetched() {
+        let now = Instant::now();
+        let mut o = TimeOrder::default();
+        let wall = crate::base::retention::now_ms();
+        let year_3000 = 32_503_680_000_000;
+        o.take(batch("a", &[(0, 0, year_3000)]), None, kafka_ts, now);
+        let newest = o.facts(&id("a", 0)).unwrap().newest.unwrap();
+        assert!(
+            (wall..wall + 60_000).contains(&newest),
+            "{newest} is not about now ({wall})"
+        );
+        // A later record of another split, stamped now, goes out after it.
+        o.take(batch("b", &[(0, 0, wall + 60_000)]), None, kafka_ts, now);
+        let b = o.release(Bound::Upto(wall + 60_000), 100).batch.unwrap();
+        assert_eq!(values(&b), ["a/0/0"]);
+    }
+
+    #[test]
+    fn shared_values_stay_shared_through_the_merge_and_small_ones_are_copied() {
+        let now = Instant::now();
+        let mut o = TimeOrder::default();
+        let answer = Bytes::from(vec![7u8; 3000]);
+        o.take(
+            shared_batch("a", &answer, &[(0, 0, 10, 0..1000), (0, 1, 30, 1000..2000)]),
+            None,
+            kafka_ts,
+            now,
+        );
+        o.take(batch("a", &[(1, 0, 20)]), None, kafka_ts, now);
+        o.take(
+            shared_batch("a", &answer, &[(2, 0, 25, 2000..3000)]),
+            None,
+            kafka_ts,
+            now,
+        );
+        let b = o.release(Bound::All, 100).batch.unwrap();
+        assert_eq!(values(&b), ["a/0/0", "a/1/0", "a/2/0", "a/0/1"]);
+        let buffers: Vec<&Bytes> = b.byte_buffers().collect();
+        assert_eq!(buffers.len(), 2, "its data, and the answer once");
+        for (i, from) in [(0, 0), (2, 2000), (3, 1000)] {
+            let (buffer, range) = b.value_span(i).unwrap();
+            assert_eq!(buffer, 1, "record {i}'s value is shared");
+            assert_eq!(
+                buffers[1].as_ptr(),
+                answer.as_ptr(),
+                "from the answer itself"
+            );
+            assert_eq!(range, from..from + 1000);
+        }
+        assert_eq!(b.value_span(1).unwrap().0, 0, "a small value is copied");
+        assert_eq!(b.get(1).unwrap().raw_value(), Some(&b"raw 0"[..]));
+        assert_eq!(b.get(3).unwrap().key, Some(&b"k1"[..]));
+        assert_eq!(o.held_of(&id("a", 0)), (0, 0));
+        assert!(o.sources.iter().all(Option::is_none), "no batch kept");
+    }
+
+    #[test]
+    fn removed_splits_lose_what_is_held_of_them() {
+        let now = Instant::now();
+        let mut o = TimeOrder::default();
+        o.take(batch("a", &[(0, 0, 10), (1, 0, 5)]), None, kafka_ts, now);
+        assert_eq!(o.held_of(&id("a", 1)).0, 1);
+        o.remove(&[id("a", 1)]);
+        assert_eq!(o.held_of(&id("a", 1)), (0, 0));
+        assert!(o.facts(&id("a", 1)).is_none());
+        let b = o.release(Bound::All, 100).batch.unwrap();
+        assert_eq!(values(&b), ["a/0/0"]);
+        assert!(o.is_empty());
+    }
+}
