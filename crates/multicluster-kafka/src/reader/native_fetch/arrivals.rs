@@ -1,70 +1,16 @@
-//! The native fetch path: a cluster's records fetched with the source's own Kafka
-//! connections ([`multicluster_kafka_client::cluster`], on the source's tokio runtime) and
-//! decoded on the fetch thread, in place from the fetch answers, a partition at a
-//! time ([`PartitionReader`]). Chosen per cluster by `fetch.backend`
-//! ([`choose`]); docs/native-fetch.md says what it supports.
-
-use std::collections::HashMap;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+//! Taking in what the cluster's fetch delivers for the fetch thread: records decoded
+//! in place from the answers (values shared from them or copied), positions reset,
+//! logs truncated, positions out of range.
 
 use bytes::Bytes;
 
-use crate::base::offsets::OffsetReset;
-use crate::base::split::{KafkaSplit, SplitId};
+use super::NativeFetch;
 use crate::deserializer::Deserializer;
 use crate::error::SourceError;
-use crate::native::settings::{self, Given};
+use crate::reader::staging::{Slot, copy_into};
 use crate::record::{BatchEntry, RawSpans, RecordBatch, shared_span};
-use multicluster_kafka_client::cluster::{
-    Arrival, ClusterFetch, ClusterOptions, OutOfRange, PartKey,
-};
-use multicluster_kafka_client::{DecodeError, PartitionOptions, PartitionReader, Record};
-
-use super::fetch_path::{FetchPath, Opening, Polled};
-use super::staging::{Slot, Staging, copy_into};
-
-/// What the native settings of `opening`'s cluster depend on.
-fn given<'a>(opening: &'a Opening<'_>) -> Given<'a> {
-    Given {
-        cluster: &opening.cluster,
-        props: opening.props,
-        hooks: opening.hooks.as_ref(),
-        runtime: opening.runtime.is_some(),
-    }
-}
-
-/// Which path a cluster's fetcher takes: `Ok(true)` for the native one
-/// ([`settings::choose`]).
-pub(crate) fn choose(opening: &Opening<'_>) -> Result<bool, SourceError> {
-    settings::choose(&given(opening))
-}
-
-/// The cluster's fetch settings from its properties, and the read policy; with the
-/// size from which values are shared.
-fn options(
-    opening: &Opening<'_>,
-) -> Result<(ClusterOptions, PartitionOptions, usize), SourceError> {
-    let settings = settings::settings(&given(opening))?;
-    let out_of_range = match opening.policy.out_of_range {
-        OffsetReset::Earliest => OutOfRange::Earliest,
-        OffsetReset::Latest => OutOfRange::Latest,
-        _ => OutOfRange::Fail,
-    };
-    let cluster = ClusterOptions {
-        cluster: opening.cluster.clone(),
-        bootstrap: settings.bootstrap,
-        connect: settings.connect,
-        partition_max_bytes: settings.partition_max_bytes,
-        fetch: settings.fetch,
-        budget: settings.budget,
-        shared_budget: opening.clients.native_budget(),
-        out_of_range,
-        lanes: settings.lanes,
-        errors: settings.errors,
-    };
-    Ok((cluster, settings.partition, settings.share_from))
-}
+use multicluster_kafka_client::cluster::{Arrival, PartKey};
+use multicluster_kafka_client::{DecodeError, Record};
 
 /// `bytes`, part of `buffer`, as a span of a batch's `shared` buffers (`buffer`
 /// added unless it was the last one added); `None` when it cannot be.
@@ -87,106 +33,7 @@ fn share(shared: &mut Vec<Bytes>, buffer: &Bytes, bytes: &[u8]) -> Option<(usize
     Some(span)
 }
 
-/// A partition as the fetch thread reads it.
-struct Reading {
-    reader: PartitionReader,
-    generation: u64,
-    stop: Option<i64>,
-}
-
-/// The native path of one cluster for one fetcher.
-pub(crate) struct NativeFetch {
-    cluster: Arc<str>,
-    fetch: ClusterFetch,
-    parts: HashMap<PartKey, Reading>,
-    topics: HashMap<String, Arc<str>>,
-    options: PartitionOptions,
-    include_headers: bool,
-    /// Values of this many bytes or more are shared from the answers they came in,
-    /// smaller ones copied (`fetch.share.min.bytes`).
-    share_from: usize,
-    staging: Staging,
-    slots: Vec<Slot>,
-    /// An answer the last poll took only part of (it stopped at its limit): the next
-    /// poll goes on with it.
-    pending: Option<Arrival>,
-    /// Splits whose log was truncated since the last poll, with the offset fetched
-    /// up to then (for [`Polled::truncated`]).
-    truncated: Vec<(SplitId, i64)>,
-    last_lag_report: Instant,
-}
-
-/// How often per-split lag is reported.
-const LAG_REPORT_INTERVAL: Duration = Duration::from_secs(1);
-
 impl NativeFetch {
-    pub fn open(opening: Opening<'_>) -> Result<Self, SourceError> {
-        let (cluster_options, options, share_from) = options(&opening)?;
-        if cluster_options.bootstrap.is_empty() {
-            return Err(SourceError::Kafka {
-                cluster: opening.cluster.to_string(),
-                message: "no bootstrap.servers".into(),
-                kind: crate::error::KafkaErrorKind::Configuration,
-                retriable: false,
-            });
-        }
-        let runtime = opening
-            .runtime
-            .clone()
-            .ok_or_else(|| SourceError::Cluster {
-                cluster: opening.cluster.to_string(),
-                message: "the native fetch path needs a tokio runtime".into(),
-            })?;
-        let wake = opening.wake.clone();
-        let properties = opening
-            .props
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        let fetch = opening.clients.native_fetches().join(
-            &runtime,
-            properties,
-            cluster_options,
-            Box::new(move || wake.wake()),
-        );
-        metrics::counter!(crate::metrics::CONSUMERS_CREATED, "cluster" => opening.cluster.to_string())
-            .increment(1);
-        tracing::debug!(cluster = %opening.cluster, "fetching natively");
-        Ok(Self {
-            cluster: opening.cluster,
-            fetch,
-            parts: HashMap::new(),
-            topics: HashMap::new(),
-            options,
-            include_headers: opening.include_headers,
-            share_from,
-            staging: Staging::default(),
-            slots: Vec::new(),
-            pending: None,
-            truncated: Vec::new(),
-            last_lag_report: Instant::now()
-                .checked_sub(LAG_REPORT_INTERVAL)
-                .unwrap_or_else(Instant::now),
-        })
-    }
-
-    fn topic(&mut self, name: &str) -> Arc<str> {
-        if let Some(t) = self.topics.get(name) {
-            return t.clone();
-        }
-        let t: Arc<str> = Arc::from(name);
-        self.topics.insert(name.to_string(), t.clone());
-        t
-    }
-
-    fn split_id(&self, key: &PartKey) -> SplitId {
-        SplitId {
-            cluster: self.cluster.clone(),
-            topic: key.0.clone(),
-            partition: key.1,
-        }
-    }
-
     /// Moves a partition's reader to `to` (its position was reset, or its log
     /// truncated) and counts the reset. Returns the partition's stop, or `None` when
     /// the arrival is of an assignment it no longer has.
@@ -210,7 +57,7 @@ impl NativeFetch {
     /// on the record (`direct`); after `limit` records, at the end of a record
     /// batch, the rest waits in `pending`. Returns a fatal error, if the arrival is
     /// one, and whether the split reached its stop.
-    fn absorb<D: Deserializer>(
+    pub(super) fn absorb<D: Deserializer>(
         &mut self,
         arrival: Arrival,
         (deserializer, direct, limit): (&D, bool, usize),
@@ -390,149 +237,6 @@ impl NativeFetch {
         }
     }
 }
-
-impl<D: Deserializer> FetchPath<D> for NativeFetch {
-    fn add(&mut self, splits: Vec<KafkaSplit>) -> Result<Vec<SplitId>, SourceError> {
-        let mut done = Vec::new();
-        for s in splits {
-            if s.is_finished() {
-                done.push(s.id);
-                continue;
-            }
-            let key = (self.topic(&s.id.topic), s.id.partition);
-            // The epoch of the record just before the position, which a restored
-            // split may know: the first fetch then finds a log truncated meanwhile.
-            let epoch = s
-                .last
-                .as_ref()
-                .filter(|l| l.search.is_none() && l.fingerprint.offset + 1 == s.next_offset)
-                .and_then(|l| l.fingerprint.leader_epoch);
-            let generation = self.fetch.add(key.clone(), s.next_offset, epoch);
-            if let Some(stop) = s.stop_offset {
-                self.fetch.stop_at(&key, stop);
-            }
-            self.parts.insert(
-                key,
-                Reading {
-                    reader: PartitionReader::new(s.next_offset, self.options),
-                    generation,
-                    stop: s.stop_offset,
-                },
-            );
-        }
-        Ok(done)
-    }
-
-    fn remove(&mut self, ids: &[SplitId]) {
-        let keys: Vec<PartKey> = ids
-            .iter()
-            .map(|id| (self.topic(&id.topic), id.partition))
-            .collect();
-        for key in &keys {
-            self.parts.remove(key);
-        }
-        self.fetch.remove(&keys);
-        self.staging.remove(ids);
-    }
-
-    fn pause(&mut self, ids: &[SplitId], paused: bool) {
-        let keys: Vec<PartKey> = ids
-            .iter()
-            .map(|id| (self.topic(&id.topic), id.partition))
-            .collect();
-        self.fetch.pause(&keys, paused);
-    }
-
-    fn poll(
-        &mut self,
-        deserializer: &D,
-        max: usize,
-        out: &mut RecordBatch<D::Value>,
-    ) -> Result<Polled, SourceError> {
-        let mut polled = Polled::default();
-        if self
-            .staging
-            .take_leftover(&self.cluster, deserializer, max, out, &mut polled)
-        {
-            return Ok(polled);
-        }
-        if let Some(e) = self.staging.take_failed() {
-            return Err(e);
-        }
-        let lag_due = self.last_lag_report.elapsed() >= LAG_REPORT_INTERVAL;
-        let mut data = self.staging.buffer();
-        self.slots.clear();
-        let mut finished: Vec<PartKey> = Vec::new();
-        let mut fatal = None;
-        // Records straight into the batch when deserializing them needs nothing of
-        // them; else staged, and those past `max` wait for the next poll.
-        let direct = deserializer.without_record().is_some();
-        // Answers until they give `max` records: whole record batches, so the batch
-        // may pass `max` by part of one (the reader hands out `max` at a time).
-        loop {
-            let taken = self.slots.len() + out.entries.len();
-            if taken >= max {
-                break;
-            }
-            let Some(arrival) = self.pending.take().or_else(|| self.fetch.take()) else {
-                break;
-            };
-            let how = (deserializer, direct, max - taken);
-            if let Some(e) = self.absorb(arrival, how, out, &mut data, &mut finished) {
-                fatal = Some(e);
-                break;
-            }
-        }
-        if !self.slots.is_empty() || !out.entries.is_empty() {
-            self.fetch.records_flow();
-        }
-        if direct {
-            polled.records = out.entries.len();
-            polled.bytes = out.entries.iter().map(|e| e.bytes() as usize).sum();
-        }
-        let mut slots = std::mem::take(&mut self.slots);
-        self.staging.fill(
-            &self.cluster,
-            deserializer,
-            max,
-            data,
-            &mut slots,
-            out,
-            &mut polled,
-        );
-        self.slots = slots;
-        if lag_due {
-            self.last_lag_report = Instant::now();
-            metrics::gauge!(crate::metrics::FETCH_BUFFERED_BYTES)
-                .set(self.fetch.source_buffered() as f64);
-            for (key, high) in self.fetch.high_watermarks() {
-                if self.parts.contains_key(&key) {
-                    polled.high_watermarks.push((key.0, key.1, high));
-                }
-            }
-        }
-        polled.truncated = std::mem::take(&mut self.truncated);
-        if !finished.is_empty() {
-            finished.sort();
-            finished.dedup();
-            for key in &finished {
-                self.parts.remove(key);
-            }
-            self.fetch.remove(&finished);
-            let ids: Vec<SplitId> = finished.iter().map(|k| self.split_id(k)).collect();
-            polled.finished = self.staging.defer_finished(ids);
-        }
-        self.staging.answer(polled, fatal)
-    }
-
-    fn close(self: Box<Self>, closed: std::sync::mpsc::Sender<()>) {
-        // The tasks stop and their connections close as the fetch is dropped; nothing
-        // here waits for a broker.
-        drop(self);
-        drop(closed);
-    }
-}
-
 /// The hash mirrors match a record by ([`record_hash`](crate::split::record_hash) of
 /// the same record read through librdkafka), made from the headers as they are
 /// decoded: nothing is allocated for them.
