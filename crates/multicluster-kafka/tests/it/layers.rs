@@ -25,7 +25,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("base/", 0),
     // 1: the public vocabulary built on it: records, deserializers, errors, metric
     // names.
-    ("record.rs", 1),
+    ("record/", 1),
     ("deserializer.rs", 1),
     ("error.rs", 1),
     ("metrics.rs", 1),
