@@ -252,7 +252,7 @@ fn produce_in_turns(
         let mut i = 0i64;
         // Ten minutes back: 300 ms of timestamps a round run ahead of the clock when
         // a round takes less, and the merge takes a record stamped in the future as
-        // of the moment it is fetched (time_order.rs), not in its timestamp's order.
+        // of the moment it is fetched (reader/time_order/), not in its timestamp's order.
         let base = now_ms() - 600_000;
         while !stop.load(Ordering::Relaxed) {
             let now = targets.lock().unwrap().clone();

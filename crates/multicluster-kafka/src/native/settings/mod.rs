@@ -1,6 +1,6 @@
 //! Which clusters the native path serves, and its settings from a cluster's client
 //! properties (librdkafka's names and defaults): for the readers' fetches
-//! (`reader/native_fetch.rs`) and the enumerator's lookups alike.
+//! (`reader/native_fetch/`) and the enumerator's lookups alike.
 //!
 //! Its parts: the choice of path ([`backend`]), the settings made from the
 //! properties ([`fetch`]), the cluster's TLS and SASL ([`security`]) and its
