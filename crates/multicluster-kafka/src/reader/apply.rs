@@ -254,6 +254,9 @@ impl<D: Deserializer> SourceReader<D> {
     pub(super) fn start_pending(&mut self) -> Result<(), SourceError> {
         let waiting: Vec<Arc<str>> = self.to_start.keys().cloned().collect();
         for cluster in waiting {
+            if !self.consumers.contains_key(&cluster) && !self.reopening.may_start(&cluster) {
+                continue; // its last fetcher ended: the next waits for its backoff
+            }
             let waiting = self.to_start.remove(&cluster).expect("listed");
             let props = waiting.properties.clone();
             if !self.consumers.contains_key(&cluster) {

@@ -10,6 +10,7 @@ mod native_fetch;
 mod apply;
 mod handout;
 mod positions;
+mod reopen;
 mod split_state;
 mod staging;
 mod time_order;
@@ -103,6 +104,8 @@ pub struct SourceReader<D: Deserializer> {
     event_timestamps: Option<crate::base::watermark::EventTimestamps<D::Value>>,
     /// In time order: the records fetched and held for the merge.
     time_order: Option<Box<time_order::TimeOrder<D::Value>>>,
+    /// Clusters whose fetcher ended and starts again after a backoff.
+    reopening: reopen::Reopening,
     closed: bool,
 }
 
@@ -174,6 +177,7 @@ impl<D: Deserializer> SourceReader<D> {
                 .map(|(s, restored)| Box::new(watermarks::Watermarks::new(s, restored))),
             event_timestamps: parts.event_timestamps,
             time_order: parts.time_order.then(Box::default),
+            reopening: reopen::Reopening::default(),
             closed: false,
         }
     }

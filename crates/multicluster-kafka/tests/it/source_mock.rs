@@ -787,3 +787,65 @@ fn offsets_asked_while_a_leader_moves_are_asked_again() {
         .expect("a moving leader is waited for");
     assert_eq!(values, ["one", "two"]);
 }
+
+/// Hooks that do nothing: with `statistics.interval.ms` set they make the native
+/// path refuse the cluster (their statistics are librdkafka's).
+struct Quiet;
+impl ClientHooks for Quiet {}
+
+/// A cluster whose fetcher cannot open (here: `fetch.backend: native` with client
+/// hooks and `statistics.interval.ms`, which the native path refuses when it opens,
+/// while the lookups, on librdkafka, work) is tried again with a growing backoff, and
+/// its error is said once, not once per poll: a program that reads on after errors
+/// is not handed the same error in a tight loop.
+#[test]
+fn a_fetcher_that_cannot_open_is_retried_with_backoff_and_said_once() {
+    let c = MockKafkaCluster::start("unopenable", 1).unwrap();
+    c.create_topic("t", 1).unwrap();
+    c.produce("t", &[TestRecord::value("x")]).unwrap();
+    let meta = ClusterMetadata::builder(c.bootstrap_servers())
+        .topics(["t"])
+        .property("fetch.backend", "native")
+        .property("statistics.interval.ms", "60000")
+        .build()
+        .unwrap();
+    let svc = StaticMetadataService::new([KafkaStream::new("s").with_cluster("unopenable", meta)])
+        .unwrap();
+    let capture = support::capture();
+    let rt = mck_testkit::runtime();
+    let errors = rt.block_on(async {
+        let mut s = MultiClusterKafkaSource::builder()
+            .metadata_service(svc)
+            .stream_ids(["s"])
+            .deserializer(Utf8)
+            .client_hooks(|_: &str| {
+                Some(std::sync::Arc::new(Quiet) as std::sync::Arc<dyn ClientHooks>)
+            })
+            .build()
+            .unwrap()
+            .open()
+            .await
+            .unwrap();
+        let mut errors = Vec::new();
+        let until = tokio::time::Instant::now() + std::time::Duration::from_secs(3);
+        while let Ok(next) = tokio::time::timeout_at(until, s.next()).await {
+            match next {
+                Some(Err(e)) => {
+                    assert!(e.reads_on(), "{e}");
+                    errors.push(e.to_string());
+                }
+                Some(Ok(r)) => panic!("no record can be read: {:?}", r.value),
+                None => break,
+            }
+        }
+        s.close().await;
+        errors
+    });
+    assert!(!errors.is_empty(), "the error is said");
+    assert!(errors[0].contains("statistics"), "{}", errors[0]);
+    assert_eq!(
+        errors.len(),
+        1,
+        "said once in 3 s, not per poll: {errors:#?}"
+    );
+}

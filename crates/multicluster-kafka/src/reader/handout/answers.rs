@@ -38,9 +38,20 @@ impl<D: Deserializer> SourceReader<D> {
                     self.ask_again(&cluster);
                     continue;
                 }
-                Answer::Failed(e) | Answer::Gone(e) => {
+                Answer::Failed(e) => {
                     self.ask_again(&cluster);
                     return Err(e);
+                }
+                Answer::Gone(e) => {
+                    // The next fetcher starts after a backoff; the same error again
+                    // is not said again.
+                    let new = self.reopening.ended(&cluster, &e);
+                    self.ask_again(&cluster);
+                    if new {
+                        return Err(e);
+                    }
+                    tracing::debug!(cluster = %cluster, error = %e, "the cluster's fetcher ended again; starting another after a backoff");
+                    continue;
                 }
                 Answer::Panicked(payload) => {
                     // A later call starts a new fetcher for the cluster's splits, at
@@ -49,6 +60,7 @@ impl<D: Deserializer> SourceReader<D> {
                     std::panic::resume_unwind(payload);
                 }
             };
+            self.reopening.answered(&cluster);
             self.ask_again(&cluster);
             if self.time_order.is_some() {
                 self.hold(cluster, batch, polled);
@@ -159,6 +171,7 @@ impl<D: Deserializer> SourceReader<D> {
             // happen with no batch handed out.
             self.update_watermark();
         }
+        let wait = self.wait_at_most();
         tokio::select! {
             biased;
             event = self.events.recv(), if !self.enumerator_gone => match event {
@@ -173,9 +186,20 @@ impl<D: Deserializer> SourceReader<D> {
             },
             _ = self.notify.notified() => {}
             // A safety net: the fetchers wake the reader with every answer, this covers
-            // anything else.
-            _ = tokio::time::sleep(self.poll_timeout) => {}
+            // anything else (and a fetcher due to start again).
+            _ = tokio::time::sleep(wait) => {}
         }
         Ok(false)
+    }
+
+    /// How long [`Self::fill`] waits at most for an answer or an event: the poll
+    /// timeout, or less when a fetcher is due to start again sooner.
+    fn wait_at_most(&self) -> std::time::Duration {
+        match self.reopening.next_start() {
+            Some(at) => at
+                .saturating_duration_since(tokio::time::Instant::now())
+                .min(self.poll_timeout),
+            None => self.poll_timeout,
+        }
     }
 }
