@@ -848,4 +848,16 @@ fn a_fetcher_that_cannot_open_is_retried_with_backoff_and_said_once() {
         1,
         "said once in 3 s, not per poll: {errors:#?}"
     );
+    // Tried again after 100, 200, 400, 800 ms...: about four more times in 3 s.
+    let again = capture
+        .events()
+        .into_iter()
+        .filter(|(_, _, fields)| {
+            fields.contains("unopenable") && fields.contains("fetcher ended again")
+        })
+        .count();
+    assert!(
+        (2..=6).contains(&again),
+        "{again} fetchers started again in 3 s"
+    );
 }
