@@ -95,6 +95,12 @@ pub const WATERMARK_LAG: &str = "mck_watermark_lag_seconds";
 /// [`ReadOrder::Time`](crate::ReadOrder::Time), because they hold many records that
 /// wait for the other splits.
 pub const PAUSED_SPLITS: &str = "mck_paused_splits";
+/// In [`ReadOrder::Time`](crate::ReadOrder::Time): records handed out after a newer
+/// one, per cluster. A record is late when its split could not hold the merge back
+/// for it: a cluster idle (or down) for its idle timeout that comes back with records
+/// older than what went out meanwhile. Late records are handed out at once, in
+/// offset order per split, never dropped.
+pub const LATE_RECORDS: &str = "mck_late_records_total";
 /// Successful offset commits, per cluster.
 pub const COMMITS_SUCCEEDED: &str = "mck_commits_succeeded_total";
 /// Failed offset commits, per cluster.

@@ -12,6 +12,7 @@ use std::time::Duration;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use multicluster_kafka::metrics as m;
 use multicluster_kafka::prelude::*;
+use multicluster_kafka::{ReadOrder, WatermarkStrategy};
 use support::{meta, shared_source};
 
 fn value_of(
@@ -464,5 +465,88 @@ fn a_topic_added_to_a_read_cluster_reports_each_phase_of_the_change_once() {
         }
         s.close().await;
     });
+}
+}
+
+rusty_fork_test! {
+#[test]
+fn late_records_in_time_order_go_out_in_offset_order_and_are_counted() {
+    // West speaks once, then is quiet past its idle timeout while east's newer
+    // records go out; then it comes back with records older than those: they are
+    // handed out (not dropped), in west's offset order, and counted as late.
+    let _serial = serial();
+    let snapshotter = snapshotter();
+    let (e, w) = (
+        MockKafkaCluster::start("late-e", 1).unwrap(),
+        MockKafkaCluster::start("late-w", 1).unwrap(),
+    );
+    for c in [&e, &w] {
+        c.create_topic("t", 1).unwrap();
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    w.produce("t", &[TestRecord::value("w-0").at(now - 10_000)]).unwrap();
+    let stream = KafkaStream::new("s")
+        .with_cluster("late-e", meta(&e, &["t"]))
+        .with_cluster("late-w", meta(&w, &["t"]));
+    let rt = mck_testkit::runtime();
+    let got = rt.block_on(async {
+        let mut s = MultiClusterKafkaSource::builder()
+            .metadata_service(StaticMetadataService::new([stream]).unwrap())
+            .stream_ids(["s"])
+            .deserializer(Utf8)
+            .watermarks(
+                WatermarkStrategy::monotonous_timestamps()
+                    .with_idle_timeout(Duration::from_millis(500)),
+            )
+            .order(ReadOrder::Time)
+            .build()
+            .unwrap()
+            .open()
+            .await
+            .unwrap();
+        let mut got = Vec::new();
+        let take = async |s: &mut KafkaSourceStream<Utf8>, n: usize, got: &mut Vec<String>| {
+            for _ in 0..n {
+                let r = tokio::time::timeout(Duration::from_secs(30), s.next())
+                    .await
+                    .expect("a record within 30 s")
+                    .expect("the stream goes on")
+                    .expect("a record");
+                got.push(r.value);
+            }
+        };
+        take(&mut s, 1, &mut got).await;
+        let east: Vec<TestRecord> = (0..5)
+            .map(|i| TestRecord::value(format!("e-{i}")).at(now + i))
+            .collect();
+        e.produce("t", &east).unwrap();
+        take(&mut s, 5, &mut got).await;
+        w.produce(
+            "t",
+            &[
+                TestRecord::value("w-1").at(now - 5_000),
+                TestRecord::value("w-2").at(now - 6_000),
+                TestRecord::value("w-3").at(now - 4_000),
+            ],
+        )
+        .unwrap();
+        take(&mut s, 3, &mut got).await;
+        s.close().await;
+        got
+    });
+    assert_eq!(
+        got,
+        ["w-0", "e-0", "e-1", "e-2", "e-3", "e-4", "w-1", "w-2", "w-3"],
+        "west's older records after east's, in west's offset order"
+    );
+    let snap = snapshotter.snapshot().into_vec();
+    assert_eq!(
+        value_of(&snap, m::LATE_RECORDS, Some(("cluster", "late-w"))),
+        Some(3.0)
+    );
+    assert_eq!(value_of(&snap, m::LATE_RECORDS, Some(("cluster", "late-e"))), None);
 }
 }

@@ -577,3 +577,86 @@ fn an_hour_of_backlog_is_paced_by_alignment_and_nothing_is_lost() {
     assert_eq!(west, expected, "west's records, in order, each once");
     assert_eq!(got.len(), backlog as usize + written);
 }
+
+/// West is cut off (its network blackholed) while read in time order: east's records
+/// wait for it no longer than its idle timeout. What west got meanwhile, older than
+/// east's records, comes out once it is back: late, in west's offset order, nothing
+/// dropped.
+#[test]
+fn a_cluster_cut_off_while_read_holds_time_order_back_only_until_idle_then_comes_late() {
+    use mck_testkit::ClusterOptions;
+    use mck_testkit::proxy::ProxiedCluster;
+    let topic = "order-cut";
+    let e = east();
+    let w = ProxiedCluster::start(ClusterOptions::new("wm-cut"))
+        .unwrap_or_else(|err| panic!("the proxied cluster starts: {err:?}"));
+    e.create_topic(topic, 1).unwrap();
+    w.cluster().create_topic(topic, 1).unwrap();
+    let idle = Duration::from_secs(2);
+    let s = stream(
+        "s",
+        vec![
+            ("east", meta(e, &[topic])),
+            (
+                "wm-cut",
+                support::meta_at(w.proxied_bootstrap_servers(), &[topic]),
+            ),
+        ],
+    );
+    let rt = mck_testkit::runtime();
+    rt.block_on(async {
+        let mut source = source_over(s)
+            .watermarks(WatermarkStrategy::monotonous_timestamps().with_idle_timeout(idle))
+            .order(ReadOrder::Time)
+            .build()
+            .expect("builds")
+            .open()
+            .await
+            .expect("opens");
+        let t0 = now_ms();
+        w.cluster()
+            .produce(topic, &at("w-", &[t0 - 2_000]))
+            .unwrap();
+        e.produce(topic, &at("e-", &[t0 - 1_000])).unwrap();
+        let first = [next(&mut source).await, next(&mut source).await];
+        let first: Vec<String> = first.into_iter().flatten().map(|r| r.value).collect();
+        assert_eq!(first, ["w-0", "e-0"]);
+
+        // West is cut off; it gets two records older than east's next ones.
+        w.set_mode(mck_testkit::proxy::Mode::Blackhole);
+        w.cluster()
+            .produce(
+                topic,
+                &[
+                    TestRecord::value("w-late-0").at(t0 - 600),
+                    TestRecord::value("w-late-1").at(t0 - 700),
+                ],
+            )
+            .unwrap();
+        let cut = Instant::now();
+        e.produce(topic, &[TestRecord::value("e-1").at(now_ms())])
+            .unwrap();
+        let r = next(&mut source).await.expect("a record");
+        assert_eq!(r.value, "e-1");
+        let held = cut.elapsed();
+        assert!(
+            held < idle + Duration::from_secs(8),
+            "cut-off west held east's record {held:?}, past its idle timeout {idle:?}"
+        );
+
+        // West is back: its records come out although east's newer one went first.
+        w.set_mode(mck_testkit::proxy::Mode::Pass);
+        let late = [next(&mut source).await, next(&mut source).await];
+        let late: Vec<(String, i64)> = late
+            .into_iter()
+            .flatten()
+            .map(|r| (r.value, r.offset))
+            .collect();
+        assert_eq!(
+            late,
+            [("w-late-0".to_string(), 1), ("w-late-1".to_string(), 2)],
+            "west's records from while it was cut off, late and in offset order"
+        );
+        source.close().await;
+    });
+}

@@ -83,6 +83,8 @@ pub(crate) struct TimeOrder<V> {
     pub(super) sources: Vec<Option<Source<V>>>,
     /// Free places in `sources`.
     pub(super) free: Vec<u32>,
+    /// The newest timestamp handed out so far: a record older than it is late.
+    pub(super) newest_out: i64,
 }
 
 impl<V> Default for TimeOrder<V> {
@@ -93,6 +95,7 @@ impl<V> Default for TimeOrder<V> {
             held: 0,
             sources: Vec::new(),
             free: Vec::new(),
+            newest_out: i64::MIN,
         }
     }
 }

@@ -44,6 +44,9 @@ impl<V> TimeOrder<V> {
             .filter_map(|(i, q)| q.items.front().map(|h| Reverse((h.ts(), i))))
             .collect();
         let mut data: Vec<u8> = Vec::new();
+        // Records older than one handed out before (a cluster that came back with
+        // records older than the others', say): they go out at once, and are counted.
+        let mut late = 0u64;
         'heads: while let Some(Reverse((ts, i))) = heads.pop() {
             if !bound.allows(ts) {
                 break;
@@ -89,6 +92,11 @@ impl<V> TimeOrder<V> {
                 match q.items.pop_front() {
                     Some(Held::Record { source, index, .. }) => {
                         self.held -= 1;
+                        if t < self.newest_out {
+                            late += 1;
+                        } else {
+                            self.newest_out = t;
+                        }
                         if let Some(Some(s)) = self.sources.get_mut(source as usize)
                             && let Some(entry) =
                                 s.entries.get_mut(index as usize).and_then(Option::take)
@@ -112,6 +120,10 @@ impl<V> TimeOrder<V> {
         }
         if let Some(b) = &mut out.batch {
             b.set_data(data);
+            if late > 0 {
+                metrics::counter!(crate::metrics::LATE_RECORDS, "cluster" => b.cluster.to_string())
+                    .increment(late);
+            }
         }
         out
     }
