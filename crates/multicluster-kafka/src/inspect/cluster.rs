@@ -3,12 +3,11 @@
 //! partitions, or each partition's own).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 
 use super::InspectOptions;
-use super::client::{scrub, with_own_client};
-use super::report::{ClusterReport, ClusterState, Inspection, PartitionReport};
-use crate::base::properties::{ClientProperties, RefusedProperty};
+use super::client::with_own_client;
+use super::report::{ClusterReport, Inspection, PartitionReport};
+use crate::base::properties::ClientProperties;
 use crate::error::SourceError;
 use crate::kafka::client::ClusterClient;
 
@@ -42,71 +41,10 @@ pub fn inspect_cluster_state(
     topics: &BTreeSet<String>,
     options: &InspectOptions,
 ) -> Inspection {
-    let refused = |r: RefusedProperty| Inspection {
-        result: Err(SourceError::Cluster {
-            cluster: cluster.to_string(),
-            message: r.to_string(),
-        }),
-        state: ClusterState::Refused(r),
-    };
-    if let Err(r) = properties.check() {
-        return refused(r);
-    }
-    let client = match ClusterClient::new(
-        None,
-        Arc::from(cluster),
-        properties,
-        options.group.as_deref(),
-        options.timeout,
-        Default::default(),
-        None,
-    ) {
-        Ok(client) => client,
-        Err(e) => {
-            let reason = match &e {
-                SourceError::Cluster { message, .. } | SourceError::Kafka { message, .. } => {
-                    message.clone()
-                }
-                other => other.to_string(),
-            };
-            return refused(properties.refusal(&reason));
-        }
-    };
-    let inspection = inspect_with(cluster, &client, properties, topics, options);
-    // Destroying a consumer takes rust-rdkafka up to 100 ms of polling: not waited for.
-    crate::kafka::client::close_detached(client);
-    inspection
-}
-
-/// [`inspect_cluster_state`] once its client is made.
-fn inspect_with(
-    cluster: &str,
-    client: &ClusterClient,
-    properties: &ClientProperties,
-    topics: &BTreeSet<String>,
-    options: &InspectOptions,
-) -> Inspection {
-    // A cluster that refuses connections is said to be unreachable about a second
-    // after librdkafka says why, not at the timeout.
-    let kafka_cluster_id = match client.first_contact() {
-        Ok(id) => id,
-        Err(e) => {
-            let state = if client.rejected() {
-                ClusterState::Rejected
-            } else {
-                ClusterState::Unreachable
-            };
-            return Inspection {
-                state,
-                result: Err(scrub(e, properties)),
-            };
-        }
-    };
-    Inspection {
-        state: ClusterState::Connected,
-        result: report(cluster, client, kafka_cluster_id, topics, options)
-            .map_err(|e| scrub(e, properties)),
-    }
+    let (state, result) = with_own_client(cluster, properties, options, |client, id| {
+        report(cluster, client, id, topics, options)
+    });
+    Inspection { state, result }
 }
 
 fn report(
@@ -215,6 +153,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::inspect::report::ClusterState;
 
     #[test]
     fn states_tell_a_refused_property_from_a_cluster_that_does_not_answer() {
