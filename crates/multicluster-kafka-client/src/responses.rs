@@ -1,7 +1,7 @@
-//! The answers the native path asks for besides Fetch (ApiVersions, Metadata,
-//! ListOffsets), decoded by the path itself with every count bounded by the bytes
-//! left ([`crate::wire::Reader`]): a hostile or corrupt answer is a decode error,
-//! never a huge allocation. Only the fields the path uses are kept.
+//! The answers the client asks for besides Fetch (ApiVersions, Metadata,
+//! ListOffsets), decoded here with every count bounded by the bytes left (the
+//! crate's own wire reader): a hostile or corrupt answer is a decode error, never a
+//! huge allocation. Only the fields the client uses are kept.
 
 use bytes::Bytes;
 use uuid::Uuid;

@@ -99,7 +99,8 @@ fn report(
 ///
 /// Blocks: a few calls, each bounded by `options.timeout`; a cluster that refuses
 /// connections fails about a second after librdkafka says why, and one that does not
-/// answer at the timeout, with [`ClusterState::Unreachable`].
+/// answer at the timeout, with
+/// [`ClusterState::Unreachable`](super::ClusterState::Unreachable).
 ///
 /// ```no_run
 /// use std::collections::{BTreeMap, BTreeSet};

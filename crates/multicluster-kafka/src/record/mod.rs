@@ -1,8 +1,8 @@
 //! Records handed to the user.
 //!
 //! The parts: the records and the batch a program receives (here), what a batch
-//! keeps per record and where its bytes are ([`entry`]), building, taking apart and
-//! reading a batch ([`batch`]), and reading it record by record ([`iter`]).
+//! keeps per record and where its bytes are (`entry.rs`), building, taking apart and
+//! reading a batch (`batch.rs`), and reading it record by record (`iter.rs`).
 
 use std::sync::Arc;
 
