@@ -77,9 +77,16 @@ impl Reopening {
         }
     }
 
-    /// When the next waiting fetcher may start, if one waits.
+    /// When the next waiting fetcher may start, if one is not due yet. A cluster
+    /// whose time has come is started by the call that looks (and until its new
+    /// fetcher answers, the reader waits for that answer as for any other).
     pub(super) fn next_start(&self) -> Option<Instant> {
-        self.ended.values().map(|e| e.at).min()
+        let now = Instant::now();
+        self.ended
+            .values()
+            .map(|e| e.at)
+            .filter(|at| *at > now)
+            .min()
     }
 }
 
@@ -97,6 +104,7 @@ mod tests {
         assert!(!r.may_start(&c));
         tokio::time::advance(FIRST).await;
         assert!(r.may_start(&c));
+        assert_eq!(r.next_start(), None, "due: nothing to wait for");
         assert!(!r.ended(&c, &refused), "not said again");
         assert_eq!(r.next_start(), Some(Instant::now() + 2 * FIRST));
         for _ in 0..10 {
