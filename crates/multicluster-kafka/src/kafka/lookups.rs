@@ -424,6 +424,6 @@ impl Lookups for RdLookups {
 
 /// Whether `e` says a partition's leader is moving or not yet known: worth asking
 /// again shortly.
-pub(crate) fn leader_moving(e: &SourceError) -> bool {
+fn leader_moving(e: &SourceError) -> bool {
     e.kafka_kind() == Some(crate::error::KafkaErrorKind::LeaderMoving)
 }
