@@ -1,12 +1,11 @@
 //! Applying what the enumerator sends: assignments, removals, rebuilds of a
 //! cluster's consumer, cluster facts; and starting the fetchers of new splits.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::fetcher::{self, Answer, FetcherSettings};
-use super::split_state::{ClusterInfo, SplitState};
-use super::{SourceReader, ToStart};
+use super::SourceReader;
+use super::fetcher::FetcherSettings;
+use super::split_state::ClusterInfo;
 use crate::base::properties::ClientProperties;
 use crate::base::protocol::ReaderEvent;
 use crate::base::split::{KafkaSplit, SplitId};
@@ -23,7 +22,7 @@ impl<D: Deserializer> SourceReader<D> {
                 kafka_cluster_id,
                 initial_discovery_done,
             } => {
-                self.clusters.insert(
+                self.splits.set_cluster_info(
                     cluster,
                     ClusterInfo {
                         kafka_cluster_id,
@@ -31,7 +30,7 @@ impl<D: Deserializer> SourceReader<D> {
                     },
                 );
             }
-            ReaderEvent::NoMoreSplits => self.no_more_splits = true,
+            ReaderEvent::NoMoreSplits => self.links.set_no_more_splits(),
             ReaderEvent::Remove {
                 ids,
                 retain_until_ms,
@@ -44,11 +43,8 @@ impl<D: Deserializer> SourceReader<D> {
                     .collect();
                 if let Some(until) = retain_until_ms {
                     for s in &removed {
-                        let kafka_id = self
-                            .clusters
-                            .get(&s.id.cluster)
-                            .and_then(|c| c.kafka_cluster_id.clone());
-                        self.retained.keep(s, until, kafka_id);
+                        let kafka_id = self.splits.kafka_cluster_id(&s.id.cluster);
+                        self.links.retained().keep(s, until, kafka_id);
                     }
                 }
                 self.remove(&ids);
@@ -61,7 +57,7 @@ impl<D: Deserializer> SourceReader<D> {
                 properties,
             } => self.rebuild(cluster, properties),
             ReaderEvent::ForgetCluster { cluster } => {
-                self.clusters.remove(&cluster);
+                self.splits.forget_cluster(&cluster);
             }
             ReaderEvent::MetadataFailed(e) => return Err(SourceError::Metadata(e)),
             ReaderEvent::TopicGone {
@@ -99,46 +95,12 @@ impl<D: Deserializer> SourceReader<D> {
                 splits,
                 sent,
             } => {
-                let mut to_fetch = Vec::new();
-                for s in splits {
-                    let finished = s.is_finished();
-                    let i = match self.index.get(&s.id) {
-                        Some(i) => *i,
-                        None => {
-                            let mut state = SplitState::new(
-                                s.id.clone(),
-                                s.next_offset,
-                                s.stop_offset,
-                                finished,
-                            );
-                            state.set_last(s.last.as_ref());
-                            if let Some(search) = s.last.as_ref().and_then(|l| l.search.as_ref()) {
-                                tracing::info!(split = %s.id, source = %search.cluster, lower_bound = search.lower_bound, found_by = %search.found_by, "reading forward on the mirror to the last record handed out from its source");
-                                crate::metrics::mirror_searching(&s.id, true);
-                            }
-                            self.states.push(state);
-                            self.index.insert(s.id.clone(), self.states.len() - 1);
-                            self.states.len() - 1
-                        }
-                    };
-                    let state = &mut self.states[i];
-                    // A split assigned again keeps the position this reader handed out.
-                    state.next_offset = state.next_offset.max(s.next_offset);
-                    let split = state.to_fetch();
-                    state.finished = split.is_finished();
-                    if !state.finished {
-                        to_fetch.push(split);
-                    }
-                }
+                let to_fetch: Vec<KafkaSplit> = splits
+                    .into_iter()
+                    .filter_map(|s| self.splits.assign(s))
+                    .collect();
                 if !to_fetch.is_empty() {
-                    let entry = self.to_start.entry(cluster).or_insert_with(|| ToStart {
-                        properties: properties.clone(),
-                        splits: Vec::new(),
-                        sent: None,
-                    });
-                    entry.properties = properties;
-                    entry.splits.extend(to_fetch);
-                    entry.sent = Some(entry.sent.map_or(sent, |s| s.min(sent)));
+                    self.fetchers.queue(cluster, properties, to_fetch, sent);
                 }
                 self.report_active();
             }
@@ -150,24 +112,7 @@ impl<D: Deserializer> SourceReader<D> {
     /// buffered records of them are never handed out.
     pub(super) fn remove(&mut self, ids: &[SplitId]) {
         let gone: std::collections::HashSet<&SplitId> = ids.iter().collect();
-        // Indices change below: what was handed out so far is reported first.
-        self.report_lag();
-        for s in self.states.iter_mut().filter(|s| gone.contains(&s.id)) {
-            s.drop_lag();
-        }
-        self.states.retain(|s| !gone.contains(&s.id));
-        self.index = self
-            .states
-            .iter()
-            .enumerate()
-            .map(|(i, s)| (s.id.clone(), i))
-            .collect();
-        self.last = None;
-        for waiting in self.to_start.values_mut() {
-            waiting.splits.retain(|s| !gone.contains(&s.id));
-        }
-        self.to_start
-            .retain(|_, waiting| !waiting.splits.is_empty());
+        self.splits.remove(&gone);
         // Records of these splits waiting to be handed out never are, even if the
         // splits are assigned again before that.
         if let Some(rest) = self.handout.records.take() {
@@ -188,32 +133,8 @@ impl<D: Deserializer> SourceReader<D> {
         if let Some(order) = &mut self.time_order {
             order.remove(ids);
         }
-        let mut by_cluster: BTreeMap<Arc<str>, Vec<SplitId>> = BTreeMap::new();
-        for id in ids {
-            by_cluster
-                .entry(id.cluster.clone())
-                .or_default()
-                .push(id.clone());
-        }
-        for (cluster, ids) in by_cluster {
-            let still_used = self.states.iter().any(|s| s.id.cluster == cluster);
-            if still_used {
-                for (c, answer) in &mut self.ready {
-                    if *c == cluster
-                        && let Answer::Batch(batch, polled) = answer
-                    {
-                        fetcher::drop_splits(batch, polled, &ids);
-                    }
-                }
-                if let Some(c) = self.consumers.get_mut(&cluster) {
-                    c.remove(ids);
-                }
-            } else {
-                // The fetcher thread closes the consumer by itself.
-                self.consumers.remove(&cluster);
-                self.ready.retain(|(c, _)| *c != cluster);
-            }
-        }
+        let splits = &self.splits;
+        self.fetchers.remove(ids, |cluster| splits.any_on(cluster));
         self.report_active();
     }
 
@@ -223,93 +144,40 @@ impl<D: Deserializer> SourceReader<D> {
     pub(super) fn rebuild(&mut self, cluster: Arc<str>, properties: ClientProperties) {
         // The old fetcher closes its consumer on its own thread; what it fetched and
         // was not handed out is read again.
-        self.consumers.remove(&cluster);
-        self.ready.retain(|(c, _)| *c != cluster);
         if let Some(order) = &mut self.time_order {
             order.drop_held(&cluster);
         }
-        let active: Vec<KafkaSplit> = self
-            .states
-            .iter()
-            .filter(|s| s.id.cluster == cluster && !s.finished)
-            .map(SplitState::to_fetch)
-            .collect();
-        if active.is_empty() && !self.to_start.contains_key(&cluster) {
-            return; // nothing of the cluster left to read
-        }
-        let entry = self.to_start.entry(cluster).or_insert_with(|| ToStart {
-            properties: properties.clone(),
-            splits: Vec::new(),
-            sent: None,
-        });
-        entry.properties = properties;
-        for s in active {
-            if !entry.splits.iter().any(|x| x.id == s.id) {
-                entry.splits.push(s);
-            }
-        }
+        let active = self.splits.to_fetch_on(&cluster);
+        self.fetchers.restart(cluster, properties, active);
     }
 
     /// Starts fetchers for clusters that have none, and hands queued splits to them.
     pub(super) fn start_pending(&mut self) -> Result<(), SourceError> {
-        let waiting: Vec<Arc<str>> = self.to_start.keys().cloned().collect();
-        for cluster in waiting {
-            if !self.consumers.contains_key(&cluster) && !self.reopening.may_start(&cluster) {
-                continue; // its last fetcher ended: the next waits for its backoff
-            }
-            let waiting = self.to_start.remove(&cluster).expect("listed");
-            let props = waiting.properties.clone();
-            if !self.consumers.contains_key(&cluster) {
-                let settings = FetcherSettings {
-                    max_batch: self.max_batch,
-                    include_headers: self.include_headers,
-                    policy: self.policy,
-                    idle: self.poll_timeout,
-                    reader: self.notify.clone(),
-                    hooks: self
-                        .client_hooks
-                        .as_ref()
-                        .and_then(|f| f.for_cluster(&cluster)),
-                    clients: self.clients.clone(),
-                    runtime: tokio::runtime::Handle::try_current().ok(),
-                };
-                match self.pool.start(
-                    cluster.clone(),
-                    props.clone(),
-                    self.deserializer.clone(),
-                    settings,
-                ) {
-                    Ok(mut f) => {
-                        f.ask();
-                        self.consumers.insert(cluster.clone(), f);
-                    }
-                    Err(e) => {
-                        self.to_start.insert(cluster, waiting);
-                        return Err(e);
-                    }
-                }
-            }
-            // A split handed to a fetcher is fetched: not paused (alignment).
-            for s in &waiting.splits {
-                if let Some(i) = self.index.get(&s.id).copied() {
-                    self.states[i].paused = false;
-                }
-            }
-            let fetcher = self.consumers.get_mut(&cluster).expect("started");
-            fetcher.add(waiting.splits, waiting.sent);
-        }
-        Ok(())
+        let settings = &self.settings;
+        let clients = self.links.clients();
+        let fetcher_settings = |cluster: &Arc<str>, reader| FetcherSettings {
+            max_batch: settings.max_batch,
+            include_headers: settings.include_headers,
+            policy: settings.policy,
+            idle: settings.poll_timeout,
+            reader,
+            hooks: settings
+                .client_hooks
+                .as_ref()
+                .and_then(|f| f.for_cluster(cluster)),
+            clients: clients.clone(),
+            runtime: tokio::runtime::Handle::try_current().ok(),
+        };
+        // A split handed to a fetcher is fetched: not paused (alignment).
+        let splits = &mut self.splits;
+        self.fetchers
+            .start_pending(&settings.deserializer, fetcher_settings, |handed| {
+                splits.fetched(handed)
+            })
     }
 
     pub(super) fn mark_finished(&mut self, id: &SplitId) {
-        if let Some(i) = self.index.get(id).copied() {
-            let s = &mut self.states[i];
-            s.finished = true;
-            if let Some(stop) = s.stop {
-                s.next_offset = s.next_offset.max(stop);
-            }
-            self.touched.push(i);
-        }
+        self.splits.finish(id);
         self.split_finished();
     }
 
@@ -322,29 +190,17 @@ impl<D: Deserializer> SourceReader<D> {
         topic: &str,
         unauthorized: bool,
     ) -> Result<(), SourceError> {
-        let ids: Vec<SplitId> = self
-            .states
-            .iter()
-            .filter(|s| {
-                !s.finished && s.stop.is_some() && s.id.cluster == *cluster && &*s.id.topic == topic
-            })
-            .map(|s| s.id.clone())
-            .collect();
-        if ids.is_empty() {
+        let ended = self.splits.end_gone_topic(cluster, topic);
+        if ended.is_empty() {
             return Ok(());
         }
-        if let Some(f) = self.consumers.get_mut(cluster) {
-            f.remove(ids.clone());
-        }
+        let ids: Vec<SplitId> = ended.iter().map(|s| s.id.clone()).collect();
         let mut first = None;
-        for id in &ids {
-            let i = self.index[id];
-            let s = &mut self.states[i];
-            s.finished = true;
-            self.touched.push(i);
+        for s in ended {
+            let id = &s.id;
             let split = format!("{}/{}/{}", id.cluster, id.topic, id.partition);
             let stop = s.stop.unwrap_or_default();
-            if self.policy.allow_missing_topics {
+            if self.settings.policy.allow_missing_topics {
                 if unauthorized {
                     tracing::warn!(split = %split, stop, position = s.next_offset, "the cluster no longer authorizes this principal to describe the topic before the split reached its stop; ending the split as missing topics are allowed");
                 } else {
@@ -360,6 +216,9 @@ impl<D: Deserializer> SourceReader<D> {
                 });
             }
         }
+        if let Some(f) = self.fetchers.get_mut(cluster) {
+            f.remove(ids);
+        }
         self.report_active();
         first.map_or(Ok(()), Err)
     }
@@ -367,7 +226,7 @@ impl<D: Deserializer> SourceReader<D> {
     /// Applies every event the enumerator has already sent (assignments in flight), so
     /// a checkpoint taken now includes them.
     pub(super) fn drain_events(&mut self) -> Result<(), SourceError> {
-        while let Ok(e) = self.events.try_recv() {
+        while let Some(e) = self.links.try_event() {
             self.apply(e)?;
         }
         Ok(())

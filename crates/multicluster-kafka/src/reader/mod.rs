@@ -8,6 +8,11 @@ mod native;
 mod native_fetch;
 
 mod apply;
+mod fetchers;
+mod links;
+mod pace;
+mod splits;
+pub(crate) use links::SharedHandles;
 mod handout;
 mod positions;
 mod reopen;
@@ -18,30 +23,17 @@ mod watermarks;
 
 use crate::base::config::ReadPolicy;
 pub(crate) use crate::base::protocol::{ReaderEvent, ReaderNotice};
-use split_state::{Buffered, ClusterInfo, SplitState};
+use split_state::Buffered;
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::mpsc;
 
-use crate::base::properties::ClientProperties;
-use crate::base::split::{KafkaSplit, SplitId};
+use crate::base::split::KafkaSplit;
 use crate::deserializer::Deserializer;
 use crate::error::SourceError;
 use crate::record::{Record, RecordBatch};
-use fetcher::{Answer, Fetcher};
-
-/// A cluster's splits waiting for its fetcher.
-struct ToStart {
-    /// The consumer properties of the cluster.
-    properties: ClientProperties,
-    splits: Vec<KafkaSplit>,
-    /// When the enumerator sent the first of these splits (none for splits started
-    /// again after a rebuild).
-    sent: Option<std::time::Instant>,
-}
 
 /// One of the source's parallel readers: a stream of records from the splits it owns.
 ///
@@ -52,91 +44,56 @@ struct ToStart {
 /// after the last one handed out. Dropping a reader returns its splits (at those
 /// positions) to the enumerator, which gives them to the other readers.
 pub struct SourceReader<D: Deserializer> {
-    id: usize,
-    deserializer: Arc<D>,
-    events: mpsc::UnboundedReceiver<ReaderEvent>,
-    notices: mpsc::UnboundedSender<ReaderNotice>,
-    /// One fetcher (a thread with the cluster's consumer) per cluster this reader has
-    /// splits on.
-    consumers: BTreeMap<Arc<str>, Fetcher<D::Value>>,
-    /// The threads the fetchers run on.
-    pool: fetcher::FetchPool<D>,
-    /// Splits assigned but not yet handed to their cluster's fetcher, by cluster.
-    to_start: BTreeMap<Arc<str>, ToStart>,
-    /// Answers of the fetchers not handed out yet, oldest first (a fetcher has at
-    /// most two answered or being made; another is asked for when one is handed out).
-    ready: VecDeque<(Arc<str>, Answer<D::Value>)>,
-    /// Woken by the fetchers when they answer.
-    notify: Arc<Notify>,
-    /// Split states; `index` maps ids to positions in this vector.
-    states: Vec<SplitState>,
-    index: HashMap<SplitId, usize>,
-    /// The split of the previous record handed out: records come in runs per
-    /// partition, so this saves a hash lookup per record.
-    last: Option<(Arc<str>, i32, usize)>,
-    /// Splits (indices into `states`) with records handed out or a new high watermark
-    /// since their lag was last reported; reported once the batch is handed out.
-    touched: Vec<usize>,
-    clusters: BTreeMap<Arc<str>, ClusterInfo>,
+    settings: ReaderSettings<D>,
+    /// The enumerator's events, the notices back, and the handles shared with it.
+    links: links::Links,
+    /// One fetcher per cluster this reader has splits on, and their answers.
+    fetchers: fetchers::Fetchers<D>,
+    /// The splits this reader owns, with their positions.
+    splits: splits::Splits,
     /// What the last poll found and is not handed out yet (boxed: it is touched once
     /// per batch, and keeps the reader small to move).
     handout: Box<Buffered<D::Value>>,
-    no_more_splits: bool,
-    enumerator_gone: bool,
-    max_batch: usize,
-    poll_timeout: Duration,
-    include_headers: bool,
-    policy: ReadPolicy,
-    /// The program's hooks for each cluster's librdkafka clients.
-    client_hooks: Option<crate::base::hooks::ClientHooksFactory>,
-    /// The source's librdkafka clients, shared with the enumerator.
-    clients: Arc<crate::kafka::shared::ClientShare>,
-    retained: crate::base::retention::Retained,
-    /// Clusters whose errors count (the others are leaving the metadata).
-    active: crate::base::active::ActiveClusters,
-    /// The streams of each cluster's topic, named on the records handed out.
-    stream_index: crate::base::metadata::index::StreamIndex,
-    /// The shard of a sharded source, recorded in its checkpoints.
-    shard: Option<crate::base::shard::Shard>,
-    counters: HashMap<Arc<str>, (metrics::Counter, metrics::Counter)>,
     /// Event time, when the source has a watermark strategy.
     watermarks: Option<Box<watermarks::Watermarks>>,
-    event_timestamps: Option<crate::base::watermark::EventTimestamps<D::Value>>,
     /// In time order: the records fetched and held for the merge.
     time_order: Option<Box<time_order::TimeOrder<D::Value>>>,
-    /// Clusters whose fetcher ended and starts again after a backoff.
-    reopening: reopen::Reopening,
     closed: bool,
 }
 
 impl<D: Deserializer> std::fmt::Debug for SourceReader<D> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SourceReader")
-            .field("id", &self.id)
-            .field("splits", &self.states.len())
+            .field("id", &self.settings.id)
+            .field("splits", &self.splits.len())
             .finish()
     }
 }
 
-pub(crate) struct ReaderParts<D: Deserializer> {
+/// What a reader is made with and keeps as it is.
+pub(crate) struct ReaderSettings<D: Deserializer> {
     pub id: usize,
     pub deserializer: Arc<D>,
-    pub events: mpsc::UnboundedReceiver<ReaderEvent>,
-    pub notices: mpsc::UnboundedSender<ReaderNotice>,
     pub max_batch: usize,
     pub poll_timeout: Duration,
     pub include_headers: bool,
     pub policy: ReadPolicy,
+    /// The program's hooks for each cluster's librdkafka clients.
     pub client_hooks: Option<crate::base::hooks::ClientHooksFactory>,
-    pub clients: Arc<crate::kafka::shared::ClientShare>,
-    pub retained: crate::base::retention::Retained,
-    pub active: crate::base::active::ActiveClusters,
-    pub stream_index: crate::base::metadata::index::StreamIndex,
+    /// The shard of a sharded source, recorded in its checkpoints.
     pub shard: Option<crate::base::shard::Shard>,
-    /// The watermark strategy, and the watermark restored from a checkpoint.
-    pub watermarks: Option<(crate::base::watermark::WatermarkStrategy, Option<i64>)>,
     /// The program's event timestamps of values (else the Kafka timestamps count).
     pub event_timestamps: Option<crate::base::watermark::EventTimestamps<D::Value>>,
+}
+
+/// What a reader is made of.
+pub(crate) struct ReaderParts<D: Deserializer> {
+    pub settings: ReaderSettings<D>,
+    pub events: mpsc::UnboundedReceiver<ReaderEvent>,
+    pub notices: mpsc::UnboundedSender<ReaderNotice>,
+    pub shared: links::SharedHandles,
+    /// The watermark strategy, and the watermark restored from a checkpoint.
+    pub watermarks: Option<(crate::base::watermark::WatermarkStrategy, Option<i64>)>,
     /// Hand records out in time order.
     pub time_order: bool,
 }
@@ -144,62 +101,37 @@ pub(crate) struct ReaderParts<D: Deserializer> {
 impl<D: Deserializer> SourceReader<D> {
     pub(crate) fn new(parts: ReaderParts<D>) -> Self {
         Self {
-            id: parts.id,
-            deserializer: parts.deserializer,
-            events: parts.events,
-            notices: parts.notices,
-            consumers: BTreeMap::new(),
-            pool: fetcher::FetchPool::new(),
-            to_start: BTreeMap::new(),
-            ready: VecDeque::new(),
-            notify: Arc::new(Notify::new()),
-            states: Vec::new(),
-            index: HashMap::new(),
-            last: None,
-            touched: Vec::new(),
-            clusters: BTreeMap::new(),
+            settings: parts.settings,
+            links: links::Links::new(parts.events, parts.notices, parts.shared),
+            fetchers: fetchers::Fetchers::new(),
+            splits: splits::Splits::default(),
             handout: Box::default(),
-            no_more_splits: false,
-            enumerator_gone: false,
-            max_batch: parts.max_batch,
-            poll_timeout: parts.poll_timeout,
-            include_headers: parts.include_headers,
-            policy: parts.policy,
-            client_hooks: parts.client_hooks,
-            clients: parts.clients,
-            retained: parts.retained,
-            active: parts.active,
-            stream_index: parts.stream_index,
-            shard: parts.shard,
-            counters: HashMap::new(),
             watermarks: parts
                 .watermarks
                 .map(|(s, restored)| Box::new(watermarks::Watermarks::new(s, restored))),
-            event_timestamps: parts.event_timestamps,
             time_order: parts.time_order.then(Box::default),
-            reopening: reopen::Reopening::default(),
             closed: false,
         }
     }
 
     /// This reader's index.
     pub fn id(&self) -> usize {
-        self.id
+        self.settings.id
     }
 
     /// Number of splits this reader owns (finished ones included).
     pub fn split_count(&self) -> usize {
-        self.states.len()
+        self.splits.len()
     }
 
     fn is_done(&self) -> bool {
-        self.no_more_splits
+        self.links.no_more_splits()
             && self.handout.records.is_none()
             && self.handout.failed.is_none()
             && self.handout.diverged.is_empty()
             && self.time_order.as_ref().is_none_or(|o| o.is_empty())
-            && self.to_start.is_empty()
-            && self.states.iter().all(|s| s.finished)
+            && !self.fetchers.any_to_start()
+            && self.splits.all_finished()
     }
 
     /// The next record, or `None` once the input has ended (bounded mode: every split
@@ -237,7 +169,7 @@ impl<D: Deserializer> SourceReader<D> {
     /// Cancel-safe: dropping the future loses nothing.
     pub async fn next_batch(&mut self) -> Option<Result<RecordBatch<D::Value>, SourceError>> {
         // A fetch path may poll more (records it put straight into the batch).
-        self.next_batch_up_to(self.max_batch).await
+        self.next_batch_up_to(self.settings.max_batch).await
     }
 
     /// [`next_batch`](Self::next_batch), with at most `max` records (at least one):
@@ -297,7 +229,7 @@ impl<D: Deserializer> SourceReader<D> {
     /// threads, on the blocking pool), returning unfinished splits to the enumerator.
     pub async fn close(mut self) {
         let fetchers = self.shutdown();
-        let threads = self.pool.stop();
+        let threads = self.fetchers.stop_threads();
         let _ = tokio::task::spawn_blocking(move || {
             for fetcher in fetchers {
                 fetcher.wait();
@@ -317,24 +249,18 @@ impl<D: Deserializer> SourceReader<D> {
             let _ = self.drain_events();
             // The splits leave this reader (to another, or with the source): their
             // series are marked removed before anyone else reports them.
-            for s in &mut self.states {
-                s.drop_lag();
-            }
+            self.splits.drop_lags();
             let splits: Vec<KafkaSplit> = self
                 .positions()
                 .into_iter()
                 .filter(|s| !s.is_finished())
                 .collect();
-            let _ = self.notices.send(ReaderNotice::Closed {
-                reader: self.id,
+            self.links.notice(ReaderNotice::Closed {
+                reader: self.settings.id,
                 splits,
             });
         }
-        self.ready.clear();
-        std::mem::take(&mut self.consumers)
-            .into_values()
-            .filter_map(Fetcher::stop)
-            .collect()
+        self.fetchers.stop()
     }
 }
 
@@ -349,9 +275,12 @@ impl<D: Deserializer> Drop for SourceReader<D> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::base::properties::ClientProperties;
+    use crate::base::split::SplitId;
     use crate::metrics as m;
     use crate::record::BatchEntry;
     use fetch_path::Polled;
+    use std::collections::BTreeMap;
 
     /// A program slower than its fetchers, reading two clusters: the answers waiting
     /// in the reader stay at one per cluster (they grew by a batch per refill before,
@@ -394,7 +323,7 @@ mod tests {
             let read = tokio::time::timeout(Duration::from_secs(120), async {
                 while let Some(batch) = reader.next_batch_up_to(5).await {
                     records += batch.expect("a batch").len();
-                    most = most.max(reader.ready.len());
+                    most = most.max(reader.fetchers.ready_len());
                     // Slower than the fetchers.
                     tokio::time::sleep(Duration::from_micros(200)).await;
                 }
@@ -415,22 +344,26 @@ mod tests {
         let (_events_tx, events) = mpsc::unbounded_channel();
         let (notices, _notices_rx) = mpsc::unbounded_channel();
         SourceReader::new(ReaderParts {
-            id: 0,
-            deserializer: Arc::new(crate::deserializer::Utf8),
+            settings: ReaderSettings {
+                id: 0,
+                deserializer: Arc::new(crate::deserializer::Utf8),
+                max_batch: 1024,
+                poll_timeout: Duration::from_millis(100),
+                include_headers: false,
+                policy: ReadPolicy::default(),
+                client_hooks: None,
+                shard: None,
+                event_timestamps: None,
+            },
             events,
             notices,
-            max_batch: 1024,
-            poll_timeout: Duration::from_millis(100),
-            include_headers: false,
-            policy: ReadPolicy::default(),
-            client_hooks: None,
-            clients: Default::default(),
-            retained: Default::default(),
-            active: Default::default(),
-            stream_index: Default::default(),
-            shard: None,
+            shared: SharedHandles {
+                clients: Default::default(),
+                retained: Default::default(),
+                active: Default::default(),
+                stream_index: Default::default(),
+            },
             watermarks: None,
-            event_timestamps: None,
             time_order: false,
         })
     }
@@ -545,7 +478,8 @@ mod tests {
                 .build()
                 .unwrap(),
         );
-        r.stream_index
+        r.links
+            .stream_index()
             .set(&BTreeMap::from([("orders".to_string(), stream)]));
         r.watermarks = Some(Box::new(watermarks::Watermarks::new(
             crate::WatermarkStrategy::monotonous_timestamps(),
@@ -587,7 +521,7 @@ mod tests {
             crate::WatermarkStrategy::monotonous_timestamps(),
             None,
         )));
-        r.event_timestamps = Some(Arc::new(|v: &String| {
+        r.settings.event_timestamps = Some(Arc::new(|v: &String| {
             let offset: i64 = v.split('/').nth(1)?.parse().ok()?;
             Some(offset * 1_000)
         }));
@@ -690,7 +624,7 @@ mod tests {
             rest.push(record.unwrap().value);
         }
         assert_eq!(rest, ["0/1", "0/2"]);
-        let p1 = r.states.iter().find(|s| s.id.partition == 1).unwrap();
+        let p1 = r.splits.iter().find(|s| s.id.partition == 1).unwrap();
         assert_eq!(p1.next_offset, 0, "partition 1 starts over at 0");
     }
 

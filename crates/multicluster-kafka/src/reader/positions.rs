@@ -1,7 +1,6 @@
 //! The reader's positions: the checkpoint of what it handed out.
 
 use super::SourceReader;
-use super::split_state::SplitState;
 use crate::base::checkpoint::Checkpoint;
 use crate::base::split::KafkaSplit;
 use crate::deserializer::Deserializer;
@@ -15,7 +14,7 @@ impl<D: Deserializer> SourceReader<D> {
         self.drain_events()?;
         let mut cp = Checkpoint::from_splits(self.positions());
         // Retained positions go into every reader's checkpoint; merging keeps one.
-        for (id, r) in self.retained.live() {
+        for (id, r) in self.links.retained().live() {
             let c = cp.clusters.entry(id.cluster.to_string()).or_default();
             if c.kafka_cluster_id.is_none() {
                 c.kafka_cluster_id = r.kafka_cluster_id.clone();
@@ -35,17 +34,17 @@ impl<D: Deserializer> SourceReader<D> {
             }
         }
         cp.normalize();
-        for (cluster, info) in &self.clusters {
+        for (cluster, info) in self.splits.clusters() {
             let c = cp.clusters.entry(cluster.to_string()).or_default();
             c.kafka_cluster_id = info.kafka_cluster_id.clone();
             c.initial_discovery_done = info.initial_discovery_done;
         }
-        cp.shard = self.shard;
+        cp.shard = self.settings.shard;
         cp.watermark_ms = self.watermark();
         Ok(cp)
     }
 
     pub(super) fn positions(&self) -> Vec<KafkaSplit> {
-        self.states.iter().map(SplitState::split).collect()
+        self.splits.positions()
     }
 }

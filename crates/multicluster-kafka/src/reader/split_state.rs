@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use super::fetch_path::Failed;
+use super::pace::Pace;
 use crate::base::split::{Fingerprint, KafkaSplit, LastRecord, Search, SplitId};
 use crate::metrics as m;
 
@@ -13,10 +14,8 @@ pub(super) struct SplitState {
     pub(super) next_offset: i64,
     pub(super) stop: Option<i64>,
     pub(super) finished: bool,
-    /// The latest high watermark a poll reported (-1: none yet).
-    pub(super) high_watermark: i64,
-    /// This split's `mck_split_lag` series, once it has a value, and that value.
-    pub(super) lag: Option<(metrics::Gauge, i64)>,
+    /// What is left to hand out, as the metrics see it.
+    lag: Lag,
     /// The last record handed out for this split (on the source, while `search` is
     /// set).
     pub(super) last: Option<Fingerprint>,
@@ -31,18 +30,16 @@ pub(super) struct SplitState {
     /// truncation, and the first record below the position (or any at or past this
     /// offset) starts the log as it is now.
     pub(super) truncated: Option<i64>,
-    /// The newest record timestamp handed out (event time).
-    pub(super) newest_ts: Option<i64>,
-    /// The position at the last look for activity, and when it last moved (or the
-    /// split came), for idleness.
-    pub(super) seen_offset: i64,
-    pub(super) active_at: std::time::Instant,
-    /// Its watermark ran too far ahead of the source's (alignment).
-    pub(super) ahead: bool,
-    /// In time order: it holds too many records waiting for the others.
-    pub(super) full: bool,
-    /// Its fetching is paused (for either reason above), as its fetcher was told.
-    pub(super) paused: bool,
+    /// Its event time and activity, and whether its fetching is paused.
+    pub(super) pace: Pace,
+}
+
+/// A split's lag: the latest high watermark a poll reported (-1: none yet), and its
+/// `mck_split_lag` series, once it has a value, and that value.
+#[derive(Debug)]
+struct Lag {
+    high_watermark: i64,
+    series: Option<(metrics::Gauge, i64)>,
 }
 
 impl SplitState {
@@ -52,18 +49,15 @@ impl SplitState {
             next_offset,
             stop,
             finished,
-            high_watermark: -1,
-            lag: None,
+            lag: Lag {
+                high_watermark: -1,
+                series: None,
+            },
             last: None,
             search: None,
             rewound: None,
             truncated: None,
-            newest_ts: None,
-            seen_offset: next_offset,
-            active_at: std::time::Instant::now(),
-            ahead: false,
-            full: false,
-            paused: false,
+            pace: Pace::new(next_offset),
         }
     }
 
@@ -105,19 +99,20 @@ impl SplitState {
     /// (capped at the stop offset) minus the next position. Nothing before the first
     /// watermark is known.
     pub(super) fn report_lag(&mut self) {
-        if self.high_watermark < 0 {
+        let hw = self.lag.high_watermark;
+        if hw < 0 {
             return;
         }
         let end = match self.stop {
-            Some(stop) => self.high_watermark.min(stop),
-            None => self.high_watermark,
+            Some(stop) => hw.min(stop),
+            None => hw,
         };
         let lag = if self.finished {
             0
         } else {
             (end - self.next_offset).max(0)
         };
-        match &mut self.lag {
+        match &mut self.lag.series {
             Some((_, last)) if *last == lag => {}
             Some((gauge, last)) => {
                 gauge.set(lag as f64);
@@ -127,15 +122,20 @@ impl SplitState {
                 let id = &self.id;
                 let gauge = metrics::gauge!(m::SPLIT_LAG, "cluster" => id.cluster.to_string(), "topic" => id.topic.to_string(), "partition" => id.partition.to_string());
                 gauge.set(lag as f64);
-                self.lag = Some((gauge, lag));
+                self.lag.series = Some((gauge, lag));
             }
         }
+    }
+
+    /// Takes the latest high watermark a poll reported.
+    pub(super) fn set_high_watermark(&mut self, hw: i64) {
+        self.lag.high_watermark = hw;
     }
 
     /// The split leaves this reader: its lag series is marked removed (NaN, see
     /// [`crate::metrics::SPLIT_LAG`]).
     pub(super) fn drop_lag(&mut self) {
-        if let Some((gauge, _)) = self.lag.take() {
+        if let Some((gauge, _)) = self.lag.series.take() {
             gauge.set(f64::NAN);
         }
     }
@@ -157,6 +157,29 @@ pub(super) struct Buffered<V> {
     /// A mirror found diverged while its records were taken: handed out (as an
     /// error) before anything else.
     pub(super) diverged: Vec<crate::error::SourceError>,
+    /// The records and bytes counters of each cluster.
+    counters: std::collections::HashMap<Arc<str>, (metrics::Counter, metrics::Counter)>,
+}
+
+impl<V> Buffered<V> {
+    /// Adds the counts of what was handed out to the cluster's metrics.
+    pub(super) fn flush_counts(&mut self) {
+        let (records, bytes) = std::mem::take(&mut self.counts);
+        if records == 0 {
+            return;
+        }
+        let Some(cluster) = self.cluster.clone() else {
+            return;
+        };
+        let (r, b) = self.counters.entry(cluster.clone()).or_insert_with(|| {
+            (
+                metrics::counter!(m::RECORDS, "cluster" => cluster.to_string()),
+                metrics::counter!(m::BYTES, "cluster" => cluster.to_string()),
+            )
+        });
+        r.increment(records);
+        b.increment(bytes);
+    }
 }
 
 impl<V> Default for Buffered<V> {
@@ -168,6 +191,7 @@ impl<V> Default for Buffered<V> {
             cluster: None,
             finish_after: Vec::new(),
             diverged: Vec::new(),
+            counters: Default::default(),
         }
     }
 }

@@ -44,23 +44,20 @@ impl Watermarks {
 /// first record. Activity is seen as a position that moved since the last look.
 fn mark_of(s: &mut SplitState, strategy: &WatermarkStrategy, now: Instant) -> SplitMark {
     // A split paused by alignment has records waiting: it is not idle.
-    if s.next_offset != s.seen_offset || s.paused {
-        s.seen_offset = s.next_offset;
-        s.active_at = now;
-    }
+    s.pace.look(s.next_offset, now);
     if s.finished {
-        return match s.newest_ts {
+        return match s.pace.newest() {
             Some(ts) => SplitMark::Done(strategy.of_split(ts)),
             None => SplitMark::Out,
         };
     }
     if strategy
         .idle_timeout()
-        .is_some_and(|t| now.saturating_duration_since(s.active_at) >= t)
+        .is_some_and(|t| now.saturating_duration_since(s.pace.active_at()) >= t)
     {
         return SplitMark::Out;
     }
-    match s.newest_ts {
+    match s.pace.newest() {
         Some(ts) => SplitMark::At(strategy.of_split(ts)),
         None => SplitMark::Waiting,
     }
@@ -97,7 +94,7 @@ impl<D: Deserializer> SourceReader<D> {
         let strategy = w.strategy;
         w.marks.clear();
         w.marks
-            .extend(self.states.iter_mut().map(|s| mark_of(s, &strategy, now)));
+            .extend(self.splits.iter_mut().map(|s| mark_of(s, &strategy, now)));
         w.current = combine(w.current, w.marks.iter().copied());
         if strategy.max_drift().is_some() {
             if self.time_order.is_some() {
@@ -129,9 +126,14 @@ impl<D: Deserializer> SourceReader<D> {
         w.metric_at = Some(now);
         // By stream and cluster: the lowest watermark of their active splits.
         let mut lowest: HashMap<(Arc<str>, Arc<str>), i64> = HashMap::new();
-        for (s, mark) in self.states.iter().zip(&w.marks) {
+        for (s, mark) in self.splits.iter().zip(&w.marks) {
             let SplitMark::At(at) = *mark else { continue };
-            for stream in self.stream_index.get(&s.id.cluster, &s.id.topic).iter() {
+            for stream in self
+                .links
+                .stream_index()
+                .get(&s.id.cluster, &s.id.topic)
+                .iter()
+            {
                 let e = lowest
                     .entry((stream.clone(), s.id.cluster.clone()))
                     .or_insert(at);
@@ -153,12 +155,14 @@ impl<D: Deserializer> SourceReader<D> {
     /// watermark of the splits that hold the source's back; none: no split is
     /// ahead), and those that no longer do, and pauses or resumes their fetching.
     fn align(&mut self, strategy: &WatermarkStrategy, lowest: Option<i64>) {
-        for s in &mut self.states {
-            s.ahead = !s.finished
+        for s in self.splits.iter_mut() {
+            let ahead = !s.finished
                 && lowest.is_some_and(|low| {
-                    s.newest_ts
+                    s.pace
+                        .newest()
                         .is_some_and(|ts| strategy.too_far_ahead(ts, low))
                 });
+            s.pace.set_ahead(ahead);
         }
         self.sync_pauses();
     }
@@ -173,12 +177,12 @@ impl<D: Deserializer> SourceReader<D> {
         };
         let idle = strategy.idle_timeout();
         let lowest = self
-            .states
+            .splits
             .iter()
             .filter(|s| !s.finished)
             .filter_map(|s| {
                 let f = order.facts(&s.id)?;
-                let quiet = !s.paused
+                let quiet = !s.pace.is_paused()
                     && idle.is_some_and(|t| now.saturating_duration_since(f.fetched_at) >= t);
                 if f.done || quiet {
                     return None;
@@ -186,11 +190,12 @@ impl<D: Deserializer> SourceReader<D> {
                 f.newest
             })
             .min();
-        for s in &mut self.states {
+        for s in self.splits.iter_mut() {
             let fetched = order.facts(&s.id).and_then(|f| f.newest);
-            s.ahead = !s.finished
+            let ahead = !s.finished
                 && lowest
                     .is_some_and(|low| fetched.is_some_and(|ts| strategy.too_far_ahead(ts, low)));
+            s.pace.set_ahead(ahead);
         }
         self.sync_pauses();
     }
@@ -201,12 +206,12 @@ impl<D: Deserializer> SourceReader<D> {
     /// Only splits with a fetcher; the others are seen to at a later call.
     pub(super) fn sync_pauses(&mut self) {
         let mut changes: BTreeMap<(Arc<str>, bool), Vec<SplitId>> = BTreeMap::new();
-        for s in &mut self.states {
-            let pause = (s.ahead || s.full) && !s.finished;
-            if pause == s.paused || !self.consumers.contains_key(&s.id.cluster) {
+        for s in self.splits.iter_mut() {
+            let pause = s.pace.pause_wanted(s.finished);
+            if pause == s.pace.is_paused() || self.fetchers.get(&s.id.cluster).is_none() {
                 continue;
             }
-            s.paused = pause;
+            s.pace.set_paused(pause);
             changes
                 .entry((s.id.cluster.clone(), pause))
                 .or_default()
@@ -216,13 +221,14 @@ impl<D: Deserializer> SourceReader<D> {
             return;
         }
         for ((cluster, paused), ids) in changes {
-            tracing::debug!(reader = self.id, cluster = %cluster, splits = ids.len(), paused, "pausing or resuming splits' fetching");
-            if let Some(fetcher) = self.consumers.get_mut(&cluster) {
+            tracing::debug!(reader = self.settings.id, cluster = %cluster, splits = ids.len(), paused, "pausing or resuming splits' fetching");
+            if let Some(fetcher) = self.fetchers.get_mut(&cluster) {
                 fetcher.pause(ids, paused);
             }
         }
-        let paused = self.states.iter().filter(|s| s.paused).count();
-        metrics::gauge!(m::PAUSED_SPLITS, "reader" => self.id.to_string()).set(paused as f64);
+        let paused = self.splits.iter().filter(|s| s.pace.is_paused()).count();
+        metrics::gauge!(m::PAUSED_SPLITS, "reader" => self.settings.id.to_string())
+            .set(paused as f64);
     }
 
     /// Whether splits are aligned (their fetching paused when too far ahead).
@@ -247,10 +253,10 @@ mod tests {
         let strategy = WatermarkStrategy::bounded_out_of_orderness(Duration::from_millis(10))
             .with_idle_timeout(Duration::from_secs(5));
         let mut s = split();
-        let t0 = s.active_at;
+        let t0 = s.pace.active_at();
         assert_eq!(mark_of(&mut s, &strategy, t0), SplitMark::Waiting);
         s.next_offset = 1;
-        s.newest_ts = Some(1_000);
+        s.pace.handed_out(1_000);
         let t1 = t0 + Duration::from_secs(4);
         assert_eq!(mark_of(&mut s, &strategy, t1), SplitMark::At(989));
         // No record since t1: idle 5 s after it, not after t0.
@@ -264,7 +270,7 @@ mod tests {
         );
         // A record again: it holds the watermark again.
         s.next_offset = 2;
-        s.newest_ts = Some(2_000);
+        s.pace.handed_out(2_000);
         assert_eq!(
             mark_of(&mut s, &strategy, t1 + Duration::from_secs(6)),
             SplitMark::At(1_989)
@@ -280,10 +286,10 @@ mod tests {
     fn without_idleness_a_quiet_split_holds_the_watermark_for_ever() {
         let strategy = WatermarkStrategy::monotonous_timestamps().without_idleness();
         let mut s = split();
-        let later = s.active_at + Duration::from_secs(3_600);
+        let later = s.pace.active_at() + Duration::from_secs(3_600);
         assert_eq!(mark_of(&mut s, &strategy, later), SplitMark::Waiting);
         s.next_offset = 1;
-        s.newest_ts = Some(50);
+        s.pace.handed_out(50);
         assert_eq!(
             mark_of(&mut s, &strategy, later + Duration::from_secs(3_600)),
             SplitMark::At(49)

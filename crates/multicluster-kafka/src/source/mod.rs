@@ -24,7 +24,7 @@ use crate::base::properties::ClientProperties;
 pub use crate::base::shard::{ScaleOut, Shard};
 use crate::base::watermark::WatermarkStrategy;
 use crate::error::{ConfigError, SourceError};
-use crate::reader::{ReaderParts, SourceReader};
+use crate::reader::{ReaderParts, ReaderSettings, SharedHandles, SourceReader};
 use crate::record::{Record, RecordBatch};
 pub use builder::SourceBuilder;
 
@@ -98,21 +98,25 @@ impl<D: Deserializer> MultiClusterKafkaSource<D> {
             let (tx, rx) = mpsc::unbounded_channel();
             senders.insert(id, tx);
             readers.push(SourceReader::new(ReaderParts {
-                id,
-                deserializer: self.deserializer.clone(),
+                settings: ReaderSettings {
+                    id,
+                    deserializer: self.deserializer.clone(),
+                    max_batch: cfg.max_batch,
+                    poll_timeout: cfg.poll_timeout,
+                    include_headers: cfg.include_headers,
+                    policy: cfg.policy,
+                    client_hooks: cfg.client_hooks.clone(),
+                    shard: cfg.shard,
+                    event_timestamps: self.event_timestamps.clone(),
+                },
                 events: rx,
                 notices: notice_tx.clone(),
-                max_batch: cfg.max_batch,
-                poll_timeout: cfg.poll_timeout,
-                include_headers: cfg.include_headers,
-                policy: cfg.policy,
-                client_hooks: cfg.client_hooks.clone(),
-                clients: clients.clone(),
-                retained: retained.clone(),
-                active: active.clone(),
-                stream_index: stream_index.clone(),
-                shard: cfg.shard,
-                event_timestamps: self.event_timestamps.clone(),
+                shared: SharedHandles {
+                    clients: clients.clone(),
+                    retained: retained.clone(),
+                    active: active.clone(),
+                    stream_index: stream_index.clone(),
+                },
                 time_order: cfg.order == crate::base::watermark::ReadOrder::Time,
                 watermarks: cfg
                     .watermarks

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use crate::base::resolve::{AgainstStop, against_stop};
-use crate::base::split::{Fingerprint, SplitId};
+use crate::base::split::Fingerprint;
 use crate::deserializer::Deserializer;
 use crate::reader::SourceReader;
 use crate::record::{BatchEntry, Buffers, RecordBatch};
@@ -24,23 +24,10 @@ impl<D: Deserializer> SourceReader<D> {
         mark: (Option<i64>, HashOf<'_, D::Value>, Option<i32>),
         event: Option<i64>,
     ) -> bool {
-        let i = match &self.last {
-            Some((t, p, i)) if *p == partition && Arc::ptr_eq(t, topic) => *i,
-            _ => {
-                let id = SplitId {
-                    cluster: cluster.clone(),
-                    topic: topic.clone(),
-                    partition,
-                };
-                let Some(i) = self.index.get(&id).copied() else {
-                    return false; // a split this reader no longer owns
-                };
-                self.last = Some((topic.clone(), partition, i));
-                self.touched.push(i);
-                i
-            }
+        let Some(i) = self.splits.find(cluster, topic, partition) else {
+            return false; // a split this reader no longer owns
         };
-        let state = &mut self.states[i];
+        let state = self.splits.get_mut(i);
         if let Some(from) = state.truncated {
             if offset < state.next_offset {
                 // The first record of the log as it is now, below what was
@@ -70,10 +57,8 @@ impl<D: Deserializer> SourceReader<D> {
             return false;
         }
         state.next_offset = offset + 1;
-        if let Some(ts) = event
-            && state.newest_ts.is_none_or(|n| ts > n)
-        {
-            state.newest_ts = Some(ts);
+        if let Some(ts) = event {
+            state.pace.handed_out(ts);
         }
         state.last = Some(Fingerprint {
             offset,
@@ -97,7 +82,7 @@ impl<D: Deserializer> SourceReader<D> {
     /// timestamp. Only with watermarks on.
     pub(crate) fn event_time(&self, value: Option<&D::Value>, kafka: Option<i64>) -> Option<i64> {
         self.watermarks.as_ref()?;
-        match &self.event_timestamps {
+        match &self.settings.event_timestamps {
             Some(f) => value.and_then(|v| f(v)),
             None => kafka,
         }
@@ -128,8 +113,7 @@ impl<D: Deserializer> SourceReader<D> {
                 event,
             ) {
                 bytes += u64::from(e.bytes());
-                if let (None, Some((_, _, i))) = (known, &self.last) {
-                    let i = *i;
+                if let (None, Some(i)) = (known, self.splits.found_last()) {
                     match runs.last_mut() {
                         Some(run) if run.0 == i => run.1 = k,
                         _ => runs.push((i, k)),
@@ -143,7 +127,7 @@ impl<D: Deserializer> SourceReader<D> {
         // (offsets only grow in a split), so only that one is hashed.
         for (i, k) in runs {
             let e = &batch.entries[k];
-            if let Some(last) = &mut self.states[i].last
+            if let Some(last) = &mut self.splits.get_mut(i).last
                 && last.offset == e.offset
             {
                 last.hash = e.hash(batch.buffers());

@@ -16,24 +16,11 @@ impl<D: Deserializer> SourceReader<D> {
     /// Collects the fetchers' answers, then makes the oldest one the buffer (empty
     /// when this is called) and asks its fetcher for the next. Returns the number of
     /// records buffered (a failed record counts).
-    ///
-    /// At most one answer per cluster waits here: a fetcher is asked again only when
-    /// its answer is taken from the queue, so taking another of its answers while
-    /// one waits would let the queue grow by a batch per call for every cluster but
-    /// one, without bound, whenever the fetchers are ahead of the program.
     pub(crate) fn take_answers(&mut self) -> Result<usize, SourceError> {
-        for (cluster, fetcher) in &mut self.consumers {
-            if self.ready.iter().any(|(c, _)| c == cluster) {
-                continue;
-            }
-            if let Some(answer) = fetcher.answer() {
-                self.ready.push_back((cluster.clone(), answer));
-            }
-        }
-        while let Some((cluster, answer)) = self.ready.pop_front() {
+        while let Some((cluster, answer)) = self.fetchers.next_answer() {
             let (batch, polled) = match answer {
                 Answer::Batch(batch, polled) => (batch, polled),
-                Answer::Failed(e) | Answer::Gone(e) if !self.active.is_active(&cluster) => {
+                Answer::Failed(e) | Answer::Gone(e) if !self.links.active().is_active(&cluster) => {
                     tracing::debug!(cluster = %cluster, error = %e, "ignoring an error of a cluster the metadata no longer calls active");
                     self.ask_again(&cluster);
                     continue;
@@ -45,7 +32,7 @@ impl<D: Deserializer> SourceReader<D> {
                 Answer::Gone(e) => {
                     // The next fetcher starts after a backoff; the same error again
                     // is not said again.
-                    let new = self.reopening.ended(&cluster, &e);
+                    let new = self.fetchers.ended(&cluster, &e);
                     self.ask_again(&cluster);
                     if new {
                         return Err(e);
@@ -60,7 +47,7 @@ impl<D: Deserializer> SourceReader<D> {
                     std::panic::resume_unwind(payload);
                 }
             };
-            self.reopening.answered(&cluster);
+            self.fetchers.answered(&cluster);
             self.ask_again(&cluster);
             if self.time_order.is_some() {
                 self.hold(cluster, batch, polled);
@@ -76,14 +63,8 @@ impl<D: Deserializer> SourceReader<D> {
     /// Asks the cluster's fetcher for its next batch; a fetcher whose thread has ended
     /// is replaced by a new one the next time round.
     pub(crate) fn ask_again(&mut self, cluster: &Arc<str>) {
-        let Some(fetcher) = self.consumers.get_mut(cluster) else {
-            return;
-        };
-        if fetcher.is_gone() {
-            let properties = fetcher.properties.clone();
+        if let Some(properties) = self.fetchers.ask_again(cluster) {
             self.rebuild(cluster.clone(), properties);
-        } else {
-            fetcher.ask();
         }
     }
 
@@ -113,7 +94,7 @@ impl<D: Deserializer> SourceReader<D> {
         self.note_truncated(polled.truncated);
         // The batch's first run of records finds its split by lookup, so it is
         // counted as touched even if the previous batch ended on the same split.
-        self.last = None;
+        self.splits.forget_last();
         let found = polled.records + usize::from(polled.failed.is_some());
         if found == 0 {
             // Watermarks (or finished splits) without records: reported now.
@@ -121,7 +102,7 @@ impl<D: Deserializer> SourceReader<D> {
             return None;
         }
         let mut batch = batch;
-        batch.set_streams(&self.stream_index);
+        batch.set_streams(self.links.stream_index());
         self.handout.records = Some(batch.into_iter());
         self.handout.failed = polled.failed.map(|f| (cluster.clone(), *f));
         self.handout.cluster = Some(cluster);
@@ -131,9 +112,7 @@ impl<D: Deserializer> SourceReader<D> {
     /// Marks the splits whose log was truncated below what was fetched.
     pub(crate) fn note_truncated(&mut self, truncated: Vec<(SplitId, i64)>) {
         for (id, from) in truncated {
-            if let Some(i) = self.index.get(&id).copied() {
-                self.states[i].truncated = Some(from);
-            }
+            self.splits.set_truncated(&id, from);
         }
     }
 
@@ -149,10 +128,7 @@ impl<D: Deserializer> SourceReader<D> {
                 topic,
                 partition,
             };
-            if let Some(i) = self.index.get(&id).copied() {
-                self.states[i].high_watermark = hw;
-                self.touched.push(i);
-            }
+            self.splits.set_high_watermark(&id, hw);
         }
     }
     /// Buffers the next records, waiting for them if none are there. `Ok(true)` when
@@ -174,17 +150,16 @@ impl<D: Deserializer> SourceReader<D> {
         let wait = self.wait_at_most();
         tokio::select! {
             biased;
-            event = self.events.recv(), if !self.enumerator_gone => match event {
+            event = self.links.event() => match event {
                 Some(e) => self.apply(e)?,
                 None => {
-                    self.enumerator_gone = true;
-                    if self.states.is_empty() {
+                    if self.splits.is_empty() {
                         self.closed = true;
                         return Err(SourceError::Closed);
                     }
                 }
             },
-            _ = self.notify.notified() => {}
+            _ = self.fetchers.notified() => {}
             // A safety net: the fetchers wake the reader with every answer, this covers
             // anything else (and a fetcher due to start again).
             _ = tokio::time::sleep(wait) => {}
@@ -195,11 +170,12 @@ impl<D: Deserializer> SourceReader<D> {
     /// How long [`Self::fill`] waits at most for an answer or an event: the poll
     /// timeout, or less when a fetcher is due to start again sooner.
     fn wait_at_most(&self) -> std::time::Duration {
-        match self.reopening.next_start() {
+        let most = self.settings.poll_timeout;
+        match self.fetchers.next_start() {
             Some(at) => at
                 .saturating_duration_since(tokio::time::Instant::now())
-                .min(self.poll_timeout),
-            None => self.poll_timeout,
+                .min(most),
+            None => most,
         }
     }
 }

@@ -18,7 +18,7 @@ impl<D: Deserializer> SourceReader<D> {
         offset: i64,
         (timestamp, hash, epoch): (Option<i64>, u64, Option<i32>),
     ) -> bool {
-        let state = &mut self.states[i];
+        let state = self.splits.get_mut(i);
         let (Some(search), Some(want)) = (state.search.as_mut(), state.last) else {
             return false;
         };
@@ -84,7 +84,7 @@ impl<D: Deserializer> SourceReader<D> {
                         let cluster = state.id.cluster.clone();
                         // The records read since the lower bound are read again.
                         if let Some(properties) =
-                            self.consumers.get(&cluster).map(|f| f.properties.clone())
+                            self.fetchers.get(&cluster).map(|f| f.properties.clone())
                         {
                             self.rebuild(cluster, properties);
                         }

@@ -15,49 +15,28 @@ use accept::HashOf;
 
 impl<D: Deserializer> SourceReader<D> {
     pub(super) fn report_active(&self) {
-        let active = self.states.iter().filter(|s| !s.finished).count();
-        metrics::gauge!(m::ACTIVE_SPLITS, "reader" => self.id.to_string()).set(active as f64);
+        let active = self.splits.active();
+        metrics::gauge!(m::ACTIVE_SPLITS, "reader" => self.settings.id.to_string())
+            .set(active as f64);
     }
 
     /// A split reached its stop: counted, and said to the enumerator.
     pub(super) fn split_finished(&self) {
         self.report_active();
-        let _ = self.notices.send(ReaderNotice::Finished);
+        self.links.notice(ReaderNotice::Finished);
     }
 
     /// Adds the current batch's counts to the per-cluster metrics.
     pub(super) fn flush_counts(&mut self) {
-        let (records, bytes) = std::mem::take(&mut self.handout.counts);
-        if records == 0 {
-            return;
-        }
-        let Some(cluster) = self.handout.cluster.clone() else {
-            return;
-        };
-        let (r, b) = self.counters.entry(cluster.clone()).or_insert_with(|| {
-            (
-                metrics::counter!(m::RECORDS, "cluster" => cluster.to_string()),
-                metrics::counter!(m::BYTES, "cluster" => cluster.to_string()),
-            )
-        });
-        r.increment(records);
-        b.increment(bytes);
+        self.handout.flush_counts();
     }
 
     /// Updates the lag of the splits touched since the last report (once per batch,
     /// not per record).
     pub(super) fn report_lag(&mut self) {
-        if self.touched.is_empty() {
-            return;
-        }
-        self.touched.sort_unstable();
-        self.touched.dedup();
-        for i in self.touched.drain(..) {
-            if let Some(s) = self.states.get_mut(i) {
-                s.report_lag();
-            }
-        }
+        self.splits.report_lag();
     }
+
     /// Hands out the next buffered record, if any, advancing its split's position.
     pub(super) fn pop(&mut self) -> Option<Result<Record<D::Value>, SourceError>> {
         if let Some(e) = self.handout.diverged.pop() {

@@ -76,9 +76,9 @@ impl<D: Deserializer> SourceReader<D> {
         // Each split's queue, looked up once (the queues stay put until a split is
         // removed, which this does not do).
         let queues: Vec<Option<usize>> =
-            self.states.iter().map(|s| order.queue_of(&s.id)).collect();
+            self.splits.iter().map(|s| order.queue_of(&s.id)).collect();
         let facts = self
-            .states
+            .splits
             .iter()
             .zip(&queues)
             .filter(|(s, _)| !s.finished)
@@ -86,26 +86,26 @@ impl<D: Deserializer> SourceReader<D> {
                 let mut f = q.map_or(
                     SplitFacts {
                         newest: None,
-                        fetched_at: s.active_at,
+                        fetched_at: s.pace.active_at(),
                         done: false,
                     },
                     |q| order.facts_at(q),
                 );
-                if s.paused {
+                if s.pace.is_paused() {
                     // Not fetched because of us: not idle.
                     f.fetched_at = now;
                 }
                 f
             });
         let bound = bound(facts, ooo, strategy.idle_timeout(), now);
-        let released = order.release(bound, self.max_batch);
+        let released = order.release(bound, self.settings.max_batch);
         // Back-pressure: a split holding much while it waits for the others is
         // paused, unless it is the one the others wait for. Enough is held of each
         // to keep its fetches going (an answer brings up to
         // `max.partition.fetch.bytes`, 1 MiB unless set) while the merge drains it;
         // many small records count by number too.
-        let unit = self.max_batch.min(1024);
-        for (s, q) in self.states.iter_mut().zip(&queues) {
+        let unit = self.settings.max_batch.min(1024);
+        for (s, q) in self.splits.iter_mut().zip(&queues) {
             let (records, bytes) = q.map_or((0, 0), |q| order.held_at(q));
             let newest = q.and_then(|q| order.facts_at(q).newest);
             let waited_for = match bound {
@@ -114,7 +114,8 @@ impl<D: Deserializer> SourceReader<D> {
                 Bound::All => true,
             };
             let over = |share: usize| bytes > FULL_BYTES / share || records > 64 * unit / share;
-            s.full = !waited_for && (over(1) || (s.full && over(2)));
+            let full = !waited_for && (over(1) || (s.pace.is_full() && over(2)));
+            s.pace.set_full(full);
         }
         self.time_order = Some(order);
         self.sync_pauses();
@@ -122,13 +123,13 @@ impl<D: Deserializer> SourceReader<D> {
         self.handout.failed = released.failed;
         if let Some(mut batch) = released.batch {
             found += batch.len();
-            batch.set_streams(&self.stream_index);
+            batch.set_streams(self.links.stream_index());
             self.handout.cluster = Some(batch.cluster.clone());
             self.handout.records = Some(batch.into_iter());
         } else if let Some((cluster, _)) = &self.handout.failed {
             self.handout.cluster = Some(cluster.clone());
         }
-        self.last = None;
+        self.splits.forget_last();
         if found == 0 {
             for id in &released.finished {
                 self.mark_finished(id);
