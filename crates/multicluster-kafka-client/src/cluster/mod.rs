@@ -132,6 +132,26 @@ pub enum Arrival {
     },
 }
 
+impl Arrival {
+    /// The partition and the assignment (generation) it came for.
+    pub fn assignment(&self) -> (&PartKey, u64) {
+        match self {
+            Arrival::Records {
+                key, generation, ..
+            }
+            | Arrival::Reset {
+                key, generation, ..
+            }
+            | Arrival::Truncated {
+                key, generation, ..
+            }
+            | Arrival::OutOfRange {
+                key, generation, ..
+            } => (key, *generation),
+        }
+    }
+}
+
 /// How long a broker task waits after a failure before it tries again (doubling up
 /// to [`BACKOFF_MAX`]).
 const BACKOFF_MIN: Duration = Duration::from_millis(50);

@@ -144,7 +144,10 @@ impl ClusterFetch {
         }
     }
 
-    /// The oldest arrival for this reader, if any. Its records leave the budget: the
+    /// The oldest arrival for this reader, if any, of a partition it still reads
+    /// as it was then: arrivals of an assignment since removed, added again or
+    /// sought ([`Self::add`], [`Self::seek`], [`Self::remove`]) are dropped here, so
+    /// the fetch thread never sees a stale one. Its records leave the budget: the
     /// thread takes an answer only when it decodes it, so what waits, queued or
     /// taken, stays within the budget.
     pub fn take(&self) -> Option<Arrival> {
@@ -152,15 +155,32 @@ impl ClusterFetch {
         let budget = shared.options.budget;
         let mut state = shared.state();
         let was_full = state.buffered >= budget;
-        let queue = state.queues.get_mut(&self.id)?;
-        let arrival = queue.arrivals.pop_front()?;
         let mut bytes = 0;
-        if let Arrival::Records { answer, .. } = &arrival {
-            bytes = answer.records.len();
-            queue.buffered = queue.buffered.saturating_sub(bytes);
-        }
-        // A reader with nothing queued may fetch whatever the others hold.
-        let emptied = bytes > 0 && queue.buffered == 0;
+        let mut emptied = false;
+        let arrival = loop {
+            let state_ = &mut *state;
+            let Some(queue) = state_.queues.get_mut(&self.id) else {
+                break None;
+            };
+            let Some(arrival) = queue.arrivals.pop_front() else {
+                break None;
+            };
+            if let Arrival::Records { answer, .. } = &arrival {
+                let n = answer.records.len();
+                queue.buffered = queue.buffered.saturating_sub(n);
+                bytes += n;
+                // A reader with nothing queued may fetch whatever the others hold.
+                emptied = bytes > 0 && queue.buffered == 0;
+            }
+            let (key, generation) = arrival.assignment();
+            let current = state_
+                .parts
+                .get(key)
+                .is_some_and(|p| p.owner == self.id && p.generation == generation);
+            if current {
+                break Some(arrival);
+            }
+        };
         state.buffered = state.buffered.saturating_sub(bytes);
         shared.options.shared_budget.release(bytes);
         let room = state.buffered < budget;
@@ -168,7 +188,7 @@ impl ClusterFetch {
         if (was_full && room) || emptied {
             shared.changed.notify_waiters();
         }
-        Some(arrival)
+        arrival
     }
 
     /// The high watermark of each of this reader's partitions that had an answer.

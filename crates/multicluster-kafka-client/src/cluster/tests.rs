@@ -238,3 +238,52 @@ fn clusters_sharing_a_budget_stop_at_it_together() {
     assert_eq!(shared_budget.used(), 0, "what was taken left the budget");
     drop(fetches);
 }
+
+/// Answers queued for an assignment the reader has since moved (sought here;
+/// removed or added again alike) are dropped by `take`, and leave the budget: the
+/// fetch thread only ever gets answers of its partitions as it reads them now.
+#[test]
+fn answers_of_an_assignment_moved_since_are_dropped_when_taken() {
+    let kafka = mck_testkit::shared_cluster("native-budget")
+        .unwrap_or_else(|e| panic!("the cluster starts: {e:?}"));
+    let topic: Arc<str> = Arc::from("stale-take");
+    kafka.create_topic(&topic, 1).unwrap();
+    mck_testkit::fill_values(kafka, &topic, 1, 10, "v");
+    let rt = mck_testkit::runtime();
+    let fetches = ClusterFetches::default();
+    let budget = Arc::new(Budget::default());
+    let fetch = fetches.join(
+        rt.handle(),
+        vec![("bootstrap.servers".into(), kafka.bootstrap_servers())],
+        options_for(kafka, "c", budget.clone()),
+        Box::new(|| {}),
+    );
+    let key = (topic.clone(), 0);
+    let first = fetch.add(key.clone(), 0, None);
+    let patience = std::time::Instant::now();
+    while fetch.shared().state().buffered == 0 {
+        assert!(
+            patience.elapsed() < Duration::from_secs(30),
+            "no answer was queued"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let second = fetch.seek(&key, 5);
+    assert_ne!(first, second);
+    let mut taken = 0;
+    let patience = std::time::Instant::now();
+    while taken == 0 && patience.elapsed() < Duration::from_secs(30) {
+        while let Some(arrival) = fetch.take() {
+            assert_eq!(
+                arrival.assignment().1,
+                second,
+                "an answer of the assignment before the seek was taken"
+            );
+            taken += 1;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(taken > 0, "no answer came after the seek");
+    drop(fetch);
+    assert_eq!(budget.used(), 0, "what was dropped left the budget");
+}
