@@ -61,9 +61,13 @@ struct Leftover {
     finished: Vec<SplitId>,
 }
 
-/// What a fetch path keeps between polls of the records it took.
-#[derive(Default)]
-pub(crate) struct Staging {
+/// What a fetch path keeps between polls of what it took from its client and did
+/// not hand out yet: the one place either path keeps leftovers.
+pub(crate) struct Staging<U = ()> {
+    /// A client's answer taken in part (the native path's: a partition's answer of
+    /// which a poll took records up to its limit), with its partition: the next
+    /// poll goes on with it. `U` is what the path's client answers.
+    untaken: Option<((Arc<str>, i32), U)>,
     leftover: Option<Leftover>,
     /// A fatal error met after records that were handed out first.
     failed: Option<SourceError>,
@@ -71,7 +75,40 @@ pub(crate) struct Staging {
     data_hint: usize,
 }
 
-impl Staging {
+impl<U> Default for Staging<U> {
+    fn default() -> Self {
+        Self {
+            untaken: None,
+            leftover: None,
+            failed: None,
+            data_hint: 0,
+        }
+    }
+}
+
+impl<U> Staging<U> {
+    /// Keeps the rest of a partition's answer for the next poll.
+    pub fn keep_untaken(&mut self, topic: Arc<str>, partition: i32, rest: U) {
+        self.untaken = Some(((topic, partition), rest));
+    }
+
+    /// The answer taken in part, to go on with.
+    pub fn take_untaken(&mut self) -> Option<U> {
+        self.untaken.take().map(|(_, rest)| rest)
+    }
+
+    /// Drops the answer taken in part if it is the partition's (added again: it
+    /// starts afresh).
+    pub fn forget_untaken(&mut self, topic: &str, partition: i32) {
+        if self
+            .untaken
+            .as_ref()
+            .is_some_and(|((t, p), _)| **t == *topic && *p == partition)
+        {
+            self.untaken = None;
+        }
+    }
+
     /// A buffer for the next batch's keys and values, sized by the last one's.
     pub fn buffer(&self) -> Vec<u8> {
         Vec::with_capacity(self.data_hint)
@@ -255,6 +292,9 @@ impl Staging {
 
     /// Drops the waiting records of these splits (they were removed).
     pub fn remove(&mut self, ids: &[SplitId]) {
+        for id in ids {
+            self.forget_untaken(&id.topic, id.partition);
+        }
         if let Some(left) = &mut self.leftover {
             let topics = &left.topics;
             let gone = |topic: u32, partition: i32| {

@@ -36,12 +36,9 @@ fn share(shared: &mut Vec<Bytes>, buffer: &Bytes, bytes: &[u8]) -> Option<(usize
 impl NativeFetch {
     /// Moves a partition's reader to `to` (its position was reset, or its log
     /// truncated) and counts the reset. Returns the partition's stop, or `None` when
-    /// the arrival is of an assignment it no longer has.
-    fn reset_to(&mut self, key: &PartKey, generation: u64, to: i64) -> Option<Option<i64>> {
+    /// the partition is no longer read.
+    fn reset_to(&mut self, key: &PartKey, to: i64) -> Option<Option<i64>> {
         let part = self.parts.get_mut(key)?;
-        if part.generation != generation {
-            return None;
-        }
         part.reader.seek(to);
         metrics::counter!(
             crate::metrics::OFFSET_RESETS,
@@ -55,7 +52,7 @@ impl NativeFetch {
     /// Takes one arrival's records (keys and values into `data`): into `slots`, or
     /// straight into `out`'s entries when the deserializer's value does not depend
     /// on the record (`direct`); after `limit` records, at the end of a record
-    /// batch, the rest waits in `pending`. Returns a fatal error, if the arrival is
+    /// batch, the rest waits in the staging. Returns a fatal error, if the arrival is
     /// one, and whether the split reached its stop.
     pub(super) fn absorb<D: Deserializer>(
         &mut self,
@@ -72,9 +69,6 @@ impl NativeFetch {
                 answer,
             } => {
                 let part = self.parts.get_mut(&key)?;
-                if part.generation != generation {
-                    return None;
-                }
                 let topic = out.topic_index(&key.0);
                 let stop = part.stop;
                 let include_headers = self.include_headers;
@@ -151,11 +145,15 @@ impl NativeFetch {
                     (Ok(_), Some((offset, e))) => Some(format!("record at offset {offset}: {e}")),
                     (Ok((_, more)), None) => {
                         if more {
-                            self.pending = Some(Arrival::Records {
-                                key: key.clone(),
-                                generation,
-                                answer,
-                            });
+                            self.staging.keep_untaken(
+                                key.0.clone(),
+                                key.1,
+                                Arrival::Records {
+                                    key: key.clone(),
+                                    generation,
+                                    answer,
+                                },
+                            );
                         }
                         None
                     }
@@ -167,7 +165,7 @@ impl NativeFetch {
                     // Read again from where the reader stands: nothing after the
                     // corruption is handed out before it.
                     let at = part.reader.next_offset();
-                    part.generation = self.fetch.seek(&key, at);
+                    self.fetch.seek(&key, at);
                     SourceError::Cluster {
                         cluster: self.cluster.to_string(),
                         message: format!("{}/{}: {what}", key.0, key.1),
@@ -176,13 +174,13 @@ impl NativeFetch {
             }
             Arrival::Reset {
                 key,
-                generation,
                 from,
                 to,
                 log_start,
                 log_end,
+                ..
             } => {
-                let stop = self.reset_to(&key, generation, to)?;
+                let stop = self.reset_to(&key, to)?;
                 let split = format!("{}/{}/{}", self.cluster, key.0, key.1);
                 tracing::warn!(
                     split = %split,
@@ -199,12 +197,12 @@ impl NativeFetch {
             }
             Arrival::Truncated {
                 key,
-                generation,
                 from,
                 to,
                 epoch,
+                ..
             } => {
-                self.reset_to(&key, generation, to)?;
+                self.reset_to(&key, to)?;
                 let id = self.split_id(&key);
                 tracing::warn!(
                     split = %id,
@@ -218,15 +216,12 @@ impl NativeFetch {
             }
             Arrival::OutOfRange {
                 key,
-                generation,
                 offset,
                 log_start,
                 log_end,
+                ..
             } => {
-                let part = self.parts.get(&key)?;
-                if part.generation != generation {
-                    return None;
-                }
+                self.parts.get(&key)?;
                 Some(SourceError::OffsetOutOfRange {
                     split: format!("{}/{}/{}", self.cluster, key.0, key.1),
                     offset,

@@ -64,10 +64,11 @@ fn options(
     };
     Ok((cluster, settings.partition, settings.share_from))
 }
-/// A partition as the fetch thread reads it.
+/// A partition as the fetch thread reads it. Arrivals of an assignment it no
+/// longer has (removed, added again, sought) never reach it: the cluster's fetch
+/// drops them ([`ClusterFetch::take`]).
 struct Reading {
     reader: PartitionReader,
-    generation: u64,
     stop: Option<i64>,
 }
 
@@ -82,11 +83,10 @@ pub(crate) struct NativeFetch {
     /// Values of this many bytes or more are shared from the answers they came in,
     /// smaller ones copied (`fetch.share.min.bytes`).
     share_from: usize,
-    staging: Staging,
+    /// What polls took and did not hand out: an answer taken in part, records past
+    /// a poll's limit or after a failure.
+    staging: Staging<Arrival>,
     slots: Vec<Slot>,
-    /// An answer the last poll took only part of (it stopped at its limit): the next
-    /// poll goes on with it.
-    pending: Option<Arrival>,
     /// Splits whose log was truncated since the last poll, with the offset fetched
     /// up to then (for [`Polled::truncated`](super::fetch_path::Polled::truncated)).
     truncated: Vec<(SplitId, i64)>,
@@ -139,7 +139,6 @@ impl NativeFetch {
             share_from,
             staging: Staging::default(),
             slots: Vec::new(),
-            pending: None,
             truncated: Vec::new(),
             last_lag_report: Instant::now()
                 .checked_sub(LAG_REPORT_INTERVAL)

@@ -28,7 +28,8 @@ impl<D: Deserializer> FetchPath<D> for NativeFetch {
                 .as_ref()
                 .filter(|l| l.search.is_none() && l.fingerprint.offset + 1 == s.next_offset)
                 .and_then(|l| l.fingerprint.leader_epoch);
-            let generation = self.fetch.add(key.clone(), s.next_offset, epoch);
+            self.fetch.add(key.clone(), s.next_offset, epoch);
+            self.staging.forget_untaken(&key.0, key.1);
             if let Some(stop) = s.stop_offset {
                 self.fetch.stop_at(&key, stop);
             }
@@ -36,7 +37,6 @@ impl<D: Deserializer> FetchPath<D> for NativeFetch {
                 key,
                 Reading {
                     reader: PartitionReader::new(s.next_offset, self.options),
-                    generation,
                     stop: s.stop_offset,
                 },
             );
@@ -95,7 +95,7 @@ impl<D: Deserializer> FetchPath<D> for NativeFetch {
             if taken >= max {
                 break;
             }
-            let Some(arrival) = self.pending.take().or_else(|| self.fetch.take()) else {
+            let Some(arrival) = self.staging.take_untaken().or_else(|| self.fetch.take()) else {
                 break;
             };
             let how = (deserializer, direct, max - taken);
