@@ -32,7 +32,7 @@ pub struct Fingerprint {
     pub hash: u64,
     /// The leader epoch of the record batch it came in, when known (checkpoint
     /// version 5). Not part of the record's identity (a mirror's epochs are its
-    /// own): the native fetch path resumes after the record with it, so a log
+    /// own): either fetch path resumes after the record with it, so a log
     /// truncated below the position while the source was down is found (KIP-320).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub leader_epoch: Option<i32>,

@@ -89,6 +89,17 @@ impl KafkaSplit {
     pub fn is_finished(&self) -> bool {
         matches!(self.stop_offset, Some(stop) if self.next_offset >= stop)
     }
+
+    /// The leader epoch of the record just before the position, when the split
+    /// knows it (its last record handed out, on its own cluster): a fetch path checks
+    /// the position with it (KIP-320), so a log truncated below it is found.
+    pub(crate) fn epoch_before(&self) -> Option<i32> {
+        self.last
+            .as_ref()
+            .filter(|l| l.search.is_none() && l.fingerprint.offset + 1 == self.next_offset)
+            .and_then(|l| l.fingerprint.leader_epoch)
+            .filter(|e| *e >= 0)
+    }
 }
 
 #[cfg(test)]

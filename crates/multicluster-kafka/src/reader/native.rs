@@ -6,14 +6,43 @@
 //!   takes one message per call, and each call reads the clock three times, allocates
 //!   an event handle and serves the queue again; per record that was about a quarter of
 //!   the reader's CPU.
+//! - [`set_leader_epoch`]: `rd_kafka_topic_partition_set_leader_epoch` (librdkafka
+//!   2.1), the leader epoch of a position in a partition list, which rust-rdkafka's
+//!   `TopicPartitionList` does not expose.
 //!
 //! The consumer's log lines, errors, statistics and token requests do not come
 //! through the consumer queue: `ClientEvents` (in `kafka/events/`) takes them to a
 //! thread of their own.
 
-use std::ffi::{CStr, c_char};
+use std::ffi::{CStr, CString, c_char};
 
+use rdkafka::TopicPartitionList;
 use rdkafka::bindings as rd;
+
+/// Sets the leader epoch of `topic`/`partition`'s position in `tpl` (the epoch of
+/// the record before it, which librdkafka checks the position with when it is
+/// sought: KIP-320). `false` when the list does not hold the partition.
+pub(crate) fn set_leader_epoch(
+    tpl: &mut TopicPartitionList,
+    topic: &str,
+    partition: i32,
+    epoch: i32,
+) -> bool {
+    let Ok(topic) = CString::new(topic) else {
+        return false;
+    };
+    // SAFETY: the list is alive and ours (`&mut`), and the name a NUL-terminated
+    // string; the element found lives in the list, which nothing changes while it is
+    // written.
+    unsafe {
+        let element = rd::rd_kafka_topic_partition_list_find(tpl.ptr(), topic.as_ptr(), partition);
+        if element.is_null() {
+            return false;
+        }
+        rd::rd_kafka_topic_partition_set_leader_epoch(element, epoch);
+    }
+    true
+}
 
 /// Messages taken from a queue in one call; destroyed when the batch is cleared or
 /// dropped.

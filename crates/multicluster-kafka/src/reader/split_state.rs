@@ -82,7 +82,7 @@ impl SplitState {
 
     /// The split as its fetcher starts it, from the position: with the last record
     /// handed out on this cluster (not while a mirror looks for it), whose leader
-    /// epoch lets the native path check that the log still holds it.
+    /// epoch lets either fetch path check that the log still holds it.
     pub(super) fn to_fetch(&self) -> KafkaSplit {
         KafkaSplit {
             id: self.id.clone(),

@@ -1,7 +1,7 @@
 //! The native fetch path (`fetch.backend=native`) read through the library, against
 //! real Apache Kafka brokers: every record once and in partition order, bounded runs
 //! ending at their stops, batches within their size, positions outside the log,
-//! transactions, and what it refuses.
+//! logs truncated (on the librdkafka path too), transactions, and what it refuses.
 
 use crate::support;
 use support::capture;
@@ -321,16 +321,31 @@ fn elect_uncleanly(cluster: &mck_testkit::KafkaCluster, topic: &str, index: usiz
 
 #[test]
 fn a_log_truncated_by_an_unclean_election_is_read_on_from_where_the_logs_part_live_or_restored() {
+    read_on_after_unclean_elections("native", "np-trunc");
+}
+
+#[test]
+fn a_log_truncated_by_an_unclean_election_is_read_on_by_librdkafka_too() {
+    read_on_after_unclean_elections("librdkafka", "rd-trunc");
+}
+
+/// Unclean elections truncate a log below the position of a source reading it with
+/// `backend` (`fetch.backend`), then below the position of a checkpoint while no
+/// source reads it: either way the source reads on from where the logs part, every
+/// record once. `name` is the cluster's, the topic's and the logical cluster's.
+fn read_on_after_unclean_elections(backend: &str, name: &str) {
+    capture();
+    let with_backend = |b: SourceBuilder<Utf8>| b.property("fetch.backend", backend);
     // Three controllers and two brokers (node ids 4 and 5) that hold the topic's
     // one partition; a broker that dies is out of the in-sync replicas in 3 s.
     let cluster = mck_testkit::KafkaCluster::start(
-        ClusterOptions::new("np-trunc")
+        ClusterOptions::new(name)
             .brokers(5)
             .broker_config("broker.session.timeout.ms", "3000")
             .broker_config("broker.heartbeat.interval.ms", "500"),
     )
-    .expect("cluster np-trunc starts");
-    let topic = "np-trunc";
+    .unwrap_or_else(|e| panic!("cluster {name} starts: {e}"));
+    let topic = name;
     let bootstrap = cluster.bootstrap_servers();
     mck_testkit::tools::create_topic_on(&bootstrap, topic, &[&[4, 5]]).unwrap();
     await_leader(&cluster, topic, 3);
@@ -340,8 +355,8 @@ fn a_log_truncated_by_an_unclean_election_is_read_on_from_where_the_logs_part_li
             .collect()
     };
     mck_testkit::runtime().block_on(async {
-        let stream = KafkaStream::new("s").with_cluster("np-trunc", meta(&cluster, &[topic]));
-        let mut stream = open_following(native(source_over(stream))).await;
+        let stream = KafkaStream::new("s").with_cluster(name, meta(&cluster, &[topic]));
+        let mut stream = open_following(with_backend(source_over(stream))).await;
         // A: on both replicas.
         cluster.produce(topic, &values("a", 100)).unwrap();
         let mut seen = support::take(&mut stream, 100).await;
@@ -395,8 +410,8 @@ fn a_log_truncated_by_an_unclean_election_is_read_on_from_where_the_logs_part_li
         // Restored from the checkpoint, the source finds the log truncated below its
         // position by the epoch kept, and reads every record of E, those at D's
         // offsets too (from 300 on it would miss 50 of them).
-        let stream = KafkaStream::new("s").with_cluster("np-trunc", meta(&cluster, &[topic]));
-        let mut stream = native(source_over(stream))
+        let stream = KafkaStream::new("s").with_cluster(name, meta(&cluster, &[topic]));
+        let mut stream = with_backend(source_over(stream))
             .restore_from(cp)
             .build()
             .unwrap()
@@ -417,7 +432,7 @@ fn a_log_truncated_by_an_unclean_election_is_read_on_from_where_the_logs_part_li
     let said = capture().events();
     let warned = |from: i64, to: i64| {
         said.iter().any(|(_, _, f)| {
-            f.contains("split=np-trunc/np-trunc/0 ")
+            f.contains(&format!("split={name}/{name}/0 "))
                 && f.contains("message=log truncated below the position")
                 && f.contains(&format!("offset={from} "))
                 && f.contains(&format!("to={to} "))

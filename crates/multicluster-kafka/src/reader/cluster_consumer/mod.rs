@@ -34,11 +34,12 @@ use crate::kafka::events::SourceContext;
 use crate::kafka::shared::{ClientShare, SharedClient};
 use crate::record::RecordBatch;
 
-use super::native::MessageBatch;
+use super::native::{MessageBatch, set_leader_epoch};
 use super::staging::{Slot, Staging};
 
 mod out_of_range;
 mod poll;
+mod truncation;
 
 pub(crate) use super::fetch_path::{FetchPath, Polled, Wake};
 pub use crate::kafka::config::READER_DEFAULTS;
@@ -154,9 +155,12 @@ impl ClusterConsumer {
     }
 
     /// Starts reading these splits at their positions. Returns those already at their
-    /// stop (nothing to read).
+    /// stop (nothing to read). A position that comes with the leader epoch of the
+    /// record before it (a restored split) is checked with it before anything is
+    /// fetched ([`Self::seek_checked`]).
     pub fn add(&mut self, splits: Vec<KafkaSplit>) -> Result<Vec<SplitId>, SourceError> {
         let mut tpl = TopicPartitionList::new();
+        let mut checked = Vec::new();
         let mut done = Vec::new();
         for s in splits {
             if s.is_finished() {
@@ -173,6 +177,11 @@ impl ClusterConsumer {
                         format!("invalid start offset {} for {}: {e}", s.next_offset, s.id);
                     SourceError::kafka(&self.cluster, message, &e)
                 })?;
+            if let Some(epoch) = s.epoch_before().filter(|_| s.next_offset > 0)
+                && set_leader_epoch(&mut tpl, &topic, s.id.partition, epoch)
+            {
+                checked.push((topic, s.id.partition, s.next_offset, epoch));
+            }
             self.assigned += 1;
         }
         if tpl.count() > 0 {
@@ -185,6 +194,7 @@ impl ClusterConsumer {
             if let Err(e) = self.consumer().resume(&tpl) {
                 tracing::debug!(cluster = %self.cluster, error = %e, "resuming partitions just assigned failed");
             }
+            self.seek_checked(checked);
             self.ask_leaders(&tpl);
             tracing::debug!(cluster = %self.cluster, partitions = tpl.count(), "partitions assigned");
         }

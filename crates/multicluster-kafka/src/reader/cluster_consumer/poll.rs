@@ -1,6 +1,7 @@
 //! Taking records from librdkafka a batch at a time: copying keys and values into
 //! the batch's buffer, deserializing them, and finishing bounded splits at their stops.
 
+use super::truncation::Checked;
 use super::*;
 use crate::base::resolve::{AgainstStop, against_stop};
 use crate::reader::staging::copy_into;
@@ -28,6 +29,7 @@ impl ClusterConsumer {
         }
         let mut finished: Vec<(Arc<str>, i32)> = Vec::new();
         let mut out_of_range: Vec<(String, i32, i64)> = Vec::new();
+        let mut checked: Vec<(String, i32, Checked)> = Vec::new();
         let lag_due = self.last_lag_report.elapsed() >= LAG_REPORT_INTERVAL;
         // SAFETY: the queue belongs to the consumer, which lives as long as `self`;
         // the messages are destroyed below, before this returns.
@@ -46,10 +48,15 @@ impl ClusterConsumer {
             if let Some(err) = m.error() {
                 match err {
                     // With `auto.offset.reset=error` librdkafka reports a position
-                    // outside the log as an automatic-reset failure.
+                    // outside the log as an automatic-reset failure, and one its
+                    // leader epoch found not in the log too.
                     rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE
                     | rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET => {
-                        out_of_range.push((m.topic(), m.partition(), m.offset()));
+                        let (topic, partition) = (m.topic(), m.partition());
+                        match Checked::from_text(&m.error_text()) {
+                            Some(c) => checked.push((topic, partition, c)),
+                            None => out_of_range.push((topic, partition, m.offset())),
+                        }
                     }
                     rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR__PARTITION_EOF => {}
                     // Transient errors (broker down, …): librdkafka retries by itself.
@@ -147,10 +154,11 @@ impl ClusterConsumer {
                 }
             }
         }
+        let not_read_on = self.read_on(checked, &mut polled);
+        let fatal = self.out_of_range(out_of_range).or(not_read_on);
         // A split whose last records before its stop are transaction markers (or
         // compacted away) is finished by its fetch position; that only matters once
         // records stop coming.
-        let fatal = self.out_of_range(out_of_range);
         if fatal.is_none() && took == 0 && !self.bounds.is_empty() {
             self.check_positions(&mut finished);
         }

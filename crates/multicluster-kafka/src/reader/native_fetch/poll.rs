@@ -23,12 +23,7 @@ impl<D: Deserializer> FetchPath<D> for NativeFetch {
             let key = (self.topic(&s.id.topic), s.id.partition);
             // The epoch of the record just before the position, which a restored
             // split may know: the first fetch then finds a log truncated meanwhile.
-            let epoch = s
-                .last
-                .as_ref()
-                .filter(|l| l.search.is_none() && l.fingerprint.offset + 1 == s.next_offset)
-                .and_then(|l| l.fingerprint.leader_epoch);
-            self.fetch.add(key.clone(), s.next_offset, epoch);
+            self.fetch.add(key.clone(), s.next_offset, s.epoch_before());
             self.staging.forget_untaken(&key.0, key.1);
             if let Some(stop) = s.stop_offset {
                 self.fetch.stop_at(&key, stop);
