@@ -29,4 +29,5 @@ mod protect;
 mod restarts;
 mod secured;
 mod shards;
+mod time_faults;
 mod validate;
