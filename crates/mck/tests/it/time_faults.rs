@@ -7,6 +7,10 @@
 //!   records back no longer than start-up's grace and the idle timeout; once it is
 //!   back, what it got meanwhile (older than what went out) comes out late, in
 //!   offset order, counted in `mck_late_records_total`.
+//! - A cluster cut off while read, with `kill -9` of `mck` while it is cut off, a
+//!   restart still cut off (killed again) and a last run once it is back: every
+//!   record of both clusters in the file exactly once, in offset order per partition,
+//!   the cut-off cluster's records of meanwhile late rather than dropped.
 
 use crate::support;
 
@@ -15,7 +19,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use mck_testkit::proxy::ProxiedCluster;
 use mck_testkit::{ClusterOptions, KafkaCluster, TestCluster, TestRecord, assert_each_once};
-use support::{PATIENCE, Run, checkpointed_args, output_values, scrape};
+use support::{PATIENCE, Run, checkpointed_args, newest_checkpoint, output_values, scrape};
 
 /// The idle timeout of every run here: a cluster that brought nothing for this long
 /// stops holding the merge back.
@@ -263,4 +267,139 @@ fn a_cluster_dead_at_start_holds_time_order_back_only_until_idle_then_comes_late
     run.signal(libc::SIGTERM);
     assert!(run.wait(), "SIGTERM ends the run with 0:\n{}", run.stderr());
     eprintln!("done in {:?}", began.elapsed());
+}
+
+/// `kill -9`, asserting the run was still going.
+fn kill9(run: &mut Run, what: &str) {
+    if let Some(status) = run.child.try_wait().unwrap() {
+        panic!("{what} ended by itself ({status}):\n{}", run.stderr());
+    }
+    run.child.kill().unwrap();
+    run.child.wait().unwrap();
+}
+
+/// Waits until a checkpoint covers the whole output file (nothing is written
+/// meanwhile: the records still to come are held by the cut-off cluster).
+fn wait_for_checkpoint_of_all(run: &mut Run, out: &Path, ck: &Path) {
+    let len = std::fs::metadata(out).unwrap().len();
+    run.wait_until("a checkpoint covering the file", PATIENCE, || {
+        newest_checkpoint(ck).is_some_and(|(_, covered)| covered >= len)
+    });
+    assert_eq!(
+        std::fs::metadata(out).unwrap().len(),
+        len,
+        "the file grew while the cut-off cluster held what was left"
+    );
+}
+
+#[test]
+fn kill_9_around_a_cut_off_cluster_in_time_order_leaves_each_record_once() {
+    const TOPIC: &str = "time-cut-kill";
+    const P: i32 = 2;
+    let began = Instant::now();
+    let (live, cut) = live_and_proxied(TOPIC, P, "time-cut");
+    eprintln!("clusters ready after {:?}", began.elapsed());
+    let dir = tempfile::tempdir().unwrap();
+    let md = metadata(dir.path(), TOPIC, live, &cut);
+    let (out, ck) = (dir.path().join("out.jsonl"), dir.path().join("ck"));
+    let mut args = checkpointed_args(&md, "s", &out, &ck);
+    args.extend(["--order", "time", "--idle-timeout", "2s"].map(String::from));
+    // Both clusters get records at each step, the cut-off one first (older).
+    let mut next = 0;
+    let mut step = |n: usize| -> (Vec<String>, Vec<String>) {
+        let range = next..next + n;
+        next += n;
+        let c = produce(cut.cluster(), TOPIC, P, "cut", range.clone(), |_| now_ms());
+        let l = produce(live, TOPIC, P, "live", range, |_| now_ms());
+        (c, l)
+    };
+    let mut cut_sent = Vec::new();
+    let mut live_sent = Vec::new();
+
+    // Run 1 reads both.
+    let (c, l) = step(20);
+    let mut run = Run::start(&args, dir.path().join("stderr-1"));
+    run.wait_until("both clusters' first records", PATIENCE, || {
+        has_all(&out, "cut", &c) && has_all(&out, "live", &l)
+    });
+    cut_sent.extend(c);
+    live_sent.extend(l);
+
+    // Cut off while read: the live cluster's next records wait no longer than the
+    // idle timeout.
+    cut.set_mode(mck_testkit::proxy::Mode::Blackhole);
+    let hole = Instant::now();
+    let (c, l) = step(20);
+    run.wait_until(
+        "the live cluster's records while the other is cut off",
+        PATIENCE,
+        || has_all(&out, "live", &l),
+    );
+    let held = hole.elapsed();
+    eprintln!("the live cluster's records came {held:?} after the cut");
+    assert!(
+        held < IDLE + SLACK,
+        "the cut-off cluster held the live one's records {held:?}; stderr:\n{}",
+        run.stderr()
+    );
+    cut_sent.extend(c);
+    live_sent.extend(l);
+    wait_for_checkpoint_of_all(&mut run, &out, &ck);
+    kill9(&mut run, "run 1");
+
+    // Records while no run reads; run 2 starts with the cluster still cut off.
+    let (c, l) = step(20);
+    cut_sent.extend(c);
+    live_sent.extend(l.clone());
+    let mut run = Run::start(&args, dir.path().join("stderr-2"));
+    run.wait_until("the live cluster's records in run 2", PATIENCE, || {
+        has_all(&out, "live", &l)
+    });
+    let (c, l) = step(20);
+    run.wait_until("the live cluster's new records in run 2", PATIENCE, || {
+        has_all(&out, "live", &l)
+    });
+    cut_sent.extend(c);
+    live_sent.extend(l);
+    wait_for_checkpoint_of_all(&mut run, &out, &ck);
+    kill9(&mut run, "run 2");
+    let lines_before = lines(&out).len();
+    let newest_before = lines(&out).iter().map(|l| l.timestamp).max().unwrap();
+    assert_eq!(
+        lines(&out).iter().filter(|l| l.cluster == "cut").count(),
+        20,
+        "only the cut-off cluster's records of before the cut went out"
+    );
+
+    // Back; run 3 reads to the end.
+    cut.set_mode(mck_testkit::proxy::Mode::Pass);
+    let (c, l) = step(20);
+    cut_sent.extend(c);
+    live_sent.extend(l);
+    let mut run = Run::start(&args, dir.path().join("stderr-3"));
+    run.wait_until("every record", PATIENCE, || {
+        has_all(&out, "cut", &cut_sent) && has_all(&out, "live", &live_sent)
+    });
+    // Anything written twice would show by now.
+    std::thread::sleep(Duration::from_millis(500));
+    run.signal(libc::SIGTERM);
+    assert!(run.wait(), "SIGTERM ends run 3 with 0:\n{}", run.stderr());
+
+    // `lines` checked offset order per partition down the whole file.
+    let got = lines(&out);
+    assert_each_once(
+        got.iter().map(|l| (l.cluster.as_str(), l.value.as_str())),
+        cut_sent
+            .iter()
+            .map(|v| ("cut", v.as_str()))
+            .chain(live_sent.iter().map(|v| ("live", v.as_str()))),
+    );
+    // What the cut-off cluster got meanwhile came after newer records: late, not
+    // dropped.
+    let late = got[lines_before..]
+        .iter()
+        .filter(|l| l.cluster == "cut" && l.timestamp < newest_before)
+        .count();
+    assert_eq!(late, 60, "the cut-off cluster's records of meanwhile, late");
+    eprintln!("{} records once, done in {:?}", got.len(), began.elapsed());
 }
