@@ -8,9 +8,10 @@
 //!   back, what it got meanwhile (older than what went out) comes out late, in
 //!   offset order, counted in `mck_late_records_total`.
 //! - A cluster cut off while read, with `kill -9` of `mck` while it is cut off, a
-//!   restart still cut off (killed again) and a last run once it is back: every
-//!   record of both clusters in the file exactly once, in offset order per partition,
-//!   the cut-off cluster's records of meanwhile late rather than dropped.
+//!   restart still cut off (killed again), a run once it is back killed right after
+//!   its first write, and a last run: every record of both clusters in the file
+//!   exactly once, in offset order per partition, the cut-off cluster's records of
+//!   meanwhile late rather than dropped.
 
 use crate::support;
 
@@ -114,7 +115,7 @@ fn lines(path: &Path) -> Vec<Line> {
 
 /// Whether every value of `want` is in the output for `cluster`.
 fn has_all(path: &Path, cluster: &str, want: &[String]) -> bool {
-    let got: Vec<String> = lines(path)
+    let got: std::collections::HashSet<String> = lines(path)
         .into_iter()
         .filter(|l| l.cluster == cluster)
         .map(|l| l.value)
@@ -296,6 +297,10 @@ fn wait_for_checkpoint_of_all(run: &mut Run, out: &Path, ck: &Path) {
 fn kill_9_around_a_cut_off_cluster_in_time_order_leaves_each_record_once() {
     const TOPIC: &str = "time-cut-kill";
     const P: i32 = 2;
+    // Records per cluster written at a step before the cut and after it heals, and
+    // at each of the three steps while it is cut off.
+    const FEW: usize = 20;
+    const MEANWHILE: usize = 200;
     let began = Instant::now();
     let (live, cut) = live_and_proxied(TOPIC, P, "time-cut");
     eprintln!("clusters ready after {:?}", began.elapsed());
@@ -304,7 +309,7 @@ fn kill_9_around_a_cut_off_cluster_in_time_order_leaves_each_record_once() {
     let (out, ck) = (dir.path().join("out.jsonl"), dir.path().join("ck"));
     let mut args = checkpointed_args(&md, "s", &out, &ck);
     args.extend(["--order", "time", "--idle-timeout", "2s"].map(String::from));
-    // Both clusters get records at each step, the cut-off one first (older).
+    // Both clusters get `n` records at each step, the cut-off one first (older).
     let mut next = 0;
     let mut step = |n: usize| -> (Vec<String>, Vec<String>) {
         let range = next..next + n;
@@ -317,7 +322,7 @@ fn kill_9_around_a_cut_off_cluster_in_time_order_leaves_each_record_once() {
     let mut live_sent = Vec::new();
 
     // Run 1 reads both.
-    let (c, l) = step(20);
+    let (c, l) = step(FEW);
     let mut run = Run::start(&args, dir.path().join("stderr-1"));
     run.wait_until("both clusters' first records", PATIENCE, || {
         has_all(&out, "cut", &c) && has_all(&out, "live", &l)
@@ -329,7 +334,7 @@ fn kill_9_around_a_cut_off_cluster_in_time_order_leaves_each_record_once() {
     // idle timeout.
     cut.set_mode(mck_testkit::proxy::Mode::Blackhole);
     let hole = Instant::now();
-    let (c, l) = step(20);
+    let (c, l) = step(MEANWHILE);
     run.wait_until(
         "the live cluster's records while the other is cut off",
         PATIENCE,
@@ -348,14 +353,14 @@ fn kill_9_around_a_cut_off_cluster_in_time_order_leaves_each_record_once() {
     kill9(&mut run, "run 1");
 
     // Records while no run reads; run 2 starts with the cluster still cut off.
-    let (c, l) = step(20);
+    let (c, l) = step(MEANWHILE);
     cut_sent.extend(c);
     live_sent.extend(l.clone());
     let mut run = Run::start(&args, dir.path().join("stderr-2"));
     run.wait_until("the live cluster's records in run 2", PATIENCE, || {
         has_all(&out, "live", &l)
     });
-    let (c, l) = step(20);
+    let (c, l) = step(MEANWHILE);
     run.wait_until("the live cluster's new records in run 2", PATIENCE, || {
         has_all(&out, "live", &l)
     });
@@ -367,23 +372,36 @@ fn kill_9_around_a_cut_off_cluster_in_time_order_leaves_each_record_once() {
     let newest_before = lines(&out).iter().map(|l| l.timestamp).max().unwrap();
     assert_eq!(
         lines(&out).iter().filter(|l| l.cluster == "cut").count(),
-        20,
+        FEW,
         "only the cut-off cluster's records of before the cut went out"
     );
 
-    // Back; run 3 reads to the end.
+    // Back; run 3 is killed -9 right after its first write (the late records go out
+    // first; the live cluster's newest ones, newer than the cut-off cluster's, may
+    // still be held by the merge), and run 4 reads to the end.
     cut.set_mode(mck_testkit::proxy::Mode::Pass);
-    let (c, l) = step(20);
+    let (c, l) = step(FEW);
     cut_sent.extend(c);
     live_sent.extend(l);
+    let length = || std::fs::metadata(&out).map_or(0, |m| m.len());
+    let before = length();
     let mut run = Run::start(&args, dir.path().join("stderr-3"));
+    run.wait_until("run 3's first record", PATIENCE, || length() > before);
+    std::thread::sleep(Duration::from_millis(5));
+    kill9(&mut run, "run 3");
+    eprintln!(
+        "run 3 killed with {} of {} records in the file",
+        lines(&out).len(),
+        cut_sent.len() + live_sent.len()
+    );
+    let mut run = Run::start(&args, dir.path().join("stderr-4"));
     run.wait_until("every record", PATIENCE, || {
         has_all(&out, "cut", &cut_sent) && has_all(&out, "live", &live_sent)
     });
     // Anything written twice would show by now.
     std::thread::sleep(Duration::from_millis(500));
     run.signal(libc::SIGTERM);
-    assert!(run.wait(), "SIGTERM ends run 3 with 0:\n{}", run.stderr());
+    assert!(run.wait(), "SIGTERM ends run 4 with 0:\n{}", run.stderr());
 
     // `lines` checked offset order per partition down the whole file.
     let got = lines(&out);
@@ -400,6 +418,10 @@ fn kill_9_around_a_cut_off_cluster_in_time_order_leaves_each_record_once() {
         .iter()
         .filter(|l| l.cluster == "cut" && l.timestamp < newest_before)
         .count();
-    assert_eq!(late, 60, "the cut-off cluster's records of meanwhile, late");
+    assert_eq!(
+        late,
+        3 * MEANWHILE,
+        "the cut-off cluster's records of meanwhile, late"
+    );
     eprintln!("{} records once, done in {:?}", got.len(), began.elapsed());
 }
