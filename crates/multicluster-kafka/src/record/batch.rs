@@ -70,9 +70,10 @@ impl<V> RecordBatch<V> {
     }
 
     /// Adds an entry taken by [`Self::into_parts`] from a batch whose bytes are
-    /// `from`: its key, and a value in `from`'s data, go to the end of `data` (which
-    /// becomes the batch's data with [`Self::set_data`]); a value in one of `from`'s
-    /// shared buffers stays there, the buffer shared by this batch too.
+    /// `from`: its key goes to the end of `data` (which becomes the batch's data
+    /// with [`Self::set_data`]); its value stays where it is (`from`'s data or one
+    /// of its shared buffers), that buffer shared by this batch too: a value is
+    /// never copied.
     pub(crate) fn push_from(
         &mut self,
         from: &BatchBytes,
@@ -89,8 +90,9 @@ impl<V> RecordBatch<V> {
             (entry.key_start, entry.key_len) = copy(&from.data[span_range(k)]);
         }
         if let Some((start, len)) = entry.raw_value() {
+            // The value stays where it is, that buffer shared by this batch too.
             let span = if start & SHARED == 0 {
-                None
+                shared_span(self.share(&from.data), start, len)
             } else {
                 let buffer = &from.shared[(start & !SHARED) >> INDEX_SHIFT];
                 shared_span(self.share(buffer), start & OFFSET_MASK, len)

@@ -153,8 +153,7 @@ impl<'a> Buffers<'a> {
     }
 
     /// [`Self::place`] of a shared value: out of the way of the loops over small
-    /// records, which never come here.
-    #[cold]
+    /// records, which come here only in time order.
     #[inline(never)]
     fn shared_place(self, (start, len): (usize, u32)) -> (&'a Bytes, std::ops::Range<usize>) {
         let offset = start & OFFSET_MASK;

@@ -5,13 +5,10 @@ use std::collections::BinaryHeap;
 use std::sync::Arc;
 
 use super::bound::Bound;
-use super::queues::{Held, RECORD_OVERHEAD, TimeOrder, let_go, weight};
+use super::queues::{Held, TimeOrder, let_go, weight};
 use crate::base::split::SplitId;
 use crate::reader::fetch_path::Failed;
 use crate::record::RecordBatch;
-
-/// The most bytes a release sets aside for its batch's keys and values at once.
-const RESERVE_MAX: usize = 4 << 20;
 
 /// What one release hands out: records of one cluster in time order, or a failed
 /// record alone; and the splits whose last records (up to their stop) went out.
@@ -70,11 +67,9 @@ impl<V> TimeOrder<V> {
                         break;
                     }
                     // Room for as many records as may go out, so that the batch
-                    // is not grown (and copied) as it fills: sized by this
-                    // split's records.
+                    // is not grown (and copied) as it fills. Only keys are
+                    // copied (into `data`); values stay in the batches they came in.
                     let room = max.min(self.held);
-                    let per = (q.bytes / q.items.len().max(1)).saturating_sub(RECORD_OVERHEAD);
-                    data.reserve(room.saturating_mul(per).min(RESERVE_MAX));
                     let mut b = RecordBatch::new(q.id.cluster.clone());
                     b.entries.reserve(room);
                     out.batch.insert(b)
@@ -332,7 +327,7 @@ mod tests {
     }
 
     #[test]
-    fn shared_values_stay_shared_through_the_merge_and_small_ones_are_copied() {
+    fn values_stay_where_they_came_through_the_merge_and_only_keys_are_copied() {
         let now = Instant::now();
         let mut o = TimeOrder::default();
         let answer = Bytes::from(vec![7u8; 3000]);
@@ -352,7 +347,11 @@ mod tests {
         let b = o.release(Bound::All, 100).batch.unwrap();
         assert_eq!(values(&b), ["a/0/0", "a/1/0", "a/2/0", "a/0/1"]);
         let buffers: Vec<&Bytes> = b.byte_buffers().collect();
-        assert_eq!(buffers.len(), 2, "its data, and the answer once");
+        assert_eq!(
+            buffers.len(),
+            3,
+            "its data (the keys), the answer once, and the small record's batch"
+        );
         for (i, from) in [(0, 0), (2, 2000), (3, 1000)] {
             let (buffer, range) = b.value_span(i).unwrap();
             assert_eq!(buffer, 1, "record {i}'s value is shared");
@@ -363,7 +362,11 @@ mod tests {
             );
             assert_eq!(range, from..from + 1000);
         }
-        assert_eq!(b.value_span(1).unwrap().0, 0, "a small value is copied");
+        assert_eq!(
+            b.value_span(1).unwrap().0,
+            2,
+            "a small value stays in the batch it came in"
+        );
         assert_eq!(b.get(1).unwrap().raw_value(), Some(&b"raw 0"[..]));
         assert_eq!(b.get(3).unwrap().key, Some(&b"k1"[..]));
         assert_eq!(o.held_of(&id("a", 0)), (0, 0));
