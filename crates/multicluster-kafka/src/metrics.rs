@@ -98,8 +98,10 @@ pub const PAUSED_SPLITS: &str = "mck_paused_splits";
 /// In [`ReadOrder::Time`](crate::ReadOrder::Time): records handed out after a newer
 /// one, per cluster. A record is late when its split could not hold the merge back
 /// for it: a cluster idle (or down) for its idle timeout that comes back with records
-/// older than what went out meanwhile. Late records are handed out at once, in
-/// offset order per split, never dropped.
+/// older than what went out meanwhile. After a restore, records at or before the
+/// checkpoint's watermark count too (they come after newer ones handed out before
+/// the restart). Late records are handed out at once, in offset order per split,
+/// never dropped.
 pub const LATE_RECORDS: &str = "mck_late_records_total";
 /// Successful offset commits, per cluster.
 pub const COMMITS_SUCCEEDED: &str = "mck_commits_succeeded_total";

@@ -106,10 +106,16 @@ impl<D: Deserializer> SourceReader<D> {
             fetchers: fetchers::Fetchers::new(),
             splits: splits::Splits::default(),
             handout: Box::default(),
+            time_order: parts.time_order.then(|| {
+                let restored = parts
+                    .watermarks
+                    .as_ref()
+                    .and_then(|(_, restored)| *restored);
+                Box::new(time_order::TimeOrder::after(restored))
+            }),
             watermarks: parts
                 .watermarks
                 .map(|(s, restored)| Box::new(watermarks::Watermarks::new(s, restored))),
-            time_order: parts.time_order.then(Box::default),
             closed: false,
         }
     }

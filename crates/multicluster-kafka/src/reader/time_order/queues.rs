@@ -101,6 +101,15 @@ impl<V> Default for TimeOrder<V> {
 }
 
 impl<V> TimeOrder<V> {
+    /// A merge that goes on after `watermark` (restored from a checkpoint): records
+    /// at or before it are late, as they were when it was handed out.
+    pub fn after(watermark: Option<i64>) -> Self {
+        Self {
+            newest_out: watermark.map_or(i64::MIN, |w| w.saturating_add(1)),
+            ..Self::default()
+        }
+    }
+
     /// Whether nothing is held.
     pub fn is_empty(&self) -> bool {
         self.held == 0

@@ -373,6 +373,37 @@ mod tests {
         assert!(o.sources.iter().all(Option::is_none), "no batch kept");
     }
 
+    /// After a restore, records at or before the checkpoint's watermark are late:
+    /// newer ones went out before the restart. They still go out, and are counted.
+    #[test]
+    fn after_a_restore_records_at_or_before_the_watermark_are_counted_late() {
+        let recorder = metrics_util::debugging::DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        let now = Instant::now();
+        let mut o = TimeOrder::after(Some(20));
+        o.take(
+            batch("a", &[(0, 0, 10), (0, 1, 20), (0, 2, 21)]),
+            None,
+            kafka_ts,
+            now,
+        );
+        let b = metrics::with_local_recorder(&recorder, || o.release(Bound::All, 100))
+            .batch
+            .unwrap();
+        assert_eq!(values(&b), ["a/0/0", "a/0/1", "a/0/2"]);
+        let late: u64 = snapshotter
+            .snapshot()
+            .into_vec()
+            .into_iter()
+            .filter(|(k, ..)| k.key().name() == crate::metrics::LATE_RECORDS)
+            .map(|(_, _, _, v)| match v {
+                metrics_util::debugging::DebugValue::Counter(c) => c,
+                _ => 0,
+            })
+            .sum();
+        assert_eq!(late, 2, "10 and 20 are at or before the watermark 20");
+    }
+
     #[test]
     fn removed_splits_lose_what_is_held_of_them() {
         let now = Instant::now();
