@@ -49,7 +49,6 @@ impl ClusterState {
 pub(super) struct Said {
     pub(super) missing_topics: BTreeMap<Arc<str>, super::discovery::Absent>,
     pub(super) discovery_failed: BTreeMap<Arc<str>, String>,
-    pub(super) unreachable_added: BTreeMap<Arc<str>, String>,
 }
 
 /// What the source reads on one cluster, merged over the subscribed streams: the

@@ -4,14 +4,18 @@
 //! the others are read; one whose properties librdkafka refuses waits for the next
 //! change of its metadata.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::task::{JoinError, JoinSet};
 use tokio::time::Instant;
 
 use super::Enumerator;
 use super::clients::client;
 use super::cluster::{ClusterState, WantedCluster};
+use super::spare::Spare;
+use super::start::START_GRACE;
 use crate::base::plan::ClusterView;
 use crate::base::properties::ClientProperties;
 use crate::base::protocol::ReaderEvent;
@@ -47,50 +51,190 @@ impl Connected {
     }
 }
 
+/// The clusters of the metadata not read yet, and the attempts to connect them.
+#[derive(Default)]
+pub(super) struct Connecting {
+    /// Clusters of the metadata not read yet: being connected, or waiting to be
+    /// tried again.
+    pending: BTreeMap<Arc<str>, Pending>,
+    /// The running connection attempts.
+    attempts: JoinSet<(Arc<str>, Connected)>,
+    /// A start that waits for every cluster is under way (what a cluster that cannot
+    /// be reached is told).
+    waiting_at_start: bool,
+    /// The clusters not answering that were said so, with their last error (empty
+    /// before the first one): said again only when the error changes.
+    unreachable: BTreeMap<Arc<str>, String>,
+}
+
+impl Connecting {
+    /// How many clusters of the metadata are not read yet.
+    pub(super) fn waiting(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Whether `cluster` is in the metadata but not read yet.
+    pub(super) fn is_pending(&self, cluster: &str) -> bool {
+        self.pending.contains_key(cluster)
+    }
+
+    /// Whether an attempt runs.
+    pub(super) fn attempting(&self) -> bool {
+        !self.attempts.is_empty()
+    }
+
+    /// The answer of the next attempt that ends (`None` when none runs).
+    pub(super) async fn next_answer(&mut self) -> Option<Result<(Arc<str>, Connected), JoinError>> {
+        self.attempts.join_next().await
+    }
+
+    /// Says, once, of each cluster being tried that it has not answered yet, and that
+    /// the run starts once it does and `until`.
+    pub(super) fn say_no_answer_yet(&mut self, until: &str) {
+        for (cluster, p) in &self.pending {
+            if p.in_flight && !self.unreachable.contains_key(cluster) {
+                let bootstrap = p.view.properties.shown("bootstrap.servers").unwrap_or("?");
+                tracing::warn!(cluster = %cluster, bootstrap, "no answer from a cluster yet; the run starts once every cluster answers, and {until}");
+                self.unreachable.insert(cluster.clone(), String::new());
+            }
+        }
+    }
+
+    /// Says of each cluster still being tried that the run starts without it.
+    pub(super) fn say_left_behind(&mut self) {
+        for (cluster, p) in &self.pending {
+            if p.in_flight {
+                tracing::warn!(cluster = %cluster, "no answer from a cluster within {:?} of the others; reading them and taking it up when it answers", START_GRACE);
+                self.unreachable.insert(cluster.clone(), String::new());
+            }
+        }
+    }
+
+    /// The error of a start whose clusters did not all answer within `timeout`: it
+    /// names the first pending cluster, its bootstrap list and its last error.
+    pub(super) fn no_answer_within(&self, timeout: Duration) -> SourceError {
+        let (cluster, p) = self
+            .pending
+            .iter()
+            .next()
+            .expect("the loop runs while some are pending");
+        let bootstrap = p.view.properties.shown("bootstrap.servers").unwrap_or("?");
+        let last = self
+            .unreachable
+            .get(cluster)
+            .filter(|e| !e.is_empty())
+            .map_or_else(|| "no answer yet".to_string(), Clone::clone);
+        // The error's text names the cluster already, as this one does.
+        let prefix = format!("cluster `{cluster}`: ");
+        let last = last.strip_prefix(&prefix).unwrap_or(&last).to_string();
+        let others = self.pending.len() - 1;
+        SourceError::Cluster {
+            cluster: cluster.to_string(),
+            message: format!(
+                "did not answer within the start-up timeout of {timeout:?} (bootstrap {bootstrap}){}: {last}",
+                if others > 0 {
+                    format!(", nor did {others} other cluster(s)")
+                } else {
+                    String::new()
+                },
+            ),
+        }
+    }
+
+    /// The pending cluster `cluster`.
+    #[cfg(test)]
+    pub(super) fn pending(&self, cluster: &str) -> &Pending {
+        &self.pending[cluster]
+    }
+
+    /// Whether no cluster is pending and none is said to be unreachable.
+    #[cfg(test)]
+    pub(super) fn is_empty(&self) -> bool {
+        self.pending.is_empty() && self.unreachable.is_empty()
+    }
+
+    /// The last error said of `cluster`, if it was said to be unreachable.
+    #[cfg(test)]
+    pub(super) fn said_unreachable(&self, cluster: &str) -> Option<&str> {
+        self.unreachable.get(cluster).map(String::as_str)
+    }
+
+    /// Makes `cluster` pending with an attempt at `view` running, as
+    /// [`Enumerator::want_cluster`] does, without starting one.
+    #[cfg(test)]
+    pub(super) fn attempt_as_if(
+        &mut self,
+        cluster: Arc<str>,
+        view: ClusterView,
+        tried: ClientProperties,
+    ) {
+        self.pending.insert(
+            cluster,
+            Pending {
+                view,
+                in_flight: true,
+                failures: 0,
+                retry_at: None,
+                tried: Some(tried),
+                spare: Spare::default(),
+            },
+        );
+    }
+
+    /// Marks the attempt at `cluster` as running (one ended in a test, another began).
+    #[cfg(test)]
+    pub(super) fn set_in_flight(&mut self, cluster: &str) {
+        if let Some(p) = self.pending.get_mut(cluster) {
+            p.in_flight = true;
+        }
+    }
+
+    /// Says that `cluster` does not answer, with `text` as its last error.
+    #[cfg(test)]
+    pub(super) fn say_unreachable(&mut self, cluster: Arc<str>, text: &str) {
+        self.unreachable.insert(cluster, text.to_string());
+    }
+}
+
 /// A cluster of the metadata that is not being read yet.
 pub(super) struct Pending {
     /// Its metadata, as last read.
-    pub(super) view: ClusterView,
+    view: ClusterView,
     /// An attempt is running.
-    pub(super) in_flight: bool,
+    in_flight: bool,
     /// Failed attempts in a row.
-    pub(super) failures: u32,
+    failures: u32,
     /// When to try again (`None`: not scheduled).
-    pub(super) retry_at: Option<Instant>,
+    retry_at: Option<Instant>,
     /// The client properties of the last attempt (`None`: none made yet). An answer
     /// to properties the metadata changed meanwhile is not taken.
-    pub(super) tried: Option<ClientProperties>,
+    tried: Option<ClientProperties>,
     /// The client of the last attempt that got no answer, tried again by the next
     /// attempt (while the properties stay the same) rather than made anew: a cluster
     /// down for hours costs one client, not a client and its threads per attempt.
-    pub(super) spare: Spare,
+    spare: Spare,
 }
 
-/// A client kept between the attempts of a pending cluster.
-#[derive(Clone, Default)]
-pub(super) struct Spare(Arc<std::sync::Mutex<Option<ClusterClient>>>);
-
-impl Spare {
-    fn take(&self) -> Option<ClusterClient> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).take()
+#[cfg(test)]
+impl Pending {
+    /// Its metadata, as last read.
+    pub(super) fn view(&self) -> &ClusterView {
+        &self.view
     }
 
-    fn put(&self, client: ClusterClient) {
-        let old = self
-            .0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .replace(client);
-        if let Some(old) = old {
-            close_detached(old);
-        }
+    /// Whether an attempt is running.
+    pub(super) fn in_flight(&self) -> bool {
+        self.in_flight
     }
 
-    /// Closes the kept client, if any, off the caller's thread.
-    fn discard(&self) {
-        if let Some(c) = self.take() {
-            close_detached(c);
-        }
+    /// Failed attempts in a row.
+    pub(super) fn failures(&self) -> u32 {
+        self.failures
+    }
+
+    /// When it is tried again (`None`: not scheduled).
+    pub(super) fn retry_at(&self) -> Option<Instant> {
+        self.retry_at
     }
 }
 
@@ -112,14 +256,18 @@ impl Enumerator {
     /// or scheduled. A cluster refused for its properties is tried again only when its
     /// view changed.
     pub(super) fn want_cluster(&mut self, cluster: Arc<str>, view: ClusterView) {
-        let p = self.pending.entry(cluster.clone()).or_insert(Pending {
-            view: view.clone(),
-            in_flight: false,
-            failures: 0,
-            retry_at: Some(Instant::now()),
-            tried: None,
-            spare: Spare::default(),
-        });
+        let p = self
+            .connecting
+            .pending
+            .entry(cluster.clone())
+            .or_insert(Pending {
+                view: view.clone(),
+                in_flight: false,
+                failures: 0,
+                retry_at: Some(Instant::now()),
+                tried: None,
+                spare: Spare::default(),
+            });
         if p.view != view {
             p.view = view;
             if !p.in_flight {
@@ -133,13 +281,13 @@ impl Enumerator {
 
     /// Forgets pending clusters no longer in the metadata (a late answer is dropped).
     pub(super) fn unwant_clusters(&mut self, wanted: impl Fn(&str) -> bool) {
-        self.pending.retain(|c, _| wanted(c));
-        self.said.unreachable_added.retain(|c, _| wanted(c));
+        self.connecting.pending.retain(|c, _| wanted(c));
+        self.connecting.unreachable.retain(|c, _| wanted(c));
     }
 
     /// Starts an attempt for a pending cluster.
     fn start_connect(&mut self, cluster: &Arc<str>) {
-        let Some(p) = self.pending.get_mut(cluster) else {
+        let Some(p) = self.connecting.pending.get_mut(cluster) else {
             return;
         };
         p.in_flight = true;
@@ -153,7 +301,7 @@ impl Enumerator {
         let make = client(&self.cfg, &self.clients, cluster, &wanted.props);
         let spare = p.spare.clone();
         let cluster = cluster.clone();
-        self.connecting.spawn(detached(move || {
+        self.connecting.attempts.spawn(detached(move || {
             let made = match spare.take() {
                 Some(client) => Ok(client),
                 None => make(),
@@ -182,13 +330,18 @@ impl Enumerator {
 
     /// The earliest scheduled retry.
     pub(super) fn next_retry(&self) -> Option<Instant> {
-        self.pending.values().filter_map(|p| p.retry_at).min()
+        self.connecting
+            .pending
+            .values()
+            .filter_map(|p| p.retry_at)
+            .min()
     }
 
     /// Starts the attempts that are due.
     pub(super) fn retry_due(&mut self) {
         let now = Instant::now();
         let due: Vec<Arc<str>> = self
+            .connecting
             .pending
             .iter()
             .filter(|(_, p)| !p.in_flight && p.retry_at.is_some_and(|at| at <= now))
@@ -207,7 +360,7 @@ impl Enumerator {
         connected: Connected,
         fatal: impl Fn(&Connected) -> bool,
     ) -> Result<bool, SourceError> {
-        if !self.pending.contains_key(&cluster) {
+        if !self.connecting.pending.contains_key(&cluster) {
             // Left the metadata meanwhile; closing a client blocks.
             close_detached(connected);
             return Ok(false);
@@ -216,7 +369,7 @@ impl Enumerator {
             // The metadata changed the cluster's properties while the attempt ran: its
             // answer (a client, or why there is none) is for the old ones.
             close_detached(connected);
-            if let Some(p) = self.pending.get_mut(&cluster) {
+            if let Some(p) = self.connecting.pending.get_mut(&cluster) {
                 p.in_flight = false;
             }
             self.start_connect(&cluster);
@@ -233,12 +386,13 @@ impl Enumerator {
             }
         };
         let view = self
+            .connecting
             .pending
             .remove(&cluster)
             .expect("checked above")
             .view
             .clone();
-        if self.said.unreachable_added.remove(&cluster).is_some() {
+        if self.connecting.unreachable.remove(&cluster).is_some() {
             tracing::info!(cluster = %cluster, "cluster answers; reading it");
         }
         let wanted = WantedCluster::new(&self.cfg, &view);
@@ -268,7 +422,7 @@ impl Enumerator {
 
     /// Whether a pending cluster's client properties differ from its last attempt's.
     fn properties_changed_since_tried(&self, cluster: &Arc<str>) -> bool {
-        self.pending.get(cluster).is_some_and(|p| {
+        self.connecting.pending.get(cluster).is_some_and(|p| {
             p.tried
                 .as_ref()
                 .is_some_and(|tried| *tried != WantedCluster::new(&self.cfg, &p.view).props)
@@ -278,7 +432,7 @@ impl Enumerator {
     /// Says a failed attempt (once per distinct error) and schedules the next one.
     /// `rejected`: the cluster answered and refused the client.
     fn connect_failed(&mut self, cluster: &Arc<str>, e: SourceError, retry: bool, rejected: bool) {
-        let Some(p) = self.pending.get_mut(cluster) else {
+        let Some(p) = self.connecting.pending.get_mut(cluster) else {
             return;
         };
         p.in_flight = false;
@@ -291,14 +445,14 @@ impl Enumerator {
             .unwrap_or("?")
             .to_string();
         let text = e.to_string();
-        let said = self.said.unreachable_added.get(cluster);
+        let said = self.connecting.unreachable.get(cluster);
         if said.is_none_or(|said| same_error(said) != same_error(&text)) {
             let what = if rejected {
                 "a cluster refuses the client (credentials or certificates)"
             } else {
                 "cannot reach a cluster"
             };
-            if retry && self.waiting_at_start {
+            if retry && self.connecting.waiting_at_start {
                 // A start that waits for every cluster reads none before they answer.
                 let until = self.start_wait_words();
                 tracing::warn!(cluster = %cluster, bootstrap, error = %e, "{what}; the run starts once every cluster answers, tries this one again with backoff, and {until} (said again only when the error changes)");
@@ -309,7 +463,23 @@ impl Enumerator {
             }
         }
         // The latest text, for a start-up that gives up on the cluster.
-        self.said.unreachable_added.insert(cluster.clone(), text);
+        self.connecting.unreachable.insert(cluster.clone(), text);
+    }
+
+    /// Waits for the clusters at start. A client librdkafka refuses is a
+    /// configuration error, fatal in any run. With a start-up timeout (bounded runs
+    /// have one by default) every cluster must answer within it, tried again with
+    /// backoff meanwhile; the first that did not fails the start, named with its
+    /// bootstrap list and last error. Without one (follow runs by default) the source
+    /// starts with the clusters that answered, [`START_GRACE`] after the first one
+    /// did, and takes the others up in the background when they answer.
+    pub(super) async fn connect_at_start(&mut self) -> Result<(), SourceError> {
+        let wait_all = self.cfg.bounded() || self.cfg.startup_timeout.is_some();
+        let give_up = self.cfg.startup_timeout.map(|t| Instant::now() + t);
+        self.connecting.waiting_at_start = wait_all;
+        let waited = self.connect_all_at_start(wait_all, give_up).await;
+        self.connecting.waiting_at_start = false;
+        waited
     }
 }
 

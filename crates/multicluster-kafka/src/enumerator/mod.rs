@@ -13,7 +13,7 @@ use crate::base::assignment::assign;
 use crate::base::checkpoint::Checkpoint;
 use crate::base::config::SourceConfig;
 use crate::base::metadata::{KafkaMetadataService, KafkaStream};
-use crate::base::plan::{ClusterView, clusters_of_streams_with};
+use crate::base::plan::ClusterView;
 use crate::base::protocol::{ReaderEvent, ReaderNotice};
 use crate::base::split::{KafkaSplit, SplitId};
 use crate::error::SourceError;
@@ -34,14 +34,14 @@ mod reconcile;
 mod removal;
 mod restore;
 mod shard;
+mod spare;
+mod start;
 mod subscription;
 #[cfg(test)]
 mod tests;
 
 use changes::{CHANGES_TARGET, change_lines};
 use cluster::{ClusterState, Said};
-use connect::Connected;
-pub(crate) use subscription::subscribed_streams;
 
 /// Requests from the source handles.
 pub(crate) enum Command {
@@ -58,14 +58,11 @@ pub(crate) struct Enumerator {
     cfg: Arc<SourceConfig>,
     service: Arc<dyn KafkaMetadataService>,
     clusters: BTreeMap<Arc<str>, ClusterState>,
-    /// Clusters of the metadata not read yet: being connected, or waiting to be
-    /// tried again.
-    pending: BTreeMap<Arc<str>, connect::Pending>,
+    /// Clusters of the metadata not read yet, and the attempts to connect them.
+    connecting: connect::Connecting,
     /// The running background discoveries, and their clusters.
     discovering: tokio::task::JoinSet<discovery::DiscoveryAnswer>,
     discovering_now: BTreeSet<Arc<str>>,
-    /// The running connection attempts.
-    connecting: tokio::task::JoinSet<(Arc<str>, connect::Connected)>,
     owners: BTreeMap<SplitId, usize>,
     unassigned: Vec<KafkaSplit>,
     readers: BTreeMap<usize, mpsc::UnboundedSender<ReaderEvent>>,
@@ -83,9 +80,6 @@ pub(crate) struct Enumerator {
     missing_streams: Vec<String>,
     /// Consecutive failed metadata reads.
     metadata_failures: u32,
-    /// A start that waits for every cluster is under way (what a cluster that cannot
-    /// be reached is told).
-    waiting_at_start: bool,
     /// Metadata changes applied so far.
     generation: u64,
     /// Commits wait their turn here (see `commit`).
@@ -143,11 +137,6 @@ pub(crate) const LEAVE_GROUPS_WAIT: Duration = Duration::from_secs(6);
 /// How often a bounded run checks that the topics it reads still exist.
 const BOUNDED_TOPIC_CHECK: Duration = Duration::from_secs(5);
 
-/// In a follow run, how long start-up waits for the other clusters once one cluster
-/// answered; those that did not are taken up later, like clusters added to the
-/// metadata.
-const START_GRACE: Duration = Duration::from_secs(5);
-
 impl Drop for Enumerator {
     /// Closing a consumer blocks: rust-rdkafka's `BaseConsumer` waits for librdkafka
     /// to say it is closed by polling its queue 100 ms at a time, so every close took
@@ -177,8 +166,7 @@ impl Enumerator {
             cfg,
             service,
             clusters: BTreeMap::new(),
-            pending: BTreeMap::new(),
-            connecting: tokio::task::JoinSet::new(),
+            connecting: connect::Connecting::default(),
             discovering: tokio::task::JoinSet::new(),
             discovering_now: BTreeSet::new(),
             owners: BTreeMap::new(),
@@ -192,7 +180,6 @@ impl Enumerator {
             said: Said::default(),
             missing_streams: Vec::new(),
             metadata_failures: 0,
-            waiting_at_start: false,
             generation: 0,
             commits: commit::commit_worker(),
             last_rebuild: BTreeMap::new(),
@@ -208,197 +195,6 @@ impl Enumerator {
             failover: Default::default(),
             gone_props: BTreeMap::new(),
         }
-    }
-
-    /// Reads metadata, connects to every cluster, restores and discovers splits, and
-    /// hands out the first assignment. Fails when a stream is unknown. A cluster that
-    /// does not answer fails a bounded run (it could never end); a follow run starts
-    /// with the clusters that answered (waiting up to [`START_GRACE`] for the others
-    /// once one did) and takes the others up at later metadata reads, their
-    /// checkpointed positions kept meanwhile.
-    pub async fn start(
-        cfg: Arc<SourceConfig>,
-        service: Arc<dyn KafkaMetadataService>,
-        readers: BTreeMap<usize, mpsc::UnboundedSender<ReaderEvent>>,
-        notices: mpsc::UnboundedReceiver<ReaderNotice>,
-        commands: mpsc::Receiver<Command>,
-        shared: Shared,
-    ) -> Result<Enumerator, SourceError> {
-        let Shared {
-            retained,
-            active,
-            stream_index,
-            ack_wanted,
-            clients,
-        } = shared;
-        let streams = subscribed_streams(&cfg, service.as_ref(), true).await?;
-        let mut e = Enumerator::new(
-            cfg.clone(),
-            service,
-            readers,
-            notices,
-            commands,
-            retained,
-            active,
-        );
-        e.stream_index = stream_index;
-        e.clients = clients;
-        e.latest = streams.clone();
-        e.hold_shard(&streams).await?;
-        if cfg.group_mode {
-            e.group = Some(group::GroupState::new(ack_wanted));
-        }
-        if let Some(cp) = &cfg.restore {
-            e.failover.taken_over = failover::taken_over_in(cp, &streams);
-            for source in &e.failover.taken_over {
-                tracing::info!(cluster = %source, "the checkpoint was taken on this cluster's mirror after a failover: the stream stays on the mirror");
-            }
-        }
-        for (cluster, view) in clusters_of_streams_with(streams.values(), &e.failover.taken_over) {
-            e.want_cluster(Arc::from(cluster.as_str()), view);
-        }
-        e.connect_at_start().await?;
-        metrics::gauge!(m::CLUSTERS).set(e.clusters.len() as f64);
-        metrics::gauge!(m::CLUSTERS_WAITING).set(e.pending.len() as f64);
-        e.streams = streams
-            .into_iter()
-            .map(|(id, mut s)| {
-                s.clusters.retain(|c, _| e.views.contains_key(c));
-                (id, s)
-            })
-            .collect();
-        e.stream_index.set(&e.streams);
-        let views = e.views.clone();
-        e.refresh_active(&views).await;
-        // In group mode positions come from the group's committed offsets.
-        let restored = if cfg.group_mode {
-            Vec::new()
-        } else {
-            e.restore()?
-        };
-        let restored = e.resharded(restored).await?;
-        let restored = e.stops_for_this_run(restored).await?;
-        e.broadcast_cluster_info();
-        let discovered = e.discover_now(None, true).await?;
-        if cfg.bounded()
-            && let Some(group) = e.group.as_mut()
-        {
-            group.stops = Some(group_stop::GroupStops::of(&discovered));
-        }
-        let mut splits = restored;
-        splits.extend(discovered);
-        e.sync_group();
-        e.hand_out(splits);
-        // Now that the readers have the splits, the clusters count as discovered.
-        e.broadcast_cluster_info();
-        // In group mode, splits keep coming until the group is at its stops.
-        if cfg.bounded() && !cfg.group_mode {
-            for tx in e.readers.values() {
-                let _ = tx.send(ReaderEvent::NoMoreSplits);
-            }
-        }
-        Ok(e)
-    }
-
-    /// Waits for the clusters at start. A client librdkafka refuses is a
-    /// configuration error, fatal in any run. With a start-up timeout (bounded runs
-    /// have one by default) every cluster must answer within it, tried again with
-    /// backoff meanwhile; the first that did not fails the start, named with its
-    /// bootstrap list and last error. Without one (follow runs by default) the source
-    /// starts with the clusters that answered, [`START_GRACE`] after the first one
-    /// did, and takes the others up in the background when they answer.
-    async fn connect_at_start(&mut self) -> Result<(), SourceError> {
-        use tokio::time::Instant;
-        let wait_all = self.cfg.bounded() || self.cfg.startup_timeout.is_some();
-        let give_up = self.cfg.startup_timeout.map(|t| Instant::now() + t);
-        self.waiting_at_start = wait_all;
-        let waited = self.connect_all_at_start(wait_all, give_up).await;
-        self.waiting_at_start = false;
-        waited
-    }
-
-    /// [`Self::connect_at_start`]'s loop.
-    async fn connect_all_at_start(
-        &mut self,
-        wait_all: bool,
-        give_up: Option<tokio::time::Instant>,
-    ) -> Result<(), SourceError> {
-        use tokio::time::{Instant, sleep_until};
-        let mut grace: Option<Instant> = None;
-        // A start that waits for every cluster says which ones it still waits for
-        // (a first attempt at a cluster that does not answer ends only with the client
-        // timeout, 30 s by default).
-        let mut notice: Option<Instant> = wait_all.then(|| Instant::now() + START_GRACE);
-        let far = || Instant::now() + Duration::from_secs(86_400);
-        while !self.pending.is_empty() {
-            if !wait_all && self.connecting.is_empty() {
-                // Every cluster answered or failed once: the failed ones are tried
-                // again in the background.
-                break;
-            }
-            let retry_at = self.next_retry().filter(|_| wait_all);
-            tokio::select! {
-                joined = self.connecting.join_next(), if !self.connecting.is_empty() => {
-                    let Some(joined) = joined else { continue };
-                    let (cluster, connected) = joined
-                        .map_err(|e| SourceError::internal("a cluster connect task", e))?;
-                    // A client librdkafka refuses is a configuration error; a cluster
-                    // that refuses the client (credentials, certificates) fails a
-                    // start that waits for every cluster at once.
-                    let read = self.connected(cluster, connected, |c| {
-                        matches!(c, Connected::Refused(_))
-                            || (wait_all && matches!(c, Connected::Rejected(_)))
-                    })?;
-                    if read && !wait_all && grace.is_none() {
-                        grace = Some(Instant::now() + START_GRACE);
-                    }
-                }
-                _ = sleep_until(retry_at.unwrap_or_else(far)), if retry_at.is_some() => self.retry_due(),
-                _ = sleep_until(notice.unwrap_or_else(far)), if notice.is_some() => {
-                    notice = None;
-                    let until = self.start_wait_words();
-                    for (cluster, p) in &self.pending {
-                        if p.in_flight && !self.said.unreachable_added.contains_key(cluster) {
-                            let bootstrap = p.view.properties.shown("bootstrap.servers").unwrap_or("?");
-                            tracing::warn!(cluster = %cluster, bootstrap, "no answer from a cluster yet; the run starts once every cluster answers, and {until}");
-                            self.said.unreachable_added.insert(cluster.clone(), String::new());
-                        }
-                    }
-                }
-                _ = sleep_until(grace.unwrap_or_else(far)), if grace.is_some() => {
-                    for (cluster, p) in &self.pending {
-                        if p.in_flight {
-                            tracing::warn!(cluster = %cluster, "no answer from a cluster within {:?} of the others; reading them and taking it up when it answers", START_GRACE);
-                            self.said.unreachable_added.insert(cluster.clone(), String::new());
-                        }
-                    }
-                    break;
-                }
-                _ = sleep_until(give_up.unwrap_or_else(far)), if give_up.is_some() => {
-                    let (cluster, p) = self.pending.iter().next().expect("the loop runs while some are pending");
-                    let bootstrap = p.view.properties.shown("bootstrap.servers").unwrap_or("?");
-                    let last = self
-                        .said
-                        .unreachable_added
-                        .get(cluster)
-                        .filter(|e| !e.is_empty())
-                        .map_or_else(|| "no answer yet".to_string(), Clone::clone);
-                    // The error's text names the cluster already, as this one does.
-                    let prefix = format!("cluster `{cluster}`: ");
-                    let last = last.strip_prefix(&prefix).unwrap_or(&last).to_string();
-                    let others = self.pending.len() - 1;
-                    return Err(SourceError::Cluster {
-                        cluster: cluster.to_string(),
-                        message: format!(
-                            "did not answer within the start-up timeout of {:?} (bootstrap {bootstrap}){}: {last}",
-                            self.cfg.startup_timeout.unwrap_or_default(),
-                            if others > 0 { format!(", nor did {others} other cluster(s)") } else { String::new() },
-                        ),
-                    });
-                }
-            }
-        }
-        Ok(())
     }
 
     /// A command from the coordinator's handles; `None` once they are all gone.
@@ -554,7 +350,7 @@ impl Enumerator {
         probe_ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let follow = !self.cfg.bounded();
         loop {
-            waiting.set(self.pending.len() as f64);
+            waiting.set(self.connecting.waiting() as f64);
             self.sync_group();
             // Acknowledgements that queued while the loop was busy elsewhere count
             // before a revocation's wait is judged over.
@@ -595,7 +391,7 @@ impl Enumerator {
                     Some(Err(e)) => tracing::warn!(error = %e, "discovery task failed"),
                     None => {}
                 },
-                joined = self.connecting.join_next(), if !self.connecting.is_empty() => match joined {
+                joined = self.connecting.next_answer(), if self.connecting.attempting() => match joined {
                     Some(Ok((cluster, connected))) => {
                         if let Ok(true) = self.connected(cluster.clone(), connected, |_| false) {
                             self.took_up(cluster).await;

@@ -93,7 +93,7 @@ impl Enumerator {
         let mut p = plan(&self.views, &new_views);
         p.clusters_added.retain(|cluster, view| {
             let key: Arc<str> = Arc::from(cluster.as_str());
-            if self.pending.contains_key(&key) {
+            if self.connecting.is_pending(&key) {
                 self.want_cluster(key, view.clone());
                 false
             } else {

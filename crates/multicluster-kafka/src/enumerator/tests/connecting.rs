@@ -6,18 +6,8 @@ use super::*;
 fn connecting() -> Harness {
     let mut h = Harness::new(config(), stream(vec![("east", meta("east", &["t"]))]));
     let view = clusters_of_streams(h.e.latest.values())["east"].clone();
-    let tried = Some(WantedCluster::new(&h.e.cfg, &view).props);
-    h.e.pending.insert(
-        key("east"),
-        Pending {
-            view,
-            in_flight: true,
-            failures: 0,
-            retry_at: None,
-            tried,
-            spare: Default::default(),
-        },
-    );
+    let tried = WantedCluster::new(&h.e.cfg, &view).props;
+    h.e.connecting.attempt_as_if(key("east"), view, tried);
     h
 }
 
@@ -32,9 +22,9 @@ async fn a_cluster_that_does_not_answer_is_tried_again_after_one_second_doubling
     for round in 1..=7 {
         assert!(!h.e.connected(key("east"), no_answer(), |_| false).unwrap());
         let p = h.pending("east");
-        assert!(!p.in_flight);
-        assert_eq!(p.failures, round);
-        let at = p.retry_at.expect("a retry is scheduled");
+        assert!(!p.in_flight());
+        assert_eq!(p.failures(), round);
+        let at = p.retry_at().expect("a retry is scheduled");
         assert_eq!(h.e.next_retry(), Some(at));
         let wait = at - Instant::now();
         waits.push(wait.as_secs());
@@ -42,16 +32,16 @@ async fn a_cluster_that_does_not_answer_is_tried_again_after_one_second_doubling
         // Not before it is due.
         advance(wait - Duration::from_millis(1)).await;
         h.e.retry_due();
-        assert!(!h.pending("east").in_flight, "round {round}: early");
+        assert!(!h.pending("east").in_flight(), "round {round}: early");
         advance(Duration::from_millis(1)).await;
         if round == 1 {
             // Due: a new attempt starts (to an address where nothing listens).
             h.e.retry_due();
             let p = h.pending("east");
-            assert!(p.in_flight && p.retry_at.is_none());
+            assert!(p.in_flight() && p.retry_at().is_none());
             assert_eq!(h.e.next_retry(), None);
         } else {
-            h.e.pending.get_mut("east").unwrap().in_flight = true;
+            h.e.connecting.set_in_flight("east");
         }
     }
     assert_eq!(waits, [1, 2, 4, 8, 16, 30, 30]);
@@ -64,21 +54,21 @@ async fn a_refused_client_is_tried_again_only_when_the_cluster_metadata_changes(
     let refused = Connected::Refused(err("east", "bad property"));
     assert!(!h.e.connected(key("east"), refused, |_| false).unwrap());
     let p = h.pending("east");
-    assert!(!p.in_flight && p.retry_at.is_none());
+    assert!(!p.in_flight() && p.retry_at().is_none());
     assert_eq!(h.e.next_retry(), None);
 
     advance(Duration::from_secs(3600)).await;
     h.e.retry_due();
-    let view = h.pending("east").view.clone();
+    let view = h.pending("east").view().clone();
     h.e.want_cluster(key("east"), view.clone());
-    assert!(!h.pending("east").in_flight, "same metadata: not tried");
+    assert!(!h.pending("east").in_flight(), "same metadata: not tried");
 
     let mut changed = view;
     changed.topics.insert("u".to_string());
     h.e.want_cluster(key("east"), changed.clone());
     let p = h.pending("east");
-    assert!(p.in_flight, "new metadata: tried at once");
-    assert_eq!(p.view, changed);
+    assert!(p.in_flight(), "new metadata: tried at once");
+    assert_eq!(p.view(), &changed);
 }
 
 #[tokio::test(start_paused = true)]
@@ -93,7 +83,7 @@ async fn a_rejected_client_fails_a_start_that_waits_for_all_else_is_retried_with
     let mut h = connecting();
     assert!(!h.e.connected(key("east"), rejected(), |_| false).unwrap());
     assert_eq!(
-        h.pending("east").retry_at,
+        h.pending("east").retry_at(),
         Some(Instant::now() + Duration::from_secs(1))
     );
 }
@@ -109,13 +99,13 @@ async fn an_unreachable_cluster_is_said_once_per_distinct_error() {
         "connection refused",
         "connection refused",
     ] {
-        h.e.pending.get_mut("east").unwrap().in_flight = true;
+        h.e.connecting.set_in_flight("east");
         let failed = Connected::NoAnswer(err("east", message));
         h.e.connected(key("east"), failed, |_| false).unwrap();
     }
     assert_eq!(warnings.count(), 2, "{:?}", warnings.said());
     assert_eq!(
-        h.e.said.unreachable_added.get("east").map(String::as_str),
+        h.e.connecting.said_unreachable("east"),
         Some("cluster `east`: connection refused")
     );
 }
@@ -124,12 +114,11 @@ async fn an_unreachable_cluster_is_said_once_per_distinct_error() {
 async fn an_answer_makes_the_cluster_read_and_tells_every_reader_its_cluster_id() {
     let mut h = connecting();
     h.e.connected(key("east"), no_answer(), |_| false).unwrap();
-    h.e.pending.get_mut("east").unwrap().in_flight = true;
+    h.e.connecting.set_in_flight("east");
 
     let answered = Connected::Answered(idle_client("east"), "K1".to_string());
     assert!(h.e.connected(key("east"), answered, |_| false).unwrap());
-    assert!(h.e.pending.is_empty());
-    assert!(h.e.said.unreachable_added.is_empty());
+    assert!(h.e.connecting.is_empty());
     let east = &h.e.clusters[&key("east")];
     assert_eq!(east.kafka_cluster_id.as_deref(), Some("K1"));
     assert!(!east.initial_discovery_done);
@@ -147,18 +136,16 @@ async fn an_answer_makes_the_cluster_read_and_tells_every_reader_its_cluster_id(
 #[tokio::test(start_paused = true)]
 async fn a_late_answer_of_a_cluster_that_left_the_metadata_is_dropped() {
     let mut h = connecting();
-    h.e.said
-        .unreachable_added
-        .insert(key("east"), "earlier".to_string());
+    h.e.connecting.say_unreachable(key("east"), "earlier");
     h.e.unwant_clusters(|_| false);
-    assert!(h.e.pending.is_empty() && h.e.said.unreachable_added.is_empty());
+    assert!(h.e.connecting.is_empty());
 
     let answered = Connected::Answered(idle_client("east"), "K1".to_string());
     assert!(!h.e.connected(key("east"), answered, |_| false).unwrap());
     assert!(h.e.clusters.is_empty() && h.e.views.is_empty());
     assert!(h.events(0).is_empty());
     assert!(!h.e.connected(key("east"), no_answer(), |_| false).unwrap());
-    assert!(h.e.pending.is_empty(), "no retry for it either");
+    assert!(h.e.connecting.is_empty(), "no retry for it either");
 }
 
 #[tokio::test(start_paused = true)]
@@ -172,7 +159,7 @@ async fn properties_changed_during_an_attempt_are_tried_at_once_whatever_it_answ
         let mut h = Harness::new(config(), stream(vec![("east", meta("east", &["t"]))]));
         let view = clusters_of_streams(h.e.latest.values())["east"].clone();
         h.e.want_cluster(key("east"), view.clone());
-        assert!(h.pending("east").in_flight);
+        assert!(h.pending("east").in_flight());
         // The metadata changes the cluster's properties while the attempt runs.
         let mut fixed = view;
         fixed.properties.set("client.id", "fixed");
@@ -182,8 +169,8 @@ async fn properties_changed_during_an_attempt_are_tried_at_once_whatever_it_answ
         assert!(!h.e.connected(key("east"), answer(), |_| false).unwrap());
         assert!(h.e.clusters.is_empty(), "read with the old properties");
         let p = h.pending("east");
-        assert!(p.in_flight, "the new properties are tried at once");
-        assert_eq!(p.view, fixed);
-        assert_eq!(p.failures, 0);
+        assert!(p.in_flight(), "the new properties are tried at once");
+        assert_eq!(p.view(), &fixed);
+        assert_eq!(p.failures(), 0);
     }
 }

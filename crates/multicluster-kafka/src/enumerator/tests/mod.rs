@@ -272,7 +272,7 @@ impl Harness {
     }
 
     fn pending(&self, cluster: &str) -> &Pending {
-        &self.e.pending[cluster]
+        self.e.connecting.pending(cluster)
     }
 }
 
