@@ -1,7 +1,7 @@
 //! What the enumerator keeps per cluster: the clients, topics and offsets it reads
-//! there, how it connects, and the repeating warnings already said about it.
+//! there and how it connects.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use crate::base::config::SourceConfig;
@@ -40,15 +40,6 @@ impl ClusterState {
             known: BTreeSet::new(),
         }
     }
-}
-
-/// Warnings that repeat while a state lasts (a missing topic, a cluster that does not
-/// answer), by cluster: each is said when it starts or its text changes, not at every
-/// retry.
-#[derive(Default)]
-pub(super) struct Said {
-    pub(super) missing_topics: BTreeMap<Arc<str>, super::discovery::Absent>,
-    pub(super) discovery_failed: BTreeMap<Arc<str>, String>,
 }
 
 /// What the source reads on one cluster, merged over the subscribed streams: the

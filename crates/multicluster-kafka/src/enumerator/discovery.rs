@@ -191,6 +191,47 @@ pub(super) fn stops_blocking(
 /// A discovery's answer: the cluster, and its new splits with the topics it lacks.
 pub(super) type DiscoveryAnswer = (Arc<str>, Result<Discovered, SourceError>);
 
+/// The discoveries running in the background, and the repeating warnings of
+/// discovery said so far.
+#[derive(Default)]
+pub(super) struct Discovering {
+    /// The running background discoveries.
+    running: tokio::task::JoinSet<DiscoveryAnswer>,
+    /// The clusters of the running background discoveries.
+    clusters: BTreeSet<Arc<str>>,
+    /// The topics each cluster did not show, as said last (said again only when this
+    /// changes).
+    missing_topics: BTreeMap<Arc<str>, Absent>,
+    /// Each cluster's failed discovery, as said last (said again only when the error
+    /// changes).
+    failed: BTreeMap<Arc<str>, String>,
+}
+
+impl Discovering {
+    /// Whether a background discovery runs.
+    pub(super) fn running(&self) -> bool {
+        !self.running.is_empty()
+    }
+
+    /// The answer of the next background discovery that ends (`None` when none
+    /// runs); its cluster may be discovered again from then on.
+    pub(super) async fn next_answer(
+        &mut self,
+    ) -> Option<Result<DiscoveryAnswer, tokio::task::JoinError>> {
+        let joined = self.running.join_next().await;
+        if let Some(Ok((cluster, _))) = &joined {
+            self.clusters.remove(cluster);
+        }
+        joined
+    }
+
+    /// Whether topics of `cluster` were said to be missing.
+    #[cfg(test)]
+    pub(super) fn said_missing(&self, cluster: &str) -> bool {
+        self.missing_topics.contains_key(cluster)
+    }
+}
+
 impl Enumerator {
     /// What discovering `cluster` needs, taken from its state now. `urgent`: someone
     /// waits for the answer, so a client a reader fetches with is not used for it
@@ -295,14 +336,14 @@ impl Enumerator {
         let ids: Vec<Arc<str>> = self
             .clusters
             .keys()
-            .filter(|c| !self.discovering_now.contains(*c))
+            .filter(|c| !self.discovery.clusters.contains(*c))
             .cloned()
             .collect();
         for cluster in ids {
             // Periodic: waiting behind a reader's fetch costs nothing here.
             if let Some(mut d) = self.discovery_of(&cluster, false) {
-                self.discovering_now.insert(cluster);
-                self.discovering.spawn(detached(move || {
+                self.discovery.clusters.insert(cluster);
+                self.discovery.running.spawn(detached(move || {
                     let r = discover_blocking(&mut d);
                     (d.cluster, r)
                 }));
@@ -370,12 +411,12 @@ impl Enumerator {
                 // restore treat its partitions as new ones.
                 let first = !std::mem::replace(&mut state.initial_discovery_done, true);
                 let kafka_cluster_id = state.kafka_cluster_id.clone();
-                self.said.discovery_failed.remove(&cluster);
+                self.discovery.failed.remove(&cluster);
                 if absent.asked != state.topics {
                     // Started before the topics changed: the next discovery tells.
                 } else if absent.missing.is_empty() {
-                    self.said.missing_topics.remove(&cluster);
-                } else if self.said.missing_topics.get(&cluster) != Some(&absent) {
+                    self.discovery.missing_topics.remove(&cluster);
+                } else if self.discovery.missing_topics.get(&cluster) != Some(&absent) {
                     let unauthorized = &absent.unauthorized;
                     let missing: BTreeSet<&String> =
                         absent.missing.difference(unauthorized).collect();
@@ -386,7 +427,9 @@ impl Enumerator {
                     if !missing.is_empty() {
                         tracing::warn!(cluster = %cluster, ?missing, "topics not found on the cluster (yet); looking again at each discovery (said again only when this changes)");
                     }
-                    self.said.missing_topics.insert(cluster.clone(), absent);
+                    self.discovery
+                        .missing_topics
+                        .insert(cluster.clone(), absent);
                 }
                 if strict {
                     // Start-up hands the splits out and then says every cluster's
@@ -415,9 +458,9 @@ impl Enumerator {
                     .await
                     .unwrap_or(true);
                 let text = e.to_string();
-                if active && self.said.discovery_failed.get(&cluster) != Some(&text) {
+                if active && self.discovery.failed.get(&cluster) != Some(&text) {
                     tracing::warn!(cluster = %cluster, error = %e, "partition discovery failed; retrying at each interval (said again only when the error changes)");
-                    self.said.discovery_failed.insert(cluster.clone(), text);
+                    self.discovery.failed.insert(cluster.clone(), text);
                 }
             }
         }

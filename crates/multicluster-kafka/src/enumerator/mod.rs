@@ -41,7 +41,7 @@ mod subscription;
 mod tests;
 
 use changes::{CHANGES_TARGET, change_lines};
-use cluster::{ClusterState, Said};
+use cluster::ClusterState;
 
 /// Requests from the source handles.
 pub(crate) enum Command {
@@ -60,9 +60,8 @@ pub(crate) struct Enumerator {
     clusters: BTreeMap<Arc<str>, ClusterState>,
     /// Clusters of the metadata not read yet, and the attempts to connect them.
     connecting: connect::Connecting,
-    /// The running background discoveries, and their clusters.
-    discovering: tokio::task::JoinSet<discovery::DiscoveryAnswer>,
-    discovering_now: BTreeSet<Arc<str>>,
+    /// The discoveries running in the background, and what they said.
+    discovery: discovery::Discovering,
     owners: BTreeMap<SplitId, usize>,
     unassigned: Vec<KafkaSplit>,
     readers: BTreeMap<usize, mpsc::UnboundedSender<ReaderEvent>>,
@@ -74,8 +73,6 @@ pub(crate) struct Enumerator {
     streams: BTreeMap<String, KafkaStream>,
     /// The metadata as last read, per stream (clusters not read yet included).
     latest: BTreeMap<String, KafkaStream>,
-    /// Repeating warnings already said.
-    said: Said,
     /// Subscribed stream ids the metadata lacked at the last read.
     missing_streams: Vec<String>,
     /// Consecutive failed metadata reads.
@@ -167,8 +164,7 @@ impl Enumerator {
             service,
             clusters: BTreeMap::new(),
             connecting: connect::Connecting::default(),
-            discovering: tokio::task::JoinSet::new(),
-            discovering_now: BTreeSet::new(),
+            discovery: discovery::Discovering::default(),
             owners: BTreeMap::new(),
             unassigned: Vec::new(),
             readers,
@@ -177,7 +173,6 @@ impl Enumerator {
             views: BTreeMap::new(),
             streams: BTreeMap::new(),
             latest: BTreeMap::new(),
-            said: Said::default(),
             missing_streams: Vec::new(),
             metadata_failures: 0,
             generation: 0,
@@ -383,9 +378,8 @@ impl Enumerator {
                     self.held_back_until = None;
                     self.refresh_metadata().await;
                 }
-                joined = self.discovering.join_next(), if !self.discovering.is_empty() => match joined {
+                joined = self.discovery.next_answer(), if self.discovery.running() => match joined {
                     Some(Ok((cluster, result))) => {
-                        self.discovering_now.remove(&cluster);
                         let _ = self.take_discovery(cluster, result, false).await;
                     }
                     Some(Err(e)) => tracing::warn!(error = %e, "discovery task failed"),

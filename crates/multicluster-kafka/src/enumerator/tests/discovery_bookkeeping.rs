@@ -139,7 +139,7 @@ async fn missing_and_unauthorized_topics_are_said_once_per_change() {
 
     // Found meanwhile, then missing again: said again.
     answer(&mut h, absent(&[], &[])).await;
-    assert!(!h.e.said.missing_topics.contains_key("east"));
+    assert!(!h.e.discovery.said_missing("east"));
     answer(&mut h, absent(&["a"], &[])).await;
     assert_eq!(warnings.count(), 4);
 }
