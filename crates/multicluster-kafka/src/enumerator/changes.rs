@@ -138,11 +138,7 @@ impl Enumerator {
             .filter(|(_, state)| state.initial_discovery_done)
             .map(|(cluster, _)| (cluster.to_string(), BTreeMap::new()))
             .collect();
-        let ids = self
-            .owners
-            .keys()
-            .chain(self.unassigned.iter().map(|s| &s.id));
-        for id in ids {
+        for id in self.readers.split_ids() {
             if let Some(topics) = out.get_mut(&*id.cluster) {
                 *topics.entry(id.topic.to_string()).or_default() += 1;
             }

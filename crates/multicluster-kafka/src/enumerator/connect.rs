@@ -396,14 +396,12 @@ impl Enumerator {
             tracing::info!(cluster = %cluster, "cluster answers; reading it");
         }
         let wanted = WantedCluster::new(&self.cfg, &view);
-        for tx in self.readers.values() {
-            let _ = tx.send(ReaderEvent::ClusterInfo {
-                cluster: cluster.clone(),
-                kafka_cluster_id: Some(id.clone()),
-                // Said once its partitions were listed (see `take_discovery`).
-                initial_discovery_done: false,
-            });
-        }
+        self.readers.tell_all(|| ReaderEvent::ClusterInfo {
+            cluster: cluster.clone(),
+            kafka_cluster_id: Some(id.clone()),
+            // Said once its partitions were listed (see `take_discovery`).
+            initial_discovery_done: false,
+        });
         self.clusters
             .insert(cluster.clone(), ClusterState::new(wanted, client, id));
         self.views.insert(cluster.to_string(), view);

@@ -355,20 +355,18 @@ impl Enumerator {
     fn topics_gone(&self, cluster: &Arc<str>, topics: Vec<String>, absent: &Absent) {
         for topic in topics {
             let unauthorized = absent.unauthorized.contains(&topic);
-            let readers: BTreeSet<usize> = self
-                .owners
-                .iter()
-                .filter(|(id, _)| id.cluster == *cluster && *id.topic == *topic)
-                .map(|(_, r)| *r)
-                .collect();
+            let readers = self
+                .readers
+                .owners_of(|id| id.cluster == *cluster && *id.topic == *topic);
             for r in readers {
-                if let Some(tx) = self.readers.get(&r) {
-                    let _ = tx.send(ReaderEvent::TopicGone {
+                self.readers.tell(
+                    r,
+                    ReaderEvent::TopicGone {
                         cluster: cluster.clone(),
                         topic: topic.clone(),
                         unauthorized,
-                    });
-                }
+                    },
+                );
             }
         }
     }
@@ -441,13 +439,11 @@ impl Enumerator {
                     self.hand_out(splits);
                 }
                 if first {
-                    for tx in self.readers.values() {
-                        let _ = tx.send(ReaderEvent::ClusterInfo {
-                            cluster: cluster.clone(),
-                            kafka_cluster_id: kafka_cluster_id.clone(),
-                            initial_discovery_done: true,
-                        });
-                    }
+                    self.readers.tell_all(|| ReaderEvent::ClusterInfo {
+                        cluster: cluster.clone(),
+                        kafka_cluster_id: kafka_cluster_id.clone(),
+                        initial_discovery_done: true,
+                    });
                 }
             }
             Err(e) if strict => return Err(e),

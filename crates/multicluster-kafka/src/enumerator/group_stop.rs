@@ -154,9 +154,7 @@ impl Enumerator {
                 if let Some(stops) = group.stops.as_mut() {
                     stops.reached = true;
                 }
-                for tx in self.readers.values() {
-                    let _ = tx.send(ReaderEvent::NoMoreSplits);
-                }
+                self.readers.tell_all(|| ReaderEvent::NoMoreSplits);
             }
             Ok(committed) => {
                 let said_due = stops

@@ -9,13 +9,11 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 
-use crate::base::assignment::assign;
 use crate::base::checkpoint::Checkpoint;
 use crate::base::config::SourceConfig;
 use crate::base::metadata::{KafkaMetadataService, KafkaStream};
 use crate::base::plan::ClusterView;
 use crate::base::protocol::{ReaderEvent, ReaderNotice};
-use crate::base::split::{KafkaSplit, SplitId};
 use crate::error::SourceError;
 use crate::metrics as m;
 
@@ -30,6 +28,7 @@ mod group;
 mod group_stop;
 mod lookups;
 mod mirror_carry;
+mod readers;
 mod reconcile;
 mod removal;
 mod restore;
@@ -62,9 +61,8 @@ pub(crate) struct Enumerator {
     connecting: connect::Connecting,
     /// The discoveries running in the background, and what they said.
     discovery: discovery::Discovering,
-    owners: BTreeMap<SplitId, usize>,
-    unassigned: Vec<KafkaSplit>,
-    readers: BTreeMap<usize, mpsc::UnboundedSender<ReaderEvent>>,
+    /// The readers, and the splits each holds.
+    readers: readers::Readers,
     notices: mpsc::UnboundedReceiver<ReaderNotice>,
     commands: mpsc::Receiver<Command>,
     /// The metadata applied last, per cluster (the input of the next plan).
@@ -165,9 +163,7 @@ impl Enumerator {
             clusters: BTreeMap::new(),
             connecting: connect::Connecting::default(),
             discovery: discovery::Discovering::default(),
-            owners: BTreeMap::new(),
-            unassigned: Vec::new(),
-            readers,
+            readers: readers::Readers::new(readers),
             notices,
             commands,
             views: BTreeMap::new(),
@@ -232,85 +228,6 @@ impl Enumerator {
         }
         self.streams = now_read;
         self.stream_index.set(&self.streams);
-    }
-
-    fn broadcast_cluster_info(&self) {
-        for (cluster, state) in &self.clusters {
-            for tx in self.readers.values() {
-                let _ = tx.send(ReaderEvent::ClusterInfo {
-                    cluster: cluster.clone(),
-                    kafka_cluster_id: state.kafka_cluster_id.clone(),
-                    initial_discovery_done: state.initial_discovery_done,
-                });
-            }
-        }
-    }
-
-    /// Assigns splits to live readers and sends them, grouped by reader and cluster.
-    /// A sharded source keeps only its shard's splits.
-    fn hand_out(&mut self, mut splits: Vec<KafkaSplit>) {
-        if let Some(shard) = self.cfg.shard {
-            splits.retain(|s| shard.owns(&s.id.cluster, &s.id.topic, s.id.partition));
-        }
-        if let Some(group) = &mut self.group {
-            // Only what the clusters' group coordinators gave this instance.
-            splits.retain(|s| group.holds(&s.id));
-            group.handing_out(&splits);
-        }
-        splits.append(&mut self.unassigned);
-        self.removals.defer_unconfirmed(&mut splits);
-        if splits.is_empty() {
-            return;
-        }
-        let alive: Vec<usize> = self.readers.keys().copied().collect();
-        let ids: Vec<SplitId> = splits.iter().map(|s| s.id.clone()).collect();
-        let chosen: BTreeMap<SplitId, usize> =
-            assign(&self.owners, &ids, &alive, self.cfg.strategy)
-                .into_iter()
-                .collect();
-        let mut per_reader: BTreeMap<(usize, Arc<str>), Vec<KafkaSplit>> = BTreeMap::new();
-        for s in splits {
-            match chosen.get(&s.id) {
-                Some(r) => {
-                    self.owners.insert(s.id.clone(), *r);
-                    per_reader
-                        .entry((*r, s.id.cluster.clone()))
-                        .or_default()
-                        .push(s);
-                }
-                None if self.owners.contains_key(&s.id) => {}
-                None => self.unassigned.push(s),
-            }
-        }
-        for ((reader, cluster), splits) in per_reader {
-            let Some(state) = self.clusters.get(&cluster) else {
-                continue;
-            };
-            if let Some(tx) = self.readers.get(&reader) {
-                tracing::debug!(reader, cluster = %cluster, count = splits.len(), "assigning splits");
-                let _ = tx.send(ReaderEvent::Assign {
-                    cluster: cluster.clone(),
-                    properties: state.reader_props.clone(),
-                    splits,
-                    sent: std::time::Instant::now(),
-                });
-            }
-        }
-    }
-
-    fn reader_closed(&mut self, reader: usize, splits: Vec<KafkaSplit>) {
-        self.readers.remove(&reader);
-        self.owners.retain(|_, r| *r != reader);
-        tracing::info!(
-            reader,
-            splits = splits.len(),
-            "reader closed; reassigning its splits"
-        );
-        let live: Vec<KafkaSplit> = splits
-            .into_iter()
-            .filter(|s| self.clusters.contains_key(&s.id.cluster))
-            .collect();
-        self.hand_out(live);
     }
 
     /// Runs until every handle is gone.

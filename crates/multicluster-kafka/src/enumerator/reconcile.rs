@@ -11,7 +11,6 @@ use super::cluster::WantedCluster;
 use super::subscription::subscribed_streams;
 use crate::base::plan::{ClusterView, Plan, clusters_of_streams_with, plan};
 use crate::base::protocol::ReaderEvent;
-use crate::base::split::SplitId;
 use crate::error::SourceError;
 use crate::kafka::client::{close_detached, detached};
 use crate::metrics as m;
@@ -65,9 +64,8 @@ impl Enumerator {
                 // the readers return the error.
                 tracing::debug!(failures = self.metadata_failures, threshold, error = %e, "metadata service failed; keeping the last good metadata");
                 if self.metadata_failures > threshold {
-                    for tx in self.readers.values() {
-                        let _ = tx.send(ReaderEvent::MetadataFailed(e.clone()));
-                    }
+                    self.readers
+                        .tell_all(|| ReaderEvent::MetadataFailed(e.clone()));
                 }
                 return;
             }
@@ -187,33 +185,6 @@ impl Enumerator {
         held
     }
 
-    /// Tells each owner to forget the splits matching `which`; forgets them here too.
-    /// With `retain`, their positions are kept for the retention window.
-    pub(super) fn remove_splits(&mut self, which: impl Fn(&SplitId) -> bool, retain: bool) {
-        let mut per_reader: BTreeMap<usize, Vec<SplitId>> = BTreeMap::new();
-        for (id, owner) in &self.owners {
-            if which(id) {
-                per_reader.entry(*owner).or_default().push(id.clone());
-            }
-        }
-        self.owners.retain(|id, _| !which(id));
-        self.unassigned.retain(|s| !which(&s.id));
-        self.removals.drop_deferred(&which);
-        // Group mode keeps them at least until the group's revocation of the splits
-        // (which follows) can see the program acknowledge them in its checkpoints.
-        let window = match self.group {
-            Some(_) => self.cfg.retention.max(super::group::ACK_WAIT * 4),
-            None => self.cfg.retention,
-        };
-        let retain_until_ms = (retain && !window.is_zero())
-            .then(|| crate::base::retention::now_ms() + window.as_millis() as i64);
-        for (reader, ids) in per_reader {
-            if let Some(tx) = self.readers.get(&reader) {
-                let _ = tx.send(self.removals.event(ids, retain_until_ms));
-            }
-        }
-    }
-
     /// Applies a plan: clusters the plan does not name are not touched.
     /// Returns the clusters whose new properties librdkafka refused (they read on
     /// with the old ones).
@@ -236,11 +207,9 @@ impl Enumerator {
                     .insert(key.clone(), state.reader_props.clone());
                 self.leave(key.clone(), state);
             }
-            for tx in self.readers.values() {
-                let _ = tx.send(ReaderEvent::ForgetCluster {
-                    cluster: key.clone(),
-                });
-            }
+            self.readers.tell_all(|| ReaderEvent::ForgetCluster {
+                cluster: key.clone(),
+            });
             self.views.remove(cluster);
             metrics::gauge!(m::CLUSTER_ACTIVE, "cluster" => cluster.clone()).set(0.0);
         }
@@ -359,19 +328,14 @@ impl Enumerator {
                     }
                 }
                 state.reader_props = props.clone();
-                let owners: std::collections::BTreeSet<usize> = self
-                    .owners
-                    .iter()
-                    .filter(|(id, _)| id.cluster == key)
-                    .map(|(_, r)| *r)
-                    .collect();
-                for reader in owners {
-                    if let Some(tx) = self.readers.get(&reader) {
-                        let _ = tx.send(ReaderEvent::Rebuild {
+                for reader in self.readers.owners_of(|id| id.cluster == key) {
+                    self.readers.tell(
+                        reader,
+                        ReaderEvent::Rebuild {
                             cluster: key.clone(),
                             properties: props.clone(),
-                        });
-                    }
+                        },
+                    );
                 }
             }
             self.views.insert(cluster.clone(), view.clone());
@@ -384,11 +348,9 @@ impl Enumerator {
             if let Some(state) = self.clusters.remove(&key) {
                 close_detached(state);
             }
-            for tx in self.readers.values() {
-                let _ = tx.send(ReaderEvent::ForgetCluster {
-                    cluster: key.clone(),
-                });
-            }
+            self.readers.tell_all(|| ReaderEvent::ForgetCluster {
+                cluster: key.clone(),
+            });
             self.views.remove(&*key);
             self.want_cluster(key, view);
         }

@@ -162,13 +162,11 @@ impl Enumerator {
                         && !self.cfg.discard_mismatched_positions
                         && refused.insert(cluster.clone())
                     {
-                        for tx in self.readers.values() {
-                            let _ = tx.send(ReaderEvent::IdentityMismatch {
-                                cluster: cluster.clone(),
-                                expected: expected.clone(),
-                                actual: actual.clone(),
-                            });
-                        }
+                        self.readers.tell_all(|| ReaderEvent::IdentityMismatch {
+                            cluster: cluster.clone(),
+                            expected: expected.clone(),
+                            actual: actual.clone(),
+                        });
                     }
                     continue;
                 }

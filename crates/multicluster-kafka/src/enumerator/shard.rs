@@ -65,14 +65,12 @@ impl Enumerator {
         else {
             return;
         };
-        for tx in self.readers.values() {
-            let _ = tx.send(ReaderEvent::ShardLost {
-                shard: shard.clone(),
-                instance: instance.clone(),
-                cluster: cluster.clone(),
-                message: message.clone(),
-            });
-        }
+        self.readers.tell_all(|| ReaderEvent::ShardLost {
+            shard: shard.clone(),
+            instance: instance.clone(),
+            cluster: cluster.clone(),
+            message: message.clone(),
+        });
     }
 
     /// After a change of the shard layout, a restored split starts at the later of

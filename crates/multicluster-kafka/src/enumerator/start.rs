@@ -108,9 +108,7 @@ impl Enumerator {
         e.broadcast_cluster_info();
         // In group mode, splits keep coming until the group is at its stops.
         if cfg.bounded() && !cfg.group_mode {
-            for tx in e.readers.values() {
-                let _ = tx.send(ReaderEvent::NoMoreSplits);
-            }
+            e.readers.tell_all(|| ReaderEvent::NoMoreSplits);
         }
         Ok(e)
     }

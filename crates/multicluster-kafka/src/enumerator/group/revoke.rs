@@ -18,26 +18,23 @@ impl Enumerator {
             .iter()
             .map(|(t, p)| SplitId::new(&cluster, t, *p))
             .collect();
-        let mut per_reader: BTreeMap<usize, Vec<SplitId>> = BTreeMap::new();
-        for id in &ids {
-            if let Some(r) = self.owners.remove(id) {
-                per_reader.entry(r).or_default().push(id.clone());
-            }
-        }
-        self.unassigned.retain(|s| !ids.contains(&s.id));
+        let per_reader = self.readers.take_ids(&ids);
         let mut confirms = Vec::new();
         // The readers keep the final positions as retained ones, which go into every
         // checkpoint taken after the removal: the program's next commit carries them,
         // and that is its acknowledgement (a commit of an older checkpoint is not).
         let keep_until = crate::base::retention::now_ms() + ACK_WAIT.as_millis() as i64 * 4;
         for (reader, ids) in per_reader {
-            if let Some(tx) = self.readers.get(&reader) {
+            if self.readers.is_live(reader) {
                 let (ctx, crx) = oneshot::channel();
-                let _ = tx.send(ReaderEvent::Remove {
-                    ids,
-                    retain_until_ms: Some(keep_until),
-                    confirm: Some(ctx),
-                });
+                self.readers.tell(
+                    reader,
+                    ReaderEvent::Remove {
+                        ids,
+                        retain_until_ms: Some(keep_until),
+                        confirm: Some(ctx),
+                    },
+                );
                 confirms.push(crx);
             }
         }

@@ -180,9 +180,9 @@ async fn a_bounded_run_tells_the_owners_of_a_topic_gone_and_takes_no_new_split()
             ("u".to_string(), 0),
         ]);
     }
-    h.e.owners.insert(SplitId::new("east", "t", 0), 0);
-    h.e.owners.insert(SplitId::new("east", "t", 1), 1);
-    h.e.owners.insert(SplitId::new("east", "u", 0), 0);
+    h.e.readers.set_owner(SplitId::new("east", "t", 0), 0);
+    h.e.readers.set_owner(SplitId::new("east", "t", 1), 1);
+    h.e.readers.set_owner(SplitId::new("east", "u", 0), 0);
 
     let new = vec![split("east", "t", 2, 0)];
     h.e.take_discovery(key("east"), Ok((new, absent(&["t", "x"], &[]))), false)
@@ -200,7 +200,11 @@ async fn a_bounded_run_tells_the_owners_of_a_topic_gone_and_takes_no_new_split()
             .known
             .contains(&("t".to_string(), 2))
     );
-    assert!(!h.e.owners.contains_key(&SplitId::new("east", "t", 2)));
+    assert!(
+        !h.e.readers
+            .owners()
+            .contains_key(&SplitId::new("east", "t", 2))
+    );
 
     h.e.take_discovery(key("east"), Ok((Vec::new(), absent(&["u"], &["u"]))), false)
         .await

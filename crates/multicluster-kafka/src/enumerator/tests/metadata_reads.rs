@@ -53,7 +53,7 @@ async fn a_topic_leaving_is_removed_from_its_owner_with_its_position_retained() 
             .extend([("t".to_string(), 0), ("u".to_string(), 0)]);
     }
     h.e.hand_out(vec![split("east", "t", 0, 0), split("east", "u", 0, 0)]);
-    let owner_of_t = h.e.owners[&SplitId::new("east", "t", 0)];
+    let owner_of_t = h.e.readers.owners()[&SplitId::new("east", "t", 0)];
     h.events(0);
     h.events(1);
 
@@ -71,7 +71,7 @@ async fn a_topic_leaving_is_removed_from_its_owner_with_its_position_retained() 
     assert_eq!(east.known, BTreeSet::from([("u".to_string(), 0)]));
     assert_eq!(east.topics, BTreeSet::from(["u".to_string()]));
     assert_eq!(
-        h.e.owners.keys().cloned().collect::<Vec<_>>(),
+        h.e.readers.owners().keys().cloned().collect::<Vec<_>>(),
         [SplitId::new("east", "u", 0)]
     );
     let applied = &h.e.streams[STREAM].clusters["east"].topics;
@@ -89,7 +89,7 @@ async fn a_closed_readers_splits_go_to_the_others_at_the_positions_it_handed_out
     );
     h.read("east", "K1");
     h.e.hand_out(vec![split("east", "t", 0, 0), split("east", "t", 1, 0)]);
-    let owners = h.e.owners.clone();
+    let owners = h.e.readers.owners().clone();
     assert_eq!(owners.values().collect::<BTreeSet<_>>().len(), 2);
     h.events(0);
     h.events(1);
@@ -102,7 +102,7 @@ async fn a_closed_readers_splits_go_to_the_others_at_the_positions_it_handed_out
         vec![split("east", "t", 0, 42), split("west", "t", 0, 5)],
     );
     assert_eq!(h.assigned(other), [split("east", "t", 0, 42)]);
-    assert!(!h.e.readers.contains_key(&closed));
-    assert!(h.e.owners.values().all(|r| *r == other));
-    assert_eq!(h.e.owners.len(), 2);
+    assert!(!h.e.readers.is_live(closed));
+    assert!(h.e.readers.owners().values().all(|r| *r == other));
+    assert_eq!(h.e.readers.owners().len(), 2);
 }

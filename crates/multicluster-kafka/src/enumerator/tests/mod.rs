@@ -26,6 +26,7 @@ use crate::base::offsets::{StartingOffsets, StoppingOffsets};
 use crate::base::plan::{ClusterView, clusters_of_streams, plan};
 use crate::base::properties::ClientProperties;
 use crate::base::retention::{Retained, now_ms};
+use crate::base::split::{KafkaSplit, SplitId};
 use crate::kafka::client::ClusterClient;
 use crate::kafka::config::ClientSetup;
 use crate::metadata::{ClusterMetadata, MetadataError, StaticMetadataService};

@@ -47,7 +47,7 @@ async fn take_confirmation(h: &mut Harness) {
 async fn a_split_added_back_before_its_reader_confirmed_waits_then_resumes_where_it_was() {
     let (mut h, owner) = reading_east(config());
     let confirm = remove_t0(&mut h, owner);
-    assert!(h.e.owners.is_empty());
+    assert!(h.e.readers.owners().is_empty());
     assert!(h.e.removals.waiting());
 
     // Added back (discovered again at its starting offset) before the confirmation.
@@ -88,7 +88,7 @@ async fn a_split_removed_again_while_it_waited_is_not_handed_out() {
     confirm.send(vec![split("east", "t", 0, 42)]).unwrap();
     take_confirmation(&mut h).await;
     assert!(h.events(0).is_empty() && h.events(1).is_empty());
-    assert!(h.e.owners.is_empty());
+    assert!(h.e.readers.owners().is_empty());
 }
 
 #[tokio::test]
