@@ -404,7 +404,7 @@ impl Enumerator {
         });
         self.clusters
             .insert(cluster.clone(), ClusterState::new(wanted, client, id));
-        self.views.insert(cluster.to_string(), view);
+        self.applied.read(&cluster, view);
         metrics::gauge!(m::CLUSTER_ACTIVE, "cluster" => cluster.to_string()).set(1.0);
         metrics::gauge!(m::CLUSTERS).set(self.clusters.len() as f64);
         Ok(true)

@@ -239,8 +239,8 @@ impl Enumerator {
     fn discovery_of(&self, cluster: &Arc<str>, urgent: bool) -> Option<Discovery> {
         let state = self.clusters.get(cluster)?;
         if let Some(mirror) = self
-            .views
-            .get(&**cluster)
+            .applied
+            .view(cluster)
             .and_then(|v| v.mirror_of.as_ref())
             && !self.confirmed(&mirror.cluster)
         {
@@ -256,7 +256,7 @@ impl Enumerator {
                 &state.reader_props,
             )) as MakeClient
         });
-        let mirror_of = self.views.get(&**cluster).and_then(|v| v.mirror_of.clone());
+        let mirror_of = self.applied.view(cluster).and_then(|v| v.mirror_of.clone());
         let mm2 = mirror_of
             .as_ref()
             .filter(|m| m.translate == Translate::Mm2)
@@ -267,8 +267,8 @@ impl Enumerator {
                 // it was read with, else its definition in the metadata (after a
                 // restart, when it left the streams before).
                 let source = self
-                    .gone_props
-                    .get(m.cluster.as_str())
+                    .applied
+                    .gone_props(m.cluster.as_str())
                     .or(m.source_properties.as_ref())
                     .filter(|_| !self.failover.taken_over.contains(&m.cluster))
                     .map(|props| {

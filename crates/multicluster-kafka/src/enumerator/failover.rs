@@ -86,7 +86,7 @@ impl Enumerator {
     /// its mirror and how long it may be unreachable.
     fn guarded(&self) -> Vec<(Arc<str>, String, Duration)> {
         let mut out = Vec::new();
-        for stream in self.latest.values() {
+        for stream in self.applied.latest().values() {
             for (mirror_id, meta) in &stream.clusters {
                 let Some(mirror) = &meta.mirror_of else {
                     continue;

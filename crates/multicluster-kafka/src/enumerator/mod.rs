@@ -12,11 +12,11 @@ use tokio::sync::{mpsc, oneshot};
 use crate::base::checkpoint::Checkpoint;
 use crate::base::config::SourceConfig;
 use crate::base::metadata::{KafkaMetadataService, KafkaStream};
-use crate::base::plan::ClusterView;
 use crate::base::protocol::{ReaderEvent, ReaderNotice};
 use crate::error::SourceError;
 use crate::metrics as m;
 
+mod applied;
 mod changes;
 mod clients;
 mod cluster;
@@ -65,32 +65,13 @@ pub(crate) struct Enumerator {
     readers: readers::Readers,
     notices: mpsc::UnboundedReceiver<ReaderNotice>,
     commands: mpsc::Receiver<Command>,
-    /// The metadata applied last, per cluster (the input of the next plan).
-    views: BTreeMap<String, ClusterView>,
-    /// The metadata applied last, per stream (what the change lines compare).
-    streams: BTreeMap<String, KafkaStream>,
-    /// The metadata as last read, per stream (clusters not read yet included).
-    latest: BTreeMap<String, KafkaStream>,
-    /// Subscribed stream ids the metadata lacked at the last read.
-    missing_streams: Vec<String>,
-    /// Consecutive failed metadata reads.
-    metadata_failures: u32,
-    /// Metadata changes applied so far.
-    generation: u64,
+    /// The metadata applied, and what holds changes of it back.
+    applied: applied::Applied,
     /// Commits wait their turn here (see `commit`).
     commits: tokio::sync::mpsc::UnboundedSender<commit::QueuedCommit>,
     /// Positions of removed splits, shared with the readers.
     retained: crate::base::retention::Retained,
     active: crate::base::active::ActiveClusters,
-    /// Metadata whose properties were refused (librdkafka refused them, or a new
-    /// bootstrap list leads to another cluster), per cluster: not tried again until
-    /// the cluster's metadata changes.
-    refused_properties: BTreeMap<Arc<str>, ClusterView>,
-    /// When each cluster's clients were last rebuilt for a property change.
-    last_rebuild: BTreeMap<Arc<str>, tokio::time::Instant>,
-    /// When to read the metadata again to apply property changes held back by the
-    /// rebuild interval.
-    held_back_until: Option<tokio::time::Instant>,
     /// Removals not confirmed by their readers yet, and removed clusters waiting for
     /// their last commit.
     removals: removal::Removals,
@@ -107,9 +88,6 @@ pub(crate) struct Enumerator {
     group: Option<group::GroupState>,
     /// Sources failed over to their mirrors, and the probes that watch them.
     failover: failover::Failover,
-    /// The client properties of clusters that left the metadata: a mirror of one of
-    /// them reads MirrorMaker's offset syncs there.
-    gone_props: BTreeMap<Arc<str>, crate::base::properties::ClientProperties>,
 }
 
 /// What the enumerator shares with the readers of its source.
@@ -166,16 +144,8 @@ impl Enumerator {
             readers: readers::Readers::new(readers),
             notices,
             commands,
-            views: BTreeMap::new(),
-            streams: BTreeMap::new(),
-            latest: BTreeMap::new(),
-            missing_streams: Vec::new(),
-            metadata_failures: 0,
-            generation: 0,
+            applied: applied::Applied::default(),
             commits: commit::commit_worker(),
-            last_rebuild: BTreeMap::new(),
-            refused_properties: BTreeMap::new(),
-            held_back_until: None,
             removals: removal::Removals::default(),
             retained,
             active,
@@ -184,7 +154,6 @@ impl Enumerator {
             shard: None,
             group: None,
             failover: Default::default(),
-            gone_props: BTreeMap::new(),
         }
     }
 
@@ -206,15 +175,15 @@ impl Enumerator {
     /// A cluster that answered after the source started is read: its retained
     /// positions resume, its partitions are discovered, and the change is said.
     async fn took_up(&mut self, cluster: Arc<str>) {
-        let views = self.views.clone();
+        let views = self.applied.views().clone();
         self.refresh_active(&views).await;
         let resumed = self.resume_retained();
         self.hand_out(resumed);
         let _ = self
             .discover_now(Some(&BTreeSet::from([cluster.clone()])), false)
             .await;
-        let mut now_read = self.streams.clone();
-        for (id, s) in &self.latest {
+        let mut now_read = self.applied.streams().clone();
+        for (id, s) in self.applied.latest() {
             if let Some(meta) = s.clusters.get(&*cluster) {
                 now_read
                     .entry(id.clone())
@@ -223,11 +192,10 @@ impl Enumerator {
                     .insert(cluster.to_string(), meta.clone());
             }
         }
-        for line in change_lines(&self.streams, &now_read, &self.split_counts()) {
+        for line in change_lines(self.applied.streams(), &now_read, &self.split_counts()) {
             tracing::info!(target: CHANGES_TARGET, "{line}");
         }
-        self.streams = now_read;
-        self.stream_index.set(&self.streams);
+        self.apply_streams(now_read);
     }
 
     /// Runs until every handle is gone.
@@ -280,6 +248,7 @@ impl Enumerator {
             let leave_at = self.removals.next_close();
             let stops = self.group.as_ref().and_then(|g| g.stops.as_ref());
             let stop_check_at = stops.and_then(|s| s.due());
+            let held_back_until = self.applied.held_back_until();
             tokio::select! {
                 _ = async { meta_ticker.as_mut().expect("guarded").tick().await }, if meta_ticker.is_some() => {
                     self.refresh_metadata().await;
@@ -291,8 +260,8 @@ impl Enumerator {
                         self.refresh_metadata().await;
                     }
                 }
-                _ = tokio::time::sleep_until(self.held_back_until.unwrap_or_else(tokio::time::Instant::now)), if self.held_back_until.is_some() => {
-                    self.held_back_until = None;
+                _ = tokio::time::sleep_until(held_back_until.unwrap_or_else(tokio::time::Instant::now)), if held_back_until.is_some() => {
+                    self.applied.clear_held_back();
                     self.refresh_metadata().await;
                 }
                 joined = self.discovery.next_answer(), if self.discovery.running() => match joined {

@@ -47,23 +47,17 @@ impl Enumerator {
         let read_began = std::time::Instant::now();
         let streams = match subscribed_streams(&self.cfg, self.service.as_ref(), false).await {
             Ok(s) => {
-                if self.metadata_failures > 0 {
-                    tracing::debug!(
-                        failures = self.metadata_failures,
-                        "metadata service answers again"
-                    );
-                }
-                self.metadata_failures = 0;
+                self.applied.metadata_answered();
                 s
             }
             Err(SourceError::Metadata(e)) => {
-                self.metadata_failures += 1;
+                let failures = self.applied.metadata_failed();
                 let threshold = self.cfg.metadata_failure_threshold;
                 // Debug only: the service says why itself (the file service warns once
                 // per new error, the CLI prints its own line), and past the threshold
                 // the readers return the error.
-                tracing::debug!(failures = self.metadata_failures, threshold, error = %e, "metadata service failed; keeping the last good metadata");
-                if self.metadata_failures > threshold {
+                tracing::debug!(failures, threshold, error = %e, "metadata service failed; keeping the last good metadata");
+                if failures > threshold {
                     self.readers
                         .tell_all(|| ReaderEvent::MetadataFailed(e.clone()));
                 }
@@ -78,7 +72,7 @@ impl Enumerator {
         let read = read_began.elapsed();
         let plan_began = std::time::Instant::now();
         self.report_missing(&streams);
-        self.latest = streams.clone();
+        self.applied.set_latest(streams.clone());
         self.failover.prune(&streams);
         let mut new_views = clusters_of_streams_with(streams.values(), &self.failover.taken_over);
         // Errors of clusters leaving (or reported inactive) are dropped from now on,
@@ -88,7 +82,7 @@ impl Enumerator {
         // being connected are not planned again (their latest view is kept for when
         // they answer).
         self.unwant_clusters(|c| new_views.contains_key(c));
-        let mut p = plan(&self.views, &new_views);
+        let mut p = plan(self.applied.views(), &new_views);
         p.clusters_added.retain(|cluster, view| {
             let key: Arc<str> = Arc::from(cluster.as_str());
             if self.connecting.is_pending(&key) {
@@ -100,8 +94,8 @@ impl Enumerator {
         });
         let mut held = self.hold_back(&mut p, &mut new_views);
         if p.is_empty() {
-            self.streams = applied_streams(&self.streams, streams, &held, |_| true);
-            self.stream_index.set(&self.streams);
+            let applied = applied_streams(self.applied.streams(), streams, &held, |_| true);
+            self.apply_streams(applied);
             return;
         }
         m::phase("read", read);
@@ -119,70 +113,23 @@ impl Enumerator {
         // and said then. Entries the plan does not read (a standby mirror, a source
         // failed over) stay as the metadata has them, and so does a standby that now
         // takes over (it was in the stream already): not said to come or go.
-        let applied = applied_streams(&self.streams, streams, &held, |c| {
-            self.views.contains_key(c)
+        let applied = applied_streams(self.applied.streams(), streams, &held, |c| {
+            self.applied.views().contains_key(c)
                 || !new_views.contains_key(c)
-                || self.streams.values().any(|s| s.clusters.contains_key(c))
+                || self
+                    .applied
+                    .streams()
+                    .values()
+                    .any(|s| s.clusters.contains_key(c))
         });
-        for line in change_lines(&self.streams, &applied, &self.split_counts()) {
+        for line in change_lines(self.applied.streams(), &applied, &self.split_counts()) {
             tracing::info!(target: CHANGES_TARGET, "{line}");
         }
-        self.streams = applied;
-        self.stream_index.set(&self.streams);
-        self.generation += 1;
-        metrics::gauge!(m::METADATA_GENERATION).set(self.generation as f64);
+        self.apply_streams(applied);
+        let generation = self.applied.next_generation();
+        metrics::gauge!(m::METADATA_GENERATION).set(generation as f64);
         metrics::counter!(m::RECONCILIATIONS).increment(1);
         metrics::histogram!(m::RECONCILIATION_SECONDS).record(began.elapsed().as_secs_f64());
-    }
-
-    /// Takes out of `p` the property changes of clusters rebuilt less than the rebuild
-    /// interval ago (dropping a cluster's entry when nothing else of it changed), keeps
-    /// their old properties in `new_views` (so the views recorded as applied still
-    /// differ from the metadata, and the next plan finds the change again), and
-    /// schedules a metadata read for when the first of them may be applied.
-    /// Returns the clusters whose property change was held back.
-    pub(super) fn hold_back(
-        &mut self,
-        p: &mut Plan,
-        new_views: &mut BTreeMap<String, ClusterView>,
-    ) -> BTreeSet<String> {
-        let now = tokio::time::Instant::now();
-        let mut held = BTreeSet::new();
-        for (cluster, change) in p.clusters_changed.iter_mut() {
-            if !change.properties_changed {
-                continue;
-            }
-            // Properties librdkafka refused are not tried again until they change.
-            if let (Some(refused), Some(new)) = (
-                self.refused_properties.get(cluster.as_str()),
-                new_views.get_mut(cluster),
-            ) && *refused == *new
-            {
-                change.properties_changed = false;
-                if let Some(old) = self.views.get(cluster) {
-                    new.properties = old.properties.clone();
-                }
-                held.insert(cluster.clone());
-                continue;
-            }
-            let Some(due) = self
-                .last_rebuild
-                .get(cluster.as_str())
-                .map(|at| *at + self.cfg.rebuild_interval)
-                .filter(|due| *due > now)
-            else {
-                continue;
-            };
-            change.properties_changed = false;
-            if let (Some(old), Some(new)) = (self.views.get(cluster), new_views.get_mut(cluster)) {
-                new.properties = old.properties.clone();
-            }
-            self.held_back_until = Some(self.held_back_until.map_or(due, |h| h.min(due)));
-            tracing::debug!(cluster, "property change held back by the rebuild interval");
-            held.insert(cluster.clone());
-        }
-        p.clusters_changed.retain(|_, change| !change.is_empty());
-        held
     }
 
     /// Applies a plan: clusters the plan does not name are not touched.
@@ -201,16 +148,15 @@ impl Enumerator {
         for cluster in &p.clusters_removed {
             let key: Arc<str> = Arc::from(cluster.as_str());
             self.remove_splits(|id| id.cluster == key, true);
-            self.last_rebuild.remove(&key);
-            if let Some(state) = self.clusters.remove(&key) {
-                self.gone_props
-                    .insert(key.clone(), state.reader_props.clone());
+            let gone = self.clusters.remove(&key).map(|state| {
+                let props = state.reader_props.clone();
                 self.leave(key.clone(), state);
-            }
+                props
+            });
+            self.applied.removed(&key, gone);
             self.readers.tell_all(|| ReaderEvent::ForgetCluster {
                 cluster: key.clone(),
             });
-            self.views.remove(cluster);
             metrics::gauge!(m::CLUSTER_ACTIVE, "cluster" => cluster.clone()).set(0.0);
         }
         for (cluster, change) in &p.clusters_changed {
@@ -237,15 +183,14 @@ impl Enumerator {
                     cluster,
                     "properties changed: rebuilding the cluster's clients at their positions"
                 );
-                self.last_rebuild
-                    .insert(key.clone(), tokio::time::Instant::now());
+                self.applied.rebuilt(&key);
                 let props = wanted.props;
                 // A new bootstrap list may lead to another physical cluster: it is
                 // asked for its Kafka cluster.id, like an added cluster.
                 let bootstrap =
                     |v: &ClusterView| v.properties.get("bootstrap.servers").map(str::to_string);
                 let bootstrap_changed =
-                    self.views.get(cluster).map(bootstrap) != Some(bootstrap(view));
+                    self.applied.view(cluster).map(bootstrap) != Some(bootstrap(view));
                 let make = client(&self.cfg, &self.clients, &key, &props);
                 let made = tokio::spawn(detached(move || {
                     let c = make()?;
@@ -296,12 +241,7 @@ impl Enumerator {
                             "the new bootstrap list leads to another Kafka cluster; reading on with the old one (set the cluster's `replaces` to the old cluster.id, or its startingOffsets, in the metadata to start fresh on the new one)"
                         );
                         metrics::counter!(m::CLUSTER_ERRORS, "cluster" => cluster.clone(), "kind" => "identity").increment(1);
-                        self.refused_properties.insert(key.clone(), view.clone());
-                        let mut kept = view.clone();
-                        if let Some(old) = self.views.get(cluster) {
-                            kept.properties = old.properties.clone();
-                        }
-                        self.views.insert(cluster.clone(), kept);
+                        self.applied.refused(&key, view);
                         refused.insert(cluster.clone());
                     }
                     continue;
@@ -310,19 +250,14 @@ impl Enumerator {
                     Ok((client, _)) => {
                         let old = std::mem::replace(&mut state.client, Arc::new(client));
                         close_detached(old);
-                        self.refused_properties.remove(&key);
+                        self.applied.accepted(&key);
                     }
                     Err(e) => {
                         // The readers keep their consumers: librdkafka would refuse
                         // theirs too. Tried again when the properties change again.
                         tracing::warn!(cluster, error = %e, "cannot apply the cluster's new properties; reading on with the old ones until they change again");
                         metrics::counter!(m::CLUSTER_ERRORS, "cluster" => cluster.clone(), "kind" => "properties").increment(1);
-                        self.refused_properties.insert(key.clone(), view.clone());
-                        let mut kept = view.clone();
-                        if let Some(old) = self.views.get(cluster) {
-                            kept.properties = old.properties.clone();
-                        }
-                        self.views.insert(cluster.clone(), kept);
+                        self.applied.refused(&key, view);
                         refused.insert(cluster.clone());
                         continue;
                     }
@@ -338,7 +273,7 @@ impl Enumerator {
                     );
                 }
             }
-            self.views.insert(cluster.clone(), view.clone());
+            self.applied.read(cluster, view.clone());
         }
         for (key, view) in replaced {
             // Positions of the old physical cluster mean nothing on the new one: not
@@ -351,7 +286,7 @@ impl Enumerator {
             self.readers.tell_all(|| ReaderEvent::ForgetCluster {
                 cluster: key.clone(),
             });
-            self.views.remove(&*key);
+            self.applied.unread(&key);
             self.want_cluster(key, view);
         }
         // Added clusters are connected in the background (see `connect`); they are read

@@ -129,7 +129,7 @@ impl Enumerator {
             }
         }
         // A mirror whose discovery waited for its source's last positions.
-        if self.views.values().any(|v| {
+        if self.applied.views().values().any(|v| {
             v.mirror_of
                 .as_ref()
                 .is_some_and(|m| ids.iter().any(|id| *id.cluster == *m.cluster))

@@ -33,8 +33,8 @@ impl Enumerator {
                 && expected != actual
             {
                 if self
-                    .views
-                    .get(cluster.as_str())
+                    .applied
+                    .view(cluster.as_str())
                     .and_then(|v| v.replaces.as_deref())
                     == Some(expected.as_str())
                 {
@@ -154,8 +154,8 @@ impl Enumerator {
                     && expected != actual
                 {
                     let replaced = self
-                        .views
-                        .get(&**cluster)
+                        .applied
+                        .view(cluster)
                         .and_then(|v| v.replaces.as_deref())
                         == Some(expected.as_str());
                     if !replaced

@@ -58,7 +58,7 @@ impl Enumerator {
         );
         e.stream_index = stream_index;
         e.clients = clients;
-        e.latest = streams.clone();
+        e.applied.set_latest(streams.clone());
         e.hold_shard(&streams).await?;
         if cfg.group_mode {
             e.group = Some(group::GroupState::new(ack_wanted));
@@ -75,15 +75,15 @@ impl Enumerator {
         e.connect_at_start().await?;
         metrics::gauge!(m::CLUSTERS).set(e.clusters.len() as f64);
         metrics::gauge!(m::CLUSTERS_WAITING).set(e.connecting.waiting() as f64);
-        e.streams = streams
+        let streams = streams
             .into_iter()
             .map(|(id, mut s)| {
-                s.clusters.retain(|c, _| e.views.contains_key(c));
+                s.clusters.retain(|c, _| e.applied.views().contains_key(c));
                 (id, s)
             })
             .collect();
-        e.stream_index.set(&e.streams);
-        let views = e.views.clone();
+        e.apply_streams(streams);
+        let views = e.applied.views().clone();
         e.refresh_active(&views).await;
         // In group mode positions come from the group's committed offsets.
         let restored = if cfg.group_mode {

@@ -40,25 +40,6 @@ pub(crate) async fn subscribed_streams(
 }
 
 impl Enumerator {
-    /// Warns when the subscribed stream ids the metadata lacks change (not at every
-    /// read while they stay missing).
-    pub(super) fn report_missing(&mut self, found: &BTreeMap<String, KafkaStream>) {
-        let Subscription::Ids(ids) = &self.cfg.subscription else {
-            return;
-        };
-        let missing: Vec<String> = ids
-            .iter()
-            .filter(|id| !found.contains_key(*id))
-            .cloned()
-            .collect();
-        if missing != self.missing_streams {
-            if !missing.is_empty() {
-                tracing::warn!(?missing, "subscribed streams are no longer in the metadata");
-            }
-            self.missing_streams = missing;
-        }
-    }
-
     /// Clusters of `views` the service does not report inactive become the active set
     /// (readers drop the errors of the others).
     pub(super) async fn refresh_active(&self, views: &BTreeMap<String, ClusterView>) {

@@ -221,8 +221,8 @@ impl Enumerator {
             return;
         };
         let props_of = |cluster: &str| {
-            self.views
-                .get(cluster)
+            self.applied
+                .view(cluster)
                 .map(|v| self.cfg.client_properties(&v.properties))
         };
         // Clusters no longer read, and clusters whose client properties changed

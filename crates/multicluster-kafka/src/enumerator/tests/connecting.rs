@@ -5,7 +5,7 @@ use super::*;
 /// A harness with `east` in the metadata, pending with an attempt running.
 fn connecting() -> Harness {
     let mut h = Harness::new(config(), stream(vec![("east", meta("east", &["t"]))]));
-    let view = clusters_of_streams(h.e.latest.values())["east"].clone();
+    let view = clusters_of_streams(h.e.applied.latest().values())["east"].clone();
     let tried = WantedCluster::new(&h.e.cfg, &view).props;
     h.e.connecting.attempt_as_if(key("east"), view, tried);
     h
@@ -123,7 +123,7 @@ async fn an_answer_makes_the_cluster_read_and_tells_every_reader_its_cluster_id(
     assert_eq!(east.kafka_cluster_id.as_deref(), Some("K1"));
     assert!(!east.initial_discovery_done);
     assert_eq!(east.topics, BTreeSet::from(["t".to_string()]));
-    assert!(h.e.views.contains_key("east"));
+    assert!(h.e.applied.views().contains_key("east"));
     for r in 0..2 {
         let events = h.events(r);
         assert!(
@@ -142,7 +142,7 @@ async fn a_late_answer_of_a_cluster_that_left_the_metadata_is_dropped() {
 
     let answered = Connected::Answered(idle_client("east"), "K1".to_string());
     assert!(!h.e.connected(key("east"), answered, |_| false).unwrap());
-    assert!(h.e.clusters.is_empty() && h.e.views.is_empty());
+    assert!(h.e.clusters.is_empty() && h.e.applied.views().is_empty());
     assert!(h.events(0).is_empty());
     assert!(!h.e.connected(key("east"), no_answer(), |_| false).unwrap());
     assert!(h.e.connecting.is_empty(), "no retry for it either");
@@ -157,7 +157,7 @@ async fn properties_changed_during_an_attempt_are_tried_at_once_whatever_it_answ
     ];
     for answer in answers {
         let mut h = Harness::new(config(), stream(vec![("east", meta("east", &["t"]))]));
-        let view = clusters_of_streams(h.e.latest.values())["east"].clone();
+        let view = clusters_of_streams(h.e.applied.latest().values())["east"].clone();
         h.e.want_cluster(key("east"), view.clone());
         assert!(h.pending("east").in_flight());
         // The metadata changes the cluster's properties while the attempt runs.

@@ -16,7 +16,7 @@ async fn metadata_failures_reach_the_readers_past_the_threshold_once_per_read() 
     cfg.metadata_failure_threshold = 2;
     let mut h = Harness::new(cfg, stream(vec![("east", meta("east", &["t"]))]));
     h.read("east", "K1");
-    let views = h.e.views.clone();
+    let views = h.e.applied.views().clone();
 
     h.service.fail(true);
     for _ in 0..2 {
@@ -30,7 +30,11 @@ async fn metadata_failures_reach_the_readers_past_the_threshold_once_per_read() 
         assert_eq!(metadata_failed(&events), 2, "reader {r}: {events:?}");
         assert_eq!(events.len(), 2, "nothing else: {events:?}");
     }
-    assert_eq!(h.e.views, views, "the last good metadata stays in force");
+    assert_eq!(
+        h.e.applied.views(),
+        &views,
+        "the last good metadata stays in force"
+    );
     assert!(h.e.clusters.contains_key("east"));
 
     // A good answer resets the count.
@@ -74,7 +78,7 @@ async fn a_topic_leaving_is_removed_from_its_owner_with_its_position_retained() 
         h.e.readers.owners().keys().cloned().collect::<Vec<_>>(),
         [SplitId::new("east", "u", 0)]
     );
-    let applied = &h.e.streams[STREAM].clusters["east"].topics;
+    let applied = &h.e.applied.streams()[STREAM].clusters["east"].topics;
     assert_eq!(applied, &BTreeSet::from(["u".to_string()]));
 }
 

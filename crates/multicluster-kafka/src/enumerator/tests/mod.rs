@@ -209,7 +209,8 @@ impl Harness {
             retained.clone(),
             ActiveClusters::default(),
         );
-        e.latest = BTreeMap::from([(STREAM.to_string(), metadata)]);
+        e.applied
+            .set_latest(BTreeMap::from([(STREAM.to_string(), metadata)]));
         Harness {
             e,
             service,
@@ -223,7 +224,7 @@ impl Harness {
     /// Reads `cluster` as if it had answered with Kafka cluster.id `kafka_id`, with
     /// its view in the service's metadata.
     fn read(&mut self, cluster: &str, kafka_id: &str) {
-        let view = clusters_of_streams(self.e.latest.values())[cluster].clone();
+        let view = clusters_of_streams(self.e.applied.latest().values())[cluster].clone();
         let wanted = WantedCluster::new(&self.e.cfg, &view);
         self.e.clusters.insert(
             key(cluster),
@@ -238,11 +239,12 @@ impl Harness {
                 known: BTreeSet::new(),
             },
         );
-        self.e.views.insert(cluster.to_string(), view);
-        let views = &self.e.views;
-        self.e.streams = self
+        self.e.applied.read(cluster, view);
+        let views = self.e.applied.views();
+        let streams = self
             .e
-            .latest
+            .applied
+            .latest()
             .iter()
             .map(|(id, s)| {
                 let mut s = s.clone();
@@ -250,6 +252,7 @@ impl Harness {
                 (id.clone(), s)
             })
             .collect();
+        self.e.applied.set_streams(streams);
     }
 
     /// The events reader `r` got since last asked.

@@ -126,7 +126,7 @@ async fn a_removed_cluster_keeps_its_client_until_committed_or_thirty_seconds_pa
         ) if &*cluster == "east" => c,
         other => panic!("{other:?}"),
     };
-    assert!(!h.e.clusters.contains_key("east") && !h.e.views.contains_key("east"));
+    assert!(!h.e.clusters.contains_key("east") && !h.e.applied.views().contains_key("east"));
     let removed_at = Instant::now();
     assert_eq!(
         h.e.removals.next_close(),
