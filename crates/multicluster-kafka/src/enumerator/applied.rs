@@ -175,7 +175,7 @@ impl Enumerator {
     /// The metadata applied now, per stream; the readers' stream index follows it.
     pub(super) fn apply_streams(&mut self, streams: BTreeMap<String, KafkaStream>) {
         self.applied.set_streams(streams);
-        self.stream_index.set(self.applied.streams());
+        self.links.index_streams(self.applied.streams());
     }
 
     /// Takes out of `p` the property changes of clusters rebuilt less than the rebuild

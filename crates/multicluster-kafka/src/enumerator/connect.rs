@@ -298,7 +298,7 @@ impl Enumerator {
             p.spare.discard();
         }
         p.tried = Some(wanted.props.clone());
-        let make = client(&self.cfg, &self.clients, cluster, &wanted.props);
+        let make = client(&self.cfg, self.links.clients(), cluster, &wanted.props);
         let spare = p.spare.clone();
         let cluster = cluster.clone();
         self.connecting.attempts.spawn(detached(move || {

@@ -292,7 +292,7 @@ impl Enumerator {
             initial_discovery_done: state.initial_discovery_done,
             new_start: self.cfg.new_partition_start.clone(),
             shard: self.cfg.shard,
-            mirror: mirror_of.map(|m| (m, self.retained.clone())),
+            mirror: mirror_of.map(|m| (m, self.links.retained().clone())),
             mm2,
         })
     }
@@ -449,7 +449,8 @@ impl Enumerator {
             Err(e) if strict => return Err(e),
             Err(e) => {
                 let active = self
-                    .service
+                    .links
+                    .service()
                     .is_cluster_active(&cluster)
                     .await
                     .unwrap_or(true);

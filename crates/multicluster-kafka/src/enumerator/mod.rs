@@ -26,6 +26,7 @@ mod discovery;
 mod failover;
 mod group;
 mod group_stop;
+mod links;
 mod lookups;
 mod mirror_carry;
 mod readers;
@@ -53,9 +54,12 @@ pub(crate) enum Command {
     LeaveGroups(oneshot::Sender<()>),
 }
 
+/// The coordinator of one source. Its state is split into parts, each changed only
+/// by the file that defines it.
 pub(crate) struct Enumerator {
+    /// The source's configuration.
     cfg: Arc<SourceConfig>,
-    service: Arc<dyn KafkaMetadataService>,
+    /// The clusters being read.
     clusters: BTreeMap<Arc<str>, ClusterState>,
     /// Clusters of the metadata not read yet, and the attempts to connect them.
     connecting: connect::Connecting,
@@ -63,22 +67,17 @@ pub(crate) struct Enumerator {
     discovery: discovery::Discovering,
     /// The readers, and the splits each holds.
     readers: readers::Readers,
+    /// What the readers say: one closed, or finished a split.
     notices: mpsc::UnboundedReceiver<ReaderNotice>,
+    /// Requests from the source's handles.
     commands: mpsc::Receiver<Command>,
     /// The metadata applied, and what holds changes of it back.
     applied: applied::Applied,
-    /// Commits wait their turn here (see `commit`).
-    commits: tokio::sync::mpsc::UnboundedSender<commit::QueuedCommit>,
-    /// Positions of removed splits, shared with the readers.
-    retained: crate::base::retention::Retained,
-    active: crate::base::active::ActiveClusters,
+    /// The metadata service, what is shared with the readers, and the commit queue.
+    links: links::Links,
     /// Removals not confirmed by their readers yet, and removed clusters waiting for
     /// their last commit.
     removals: removal::Removals,
-    /// The streams of each cluster's topic, for the readers' records.
-    stream_index: crate::base::metadata::index::StreamIndex,
-    /// The source's librdkafka clients, shared with the readers.
-    clients: Arc<crate::kafka::shared::ClientShare>,
     /// A sharded source's membership, and word of its loss.
     shard: Option<(
         crate::kafka::shard_lock::ShardKeeper,
@@ -137,7 +136,6 @@ impl Enumerator {
     ) -> Enumerator {
         Enumerator {
             cfg,
-            service,
             clusters: BTreeMap::new(),
             connecting: connect::Connecting::default(),
             discovery: discovery::Discovering::default(),
@@ -145,12 +143,8 @@ impl Enumerator {
             notices,
             commands,
             applied: applied::Applied::default(),
-            commits: commit::commit_worker(),
+            links: links::Links::new(service, retained, active),
             removals: removal::Removals::default(),
-            retained,
-            active,
-            stream_index: Default::default(),
-            clients: Default::default(),
             shard: None,
             group: None,
             failover: Default::default(),
@@ -163,7 +157,7 @@ impl Enumerator {
             Some(Command::Commit(cp, reply)) => {
                 self.acknowledged(&cp);
                 let commit = self.commit(&cp);
-                let _ = self.commits.send((Box::pin(commit), reply));
+                self.links.queue_commit((Box::pin(commit), reply));
             }
             Some(Command::Acknowledge(cp)) => self.acknowledged(&cp),
             Some(Command::LeaveGroups(reply)) => self.leave_groups(reply),
@@ -220,7 +214,7 @@ impl Enumerator {
                 t
             });
         let mut changes = if meta_ticker.is_some() {
-            self.service.changes()
+            self.links.service().changes()
         } else {
             None
         };
@@ -328,6 +322,6 @@ impl Enumerator {
         if let Some((keeper, _)) = self.shard.take() {
             keeper.release_in_background();
         }
-        let _ = self.service.close().await;
+        let _ = self.links.service().close().await;
     }
 }

@@ -45,7 +45,9 @@ impl Enumerator {
     /// Reads the metadata again and applies what changed.
     pub(super) async fn refresh_metadata(&mut self) {
         let read_began = std::time::Instant::now();
-        let streams = match subscribed_streams(&self.cfg, self.service.as_ref(), false).await {
+        let streams = match subscribed_streams(&self.cfg, self.links.service().as_ref(), false)
+            .await
+        {
             Ok(s) => {
                 self.applied.metadata_answered();
                 s
@@ -191,7 +193,7 @@ impl Enumerator {
                     |v: &ClusterView| v.properties.get("bootstrap.servers").map(str::to_string);
                 let bootstrap_changed =
                     self.applied.view(cluster).map(bootstrap) != Some(bootstrap(view));
-                let make = client(&self.cfg, &self.clients, &key, &props);
+                let make = client(&self.cfg, self.links.clients(), &key, &props);
                 let made = tokio::spawn(detached(move || {
                     let c = make()?;
                     let id = if bootstrap_changed {
@@ -279,7 +281,7 @@ impl Enumerator {
             // Positions of the old physical cluster mean nothing on the new one: not
             // retained.
             self.remove_splits(|id| id.cluster == key, false);
-            let _ = self.retained.take(|id| id.cluster == key);
+            let _ = self.links.retained().take(|id| id.cluster == key);
             if let Some(state) = self.clusters.remove(&key) {
                 close_detached(state);
             }

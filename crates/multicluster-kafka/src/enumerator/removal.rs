@@ -156,7 +156,7 @@ impl Enumerator {
     /// A split added again resumes at its retained position, if it has one from the
     /// same physical cluster.
     fn resume_at_retained(&mut self, split: KafkaSplit) -> KafkaSplit {
-        let Some((_, r)) = self.retained.take(|id| *id == split.id).pop() else {
+        let Some((_, r)) = self.links.retained().take(|id| *id == split.id).pop() else {
             return split;
         };
         let actual = self

@@ -128,7 +128,8 @@ impl Enumerator {
             last: s.last.clone(),
         };
         let until = s.retained_until_ms.unwrap_or(default_until);
-        self.retained
+        self.links
+            .retained()
             .keep(&split, until, saved.kafka_cluster_id.clone());
     }
 
@@ -143,7 +144,7 @@ impl Enumerator {
         let mut refused: BTreeSet<Arc<str>> = BTreeSet::new();
         let group = self.group.as_ref();
         for (cluster, state) in self.clusters.iter_mut() {
-            let back = self.retained.take(|id| {
+            let back = self.links.retained().take(|id| {
                 id.cluster == *cluster
                     && state.topics.contains(&*id.topic)
                     && group.is_none_or(|g| g.holds(id))

@@ -56,8 +56,7 @@ impl Enumerator {
             retained,
             active,
         );
-        e.stream_index = stream_index;
-        e.clients = clients;
+        e.links.share(stream_index, clients);
         e.applied.set_latest(streams.clone());
         e.hold_shard(&streams).await?;
         if cfg.group_mode {

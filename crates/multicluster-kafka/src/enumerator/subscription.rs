@@ -46,7 +46,8 @@ impl Enumerator {
         let mut active = BTreeSet::new();
         for cluster in views.keys() {
             if self
-                .service
+                .links
+                .service()
                 .is_cluster_active(cluster)
                 .await
                 .unwrap_or(true)
@@ -54,6 +55,6 @@ impl Enumerator {
                 active.insert(cluster.clone());
             }
         }
-        self.active.set(active);
+        self.links.set_active(active);
     }
 }

@@ -211,7 +211,7 @@ impl Enumerator {
                         .insert(id.clone(), (*at, now + HANDED_BACK_KEEP));
                 }
             }
-            let _ = self.retained.take(|id| r.ids.contains(id));
+            let _ = self.links.retained().take(|id| r.ids.contains(id));
             let _ = r.reply.send(offsets);
         }
         group.revocations = still;

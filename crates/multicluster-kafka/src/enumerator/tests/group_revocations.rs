@@ -278,11 +278,13 @@ async fn a_revoked_partition_stays_in_checkpoints_through_a_metadata_change() {
     let answer = taken_back(&mut h, Some(r), 150).await;
     // The reader keeps where it let the partition go, as it does on a removal.
     let until = now_ms() + 60_000;
-    h.e.retained
+    h.e.links
+        .retained()
         .keep(&split("east", "t", 0, 150), until, Some("K1".into()));
     assert!(h.e.resume_retained().is_empty(), "not the group's to read");
     let kept: Vec<(SplitId, i64)> =
-        h.e.retained
+        h.e.links
+            .retained()
             .live()
             .into_iter()
             .map(|(id, r)| (id, r.next_offset))
