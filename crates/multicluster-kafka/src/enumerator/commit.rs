@@ -64,27 +64,17 @@ impl Enumerator {
                 }
             })
             .collect();
-        let last: Vec<Arc<str>> = self
-            .removals
-            .leaving
-            .keys()
-            .filter(|c| self.confirmed(c))
-            .cloned()
-            .collect();
         let mut closing = Vec::new();
-        for cluster in last {
-            let Some(l) = self.removals.leaving.remove(&cluster) else {
-                continue;
-            };
+        for (cluster, l) in self.take_confirmed_leaving() {
+            let (state, positions) = l.into_parts();
             if self.clusters.contains_key(&cluster) {
                 // Added back meanwhile: its new client commits the checkpoint's positions.
-                closing.push(l.state);
+                closing.push(state);
                 continue;
             }
             let offsets = match cp.clusters.get(&*cluster) {
                 Some(saved) if !saved.splits.is_empty() => offsets_of(saved),
-                _ => l
-                    .positions
+                _ => positions
                     .iter()
                     .filter(|(_, o)| **o >= 0)
                     .map(|((t, p), o)| (t.clone(), *p, *o))
@@ -93,9 +83,9 @@ impl Enumerator {
             tracing::info!(cluster = %cluster, partitions = offsets.len(), "committing a removed cluster's last positions");
             work.push((
                 cluster.to_string(),
-                Via::Client(l.state.client.clone(), offsets),
+                Via::Client(state.client.clone(), offsets),
             ));
-            closing.push(l.state);
+            closing.push(state);
         }
         async move {
             if no_group {

@@ -270,7 +270,7 @@ impl Enumerator {
                     .applied
                     .gone_props(m.cluster.as_str())
                     .or(m.source_properties.as_ref())
-                    .filter(|_| !self.failover.taken_over.contains(&m.cluster))
+                    .filter(|_| !self.failover.taken_over().contains(&m.cluster))
                     .map(|props| {
                         let id: Arc<str> = Arc::from(m.cluster.as_str());
                         Box::new(super::clients::client_aside(&self.cfg, &id, props)) as MakeClient
@@ -394,7 +394,7 @@ impl Enumerator {
                         .filter(|t| state.known.iter().any(|(k, _)| k == *t))
                         .cloned()
                         .collect();
-                    if let Some(stops) = self.group.as_mut().and_then(|g| g.stops.as_mut()) {
+                    if let Some(stops) = self.group.as_mut().and_then(|g| g.stops_mut()) {
                         stops.forget_topics(&cluster, &gone);
                     }
                     self.topics_gone(&cluster, gone, &absent);

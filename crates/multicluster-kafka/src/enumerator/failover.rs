@@ -23,7 +23,7 @@ pub(super) const PROBE_EVERY: Duration = Duration::from_secs(1);
 pub(super) struct Failover {
     /// Sources the stream moved off by itself: not read while a mirror of them is in
     /// the stream, their mirror read instead.
-    pub(super) taken_over: BTreeSet<String>,
+    taken_over: BTreeSet<String>,
     /// When each guarded source last answered a probe, or when it began to be
     /// guarded. A source is unreachable for as long
     /// as no probe got an answer since, whether the probes fail or hang.
@@ -34,6 +34,24 @@ pub(super) struct Failover {
 }
 
 impl Failover {
+    /// Sources the stream moved off by itself (their mirrors are read instead).
+    pub(super) fn taken_over(&self) -> &BTreeSet<String> {
+        &self.taken_over
+    }
+
+    /// At start, the sources `checkpoint` shows the stream had moved off (see
+    /// [`taken_over_in`]) stay failed over; each is said.
+    pub(super) fn restore(
+        &mut self,
+        checkpoint: &Checkpoint,
+        streams: &BTreeMap<String, KafkaStream>,
+    ) {
+        self.taken_over = taken_over_in(checkpoint, streams);
+        for source in &self.taken_over {
+            tracing::info!(cluster = %source, "the checkpoint was taken on this cluster's mirror after a failover: the stream stays on the mirror");
+        }
+    }
+
     /// Waits for the next probe's answer (pending for ever without probes).
     pub(super) async fn next_probe(&mut self) -> Option<(Arc<str>, bool)> {
         if self.probes.is_empty() {
@@ -59,7 +77,7 @@ impl Failover {
 /// Sources a checkpoint shows the stream had moved off: a mirror that is a standby in
 /// `streams` but has positions of its own (not retained ones) in the checkpoint was
 /// being read, so its source had been failed over.
-pub(super) fn taken_over_in(
+fn taken_over_in(
     checkpoint: &Checkpoint,
     streams: &BTreeMap<String, KafkaStream>,
 ) -> BTreeSet<String> {

@@ -7,7 +7,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use tokio::task::JoinSet;
@@ -37,9 +36,9 @@ pub(crate) struct GroupStops {
     checking: JoinSet<Checked>,
     next_check: Instant,
     /// Every partition is at its stop: the readers were told that no split comes.
-    pub(super) reached: bool,
+    reached: bool,
     /// A reader finished a split since the program's last acknowledgement.
-    pub(super) finished_unacked: bool,
+    finished_unacked: bool,
     /// Since when the group is behind the stops on partitions other members hold;
     /// `None` once that was said.
     waiting_since: Option<Instant>,
@@ -85,6 +84,16 @@ impl GroupStops {
         (!self.reached && self.checking.is_empty()).then_some(self.next_check)
     }
 
+    /// Whether a reader finished a split since the program's last acknowledgement.
+    pub(super) fn finished_unacked(&self) -> bool {
+        self.finished_unacked
+    }
+
+    /// The program acknowledged what it processed.
+    pub(super) fn acknowledged(&mut self) {
+        self.finished_unacked = false;
+    }
+
     /// Whether a look runs.
     pub(super) fn checking(&self) -> bool {
         !self.checking.is_empty()
@@ -107,7 +116,7 @@ impl GroupStops {
 impl Enumerator {
     /// Starts a look at the group's committed offsets on every cluster of the stops.
     pub(super) fn check_group_stops(&mut self) {
-        let Some(stops) = self.group.as_mut().and_then(|g| g.stops.as_mut()) else {
+        let Some(stops) = self.group.as_mut().and_then(|g| g.stops_mut()) else {
             return;
         };
         stops.next_check = Instant::now() + STOP_CHECK;
@@ -142,7 +151,7 @@ impl Enumerator {
         let Some(group) = self.group.as_mut() else {
             return;
         };
-        let Some(stops) = group.stops.as_ref() else {
+        let Some(stops) = group.stops() else {
             return;
         };
         match checked {
@@ -151,7 +160,7 @@ impl Enumerator {
                     partitions = stops.at.len(),
                     "the group's committed offsets reached every stop of this run"
                 );
-                if let Some(stops) = group.stops.as_mut() {
+                if let Some(stops) = group.stops_mut() {
                     stops.reached = true;
                 }
                 self.readers.tell_all(|| ReaderEvent::NoMoreSplits);
@@ -175,7 +184,7 @@ impl Enumerator {
                         partitions = others,
                         "the bounded run waits for the group: partitions other members hold are not committed up to this run's stops yet (it ends when they are)"
                     );
-                    if let Some(stops) = group.stops.as_mut() {
+                    if let Some(stops) = group.stops_mut() {
                         stops.waiting_since = None;
                     }
                 }
@@ -192,9 +201,9 @@ impl Enumerator {
         let Some(group) = self.group.as_mut() else {
             return;
         };
-        if let Some(stops) = group.stops.as_mut() {
+        if let Some(stops) = group.stops_mut() {
             stops.finished_unacked = true;
-            group.ack_wanted.store(true, Ordering::SeqCst);
+            group.want_ack();
         }
     }
 }

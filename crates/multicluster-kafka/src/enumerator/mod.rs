@@ -116,7 +116,7 @@ impl Drop for Enumerator {
     /// the source's `close` (which waits for this drop) does not wait for them.
     fn drop(&mut self) {
         let clusters = std::mem::take(&mut self.clusters);
-        let leaving = std::mem::take(&mut self.removals.leaving);
+        let leaving = self.removals.take_leaving();
         if !clusters.is_empty() || !leaving.is_empty() {
             crate::kafka::client::close_detached((clusters, leaving));
         }
@@ -240,7 +240,7 @@ impl Enumerator {
             self.revocations_due();
             let retry_at = self.next_retry();
             let leave_at = self.removals.next_close();
-            let stops = self.group.as_ref().and_then(|g| g.stops.as_ref());
+            let stops = self.group.as_ref().and_then(|g| g.stops());
             let stop_check_at = stops.and_then(|s| s.due());
             let held_back_until = self.applied.held_back_until();
             tokio::select! {

@@ -76,7 +76,7 @@ impl Enumerator {
         self.report_missing(&streams);
         self.applied.set_latest(streams.clone());
         self.failover.prune(&streams);
-        let mut new_views = clusters_of_streams_with(streams.values(), &self.failover.taken_over);
+        let mut new_views = clusters_of_streams_with(streams.values(), self.failover.taken_over());
         // Errors of clusters leaving (or reported inactive) are dropped from now on,
         // before the plan closes their consumers.
         self.refresh_active(&new_views).await;

@@ -26,10 +26,19 @@ pub(super) const LEAVE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A removed cluster whose last positions are not committed yet.
 pub(super) struct Leaving {
-    pub(super) state: ClusterState,
+    /// What the enumerator kept of the cluster, its client among it.
+    state: ClusterState,
     /// The positions its readers handed out last, as they confirm the removal.
-    pub(super) positions: BTreeMap<(String, i32), i64>,
-    pub(super) close_at: Instant,
+    positions: BTreeMap<(String, i32), i64>,
+    /// When its client is closed even if no commit came.
+    close_at: Instant,
+}
+
+impl Leaving {
+    /// The cluster's state, and the positions its readers handed out last.
+    pub(super) fn into_parts(self) -> (ClusterState, BTreeMap<(String, i32), i64>) {
+        (self.state, self.positions)
+    }
 }
 
 /// What the enumerator keeps of removals in flight.
@@ -42,7 +51,7 @@ pub(super) struct Removals {
     /// Splits added again before their removal was confirmed.
     deferred: Vec<KafkaSplit>,
     /// Removed clusters waiting for the commit of their last positions.
-    pub(super) leaving: BTreeMap<Arc<str>, Leaving>,
+    leaving: BTreeMap<Arc<str>, Leaving>,
 }
 
 impl Removals {
@@ -111,6 +120,31 @@ impl Removals {
     /// Whether a reader has yet to confirm the removal of `id`.
     pub(super) fn unconfirmed(&self, id: &SplitId) -> bool {
         self.unconfirmed.contains(id)
+    }
+
+    /// Takes every removed cluster still waiting for its last commit (the enumerator
+    /// closes).
+    pub(super) fn take_leaving(&mut self) -> BTreeMap<Arc<str>, Leaving> {
+        std::mem::take(&mut self.leaving)
+    }
+
+    /// The positions the readers of the removed `cluster` handed out last, while it
+    /// waits for its last commit.
+    #[cfg(test)]
+    pub(super) fn leaving_positions(&self, cluster: &str) -> Option<&BTreeMap<(String, i32), i64>> {
+        self.leaving.get(cluster).map(|l| &l.positions)
+    }
+
+    /// Whether the removed `cluster` waits for its last commit.
+    #[cfg(test)]
+    pub(super) fn is_leaving(&self, cluster: &str) -> bool {
+        self.leaving.contains_key(cluster)
+    }
+
+    /// Whether no removed cluster waits for its last commit.
+    #[cfg(test)]
+    pub(super) fn none_leaving(&self) -> bool {
+        self.leaving.is_empty()
     }
 }
 
@@ -217,6 +251,24 @@ impl Enumerator {
                 close_detached(l.state);
             }
         }
+    }
+
+    /// Takes the removed clusters whose readers all confirmed their removal: their
+    /// last positions are committed now.
+    pub(super) fn take_confirmed_leaving(&mut self) -> Vec<(Arc<str>, Leaving)> {
+        let last: Vec<Arc<str>> = self
+            .removals
+            .leaving
+            .keys()
+            .filter(|c| self.confirmed(c))
+            .cloned()
+            .collect();
+        last.into_iter()
+            .filter_map(|cluster| {
+                let l = self.removals.leaving.remove(&cluster)?;
+                Some((cluster, l))
+            })
+            .collect()
     }
 
     /// Whether the leaving cluster's readers all confirmed its removal.

@@ -11,7 +11,7 @@ use tokio::time::{Instant, sleep_until};
 
 use super::connect::Connected;
 use super::subscription::subscribed_streams;
-use super::{Command, Enumerator, Shared, failover, group, group_stop};
+use super::{Command, Enumerator, Shared, group, group_stop};
 use crate::base::config::SourceConfig;
 use crate::base::metadata::KafkaMetadataService;
 use crate::base::plan::clusters_of_streams_with;
@@ -63,12 +63,9 @@ impl Enumerator {
             e.group = Some(group::GroupState::new(ack_wanted));
         }
         if let Some(cp) = &cfg.restore {
-            e.failover.taken_over = failover::taken_over_in(cp, &streams);
-            for source in &e.failover.taken_over {
-                tracing::info!(cluster = %source, "the checkpoint was taken on this cluster's mirror after a failover: the stream stays on the mirror");
-            }
+            e.failover.restore(cp, &streams);
         }
-        for (cluster, view) in clusters_of_streams_with(streams.values(), &e.failover.taken_over) {
+        for (cluster, view) in clusters_of_streams_with(streams.values(), e.failover.taken_over()) {
             e.want_cluster(Arc::from(cluster.as_str()), view);
         }
         e.connect_at_start().await?;
@@ -97,7 +94,7 @@ impl Enumerator {
         if cfg.bounded()
             && let Some(group) = e.group.as_mut()
         {
-            group.stops = Some(group_stop::GroupStops::of(&discovered));
+            group.set_stops(group_stop::GroupStops::of(&discovered));
         }
         let mut splits = restored;
         splits.extend(discovered);

@@ -110,11 +110,11 @@ pub(crate) struct GroupState {
     handed_back: BTreeMap<SplitId, (i64, Instant)>,
     revocations: Vec<Revocation>,
     /// Set while a revocation waits for the program's acknowledgement.
-    pub(crate) ack_wanted: Arc<AtomicBool>,
+    ack_wanted: Arc<AtomicBool>,
     /// The source closes: no group is joined again.
     leaving: bool,
     /// A bounded run's stops, and whether the group reached them.
-    pub(super) stops: Option<GroupStops>,
+    stops: Option<GroupStops>,
 }
 
 impl GroupState {
@@ -156,6 +156,33 @@ impl GroupState {
                 checked.map(Woke::StopsChecked)
             }
         }
+    }
+
+    /// A bounded run's stops (none in a follow run).
+    pub(super) fn stops(&self) -> Option<&GroupStops> {
+        self.stops.as_ref()
+    }
+
+    /// A bounded run's stops, to be changed (none in a follow run).
+    pub(super) fn stops_mut(&mut self) -> Option<&mut GroupStops> {
+        self.stops.as_mut()
+    }
+
+    /// The run is bounded: the group stops at `stops`.
+    pub(super) fn set_stops(&mut self, stops: GroupStops) {
+        self.stops = Some(stops);
+    }
+
+    /// Asks the program to acknowledge what it processed (a bounded run's reader
+    /// finished a split).
+    pub(super) fn want_ack(&self) {
+        self.ack_wanted.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether the program is asked to acknowledge what it processed.
+    #[cfg(test)]
+    pub(super) fn ack_wanted(&self) -> bool {
+        self.ack_wanted.load(Ordering::SeqCst)
     }
 
     /// Whether a revocation waits.
@@ -432,7 +459,7 @@ impl Enumerator {
             }
             None => BTreeMap::new(),
         };
-        let stops = self.group.as_ref().and_then(|g| g.stops.as_ref());
+        let stops = self.group.as_ref().and_then(|g| g.stops());
         let mut splits = Vec::new();
         for (topic, p) in partitions {
             let Some(f) = facts.get(&(topic.clone(), p)) else {

@@ -101,7 +101,7 @@ impl Enumerator {
             return;
         };
         if let Some(stops) = group.stops.as_mut() {
-            stops.finished_unacked = false;
+            stops.acknowledged();
         }
         for (cluster, c) in &cp.clusters {
             for s in &c.splits {
@@ -215,7 +215,7 @@ impl Enumerator {
             let _ = r.reply.send(offsets);
         }
         group.revocations = still;
-        let finished = group.stops.as_ref().is_some_and(|s| s.finished_unacked);
+        let finished = group.stops.as_ref().is_some_and(|s| s.finished_unacked());
         let waiting = group.revocations.iter().any(|r| !r.lost);
         group
             .ack_wanted

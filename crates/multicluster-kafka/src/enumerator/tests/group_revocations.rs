@@ -211,10 +211,7 @@ async fn a_lost_partition_is_let_go_at_once_and_read_on_where_it_was_handed_out(
     let r = given(&mut h, 100);
     let answer = revoked(&mut h, Some(r), 150, true).await;
     let group = h.e.group.as_ref().unwrap();
-    assert!(
-        !group.ack_wanted.load(Ordering::SeqCst),
-        "no acknowledgement asked"
-    );
+    assert!(!group.ack_wanted(), "no acknowledgement asked");
     h.e.revocations_due();
     assert_eq!(answer.try_recv().unwrap(), vec![], "nothing to commit");
     assert!(

@@ -138,16 +138,16 @@ async fn a_removed_cluster_keeps_its_client_until_committed_or_thirty_seconds_pa
     take_confirmation(&mut h).await;
     assert!(h.e.confirmed("east"));
     assert_eq!(
-        h.e.removals.leaving["east"].positions,
+        *h.e.removals.leaving_positions("east").unwrap(),
         BTreeMap::from([(("t".to_string(), 0), 42)])
     );
 
     advance(Duration::from_millis(29_999)).await;
     h.e.close_overdue();
-    assert!(h.e.removals.leaving.contains_key("east"), "not yet");
+    assert!(h.e.removals.is_leaving("east"), "not yet");
     advance(Duration::from_millis(1)).await;
     h.e.close_overdue();
-    assert!(h.e.removals.leaving.is_empty());
+    assert!(h.e.removals.none_leaving());
     assert_eq!(h.e.removals.next_close(), None);
 }
 
@@ -156,7 +156,7 @@ async fn a_removed_cluster_is_closed_at_once_without_a_group_and_at_the_next_com
     let (mut h, _) = reading_east(config());
     let state = h.e.clusters.remove("east").unwrap();
     h.e.leave(key("east"), state);
-    assert!(h.e.removals.leaving.is_empty());
+    assert!(h.e.removals.none_leaving());
 
     let mut cfg = config();
     cfg.group_id = Some("g".to_string());
@@ -166,9 +166,9 @@ async fn a_removed_cluster_is_closed_at_once_without_a_group_and_at_the_next_com
     h.e.leave(key("east"), state);
     // Not confirmed yet: a commit leaves it waiting.
     drop(h.e.commit(&Checkpoint::default()));
-    assert!(h.e.removals.leaving.contains_key("east"));
+    assert!(h.e.removals.is_leaving("east"));
     confirm.send(vec![split("east", "t", 0, 42)]).unwrap();
     take_confirmation(&mut h).await;
     drop(h.e.commit(&Checkpoint::default()));
-    assert!(h.e.removals.leaving.is_empty());
+    assert!(h.e.removals.none_leaving());
 }
