@@ -135,7 +135,7 @@ impl Enumerator {
         let mut out: BTreeMap<String, BTreeMap<String, usize>> = self
             .clusters
             .iter()
-            .filter(|(_, state)| state.initial_discovery_done)
+            .filter(|(_, state)| state.initial_discovery_done())
             .map(|(cluster, _)| (cluster.to_string(), BTreeMap::new()))
             .collect();
         for id in self.readers.split_ids() {

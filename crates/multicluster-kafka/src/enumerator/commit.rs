@@ -59,7 +59,7 @@ impl Enumerator {
                     }
                     None => Some((
                         cluster.clone(),
-                        Via::Client(state.client.clone(), offsets_of(saved)),
+                        Via::Client(state.client().clone(), offsets_of(saved)),
                     )),
                 }
             })
@@ -83,7 +83,7 @@ impl Enumerator {
             tracing::info!(cluster = %cluster, partitions = offsets.len(), "committing a removed cluster's last positions");
             work.push((
                 cluster.to_string(),
-                Via::Client(state.client.clone(), offsets),
+                Via::Client(state.client().clone(), offsets),
             ));
             closing.push(state);
         }

@@ -402,8 +402,10 @@ impl Enumerator {
             // Said once its partitions were listed (see `take_discovery`).
             initial_discovery_done: false,
         });
-        self.clusters
-            .insert(cluster.clone(), ClusterState::new(wanted, client, id));
+        self.clusters.insert(
+            cluster.clone(),
+            ClusterState::new(wanted, Arc::new(client), id),
+        );
         self.applied.read(&cluster, view);
         metrics::gauge!(m::CLUSTER_ACTIVE, "cluster" => cluster.to_string()).set(1.0);
         metrics::gauge!(m::CLUSTERS).set(self.clusters.len() as f64);

@@ -249,11 +249,11 @@ impl Enumerator {
             tracing::debug!(cluster = %cluster, source = %mirror.cluster, "the mirror's discovery waits for its source's last positions");
             return None;
         }
-        let aside: Option<MakeClient> = (urgent && state.client.is_read()).then(|| {
+        let aside: Option<MakeClient> = (urgent && state.client().is_read()).then(|| {
             Box::new(super::clients::client_aside(
                 &self.cfg,
                 cluster,
-                &state.reader_props,
+                state.reader_props(),
             )) as MakeClient
         });
         let mirror_of = self.applied.view(cluster).and_then(|v| v.mirror_of.clone());
@@ -261,7 +261,7 @@ impl Enumerator {
             .as_ref()
             .filter(|m| m.translate == Translate::Mm2)
             .map(|m| {
-                let make = super::clients::client_aside(&self.cfg, cluster, &state.reader_props);
+                let make = super::clients::client_aside(&self.cfg, cluster, state.reader_props());
                 // The source's settings, while known and it was not failed over (a
                 // dead cluster would hold the discovery for the client timeout): those
                 // it was read with, else its definition in the metadata (after a
@@ -283,13 +283,13 @@ impl Enumerator {
             });
         Some(Discovery {
             cluster: cluster.clone(),
-            client: state.client.clone(),
+            client: state.client().clone(),
             aside,
-            topics: state.topics.clone(),
-            known: state.known.clone(),
-            start: state.start.clone(),
-            stop: state.stop.clone(),
-            initial_discovery_done: state.initial_discovery_done,
+            topics: state.topics().clone(),
+            known: state.known().clone(),
+            start: state.start().clone(),
+            stop: state.stop().clone(),
+            initial_discovery_done: state.initial_discovery_done(),
             new_start: self.cfg.new_partition_start.clone(),
             shard: self.cfg.shard,
             mirror: mirror_of.map(|m| (m, self.links.retained().clone())),
@@ -391,7 +391,7 @@ impl Enumerator {
                     let gone: Vec<String> = absent
                         .missing
                         .iter()
-                        .filter(|t| state.known.iter().any(|(k, _)| k == *t))
+                        .filter(|t| state.known().iter().any(|(k, _)| k == *t))
                         .cloned()
                         .collect();
                     if let Some(stops) = self.group.as_mut().and_then(|g| g.stops_mut()) {
@@ -401,16 +401,16 @@ impl Enumerator {
                     return Ok(Vec::new());
                 }
                 splits.retain(|s| {
-                    state.topics.contains(&*s.id.topic)
-                        && state.known.insert((s.id.topic.to_string(), s.id.partition))
+                    state.topics().contains(&*s.id.topic)
+                        && state.know(s.id.topic.to_string(), s.id.partition)
                 });
                 // The readers learn that the cluster counts as discovered only after
                 // they got its splits: a checkpoint taken in between must not make a
                 // restore treat its partitions as new ones.
-                let first = !std::mem::replace(&mut state.initial_discovery_done, true);
-                let kafka_cluster_id = state.kafka_cluster_id.clone();
+                let first = state.mark_discovered();
+                let kafka_cluster_id = state.kafka_cluster_id().clone();
                 self.discovery.failed.remove(&cluster);
-                if absent.asked != state.topics {
+                if absent.asked != *state.topics() {
                     // Started before the topics changed: the next discovery tells.
                 } else if absent.missing.is_empty() {
                     self.discovery.missing_topics.remove(&cluster);

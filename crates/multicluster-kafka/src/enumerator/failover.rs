@@ -143,7 +143,7 @@ impl Enumerator {
             let Some(state) = self.clusters.get(source) else {
                 continue;
             };
-            let client = state.client.clone();
+            let client = state.client().clone();
             self.failover.probing.insert(source.clone());
             let name = source.clone();
             self.failover.probes.spawn(detached(move || {

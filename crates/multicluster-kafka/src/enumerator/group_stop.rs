@@ -130,7 +130,7 @@ impl Enumerator {
         let clients: Vec<_> = per_cluster
             .into_iter()
             .filter_map(|(cluster, partitions)| {
-                let client = self.clusters.get(&cluster)?.client.clone();
+                let client = self.clusters.get(&cluster)?.client().clone();
                 Some((cluster, client, partitions))
             })
             .collect();

@@ -156,8 +156,8 @@ impl Enumerator {
         for (cluster, state) in &self.clusters {
             self.readers.tell_all(|| ReaderEvent::ClusterInfo {
                 cluster: cluster.clone(),
-                kafka_cluster_id: state.kafka_cluster_id.clone(),
-                initial_discovery_done: state.initial_discovery_done,
+                kafka_cluster_id: state.kafka_cluster_id().clone(),
+                initial_discovery_done: state.initial_discovery_done(),
             });
         }
     }
@@ -189,7 +189,7 @@ impl Enumerator {
                     reader,
                     ReaderEvent::Assign {
                         cluster: cluster.clone(),
-                        properties: state.reader_props.clone(),
+                        properties: state.reader_props().clone(),
                         splits,
                         sent: std::time::Instant::now(),
                     },

@@ -151,7 +151,7 @@ impl Enumerator {
             let key: Arc<str> = Arc::from(cluster.as_str());
             self.remove_splits(|id| id.cluster == key, true);
             let gone = self.clusters.remove(&key).map(|state| {
-                let props = state.reader_props.clone();
+                let props = state.reader_props().clone();
                 self.leave(key.clone(), state);
                 props
             });
@@ -172,13 +172,10 @@ impl Enumerator {
             let Some(state) = self.clusters.get_mut(&key) else {
                 continue;
             };
-            state
-                .known
-                .retain(|(t, _)| !change.topics_removed.contains(t));
-            state.topics = view.topics.clone();
+            state.retain_known(|(t, _)| !change.topics_removed.contains(t));
+            state.set_topics(view.topics.clone());
             if change.offsets_changed {
-                state.start = wanted.start;
-                state.stop = wanted.stop;
+                state.set_offsets(wanted.start, wanted.stop);
             }
             if change.properties_changed {
                 tracing::info!(
@@ -205,7 +202,7 @@ impl Enumerator {
                 }))
                 .await
                 .unwrap_or_else(|e| Err(SourceError::internal("a client rebuild task", e)));
-                let expected = state.kafka_cluster_id.clone();
+                let expected = state.kafka_cluster_id().clone();
                 let other = match &made {
                     Ok((_, Some(id))) if expected.as_ref().is_some_and(|e| e != id) => {
                         Some(id.clone())
@@ -250,7 +247,7 @@ impl Enumerator {
                 }
                 match made {
                     Ok((client, _)) => {
-                        let old = std::mem::replace(&mut state.client, Arc::new(client));
+                        let old = state.replace_client(client);
                         close_detached(old);
                         self.applied.accepted(&key);
                     }
@@ -264,7 +261,7 @@ impl Enumerator {
                         continue;
                     }
                 }
-                state.reader_props = props.clone();
+                state.set_reader_props(props.clone());
                 for reader in self.readers.owners_of(|id| id.cluster == key) {
                     self.readers.tell(
                         reader,

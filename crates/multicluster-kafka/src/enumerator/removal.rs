@@ -196,7 +196,7 @@ impl Enumerator {
         let actual = self
             .clusters
             .get(&split.id.cluster)
-            .and_then(|c| c.kafka_cluster_id.as_ref());
+            .and_then(|c| c.kafka_cluster_id().as_ref());
         if let (Some(expected), Some(actual)) = (&r.kafka_cluster_id, actual)
             && expected != actual
         {

@@ -29,7 +29,7 @@ impl Enumerator {
                 continue;
             };
             if let (Some(expected), Some(actual)) =
-                (&saved.kafka_cluster_id, &state.kafka_cluster_id)
+                (&saved.kafka_cluster_id, state.kafka_cluster_id())
                 && expected != actual
             {
                 if self
@@ -61,13 +61,13 @@ impl Enumerator {
                     actual: actual.clone(),
                 });
             }
-            state.initial_discovery_done = saved.initial_discovery_done;
+            state.set_discovered(saved.initial_discovery_done);
             for s in &saved.splits {
-                if !state.topics.contains(&s.topic) {
+                if !state.topics().contains(&s.topic) {
                     retain_later.push(s.clone());
                     continue;
                 }
-                state.known.insert((s.topic.clone(), s.partition));
+                state.know(s.topic.clone(), s.partition);
                 // Where to stop is this run's choice (`stops_for_this_run`), not the
                 // checkpointed run's: a bounded run after a follow run ends, and a
                 // re-run export reads what is new since.
@@ -95,8 +95,8 @@ impl Enumerator {
     ) -> Result<Vec<KafkaSplit>, SourceError> {
         let stops = self
             .per_cluster(&splits, "a stop lookup task", |cluster, state| {
-                let stop = state.stop.clone()?;
-                let (cluster, client) = (cluster.clone(), state.client.clone());
+                let stop = state.stop().clone()?;
+                let (cluster, client) = (cluster.clone(), state.client().clone());
                 Some(Box::new(move |partitions: &[(String, i32)]| {
                     let stops = stops_blocking(&cluster, &client, &stop, partitions)?;
                     Ok(partitions.iter().cloned().zip(stops).collect())
@@ -146,12 +146,12 @@ impl Enumerator {
         for (cluster, state) in self.clusters.iter_mut() {
             let back = self.links.retained().take(|id| {
                 id.cluster == *cluster
-                    && state.topics.contains(&*id.topic)
+                    && state.topics().contains(&*id.topic)
                     && group.is_none_or(|g| g.holds(id))
             });
             for (id, r) in back {
                 if let (Some(expected), Some(actual)) =
-                    (&r.kafka_cluster_id, &state.kafka_cluster_id)
+                    (&r.kafka_cluster_id, state.kafka_cluster_id())
                     && expected != actual
                 {
                     let replaced = self
@@ -171,7 +171,7 @@ impl Enumerator {
                     }
                     continue;
                 }
-                state.known.insert((id.topic.to_string(), id.partition));
+                state.know(id.topic.to_string(), id.partition);
                 out.push(KafkaSplit {
                     id,
                     next_offset: r.next_offset,

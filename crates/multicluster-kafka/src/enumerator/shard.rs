@@ -91,7 +91,7 @@ impl Enumerator {
         splits.retain(|s| shard.owns(&s.id.cluster, &s.id.topic, s.id.partition));
         let committed = self
             .per_cluster(&splits, "a committed-offset lookup", |_, state| {
-                let client = state.client.clone();
+                let client = state.client().clone();
                 Some(Box::new(move |partitions: &[(String, i32)]| {
                     let facts = client.facts(partitions, true, None)?;
                     Ok(facts

@@ -273,9 +273,9 @@ impl Enumerator {
         }
         for (cluster, state) in &self.clusters {
             match group.members.get_mut(cluster) {
-                Some(j) if j.topics != state.topics => {
-                    j.member.subscribe(state.topics.iter().cloned().collect());
-                    j.topics = state.topics.clone();
+                Some(j) if j.topics != *state.topics() => {
+                    j.member.subscribe(state.topics().iter().cloned().collect());
+                    j.topics = state.topics().clone();
                 }
                 Some(_) => {}
                 None => {
@@ -286,7 +286,7 @@ impl Enumerator {
                         cluster.clone(),
                         &props,
                         &group_id,
-                        state.topics.iter().cloned().collect(),
+                        state.topics().iter().cloned().collect(),
                         group.events_tx.clone(),
                         group.classic.contains(cluster),
                         self.cfg
@@ -296,7 +296,7 @@ impl Enumerator {
                     ) {
                         Ok(member) => {
                             tracing::info!(cluster = %cluster, group = %group_id, protocol = member.protocol, "joined the cluster's group");
-                            let topics = state.topics.clone();
+                            let topics = state.topics().clone();
                             group.members.insert(
                                 cluster.clone(),
                                 Joined {
@@ -394,8 +394,8 @@ impl Enumerator {
                 .pending
                 .insert(SplitId::new(&cluster, t, *p), lookup_no);
         }
-        let client = state.client.clone();
-        let start = state.start.clone();
+        let client = state.client().clone();
+        let start = state.start().clone();
         group.assigning.spawn(async move {
             let lookup = partitions.clone();
             // Tried a few times: the partitions are read only once this succeeds.
@@ -476,7 +476,7 @@ impl Enumerator {
             };
             let next_offset = match f.committed {
                 Some(c) => c,
-                None => match resolve_start(&state.start, &topic, &cluster, p, f) {
+                None => match resolve_start(state.start(), &topic, &cluster, p, f) {
                     Ok(o) => o,
                     Err(e) => {
                         tracing::warn!(cluster = %cluster, error = %e, "an assigned partition has no start");
@@ -492,7 +492,7 @@ impl Enumerator {
                 }
                 _ => next_offset,
             };
-            state.known.insert((topic.clone(), p));
+            state.know(topic.clone(), p);
             splits.push(KafkaSplit {
                 id,
                 next_offset,

@@ -63,9 +63,7 @@ impl Enumerator {
             .cloned()
             .collect();
         if let Some(state) = self.clusters.get_mut(&cluster) {
-            state
-                .known
-                .retain(|(t, p)| !partitions.contains(&(t.clone(), *p)));
+            state.retain_known(|(t, p)| !partitions.contains(&(t.clone(), *p)));
         }
         group.revocations.push(Revocation {
             ids,

@@ -120,9 +120,9 @@ async fn an_answer_makes_the_cluster_read_and_tells_every_reader_its_cluster_id(
     assert!(h.e.connected(key("east"), answered, |_| false).unwrap());
     assert!(h.e.connecting.is_empty());
     let east = &h.e.clusters[&key("east")];
-    assert_eq!(east.kafka_cluster_id.as_deref(), Some("K1"));
-    assert!(!east.initial_discovery_done);
-    assert_eq!(east.topics, BTreeSet::from(["t".to_string()]));
+    assert_eq!(east.kafka_cluster_id().as_deref(), Some("K1"));
+    assert!(!east.initial_discovery_done());
+    assert_eq!(*east.topics(), BTreeSet::from(["t".to_string()]));
     assert!(h.e.applied.views().contains_key("east"));
     for r in 0..2 {
         let events = h.events(r);

@@ -18,8 +18,7 @@ async fn discovery_hands_out_new_partitions_of_topics_read_once_then_says_the_cl
     h.e.clusters
         .get_mut("east")
         .unwrap()
-        .known
-        .insert(("t".to_string(), 0));
+        .know("t".to_string(), 0);
     let found = || {
         vec![
             split("east", "t", 0, 0),
@@ -56,10 +55,10 @@ async fn discovery_hands_out_new_partitions_of_topics_read_once_then_says_the_cl
         handed,
         [SplitId::new("east", "t", 1), SplitId::new("east", "t", 2)]
     );
-    assert!(h.e.clusters[&key("east")].initial_discovery_done);
+    assert!(h.e.clusters[&key("east")].initial_discovery_done());
     assert!(
         !h.e.clusters[&key("east")]
-            .known
+            .known()
             .contains(&("removed".to_string(), 0))
     );
 
@@ -80,7 +79,7 @@ async fn discovery_at_start_returns_the_splits_and_tells_no_reader() {
             .await
             .unwrap();
     assert_eq!(out, [split("east", "t", 0, 5)], "a partition found twice");
-    assert!(h.e.clusters[&key("east")].initial_discovery_done);
+    assert!(h.e.clusters[&key("east")].initial_discovery_done());
     assert!(h.events(0).is_empty() && h.events(1).is_empty());
 
     // A cluster no longer read: its answer is dropped.
@@ -174,11 +173,9 @@ async fn a_bounded_run_tells_the_owners_of_a_topic_gone_and_takes_no_new_split()
     h.read("east", "K1");
     {
         let east = h.e.clusters.get_mut("east").unwrap();
-        east.known.extend([
-            ("t".to_string(), 0),
-            ("t".to_string(), 1),
-            ("u".to_string(), 0),
-        ]);
+        for (t, p) in [("t", 0), ("t", 1), ("u", 0)] {
+            east.know(t.to_string(), p);
+        }
     }
     h.e.readers.set_owner(SplitId::new("east", "t", 0), 0);
     h.e.readers.set_owner(SplitId::new("east", "t", 1), 1);
@@ -197,7 +194,7 @@ async fn a_bounded_run_tells_the_owners_of_a_topic_gone_and_takes_no_new_split()
     }
     assert!(
         !h.e.clusters[&key("east")]
-            .known
+            .known()
             .contains(&("t".to_string(), 2))
     );
     assert!(

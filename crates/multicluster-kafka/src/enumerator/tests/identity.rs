@@ -23,7 +23,7 @@ async fn retained_positions_resume_on_the_same_kafka_cluster() {
         resumed,
         [split("east", "t", 0, 42), split("east", "t", 1, 7)]
     );
-    let known = &h.e.clusters[&key("east")].known;
+    let known = &h.e.clusters[&key("east")].known();
     assert!(known.contains(&("t".to_string(), 0)) && known.contains(&("t".to_string(), 1)));
     assert!(
         !known.contains(&("t".to_string(), 2)),
@@ -51,7 +51,7 @@ async fn positions_of_another_kafka_cluster_are_refused_and_every_reader_is_told
         .keep(&split("east", "t", 1, 7), far(), Some("K1".into()));
 
     assert!(h.e.resume_retained().is_empty());
-    assert!(h.e.clusters[&key("east")].known.is_empty());
+    assert!(h.e.clusters[&key("east")].known().is_empty());
     for r in 0..2 {
         let events = h.events(r);
         assert!(
@@ -131,8 +131,8 @@ async fn a_restore_applies_positions_of_the_same_cluster_and_retains_those_not_r
     let restored = h.e.restore().unwrap();
     assert_eq!(restored, [split("east", "t", 0, 10)]);
     let east = &h.e.clusters[&key("east")];
-    assert!(east.initial_discovery_done);
-    assert_eq!(east.known, BTreeSet::from([("t".to_string(), 0)]));
+    assert!(east.initial_discovery_done());
+    assert_eq!(*east.known(), BTreeSet::from([("t".to_string(), 0)]));
     let retained: BTreeMap<SplitId, (i64, Option<String>)> = h
         .retained
         .live()
@@ -154,7 +154,7 @@ async fn a_restore_onto_another_cluster_fails_unless_replaced_or_discarded() {
         let mut h = Harness::new(cfg, stream(vec![("east", east)]));
         h.read("east", "K2");
         h.e.restore()
-            .map(|splits| (splits, h.e.clusters[&key("east")].known.len()))
+            .map(|splits| (splits, h.e.clusters[&key("east")].known().len()))
     };
     let mut cfg = config();
     cfg.restore = Some(checkpoint());

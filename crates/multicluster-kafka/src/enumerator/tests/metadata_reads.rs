@@ -53,8 +53,9 @@ async fn a_topic_leaving_is_removed_from_its_owner_with_its_position_retained() 
     h.read("east", "K1");
     {
         let east = h.e.clusters.get_mut("east").unwrap();
-        east.known
-            .extend([("t".to_string(), 0), ("u".to_string(), 0)]);
+        for (t, p) in [("t", 0), ("u", 0)] {
+            east.know(t.to_string(), p);
+        }
     }
     h.e.hand_out(vec![split("east", "t", 0, 0), split("east", "u", 0, 0)]);
     let owner_of_t = h.e.readers.owners()[&SplitId::new("east", "t", 0)];
@@ -72,8 +73,8 @@ async fn a_topic_leaving_is_removed_from_its_owner_with_its_position_retained() 
     );
     assert!(h.events(1 - owner_of_t).is_empty());
     let east = &h.e.clusters[&key("east")];
-    assert_eq!(east.known, BTreeSet::from([("u".to_string(), 0)]));
-    assert_eq!(east.topics, BTreeSet::from(["u".to_string()]));
+    assert_eq!(*east.known(), BTreeSet::from([("u".to_string(), 0)]));
+    assert_eq!(*east.topics(), BTreeSet::from(["u".to_string()]));
     assert_eq!(
         h.e.readers.owners().keys().cloned().collect::<Vec<_>>(),
         [SplitId::new("east", "u", 0)]

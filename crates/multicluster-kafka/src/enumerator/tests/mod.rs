@@ -228,16 +228,7 @@ impl Harness {
         let wanted = WantedCluster::new(&self.e.cfg, &view);
         self.e.clusters.insert(
             key(cluster),
-            ClusterState {
-                reader_props: wanted.props,
-                topics: wanted.topics,
-                client: shared_client(),
-                kafka_cluster_id: Some(kafka_id.to_string()),
-                initial_discovery_done: false,
-                start: wanted.start,
-                stop: wanted.stop,
-                known: BTreeSet::new(),
-            },
+            ClusterState::new(wanted, shared_client(), kafka_id.to_string()),
         );
         self.e.applied.read(cluster, view);
         let views = self.e.applied.views();
