@@ -203,7 +203,7 @@ impl Enumerator {
         };
         if let Some(stops) = group.stops_mut() {
             stops.finished_unacked = true;
-            group.want_ack();
+            group.set_ack_wanted(true);
         }
     }
 }

@@ -28,6 +28,8 @@ use crate::kafka::group_member::{GroupMember, MemberEvent};
 
 mod revoke;
 
+use revoke::GivingBack;
+
 /// How long a revocation waits for the program to acknowledge the records handed
 /// out of the revoked partitions.
 pub(crate) const ACK_WAIT: Duration = Duration::from_secs(15);
@@ -38,25 +40,6 @@ const HANDED_BACK_KEEP: Duration = Duration::from_secs(300);
 
 /// How long leaving the groups may take when the source closes.
 pub(crate) const LEAVE_WAIT: Duration = Duration::from_secs(5);
-
-/// A revocation waiting for the readers' last positions and the program's
-/// acknowledgement.
-struct Revocation {
-    ids: Vec<SplitId>,
-    confirms: Vec<oneshot::Receiver<Vec<KafkaSplit>>>,
-    /// Where each split started when it was assigned.
-    starts: BTreeMap<SplitId, i64>,
-    /// Where each split was when its reader let it go.
-    handed_out: BTreeMap<SplitId, i64>,
-    /// Splits a metadata change removed before the group took them back: their
-    /// reader's confirmation of that removal gives where they were.
-    await_release: BTreeSet<SplitId>,
-    reply: std_mpsc::Sender<Vec<(String, i32, i64)>>,
-    deadline: Instant,
-    /// The coordinator fenced this member and gave the partitions to others: nothing
-    /// is committed, and only the readers' last positions are waited for.
-    lost: bool,
-}
 
 /// A cluster's member, with the topics and client properties it was given.
 struct Joined {
@@ -97,18 +80,8 @@ pub(crate) struct GroupState {
     pending: BTreeMap<SplitId, u64>,
     lookups: u64,
     assigning: tokio::task::JoinSet<Looked>,
-    /// The positions the program acknowledged last (its last commit), of the splits
-    /// this instance holds or is giving back: never of an earlier ownership.
-    acked: BTreeMap<SplitId, i64>,
-    /// Where readers let splits go that a metadata change removed.
-    released: BTreeMap<SplitId, i64>,
-    /// Where this instance had handed out partitions the group took back, and until
-    /// when that is kept. A partition that comes back (a member that lost its
-    /// membership, fenced after a stall longer than the session timeout, joins again
-    /// and is given its partitions anew) starts there when its committed offset is
-    /// behind: those records were handed out here already.
-    handed_back: BTreeMap<SplitId, (i64, Instant)>,
-    revocations: Vec<Revocation>,
+    /// Partitions being given back, and what is kept of those given back.
+    giving_back: GivingBack,
     /// Set while a revocation waits for the program's acknowledgement.
     ack_wanted: Arc<AtomicBool>,
     /// The source closes: no group is joined again.
@@ -129,10 +102,7 @@ impl GroupState {
             pending: BTreeMap::new(),
             lookups: 0,
             assigning: tokio::task::JoinSet::new(),
-            acked: BTreeMap::new(),
-            released: BTreeMap::new(),
-            handed_back: BTreeMap::new(),
-            revocations: Vec::new(),
+            giving_back: GivingBack::default(),
             ack_wanted,
             leaving: false,
             stops: None,
@@ -173,10 +143,31 @@ impl GroupState {
         self.stops = Some(stops);
     }
 
-    /// Asks the program to acknowledge what it processed (a bounded run's reader
-    /// finished a split).
-    pub(super) fn want_ack(&self) {
-        self.ack_wanted.store(true, Ordering::SeqCst);
+    /// Asks the program to acknowledge what it processed (`wanted`), or stops asking.
+    pub(super) fn set_ack_wanted(&self, wanted: bool) {
+        self.ack_wanted.store(wanted, Ordering::SeqCst);
+    }
+
+    /// Whether the source closes (no group is joined again).
+    pub(super) fn leaving(&self) -> bool {
+        self.leaving
+    }
+
+    /// Where `id` started when the coordinators gave it to this instance, while it
+    /// holds it.
+    pub(super) fn assigned_start(&self, id: &SplitId) -> Option<i64> {
+        self.assigned.get(id).copied()
+    }
+
+    /// The coordinators took `id` back: returns where it started here, if it was
+    /// held.
+    pub(super) fn take_assigned(&mut self, id: &SplitId) -> Option<i64> {
+        self.assigned.remove(id)
+    }
+
+    /// The coordinators took `id` back: a lookup of where it starts is not taken.
+    pub(super) fn forget_lookup(&mut self, id: &SplitId) {
+        self.pending.remove(id);
     }
 
     /// Whether the program is asked to acknowledge what it processed.
@@ -187,7 +178,7 @@ impl GroupState {
 
     /// Whether a revocation waits.
     pub(super) fn revoking(&self) -> bool {
-        !self.revocations.is_empty()
+        self.giving_back.waiting()
     }
 
     /// The members, for commits.
@@ -218,9 +209,7 @@ impl GroupState {
     /// before is no longer where they are (a topic removed and added back before the
     /// group took its partitions back resumes them).
     pub(super) fn handing_out(&mut self, splits: &[KafkaSplit]) {
-        for s in splits {
-            self.released.remove(&s.id);
-        }
+        self.giving_back.handing_out(splits);
     }
 
     /// Expects a lookup of where `id` starts, as a member's assignment does; returns
@@ -447,16 +436,7 @@ impl Enumerator {
         };
         let now = Instant::now();
         let handed_back: BTreeMap<SplitId, i64> = match self.group.as_mut() {
-            Some(g) => {
-                g.handed_back.retain(|_, (_, until)| *until > now);
-                partitions
-                    .iter()
-                    .filter_map(|(t, p)| {
-                        let id = SplitId::new(&cluster, t, *p);
-                        g.handed_back.remove(&id).map(|(at, _)| (id, at))
-                    })
-                    .collect()
-            }
+            Some(g) => g.giving_back.take_handed_back(&cluster, &partitions, now),
             None => BTreeMap::new(),
         };
         let stops = self.group.as_ref().and_then(|g| g.stops());
@@ -504,7 +484,7 @@ impl Enumerator {
             for s in &splits {
                 group.assigned.insert(s.id.clone(), s.next_offset);
                 // What was acknowledged of an earlier ownership is not this one's.
-                group.acked.remove(&s.id);
+                group.giving_back.held_anew(&s.id);
             }
         }
         self.hand_out(splits);

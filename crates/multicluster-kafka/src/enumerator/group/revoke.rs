@@ -4,6 +4,84 @@
 
 use super::*;
 
+/// A revocation waiting for the readers' last positions and the program's
+/// acknowledgement.
+struct Revocation {
+    ids: Vec<SplitId>,
+    confirms: Vec<oneshot::Receiver<Vec<KafkaSplit>>>,
+    /// Where each split started when it was assigned.
+    starts: BTreeMap<SplitId, i64>,
+    /// Where each split was when its reader let it go.
+    handed_out: BTreeMap<SplitId, i64>,
+    /// Splits a metadata change removed before the group took them back: their
+    /// reader's confirmation of that removal gives where they were.
+    await_release: BTreeSet<SplitId>,
+    reply: std_mpsc::Sender<Vec<(String, i32, i64)>>,
+    deadline: Instant,
+    /// The coordinator fenced this member and gave the partitions to others: nothing
+    /// is committed, and only the readers' last positions are waited for.
+    lost: bool,
+}
+
+/// Partitions being given back to the group, and what is kept of those given back.
+#[derive(Default)]
+pub(super) struct GivingBack {
+    /// The positions the program acknowledged last (its last commit), of the splits
+    /// this instance holds or is giving back: never of an earlier ownership.
+    acked: BTreeMap<SplitId, i64>,
+    /// Where readers let splits go that a metadata change removed.
+    released: BTreeMap<SplitId, i64>,
+    /// Where this instance had handed out partitions the group took back, and until
+    /// when that is kept. A partition that comes back (a member that lost its
+    /// membership, fenced after a stall longer than the session timeout, joins again
+    /// and is given its partitions anew) starts there when its committed offset is
+    /// behind: those records were handed out here already.
+    handed_back: BTreeMap<SplitId, (i64, Instant)>,
+    /// The revocations waiting for the readers' last positions or the program's
+    /// acknowledgement.
+    revocations: Vec<Revocation>,
+}
+
+impl GivingBack {
+    /// Whether a revocation waits.
+    pub(super) fn waiting(&self) -> bool {
+        !self.revocations.is_empty()
+    }
+
+    /// Splits handed out (again): where a metadata change's removal let them go
+    /// before is no longer where they are.
+    pub(super) fn handing_out(&mut self, splits: &[KafkaSplit]) {
+        for s in splits {
+            self.released.remove(&s.id);
+        }
+    }
+
+    /// Takes where this instance had handed out `partitions` of `cluster` before the
+    /// group took them back, for those still kept at `now`; forgets those kept too
+    /// long.
+    pub(super) fn take_handed_back(
+        &mut self,
+        cluster: &Arc<str>,
+        partitions: &[(String, i32)],
+        now: Instant,
+    ) -> BTreeMap<SplitId, i64> {
+        self.handed_back.retain(|_, (_, until)| *until > now);
+        partitions
+            .iter()
+            .filter_map(|(t, p)| {
+                let id = SplitId::new(cluster, t, *p);
+                self.handed_back.remove(&id).map(|(at, _)| (id, at))
+            })
+            .collect()
+    }
+
+    /// `id` is held anew: what was acknowledged of an earlier ownership is not this
+    /// one's.
+    pub(super) fn held_anew(&mut self, id: &SplitId) {
+        self.acked.remove(id);
+    }
+}
+
 impl Enumerator {
     /// Partitions taken back: the readers stop handing them out and say where they
     /// are; the positions are committed once acknowledged (see [`Self::revocations_due`]).
@@ -43,11 +121,11 @@ impl Enumerator {
             return;
         };
         for id in &ids {
-            group.pending.remove(id);
+            group.forget_lookup(id);
         }
         let mut starts = BTreeMap::new();
         for id in &ids {
-            if let Some(start) = group.assigned.remove(id) {
+            if let Some(start) = group.take_assigned(id) {
                 starts.insert(id.clone(), start);
             }
         }
@@ -58,14 +136,15 @@ impl Enumerator {
             .iter()
             .filter(|id| {
                 starts.contains_key(*id)
-                    && (self.removals.unconfirmed(id) || group.released.contains_key(*id))
+                    && (self.removals.unconfirmed(id)
+                        || group.giving_back.released.contains_key(*id))
             })
             .cloned()
             .collect();
         if let Some(state) = self.clusters.get_mut(&cluster) {
             state.retain_known(|(t, p)| !partitions.contains(&(t.clone(), *p)));
         }
-        group.revocations.push(Revocation {
+        group.giving_back.revocations.push(Revocation {
             ids,
             confirms,
             handed_out: starts.clone(),
@@ -76,7 +155,7 @@ impl Enumerator {
             lost,
         });
         if !lost {
-            group.ack_wanted.store(true, Ordering::SeqCst);
+            group.set_ack_wanted(true);
         }
     }
 
@@ -88,7 +167,10 @@ impl Enumerator {
             // follows (its cluster's member leaves, or its topic leaves the
             // subscription), and takes the position from here.
             for s in handed_out {
-                group.released.insert(s.id.clone(), s.next_offset);
+                group
+                    .giving_back
+                    .released
+                    .insert(s.id.clone(), s.next_offset);
             }
         }
     }
@@ -98,7 +180,7 @@ impl Enumerator {
         let Some(group) = self.group.as_mut() else {
             return;
         };
-        if let Some(stops) = group.stops.as_mut() {
+        if let Some(stops) = group.stops_mut() {
             stops.acknowledged();
         }
         for (cluster, c) in &cp.clusters {
@@ -107,14 +189,17 @@ impl Enumerator {
                 // Only of the ownership now: held, or being given back. A checkpoint
                 // taken before a revocation ended can be acknowledged after it; its
                 // positions belong to an ownership that is over.
-                let start = group
-                    .assigned
-                    .get(&id)
-                    .or_else(|| group.revocations.iter().find_map(|r| r.starts.get(&id)));
-                if start.is_none_or(|start| s.next_offset < *start) {
+                let start = group.assigned_start(&id).or_else(|| {
+                    group
+                        .giving_back
+                        .revocations
+                        .iter()
+                        .find_map(|r| r.starts.get(&id).copied())
+                });
+                if start.is_none_or(|start| s.next_offset < start) {
                     continue;
                 }
-                let e = group.acked.entry(id).or_insert(s.next_offset);
+                let e = group.giving_back.acked.entry(id).or_insert(s.next_offset);
                 *e = (*e).max(s.next_offset);
             }
         }
@@ -128,7 +213,7 @@ impl Enumerator {
         };
         let now = Instant::now();
         let mut still = Vec::new();
-        for mut r in std::mem::take(&mut group.revocations) {
+        for mut r in std::mem::take(&mut group.giving_back.revocations) {
             let mut waiting = Vec::new();
             for mut c in std::mem::take(&mut r.confirms) {
                 match c.try_recv() {
@@ -143,7 +228,7 @@ impl Enumerator {
             }
             r.confirms = waiting;
             r.await_release
-                .retain(|id| match group.released.remove(id) {
+                .retain(|id| match group.giving_back.released.remove(id) {
                     Some(at) => {
                         r.handed_out.insert(id.clone(), at);
                         false
@@ -155,13 +240,14 @@ impl Enumerator {
             let acked_all = r.confirms.is_empty()
                 && r.await_release.is_empty()
                 && r.handed_out.iter().all(|(id, at)| {
-                    group.acked.get(id).is_some_and(|a| a >= at) || r.starts.get(id) == Some(at)
+                    group.giving_back.acked.get(id).is_some_and(|a| a >= at)
+                        || r.starts.get(id) == Some(at)
                 });
             // Leaving (the source closes): the program acknowledged what it will; the
             // readers are not asked again. Lost: nothing can be committed, so nothing
             // is waited for but the readers' last positions.
             let released = r.confirms.is_empty() && r.await_release.is_empty();
-            let due = now >= r.deadline || group.leaving || (r.lost && released);
+            let due = now >= r.deadline || group.leaving() || (r.lost && released);
             if !(acked_all || due) {
                 still.push(r);
                 continue;
@@ -173,7 +259,7 @@ impl Enumerator {
                 .iter()
                 .filter(|id| !r.lost && r.starts.contains_key(*id))
                 .filter_map(|id| {
-                    let acked = group.acked.get(id).copied();
+                    let acked = group.giving_back.acked.get(id).copied();
                     let at = if acked_all {
                         acked.or_else(|| r.handed_out.get(id).copied())
                     } else {
@@ -187,7 +273,7 @@ impl Enumerator {
                     partitions = r.ids.len(),
                     "the cluster's group fenced this instance (no heartbeat within the session timeout) and gave its partitions to other members: what was handed out of them since this instance's last commit is read again by their next owner"
                 );
-            } else if !acked_all && !group.leaving {
+            } else if !acked_all && !group.leaving() {
                 let waited_for = if !r.confirms.is_empty() {
                     "the readers' last positions"
                 } else if !r.await_release.is_empty() {
@@ -202,9 +288,10 @@ impl Enumerator {
                 );
             }
             for id in &r.ids {
-                group.acked.remove(id);
+                group.giving_back.acked.remove(id);
                 if let Some(at) = r.handed_out.get(id) {
                     group
+                        .giving_back
                         .handed_back
                         .insert(id.clone(), (*at, now + HANDED_BACK_KEEP));
                 }
@@ -212,11 +299,9 @@ impl Enumerator {
             let _ = self.links.retained().take(|id| r.ids.contains(id));
             let _ = r.reply.send(offsets);
         }
-        group.revocations = still;
-        let finished = group.stops.as_ref().is_some_and(|s| s.finished_unacked());
-        let waiting = group.revocations.iter().any(|r| !r.lost);
-        group
-            .ack_wanted
-            .store(waiting || finished, Ordering::SeqCst);
+        group.giving_back.revocations = still;
+        let finished = group.stops().is_some_and(|s| s.finished_unacked());
+        let waiting = group.giving_back.revocations.iter().any(|r| !r.lost);
+        group.set_ack_wanted(waiting || finished);
     }
 }
