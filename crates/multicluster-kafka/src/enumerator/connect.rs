@@ -11,11 +11,10 @@ use std::time::Duration;
 use tokio::task::{JoinError, JoinSet};
 use tokio::time::Instant;
 
-use super::Enumerator;
 use super::clients::client;
 use super::cluster::{ClusterState, WantedCluster};
 use super::spare::Spare;
-use super::start::START_GRACE;
+use super::{Enumerator, START_GRACE};
 use crate::base::plan::ClusterView;
 use crate::base::properties::ClientProperties;
 use crate::base::protocol::ReaderEvent;

@@ -109,6 +109,11 @@ pub(crate) const LEAVE_GROUPS_WAIT: Duration = Duration::from_secs(6);
 /// How often a bounded run checks that the topics it reads still exist.
 const BOUNDED_TOPIC_CHECK: Duration = Duration::from_secs(5);
 
+/// In a follow run, how long start-up waits for the other clusters once one cluster
+/// answered; those that did not are taken up later, like clusters added to the
+/// metadata.
+const START_GRACE: Duration = Duration::from_secs(5);
+
 impl Drop for Enumerator {
     /// Closing a consumer blocks: rust-rdkafka's `BaseConsumer` waits for librdkafka
     /// to say it is closed by polling its queue 100 ms at a time, so every close took

@@ -11,18 +11,13 @@ use tokio::time::{Instant, sleep_until};
 
 use super::connect::Connected;
 use super::subscription::subscribed_streams;
-use super::{Command, Enumerator, Shared, group, group_stop};
+use super::{Command, Enumerator, START_GRACE, Shared, group, group_stop};
 use crate::base::config::SourceConfig;
 use crate::base::metadata::KafkaMetadataService;
 use crate::base::plan::clusters_of_streams_with;
 use crate::base::protocol::{ReaderEvent, ReaderNotice};
 use crate::error::SourceError;
 use crate::metrics as m;
-
-/// In a follow run, how long start-up waits for the other clusters once one cluster
-/// answered; those that did not are taken up later, like clusters added to the
-/// metadata.
-pub(super) const START_GRACE: Duration = Duration::from_secs(5);
 
 impl Enumerator {
     /// Reads metadata, connects to every cluster, restores and discovers splits, and

@@ -161,7 +161,7 @@ impl Enumerator {
 
     /// Records where readers let go splits that a metadata change removed, for the
     /// group's revocation of them.
-    pub(in crate::enumerator) fn released(&mut self, handed_out: &[KafkaSplit]) {
+    pub(crate) fn released(&mut self, handed_out: &[KafkaSplit]) {
         if let Some(group) = self.group.as_mut() {
             // Every split handed out in group mode was assigned: its revocation
             // follows (its cluster's member leaves, or its topic leaves the
@@ -176,7 +176,7 @@ impl Enumerator {
     }
 
     /// Records what the program acknowledged (the checkpoint it commits).
-    pub(in crate::enumerator) fn acknowledged(&mut self, cp: &Checkpoint) {
+    pub(crate) fn acknowledged(&mut self, cp: &Checkpoint) {
         let Some(group) = self.group.as_mut() else {
             return;
         };
@@ -207,7 +207,7 @@ impl Enumerator {
 
     /// Answers the revocations whose readers confirmed and whose records the program
     /// acknowledged (or whose wait is over): with the positions to commit.
-    pub(in crate::enumerator) fn revocations_due(&mut self) {
+    pub(crate) fn revocations_due(&mut self) {
         let Some(group) = self.group.as_mut() else {
             return;
         };
