@@ -317,16 +317,11 @@ impl Enumerator {
                 }
 
                 lost = async { (&mut self.shard.as_mut().expect("guarded").1).await }, if self.shard.is_some() => {
-                    self.shard = None;
-                    if let Ok(e) = lost {
-                        self.shard_lost(e);
-                    }
+                    self.shard_ended(lost);
                 }
             }
         }
-        if let Some((keeper, _)) = self.shard.take() {
-            keeper.release_in_background();
-        }
+        self.release_shard();
         let _ = self.links.service().close().await;
     }
 }

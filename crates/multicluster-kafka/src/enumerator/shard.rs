@@ -4,6 +4,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use tokio::sync::oneshot;
+
 use super::Enumerator;
 use super::lookups::{Lookup, key_of};
 use crate::base::metadata::KafkaStream;
@@ -54,8 +56,24 @@ impl Enumerator {
         self.shard.as_ref().map(|(k, _)| k.clone())
     }
 
+    /// The shard's membership ended: with `lost`'s error (another instance took the
+    /// shard), every reader stops with it.
+    pub(super) fn shard_ended(&mut self, lost: Result<SourceError, oneshot::error::RecvError>) {
+        self.shard = None;
+        if let Ok(e) = lost {
+            self.shard_lost(e);
+        }
+    }
+
+    /// Lets the shard's membership go, in the background (the enumerator stops).
+    pub(super) fn release_shard(&mut self) {
+        if let Some((keeper, _)) = self.shard.take() {
+            keeper.release_in_background();
+        }
+    }
+
     /// Another instance took the shard: every reader stops with the error.
-    pub(super) fn shard_lost(&mut self, e: SourceError) {
+    fn shard_lost(&mut self, e: SourceError) {
         let SourceError::ShardTaken {
             shard,
             instance,
