@@ -255,7 +255,16 @@ impl Lookups for RdLookups {
     fn topic_names(&self) -> Result<Vec<String>, SourceError> {
         let md = all_metadata(self.consumer().client(), self.timeout, EndEarly::OnRefusal)
             .map_err(|e| self.err("metadata request", &e))?;
-        Ok(md.topics().iter().map(|t| t.name().to_string()).collect())
+        // A topic being deleted may still be listed, as unknown.
+        Ok(md
+            .topics()
+            .iter()
+            .filter(|t| {
+                t.error()
+                    != Some(rdkafka::types::RDKafkaRespErr::RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART)
+            })
+            .map(|t| t.name().to_string())
+            .collect())
     }
 
     fn bounds(&self, partitions: &[(String, i32)]) -> Result<Bounds, SourceError> {

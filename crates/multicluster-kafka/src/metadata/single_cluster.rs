@@ -5,31 +5,72 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use rdkafka::admin::AdminClient;
-use rdkafka::types::RDKafkaRespErr;
 
 use super::{ClusterMetadata, KafkaMetadataService, KafkaStream, MetadataError};
 use crate::base::hooks::ClientHooks;
 use crate::base::properties::ClientProperties;
 use crate::error::SourceError;
-use crate::kafka::events::Served;
-use crate::kafka::events::{ClientRole, SourceContext};
-use crate::lookups::EndEarly;
-use crate::native::lookup::Lookup;
+use crate::kafka::config::ClientSetup;
+use crate::kafka::lookups::RdLookups;
+use crate::lookups::Lookups;
+use crate::native::lookups::NativeLookups;
 use crate::native::settings::{self, Given};
 
-/// The admin client and the thread serving its events (log lines, errors, token
-/// requests); the thread is declared first, so it stops before the client goes.
-type Admin = Served<AdminClient<SourceContext>>;
+/// How the service lists the cluster's topics: the source's lookups
+/// ([`Lookups`]), native where the native path serves the cluster and the service
+/// is made on a tokio runtime, else librdkafka's.
+type Client = Arc<dyn Lookups>;
 
-/// How the service lists the cluster's topics.
-#[derive(Clone)]
-enum Client {
-    /// The native path's lookups (no thread of their own), where it serves the
-    /// cluster and the service is made on a tokio runtime.
-    Native(Arc<Lookup>),
-    /// A librdkafka admin client.
-    Librdkafka(Arc<Admin>),
+/// The cluster's lookups with these properties and hooks, each request waiting at
+/// most `timeout`.
+fn lookups(
+    cluster_id: &str,
+    properties: &ClientProperties,
+    hooks: Option<&Arc<dyn ClientHooks>>,
+    timeout: Duration,
+) -> Result<Client, MetadataError> {
+    let cluster: Arc<str> = Arc::from(cluster_id);
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        let given = Given {
+            cluster: &cluster,
+            props: properties,
+            hooks,
+            runtime: true,
+        };
+        // Settings the native path refuses stay with librdkafka's words for them.
+        let native = match settings::serves(&given) {
+            true => settings::settings(&given).ok(),
+            false => None,
+        };
+        if let Some(settings) = native {
+            return Ok(Arc::new(NativeLookups::new(
+                cluster, &settings, timeout, runtime,
+            )));
+        }
+    }
+    let setup = ClientSetup {
+        hooks: hooks.cloned(),
+        dispatch: Some(tracing::dispatcher::get_default(|d| d.clone())),
+    };
+    let client =
+        crate::kafka::shared::standalone(&cluster, properties, None, setup).map_err(|e| {
+            MetadataError::Cluster {
+                message: redact(
+                    properties,
+                    format!("cannot create a Kafka client: {}", message_of(e)),
+                ),
+                cluster: cluster_id.to_string(),
+            }
+        })?;
+    Ok(Arc::new(RdLookups::new(cluster, client, timeout)))
+}
+
+/// An error's message without the cluster (the caller names it).
+fn message_of(e: SourceError) -> String {
+    match e {
+        SourceError::Kafka { message, .. } | SourceError::Cluster { message, .. } => message,
+        other => other.to_string(),
+    }
 }
 
 /// Every topic of one cluster is a stream of the same name.
@@ -42,7 +83,7 @@ enum Client {
 ///
 /// Made on a tokio runtime for a cluster the native fetch path serves (see
 /// `fetch.backend`), the service lists topics over connections of its own on that
-/// runtime, with no thread of its own; otherwise with a librdkafka admin client. Each
+/// runtime, with no thread of its own; otherwise with a librdkafka client. Each
 /// request runs on a thread of its own, which a runtime shutting down does not wait
 /// for; a call waits at most [`metadata_timeout`](Self::with_metadata_timeout) for the
 /// cluster. The methods need a tokio runtime. [`close`](KafkaMetadataService::close), or dropping the service,
@@ -72,6 +113,8 @@ pub struct SingleClusterMetadataService {
     cluster_id: String,
     properties: ClientProperties,
     metadata_timeout: Duration,
+    /// The program's hooks for the service's client.
+    hooks: Option<Arc<dyn ClientHooks>>,
     /// `None` once closed.
     client: Mutex<Option<Client>>,
     /// How the listings went so far ([`Listing`]), for how loudly a failure is said.
@@ -136,47 +179,14 @@ impl SingleClusterMetadataService {
                 cluster: cluster_id,
             });
         }
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            let cluster: Arc<str> = Arc::from(cluster_id.as_str());
-            let given = Given {
-                cluster: &cluster,
-                props: &properties,
-                hooks: hooks.as_ref(),
-                runtime: true,
-            };
-            // Settings the native path refuses stay with librdkafka's words for them.
-            let native = match settings::serves(&given) {
-                true => settings::settings(&given).ok(),
-                false => None,
-            };
-            if let Some(settings) = native {
-                let timeout = Self::DEFAULT_METADATA_TIMEOUT;
-                let lookup = Lookup::new(cluster, &settings, timeout, runtime);
-                return Ok(Self {
-                    cluster_id,
-                    properties,
-                    metadata_timeout: timeout,
-                    client: Mutex::new(Some(Client::Native(Arc::new(lookup)))),
-                    listing: AtomicU8::new(Listing::NEVER),
-                    slow_said: AtomicBool::new(false),
-                });
-            }
-        }
-        let mut config = client_settings(&properties);
-        let refused = |e: String| MetadataError::Cluster {
-            message: redact(&properties, format!("cannot create a Kafka client: {e}")),
-            cluster: cluster_id.clone(),
-        };
-        crate::kafka::config::prepare(&mut config, &properties, hooks.as_ref()).map_err(refused)?;
-        let context =
-            SourceContext::new(Arc::from(cluster_id.as_str()), ClientRole::Metadata, hooks)
-                .for_properties(&properties);
-        let client = Admin::create(&config, context, None).map_err(|e| refused(e.to_string()))?;
+        let timeout = Self::DEFAULT_METADATA_TIMEOUT;
+        let client = lookups(&cluster_id, &properties, hooks.as_ref(), timeout)?;
         Ok(Self {
             cluster_id,
             properties,
-            metadata_timeout: Self::DEFAULT_METADATA_TIMEOUT,
-            client: Mutex::new(Some(Client::Librdkafka(Arc::new(client)))),
+            metadata_timeout: timeout,
+            hooks,
+            client: Mutex::new(Some(client)),
             listing: AtomicU8::new(Listing::NEVER),
             slow_said: AtomicBool::new(false),
         })
@@ -186,11 +196,20 @@ impl SingleClusterMetadataService {
     /// fails with [`MetadataError::Cluster`].
     pub fn with_metadata_timeout(mut self, timeout: Duration) -> Self {
         self.metadata_timeout = timeout;
-        let mut client = self.lock();
-        if let Some(Client::Native(lookup)) = client.as_mut() {
-            *lookup = Arc::new(lookup.retimed(timeout));
+        // Lookups made again with the new timeout (the same properties were taken
+        // once: they are taken again); the old ones go on a thread of their own.
+        let remade = lookups(
+            &self.cluster_id,
+            &self.properties,
+            self.hooks.as_ref(),
+            timeout,
+        );
+        if let Ok(remade) = remade {
+            let mut client = self.lock();
+            if let Some(old) = client.replace(remade) {
+                crate::kafka::client::close_detached(old);
+            }
         }
-        drop(client);
         self
     }
 
@@ -198,10 +217,7 @@ impl SingleClusterMetadataService {
     /// connection, a failed handshake), without secrets; for a caller whose own wait
     /// ends before a listing does, to say why.
     pub fn last_client_error(&self) -> Option<String> {
-        let cause = self.lock().as_ref().and_then(|c| match c {
-            Client::Native(lookup) => lookup.last_error(),
-            Client::Librdkafka(admin) => admin.inner().context().last_error(),
-        })?;
+        let cause = self.lock().as_ref().and_then(|c| c.last_error())?;
         Some(redact(&self.properties, cause))
     }
 
@@ -224,36 +240,17 @@ impl SingleClusterMetadataService {
     /// The names of the cluster's non-internal topics, from a fresh metadata request.
     async fn topics(&self) -> Result<BTreeSet<String>, MetadataError> {
         let client = self.lock().clone().ok_or(MetadataError::Closed)?;
-        let timeout = self.metadata_timeout;
         // The client moves onto the lookup's thread, so if the service is closed
         // meanwhile, the client is destroyed there, not on an async worker, and a
         // runtime shutting down does not wait for it.
         let fetch = crate::kafka::client::detached(move || {
-            let client = match client {
-                Client::Native(lookup) => return native_topics(&lookup),
-                Client::Librdkafka(admin) => admin,
-            };
-            let metadata = crate::kafka::lookups::all_metadata(
-                client.inner(),
-                timeout,
-                crate::lookups::EndEarly::OnRefusal,
-            )
-            // A request to a cluster that refuses the client says only that no
-            // broker was usable: librdkafka's last client error says why.
-            .map_err(|e| match client.inner().context().last_error() {
-                Some(cause) => format!("{e}; last client error: {cause}"),
-                None => e.to_string(),
-            })?;
+            // A request to a cluster that refuses the client says why (the lookups
+            // add the client's last error as the cause).
+            let names = client.topic_names().map_err(message_of)?;
             Ok::<_, String>(
-                metadata
-                    .topics()
-                    .iter()
-                    .filter(|t| {
-                        t.error() != Some(RDKafkaRespErr::RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART)
-                    })
-                    .map(|t| t.name())
+                names
+                    .into_iter()
                     .filter(|name| !is_internal_topic(name))
-                    .map(str::to_string)
                     .collect::<BTreeSet<String>>(),
             )
         });
@@ -351,7 +348,7 @@ impl KafkaMetadataService for SingleClusterMetadataService {
     }
 
     /// Lets the client go: it is destroyed on a thread of its own, not waited for
-    /// (rust-rdkafka's admin client stops its polling thread, which takes up to
+    /// (a rust-rdkafka client stops its polling thread, which takes up to
     /// 100 ms). Closing twice is not an error.
     async fn close(&self) -> Result<(), MetadataError> {
         let client = self.lock().take();
@@ -365,37 +362,10 @@ impl KafkaMetadataService for SingleClusterMetadataService {
     }
 }
 
-/// The cluster's non-internal topics through native lookups; an error as its
-/// message (the caller names the cluster).
-fn native_topics(lookup: &Arc<Lookup>) -> Result<BTreeSet<String>, String> {
-    /// Kafka's UNKNOWN_TOPIC_OR_PARTITION.
-    const UNKNOWN: i16 = 3;
-    match lookup.metadata(None, EndEarly::OnRefusal) {
-        Ok(md) => Ok(md
-            .topics
-            .into_iter()
-            .filter(|t| t.error_code != UNKNOWN && !is_internal_topic(&t.name))
-            .map(|t| t.name)
-            .collect()),
-        Err(SourceError::Kafka { message, .. } | SourceError::Cluster { message, .. }) => {
-            Err(message)
-        }
-        Err(other) => Err(other.to_string()),
-    }
-}
-
-/// The service's client settings: those every client of the source starts from
-/// (a reconnection backoff that lets the first lookup reach the partition leader at
-/// once instead of 50 ms later, the system's CAs for a TLS cluster whose properties
-/// name none), then the properties.
-fn client_settings(properties: &ClientProperties) -> rdkafka::ClientConfig {
-    crate::kafka::config::client_config(properties)
-}
-
 impl Drop for SingleClusterMetadataService {
     /// A service dropped without [`close`](KafkaMetadataService::close) lets its client
-    /// go the same way: rust-rdkafka's admin client joins its polling thread when
-    /// dropped (up to 100 ms), which must not hold a runtime's worker or a program's
+    /// go the same way: a rust-rdkafka client joins its polling thread when dropped
+    /// (up to 100 ms), which must not hold a runtime's worker or a program's
     /// exit.
     fn drop(&mut self) {
         if let Some(client) = self.lock().take() {
@@ -442,27 +412,8 @@ mod tests {
     }
 
     #[test]
-    fn the_client_starts_from_the_source_defaults_and_finds_the_system_cas() {
-        let c = client_settings(&props(&[
-            ("bootstrap.servers", "b:9093"),
-            ("security.protocol", "SSL"),
-        ]));
-        assert_eq!(c.get("ssl.ca.location"), Some("probe"));
-        assert_eq!(c.get("reconnect.backoff.ms"), Some("10"));
-        let c = client_settings(&props(&[
-            ("bootstrap.servers", "b:9093"),
-            ("reconnect.backoff.ms", "250"),
-        ]));
-        assert_eq!(
-            c.get("reconnect.backoff.ms"),
-            Some("250"),
-            "the properties win"
-        );
-    }
-
-    #[test]
     fn dropping_the_service_does_not_wait_for_its_client() {
-        // rust-rdkafka's admin client joins a thread that polls 100 ms at a time:
+        // A rust-rdkafka client joins a thread that polls 100 ms at a time:
         // dropped in place 30 ms after it was made, each drop took 70 ms.
         let mut took: Vec<std::time::Duration> = (0..5)
             .map(|_| {

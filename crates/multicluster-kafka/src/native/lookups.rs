@@ -80,7 +80,15 @@ impl Lookups for NativeLookups {
 
     fn topic_names(&self) -> Result<Vec<String>, SourceError> {
         let md = self.lookup.metadata(None, EndEarly::OnRefusal)?;
-        Ok(md.topics.into_iter().map(|t| t.name).collect())
+        /// Kafka's UNKNOWN_TOPIC_OR_PARTITION: a topic being deleted may still be
+        /// listed, as unknown.
+        const UNKNOWN: i16 = 3;
+        Ok(md
+            .topics
+            .into_iter()
+            .filter(|t| t.error_code != UNKNOWN)
+            .map(|t| t.name)
+            .collect())
     }
 
     fn bounds(&self, partitions: &[(String, i32)]) -> Result<Bounds, SourceError> {
@@ -112,5 +120,9 @@ impl Lookups for NativeLookups {
 
     fn rejected(&self) -> bool {
         self.lookup.rejected()
+    }
+
+    fn last_error(&self) -> Option<String> {
+        self.lookup.last_error()
     }
 }

@@ -24,8 +24,6 @@ pub(crate) enum ClientRole {
     Lookup,
     /// A reader's consumer: nothing else reports its errors, so they are warnings.
     Reader,
-    /// The single-cluster metadata service's client.
-    Metadata,
 }
 
 /// The context of every client of the source.

@@ -85,16 +85,6 @@ impl Lookup {
         }
     }
 
-    /// The same lookups with calls of `timeout` (no connection is carried over).
-    pub fn retimed(&self, timeout: Duration) -> Self {
-        Self::new(
-            self.cluster.clone(),
-            &self.settings,
-            timeout,
-            self.runtime.clone(),
-        )
-    }
-
     /// Why the last metadata request failed, if none answered since.
     pub fn last_error(&self) -> Option<String> {
         self.last_error
