@@ -17,7 +17,10 @@
 //!   third. For each newcomer, the time from its spawn to its first record and to
 //!   balance (it printed records of its share, the partitions divided by the
 //!   instances, rounded down), per protocol, and how many revocations waited out the
-//!   acknowledgement timeout (the instances' warning). The brokers' heartbeat interval
+//!   acknowledgement timeout (the instances' warning). Round r of R starts each
+//!   newcomer (r + ½)/R of a heartbeat interval after the first instance's first
+//!   heartbeat, so the rounds spread it over the others' heartbeat phases. The
+//!   brokers' heartbeat interval
 //!   is Kafka's default (5 s, `group.consumer.heartbeat.interval.ms`); the classic
 //!   members heartbeat every 3 s (librdkafka's `heartbeat.interval.ms`).
 
@@ -125,9 +128,16 @@ fn start(
     let err = child.stderr.take().expect("piped stderr");
     let ack_timeouts = Arc::new(AtomicU64::new(0));
     let timeouts = ack_timeouts.clone();
+    let pid = child.id();
+    // `MCK_BENCH_ECHO` set: the instances' stderr (with `MCK_LOG=info`, their
+    // assignments) is echoed, each line after the instance's pid.
+    let echo = std::env::var_os("MCK_BENCH_ECHO").is_some();
     std::thread::spawn(move || {
         for line in BufReader::new(err).lines() {
             let Ok(line) = line else { return };
+            if echo {
+                eprintln!("[mck {pid}] {line}");
+            }
             if line.contains(ACK_TIMEOUT) {
                 timeouts.fetch_add(1, Ordering::Relaxed);
             }
@@ -336,7 +346,11 @@ fn settled(instances: &[Instance], all: &BTreeSet<i64>) -> Option<Vec<BTreeSet<i
 /// once the two are settled, a third. For the second and the third: ms from its spawn
 /// to its first record and to balance (records of its share of the partitions
 /// printed), and the revocations its join brought that waited out the
-/// acknowledgement timeout.
+/// acknowledgement timeout. Each starts `phase` into a heartbeat `period` counted
+/// from the first instance's first record (about its first heartbeat's answer): how
+/// long a newcomer waits depends on where it joins between the others' heartbeats,
+/// so the rounds spread it over the period.
+#[allow(clippy::too_many_arguments)]
 fn group_start(
     mck: &Path,
     bootstrap: &str,
@@ -344,6 +358,8 @@ fn group_start(
     classic: bool,
     partitions: i32,
     heartbeat_ms: Option<u64>,
+    period: Duration,
+    phase: Duration,
 ) -> Vec<(f64, f64, u64)> {
     let all: BTreeSet<i64> = (0..i64::from(partitions)).collect();
     let first = start(mck, bootstrap, STARTS, group, classic, true, heartbeat_ms);
@@ -352,11 +368,17 @@ fn group_start(
         "the first instance never read every partition",
         || (partitions_since(&first, first.began) == all).then_some(()),
     );
+    let beat = first.seen.lock().unwrap()[0].0;
     let mut instances = vec![first];
     let mut times = Vec::new();
     let mut timeouts_before = 0;
     for n in 2..=3 {
         let share = all.len() / n;
+        let mut at = beat + phase;
+        while at < Instant::now() {
+            at += period;
+        }
+        std::thread::sleep(at - Instant::now());
         let new = start(mck, bootstrap, STARTS, group, classic, true, heartbeat_ms);
         let t0 = new.began;
         let (first_record, balanced) = wait_for(
@@ -468,6 +490,11 @@ pub fn group(args: &GroupArgs) {
         for (proto, classic) in PROTOCOLS {
             let mut per_n: [Vec<(f64, f64)>; 2] = [Vec::new(), Vec::new()];
             let mut timeouts = [0u64; 2];
+            let period = Duration::from_millis(args.heartbeat_ms.unwrap_or(if classic {
+                3000
+            } else {
+                5000
+            }));
             for r in 0..rounds {
                 eprintln!("{proto}, group start, round {}:", r + 1);
                 let group = format!("bench-group-start-{}-{r}", if classic { "c" } else { "k" });
@@ -478,6 +505,8 @@ pub fn group(args: &GroupArgs) {
                     classic,
                     args.partitions,
                     args.heartbeat_ms,
+                    period,
+                    period.mul_f64((r as f64 + 0.5) / rounds as f64),
                 );
                 for (k, (first, share, t)) in times.into_iter().enumerate() {
                     per_n[k].push((first, share));
