@@ -142,3 +142,16 @@ impl Wake {
         self.ready.swap(false, std::sync::atomic::Ordering::AcqRel)
     }
 }
+
+/// Says that a split's log was truncated below its position (KIP-320, after an
+/// unclean leader election), as both fetch paths do: fetched up to `from`, read on
+/// from `to`, the last epoch both logs share being `epoch`.
+pub(crate) fn warn_truncated(id: &SplitId, from: i64, to: i64, epoch: i32) {
+    tracing::warn!(
+        split = %id,
+        offset = from,
+        to,
+        epoch,
+        "log truncated below the position (an unclean leader election?): the records fetched from `to` on are no longer in the log; reading on from there"
+    );
+}

@@ -140,13 +140,7 @@ impl ClusterConsumer {
             let mut tpl = TopicPartitionList::new();
             let at = match checked {
                 Checked::Truncated { from, to, epoch } => {
-                    tracing::warn!(
-                        split = %id,
-                        offset = from,
-                        to,
-                        epoch,
-                        "log truncated below the position (an unclean leader election?): the records fetched from `to` on are no longer in the log; reading on from there"
-                    );
+                    crate::reader::fetch_path::warn_truncated(&id, from, to, epoch);
                     metrics::counter!(
                         crate::metrics::OFFSET_RESETS,
                         "cluster" => self.cluster.to_string(),

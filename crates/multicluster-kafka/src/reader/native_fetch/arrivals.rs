@@ -204,13 +204,7 @@ impl NativeFetch {
             } => {
                 self.reset_to(&key, to)?;
                 let id = self.split_id(&key);
-                tracing::warn!(
-                    split = %id,
-                    offset = from,
-                    to,
-                    epoch,
-                    "log truncated below the position (an unclean leader election?): the records fetched from `to` on are no longer in the log; reading on from there"
-                );
+                crate::reader::fetch_path::warn_truncated(&id, from, to, epoch);
                 self.truncated.push((id, from));
                 None
             }
