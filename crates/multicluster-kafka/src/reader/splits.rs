@@ -126,11 +126,11 @@ impl Splits {
         self.last = None;
     }
 
-    /// Finishes a split (its position moves to its stop, if it has one). False when
-    /// this reader does not own it.
-    pub(super) fn finish(&mut self, id: &SplitId) -> bool {
+    /// Finishes a split (its position moves to its stop, if it has one), if this
+    /// reader owns it.
+    pub(super) fn finish(&mut self, id: &SplitId) {
         let Some(i) = self.index.get(id).copied() else {
-            return false;
+            return;
         };
         let s = &mut self.states[i];
         s.finished = true;
@@ -138,7 +138,6 @@ impl Splits {
             s.next_offset = s.next_offset.max(stop);
         }
         self.touched.push(i);
-        true
     }
 
     /// Ends the unfinished bounded splits of a topic that is gone, where reading
