@@ -130,8 +130,9 @@ impl<D: Deserializer> Fetchers<D> {
     /// answers are dropped, and their fetchers told. The fetcher of a cluster with no
     /// split left (`still_used` false) goes.
     pub(super) fn remove(&mut self, ids: &[SplitId], still_used: impl Fn(&Arc<str>) -> bool) {
+        let gone: std::collections::HashSet<&SplitId> = ids.iter().collect();
         for waiting in self.to_start.values_mut() {
-            waiting.splits.retain(|s| !ids.contains(&s.id));
+            waiting.splits.retain(|s| !gone.contains(&s.id));
         }
         self.to_start
             .retain(|_, waiting| !waiting.splits.is_empty());
