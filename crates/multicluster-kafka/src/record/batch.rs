@@ -59,7 +59,7 @@ impl<V> RecordBatch<V> {
     }
 
     /// Takes the entries out, apart from the bytes they name, so that they can go
-    /// into other batches ([`Self::push_from`]) in another order.
+    /// into other batches ([`Self::extend_from`]) in another order.
     pub(crate) fn into_parts(self) -> (BatchBytes, Vec<BatchEntry<V>>) {
         let bytes = BatchBytes {
             topics: self.topics,
@@ -69,40 +69,69 @@ impl<V> RecordBatch<V> {
         (bytes, self.entries)
     }
 
-    /// Adds an entry taken by [`Self::into_parts`] from a batch whose bytes are
-    /// `from`: its key goes to the end of `data` (which becomes the batch's data
-    /// with [`Self::set_data`]); its value stays where it is (`from`'s data or one
-    /// of its shared buffers), that buffer shared by this batch too: a value is
-    /// never copied.
-    pub(crate) fn push_from(
+    /// Adds entries taken by [`Self::into_parts`] from a batch whose bytes are
+    /// `from`: their keys and values stay where they are (`from`'s data or its
+    /// shared buffers), those buffers shared by this batch too. A span that does not
+    /// fit a shared one (see [`shared_span`]) is copied to the end of `data`, which
+    /// becomes the batch's data with [`Self::set_data`]. Returns their key + value
+    /// bytes.
+    ///
+    /// A run of one partition's records, as the time order releases them, looks up
+    /// its topic and buffers once, not per record.
+    pub(crate) fn extend_from(
         &mut self,
         from: &BatchBytes,
-        mut entry: BatchEntry<V>,
+        entries: impl ExactSizeIterator<Item = BatchEntry<V>>,
         data: &mut Vec<u8>,
-    ) {
-        entry.topic = self.topic_index(&from.topics[entry.topic as usize]);
+    ) -> usize {
+        self.entries.reserve(entries.len());
         let mut copy = |bytes: &[u8]| {
             let start = data.len();
             data.extend_from_slice(bytes);
             (start, u32::try_from(bytes.len()).unwrap_or(NO_KEY - 1))
         };
-        if let Some(k) = entry.key() {
-            (entry.key_start, entry.key_len) = copy(&from.data[span_range(k)]);
-        }
-        if let Some((start, len)) = entry.raw_value() {
-            // The value stays where it is, that buffer shared by this batch too.
-            let span = if start & SHARED == 0 {
-                shared_span(self.share(&from.data), start, len)
-            } else {
-                let buffer = &from.shared[(start & !SHARED) >> INDEX_SHIFT];
-                shared_span(self.share(buffer), start & OFFSET_MASK, len)
+        // (`from`'s index, this batch's) of the last topic, data and shared buffer.
+        let mut topic: Option<(u32, u32)> = None;
+        let mut own: Option<usize> = None;
+        let mut shared: Option<(usize, usize)> = None;
+        let mut total = 0;
+        for mut entry in entries {
+            total += entry.bytes() as usize;
+            entry.topic = match topic {
+                Some((f, t)) if f == entry.topic => t,
+                _ => {
+                    let t = self.topic_index(&from.topics[entry.topic as usize]);
+                    topic = Some((entry.topic, t));
+                    t
+                }
             };
-            (entry.value_start, entry.value_len) = span.unwrap_or_else(|| {
-                let (buffer, range) = from.buffers().place((start, len));
-                copy(&buffer[range])
-            });
+            let mut keep = |(start, len): (usize, u32)| {
+                let span = if start & SHARED == 0 {
+                    let at = *own.get_or_insert_with(|| self.share(&from.data));
+                    shared_span(at, start, len)
+                } else {
+                    let j = (start & !SHARED) >> INDEX_SHIFT;
+                    let at = match shared {
+                        Some((f, t)) if f == j => t,
+                        _ => {
+                            let t = self.share(&from.shared[j]);
+                            shared = Some((j, t));
+                            t
+                        }
+                    };
+                    shared_span(at, start & OFFSET_MASK, len)
+                };
+                span.unwrap_or_else(|| copy(from.buffers().span((start, len))))
+            };
+            if let Some(k) = entry.key() {
+                (entry.key_start, entry.key_len) = keep(k);
+            }
+            if let Some(v) = entry.raw_value() {
+                (entry.value_start, entry.value_len) = keep(v);
+            }
+            self.entries.push(entry);
         }
-        self.entries.push(entry);
+        total
     }
 
     /// The index of `buffer` in this batch's shared buffers, added if new.
@@ -177,20 +206,13 @@ impl<V> RecordBatch<V> {
     /// [`byte_buffers`](Self::byte_buffers), and where in it; `None` without a key
     /// (or record).
     pub fn key_span(&self, index: usize) -> Option<(usize, std::ops::Range<usize>)> {
-        let key = self.entries.get(index)?.key()?;
-        Some((0, span_range(key)))
+        Some(numbered(self.entries.get(index)?.key()?))
     }
 
     /// Where the value of the record at `index` is, as fetched (see
     /// [`key_span`](Self::key_span)); `None` for a tombstone (or no record).
     pub fn value_span(&self, index: usize) -> Option<(usize, std::ops::Range<usize>)> {
-        let (start, len) = self.entries.get(index)?.raw_value()?;
-        if start & SHARED == 0 {
-            Some((0, span_range((start, len))))
-        } else {
-            let buffer = 1 + ((start & !SHARED) >> INDEX_SHIFT);
-            Some((buffer, span_range((start & OFFSET_MASK, len))))
-        }
+        Some(numbered(self.entries.get(index)?.raw_value()?))
     }
 
     /// The batch's bytes.
@@ -203,6 +225,7 @@ impl<V> RecordBatch<V> {
 
     #[inline]
     pub(super) fn view<'a>(&'a self, e: &'a BatchEntry<V>) -> RecordRef<'a, V> {
+        let key = e.key().map(|k| self.buffers().place(k));
         let value = e.raw_value().map(|v| self.buffers().place(v));
         RecordRef {
             streams: self.streams_of(e.topic),
@@ -211,11 +234,11 @@ impl<V> RecordBatch<V> {
             partition: e.partition,
             offset: e.offset,
             timestamp: e.timestamp(),
-            key: e.key().map(|k| &self.data[span_range(k)]),
+            key: key.clone().map(|(buffer, range)| &buffer[range]),
             headers: e.headers.as_slice(),
             value: &e.value,
             raw_value: value.clone().map(|(buffer, range)| &buffer[range]),
-            data: &self.data,
+            key_data: key.map_or(&self.data, |(buffer, _)| buffer),
             value_data: value.map_or(&self.data, |(buffer, _)| buffer),
         }
     }
@@ -224,7 +247,7 @@ impl<V> RecordBatch<V> {
         cluster: &Arc<str>,
         topics: &[Arc<str>],
         streams: &StreamIds,
-        data: &Bytes,
+        buffers: Buffers<'_>,
         e: BatchEntry<V>,
     ) -> Record<V> {
         Record {
@@ -234,7 +257,10 @@ impl<V> RecordBatch<V> {
             partition: e.partition,
             offset: e.offset,
             timestamp: e.timestamp(),
-            key: e.key().map(|k| data.slice(span_range(k))),
+            key: e.key().map(|k| {
+                let (buffer, range) = buffers.place(k);
+                buffer.slice(range)
+            }),
             headers: e.headers.into_vec(),
             value: e.value,
         }
@@ -249,5 +275,15 @@ impl<V> RecordBatch<V> {
                 (self.topics.len() - 1) as u32
             }
         }
+    }
+}
+
+/// A key's or value's span as (which of [`RecordBatch::byte_buffers`], where in it).
+fn numbered((start, len): (usize, u32)) -> (usize, std::ops::Range<usize>) {
+    if start & SHARED == 0 {
+        (0, span_range((start, len)))
+    } else {
+        let buffer = 1 + ((start & !SHARED) >> INDEX_SHIFT);
+        (buffer, span_range((start & OFFSET_MASK, len)))
     }
 }

@@ -21,8 +21,9 @@ pub(crate) struct BatchEntry<V> {
     hash: u64,
     /// Whether `hash` is set.
     pub(super) hashed: bool,
-    /// Where the key is in the batch's data: start and length ([`NO_KEY`] without
-    /// a key). Two fields, not `Option<(usize, u32)>` (24 bytes, where these take 12
+    /// Where the key is: start and length ([`NO_KEY`] without a key), in the
+    /// batch's data or, as a value may be, in one of its shared buffers (the time
+    /// order leaves keys where they were fetched). Two fields, not `Option<(usize, u32)>` (24 bytes, where these take 12
     /// beside `epoch`): an entry is written for every record, and its size showed in
     /// the fetch thread's profile at 100-byte records.
     pub(super) key_start: usize,
@@ -89,7 +90,8 @@ impl<V> BatchEntry<V> {
         (self.timestamp != NO_TIMESTAMP).then_some(self.timestamp)
     }
 
-    /// Where the key is in the batch's data (start, length), if the record has one.
+    /// Where the key is (in the batch's data or one of its shared buffers:
+    /// [`Buffers::place`]), if the record has one.
     pub(crate) fn key(&self) -> Option<(usize, u32)> {
         (self.key_len != NO_KEY).then_some((self.key_start, self.key_len))
     }
@@ -106,8 +108,8 @@ impl<V> BatchEntry<V> {
         if self.hashed {
             return self.hash;
         }
-        let key = self.key().map(|k| &bytes.data[span_range(k)]);
-        let value = self.raw_value().map(|v| bytes.value(v));
+        let key = self.key().map(|k| bytes.span(k));
+        let value = self.raw_value().map(|v| bytes.span(v));
         crate::base::split::record_hash(key, value, &[])
     }
 
@@ -142,7 +144,7 @@ pub(crate) struct Buffers<'a> {
 }
 
 impl<'a> Buffers<'a> {
-    /// The buffer a value's span is in, and where in it.
+    /// The buffer a key's or value's span is in, and where in it.
     #[inline]
     pub(crate) fn place(self, (start, len): (usize, u32)) -> (&'a Bytes, std::ops::Range<usize>) {
         if start & SHARED == 0 {
@@ -163,9 +165,9 @@ impl<'a> Buffers<'a> {
         )
     }
 
-    /// A value's bytes.
+    /// A key's or value's bytes.
     #[inline]
-    pub(crate) fn value(self, span: (usize, u32)) -> &'a [u8] {
+    pub(crate) fn span(self, span: (usize, u32)) -> &'a [u8] {
         let (buffer, range) = self.place(span);
         &buffer[range]
     }
@@ -179,7 +181,7 @@ pub(super) const INDEX_SHIFT: u32 = usize::BITS / 8 * 5;
 pub(super) const OFFSET_MASK: usize = (1 << INDEX_SHIFT) - 1;
 
 /// The span of `len` bytes at `offset` in a batch's shared buffer `index`, as an
-/// entry's value span keeps it; `None` when the index or offset does not fit (the
+/// entry's key or value span keeps it; `None` when the index or offset does not fit (the
 /// value is then copied).
 pub(crate) fn shared_span(index: usize, offset: usize, len: u32) -> Option<(usize, u32)> {
     (offset <= OFFSET_MASK && index < (SHARED >> INDEX_SHIFT) && len != NO_KEY)

@@ -33,8 +33,8 @@ pub struct RecordRef<'a, V> {
     pub value: &'a V,
     /// The value's bytes as fetched, in the batch's buffer.
     pub(super) raw_value: Option<&'a [u8]>,
-    /// The batch's buffer, which `key` is part of.
-    pub(super) data: &'a Bytes,
+    /// The buffer `key` is part of: the batch's data, or a buffer it shares.
+    pub(super) key_data: &'a Bytes,
     /// The buffer `raw_value` is part of: `data`, or a fetch answer it is shared from.
     pub(super) value_data: &'a Bytes,
 }
@@ -50,7 +50,7 @@ impl<V> Copy for RecordRef<'_, V> {}
 impl<'a, V> RecordRef<'a, V> {
     /// The key as shared [`Bytes`] (no copy).
     pub fn key_bytes(&self) -> Option<Bytes> {
-        self.key.map(|k| self.data.slice_ref(k))
+        self.key.map(|k| self.key_data.slice_ref(k))
     }
 
     /// The value's bytes as they were fetched, before the deserializer saw them
@@ -167,11 +167,15 @@ impl<V> Iterator for IntoIter<V> {
             .streams
             .get(e.topic as usize)
             .unwrap_or(&self.no_streams);
+        let buffers = Buffers {
+            data: &self.data,
+            shared: &self.shared,
+        };
         Some(RecordBatch::owned(
             &self.cluster,
             &self.topics,
             streams,
-            &self.data,
+            buffers,
             e,
         ))
     }
@@ -229,7 +233,7 @@ impl<V> IntoIter<V> {
             .get(e.topic as usize)
             .unwrap_or(&self.no_streams);
         Some((
-            RecordBatch::owned(&self.cluster, &self.topics, streams, &self.data, e),
+            RecordBatch::owned(&self.cluster, &self.topics, streams, buffers, e),
             counted,
         ))
     }

@@ -148,17 +148,21 @@ fn a_shared_value_is_read_from_its_buffer_and_moves_and_hashes_like_a_copied_one
     let (bytes, entries) = rest.into_parts();
     let mut moved = RecordBatch::<String>::new(Arc::from("east"));
     let mut data = Vec::new();
-    for e in entries.into_iter().rev() {
-        moved.push_from(&bytes, e, &mut data);
-    }
+    moved.extend_from(&bytes, entries.into_iter().rev(), &mut data);
     moved.set_data(data);
     let values: Vec<Option<Bytes>> = moved.iter().map(|r| r.raw_value_bytes()).collect();
     assert_eq!(
         values,
         [Some(answers[1].clone()), Some(answers[0].slice(10..19))]
     );
-    assert_eq!(moved.shared.len(), 2, "each answer once, not copied");
+    assert_eq!(
+        moved.shared.len(),
+        3,
+        "each answer once and the keys' data, nothing copied"
+    );
+    assert!(moved.data.is_empty());
     assert_eq!(moved.get(0).unwrap().key, Some(&b"k2"[..]));
+    assert_eq!(moved.get(0).unwrap().key_bytes().unwrap(), &b"k2"[..]);
     // What does not fit is refused (the value is then copied).
     assert_eq!(shared_span(0, OFFSET_MASK + 1, 1), None);
     assert_eq!(shared_span(SHARED >> INDEX_SHIFT, 0, 1), None);

@@ -323,7 +323,7 @@ mod tests {
             data: &data,
             shared: &shared,
         };
-        let read: Vec<&[u8]> = spans[..3].iter().map(|s| bytes.value(s.unwrap())).collect();
+        let read: Vec<&[u8]> = spans[..3].iter().map(|s| bytes.span(s.unwrap())).collect();
         assert_eq!(read, [&b"one"[..], b"two", b"three"]);
         let (buffer, _) = bytes.place(spans[1].unwrap());
         assert_eq!(buffer.as_ptr(), answers[0].as_ptr(), "not copied");

@@ -1,7 +1,8 @@
-//! The held records: a queue per split, and the fetched batches the queued records
-//! stay in until they go out.
+//! The held records: a queue per split of the runs of its records each fetched
+//! batch brought, which stay as they were fetched until they go out.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 use std::time::Instant;
 
 use super::bound::SplitFacts;
@@ -9,18 +10,29 @@ use crate::base::split::SplitId;
 use crate::reader::fetch_path::Failed;
 use crate::record::{BatchBytes, BatchEntry, RecordBatch};
 
-/// One held record (entry `index` of the held batch `source`: it stays there
-/// until it goes out, so a queue holds 16 bytes a record), or a record that failed
-/// to deserialize (handed out as an error in its place).
-pub(super) enum Held {
-    Record { ts: i64, source: u32, index: u32 },
+/// What a split's queue holds: a run of its records from one fetched batch, or a
+/// record that failed to deserialize (handed out as an error in its place).
+pub(super) enum Held<V> {
+    Run(Run<V>),
     Failed { ts: i64, failed: Box<Failed> },
 }
 
-impl Held {
+/// A split's records from one fetched batch, in offset order, with their event
+/// times; never empty while queued. They go out a run at a time, moved into the
+/// released batch together.
+pub(super) struct Run<V> {
+    /// The bytes of the batch they came in, where their keys and values are.
+    pub(super) from: Arc<BatchBytes>,
+    pub(super) entries: VecDeque<BatchEntry<V>>,
+    pub(super) ts: VecDeque<i64>,
+}
+
+impl<V> Held<V> {
+    /// The event time of its first record.
     pub(super) fn ts(&self) -> i64 {
         match self {
-            Held::Record { ts, .. } | Held::Failed { ts, .. } => *ts,
+            Held::Run(run) => run.ts.front().copied().unwrap_or(i64::MIN),
+            Held::Failed { ts, .. } => *ts,
         }
     }
 }
@@ -39,9 +51,11 @@ pub(super) const RECORD_OVERHEAD: usize = 64;
 pub(super) const FULL_BYTES: usize = 4 << 20;
 
 /// A split's held records and what the bound needs of it.
-pub(super) struct Queue {
+pub(super) struct Queue<V> {
     pub(super) id: SplitId,
-    pub(super) items: VecDeque<Held>,
+    pub(super) items: VecDeque<Held<V>>,
+    /// The records held (a failed one counts).
+    pub(super) records: usize,
     /// The [`weight`] of its held records.
     pub(super) bytes: usize,
     pub(super) newest: Option<i64>,
@@ -50,39 +64,14 @@ pub(super) struct Queue {
     pub(super) done: bool,
 }
 
-/// One record of `sources[source]` no longer held: the batch goes with its last
-/// one, and its place is `free` again.
-pub(super) fn let_go<V>(sources: &mut [Option<Source<V>>], free: &mut Vec<u32>, source: u32) {
-    let place = &mut sources[source as usize];
-    if let Some(s) = place {
-        s.left -= 1;
-        if s.left == 0 {
-            *place = None;
-            free.push(source);
-        }
-    }
-}
-
-/// A fetched batch, while records of it are held: its bytes, and its entries
-/// (each taken when it goes out).
-pub(super) struct Source<V> {
-    pub(super) bytes: BatchBytes,
-    pub(super) entries: Vec<Option<BatchEntry<V>>>,
-    /// Its records still held.
-    left: usize,
-}
-
-/// The held records of a reader's splits, and the bytes of the batches they came
-/// in: a record goes out copied from there (a value shared from a fetch answer
-/// stays shared), never copied while it waits.
+/// The held records of a reader's splits, in the batches' bytes they were fetched
+/// in: a record goes out with its value where it was (a value shared from a fetch
+/// answer stays shared), never copied while it waits.
 pub(crate) struct TimeOrder<V> {
-    pub(super) queues: Vec<Queue>,
+    pub(super) queues: Vec<Queue<V>>,
     /// Looked up for every split each time the merge releases: a fast hasher.
     index: HashMap<SplitId, usize, foldhash::fast::RandomState>,
     pub(super) held: usize,
-    pub(super) sources: Vec<Option<Source<V>>>,
-    /// Free places in `sources`.
-    pub(super) free: Vec<u32>,
     /// The newest timestamp handed out so far: a record older than it is late.
     pub(super) newest_out: i64,
 }
@@ -93,8 +82,6 @@ impl<V> Default for TimeOrder<V> {
             queues: Vec::new(),
             index: HashMap::default(),
             held: 0,
-            sources: Vec::new(),
-            free: Vec::new(),
             newest_out: i64::MIN,
         }
     }
@@ -121,6 +108,7 @@ impl<V> TimeOrder<V> {
             self.queues.push(Queue {
                 id: id.clone(),
                 items: VecDeque::new(),
+                records: 0,
                 bytes: 0,
                 newest: None,
                 fetched_at: now,
@@ -128,26 +116,6 @@ impl<V> TimeOrder<V> {
             });
             self.queues.len() - 1
         })
-    }
-
-    /// Keeps a batch whose records are held; returns its place.
-    fn keep(&mut self, bytes: BatchBytes, entries: Vec<Option<BatchEntry<V>>>) -> u32 {
-        let left = entries.len();
-        let source = Some(Source {
-            bytes,
-            entries,
-            left,
-        });
-        match self.free.pop() {
-            Some(i) => {
-                self.sources[i as usize] = source;
-                i
-            }
-            None => {
-                self.sources.push(source);
-                u32::try_from(self.sources.len() - 1).expect("fewer than 2^32 batches held")
-            }
-        }
     }
 
     /// Holds a fetched batch (and the failed record after it); `event` gives a
@@ -167,38 +135,55 @@ impl<V> TimeOrder<V> {
         let event = |v: Option<&V>, ts: Option<i64>| event(v, ts).map(|t| t.min(wall));
         let (bytes, entries) = batch.into_parts();
         if !entries.is_empty() {
-            let topics = bytes.topics.clone();
-            let mut held = Vec::with_capacity(entries.len());
-            let mut last: Option<(u32, i32, usize)> = None;
-            for (index, entry) in entries.iter().enumerate() {
-                let i = match last {
-                    Some((t, p, i)) if p == entry.partition && t == entry.topic => i,
-                    _ => {
-                        let id = SplitId {
-                            cluster: cluster.clone(),
-                            topic: topics[entry.topic as usize].clone(),
-                            partition: entry.partition,
-                        };
-                        let i = self.slot(id, now);
-                        last = Some((entry.topic, entry.partition, i));
-                        i
-                    }
+            // The runs of one partition's records (queue, length), and every
+            // record's event time.
+            let mut runs: Vec<(usize, usize)> = Vec::new();
+            let mut times = Vec::with_capacity(entries.len());
+            let mut last: Option<(u32, i32)> = None;
+            for entry in &entries {
+                if last != Some((entry.topic, entry.partition)) {
+                    let id = SplitId {
+                        cluster: cluster.clone(),
+                        topic: bytes.topics[entry.topic as usize].clone(),
+                        partition: entry.partition,
+                    };
+                    runs.push((self.slot(id, now), 0));
+                    last = Some((entry.topic, entry.partition));
+                }
+                let Some((i, len)) = runs.last_mut() else {
+                    continue;
                 };
-                let q = &mut self.queues[i];
+                *len += 1;
+                let q = &mut self.queues[*i];
                 let ts = event(Some(&entry.value), entry.timestamp())
                     .or(q.newest)
                     .unwrap_or(i64::MIN);
                 q.newest = Some(q.newest.map_or(ts, |n| n.max(ts)));
-                q.fetched_at = now;
                 q.bytes += weight(entry);
-                held.push((i, ts, u32::try_from(index).unwrap_or(u32::MAX)));
+                times.push(ts);
             }
-            let source = self.keep(bytes, entries.into_iter().map(Some).collect());
-            for (i, ts, index) in held {
-                self.queues[i]
-                    .items
-                    .push_back(Held::Record { ts, source, index });
-                self.held += 1;
+            // Cut from the end, each run's records in one copy (the first in none).
+            let (mut entries, mut times) = (entries, times);
+            let mut pieces = Vec::with_capacity(runs.len());
+            for &(_, len) in runs.iter().rev() {
+                let at = entries.len() - len;
+                pieces.push(if at == 0 {
+                    (std::mem::take(&mut entries), std::mem::take(&mut times))
+                } else {
+                    (entries.split_off(at), times.split_off(at))
+                });
+            }
+            let from = Arc::new(bytes);
+            for ((i, len), (entries, ts)) in runs.into_iter().zip(pieces.into_iter().rev()) {
+                let q = &mut self.queues[i];
+                q.fetched_at = now;
+                q.records += len;
+                self.held += len;
+                q.items.push_back(Held::Run(Run {
+                    from: from.clone(),
+                    entries: entries.into(),
+                    ts: ts.into(),
+                }));
             }
         }
         if let Some(f) = failed {
@@ -216,6 +201,7 @@ impl<V> TimeOrder<V> {
                 ts,
                 failed: Box::new(f),
             });
+            q.records += 1;
             self.held += 1;
         }
     }
@@ -257,7 +243,7 @@ impl<V> TimeOrder<V> {
     /// How much the queue `at` holds: records, and their [`weight`].
     pub fn held_at(&self, at: usize) -> (usize, usize) {
         let q = &self.queues[at];
-        (q.items.len(), q.bytes)
+        (q.records, q.bytes)
     }
 
     /// How much of the split is held: records, and their [`weight`].
@@ -267,19 +253,12 @@ impl<V> TimeOrder<V> {
     }
 
     /// Empties the queues `which` picks, letting go of their records' bytes.
-    fn clear_where(&mut self, which: impl Fn(&Queue) -> bool) {
-        let mut gone = Vec::new();
+    fn clear_where(&mut self, which: impl Fn(&Queue<V>) -> bool) {
         for q in self.queues.iter_mut().filter(|q| which(q)) {
-            self.held -= q.items.len();
+            self.held -= q.records;
+            q.records = 0;
             q.bytes = 0;
-            for item in q.items.drain(..) {
-                if let Held::Record { source, .. } = item {
-                    gone.push(source);
-                }
-            }
-        }
-        for source in gone {
-            let_go(&mut self.sources, &mut self.free, source);
+            q.items.clear();
         }
     }
 

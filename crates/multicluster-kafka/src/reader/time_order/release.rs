@@ -5,7 +5,7 @@ use std::collections::BinaryHeap;
 use std::sync::Arc;
 
 use super::bound::Bound;
-use super::queues::{Held, TimeOrder, let_go, weight};
+use super::queues::{Held, RECORD_OVERHEAD, TimeOrder};
 use crate::base::split::SplitId;
 use crate::reader::fetch_path::Failed;
 use crate::record::RecordBatch;
@@ -24,7 +24,8 @@ impl<V> TimeOrder<V> {
     /// cluster or a failed one; a failed record first in line goes out alone.
     ///
     /// Records of a split go out in runs: all of its records older than the next
-    /// split's first at once, without going back to the heap for each.
+    /// split's first at once, without going back to the heap for each, and moved
+    /// into the batch together.
     pub fn release(&mut self, bound: Bound, max: usize) -> Released<V> {
         let mut out = Released {
             batch: None,
@@ -59,6 +60,7 @@ impl<V> TimeOrder<V> {
                     if matches!(q.items.front(), Some(Held::Failed { .. })) {
                         if let Some(Held::Failed { failed, .. }) = q.items.pop_front() {
                             out.failed = Some((q.id.cluster.clone(), *failed));
+                            q.records -= 1;
                             self.held -= 1;
                             if q.done && q.items.is_empty() {
                                 out.finished.push(q.id.clone());
@@ -75,38 +77,43 @@ impl<V> TimeOrder<V> {
                     out.batch.insert(b)
                 }
             };
-            while let Some(front) = q.items.front() {
-                let t = front.ts();
-                if !bound.allows(t) || next.is_some_and(|n| (t, i) > n) {
-                    heads.push(Reverse((t, i)));
-                    break;
-                }
-                if batch.len() >= max {
-                    break 'heads;
-                }
-                match q.items.pop_front() {
-                    Some(Held::Record { source, index, .. }) => {
-                        self.held -= 1;
-                        if t < self.newest_out {
-                            late += 1;
-                        } else {
-                            self.newest_out = t;
-                        }
-                        if let Some(Some(s)) = self.sources.get_mut(source as usize)
-                            && let Some(entry) =
-                                s.entries.get_mut(index as usize).and_then(Option::take)
-                        {
-                            q.bytes = q.bytes.saturating_sub(weight(&entry));
-                            batch.push_from(&s.bytes, entry, &mut data);
-                        }
-                        let_go(&mut self.sources, &mut self.free, source);
+            while let Some(front) = q.items.front_mut() {
+                let run = match front {
+                    Held::Run(run) => run,
+                    // A failed record after records: it waits for the next release.
+                    Held::Failed { .. } => break 'heads,
+                };
+                // How many of the run go out now: those the bound allows, before
+                // what the next split has first, as many as there is room for.
+                let room = max.saturating_sub(batch.len());
+                let mut n = 0;
+                while let Some(&t) = run.ts.get(n) {
+                    if n == room || !bound.allows(t) || next.is_some_and(|x| (t, i) > x) {
+                        break;
                     }
-                    Some(failed @ Held::Failed { .. }) => {
-                        // A failed record after records: it waits for the next release.
-                        q.items.push_front(failed);
-                        break 'heads;
+                    if t < self.newest_out {
+                        late += 1;
+                    } else {
+                        self.newest_out = t;
                     }
-                    None => break,
+                    n += 1;
+                }
+                if n > 0 {
+                    run.ts.drain(..n);
+                    let bytes = batch.extend_from(&run.from, run.entries.drain(..n), &mut data);
+                    q.bytes = q.bytes.saturating_sub(bytes + n * RECORD_OVERHEAD);
+                    q.records -= n;
+                    self.held -= n;
+                }
+                match run.ts.front() {
+                    None => {
+                        q.items.pop_front();
+                    }
+                    Some(_) if n == room => break 'heads,
+                    Some(&t) => {
+                        heads.push(Reverse((t, i)));
+                        break;
+                    }
                 }
             }
             if q.done && q.items.is_empty() {
@@ -327,7 +334,7 @@ mod tests {
     }
 
     #[test]
-    fn values_stay_where_they_came_through_the_merge_and_only_keys_are_copied() {
+    fn keys_and_values_stay_where_they_came_through_the_merge() {
         let now = Instant::now();
         let mut o = TimeOrder::default();
         let answer = Bytes::from(vec![7u8; 3000]);
@@ -347,30 +354,35 @@ mod tests {
         let b = o.release(Bound::All, 100).batch.unwrap();
         assert_eq!(values(&b), ["a/0/0", "a/1/0", "a/2/0", "a/0/1"]);
         let buffers: Vec<&Bytes> = b.byte_buffers().collect();
+        assert!(buffers[0].is_empty(), "nothing copied into its own data");
         assert_eq!(
             buffers.len(),
-            3,
-            "its data (the keys), the answer once, and the small record's batch"
+            5,
+            "the answer once, and the data of each of the three batches"
         );
         for (i, from) in [(0, 0), (2, 2000), (3, 1000)] {
             let (buffer, range) = b.value_span(i).unwrap();
-            assert_eq!(buffer, 1, "record {i}'s value is shared");
             assert_eq!(
-                buffers[1].as_ptr(),
+                buffers[buffer].as_ptr(),
                 answer.as_ptr(),
-                "from the answer itself"
+                "record {i}'s value is shared from the answer itself"
             );
             assert_eq!(range, from..from + 1000);
         }
-        assert_eq!(
-            b.value_span(1).unwrap().0,
-            2,
-            "a small value stays in the batch it came in"
-        );
         assert_eq!(b.get(1).unwrap().raw_value(), Some(&b"raw 0"[..]));
-        assert_eq!(b.get(3).unwrap().key, Some(&b"k1"[..]));
+        for (i, key) in [(0, "k0"), (1, "k0"), (2, "k0"), (3, "k1")] {
+            let r = b.get(i).unwrap();
+            assert_eq!(r.key, Some(key.as_bytes()), "record {i}");
+            assert_eq!(r.key_bytes().unwrap(), key.as_bytes());
+            let (buffer, range) = b.key_span(i).unwrap();
+            assert_ne!(buffer, 0, "record {i}'s key is shared");
+            assert_eq!(&buffers[buffer][range], key.as_bytes());
+        }
+        let owned: Vec<Option<Bytes>> = b.into_iter().map(|r| r.key).collect();
+        let k = |s: &'static str| Some(Bytes::from_static(s.as_bytes()));
+        assert_eq!(owned, [k("k0"), k("k0"), k("k0"), k("k1")]);
         assert_eq!(o.held_of(&id("a", 0)), (0, 0));
-        assert!(o.sources.iter().all(Option::is_none), "no batch kept");
+        assert!(o.queues.iter().all(|q| q.items.is_empty()), "no run kept");
     }
 
     /// After a restore, records at or before the checkpoint's watermark are late:
