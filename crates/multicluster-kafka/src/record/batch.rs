@@ -146,7 +146,7 @@ impl<V> RecordBatch<V> {
         }
     }
 
-    /// Sets the bytes the entries' keys are in.
+    /// Sets the batch's own data (where the entries' unshared spans are).
     pub(crate) fn set_data(&mut self, data: Vec<u8>) {
         self.data = Bytes::from(data);
     }
@@ -195,7 +195,8 @@ impl<V> RecordBatch<V> {
     }
 
     /// The buffers the batch's keys and values are in, shared rather than copied:
-    /// its own data first, then the fetch answers large values are shared from. With
+    /// its own data first, then the fetch answers large values are shared from (and,
+    /// in time order, the data of the batches its records were fetched in). With
     /// [`key_span`](Self::key_span) and [`value_span`](Self::value_span), for
     /// programs that lay columns over the bytes as fetched (Arrow's view arrays).
     pub fn byte_buffers(&self) -> impl Iterator<Item = &Bytes> {
