@@ -53,6 +53,7 @@ mod reader;
 pub mod record;
 mod source;
 
+pub use base::ack::AckRequests;
 pub use base::assignment::AssignmentStrategy;
 pub use base::hooks;
 pub use base::{checkpoint, split};

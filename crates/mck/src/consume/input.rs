@@ -2,6 +2,7 @@
 //! interface for the read loop.
 
 use super::*;
+use multicluster_kafka::AckRequests;
 
 /// What the command reads: Kafka alone, or history files then Kafka.
 ///
@@ -72,6 +73,14 @@ impl Input {
         match self {
             Input::Kafka(s) => s.acknowledgement_wanted(),
             Input::Hybrid(_) => false,
+        }
+    }
+
+    /// Group mode: what says when the source asks for an acknowledgement.
+    pub(super) fn acknowledgement_requests(&self) -> Option<AckRequests> {
+        match self {
+            Input::Kafka(s) => Some(s.acknowledgement_requests()),
+            Input::Hybrid(_) => None,
         }
     }
 

@@ -48,6 +48,9 @@ pub(super) async fn read_loop(
     let group_mode = matches!(args.scale_out, ScaleOut::KafkaGroup);
     let mut ack_check = tokio::time::interval(Duration::from_millis(100));
     ack_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let asks = stream
+        .acknowledgement_requests()
+        .filter(|_| group_mode && checkpointing);
 
     // Partitions ended by a mirror that diverged: the run reads the others on, and a
     // bounded run that completes says so in its exit status.
@@ -70,7 +73,13 @@ pub(super) async fn read_loop(
                 }
             }
             // Group mode: a cluster's group takes partitions back once what was
-            // written of them is acknowledged; checkpoint (and commit) now.
+            // written of them is acknowledged; checkpoint (and commit) as soon as
+            // asked, and again on the tick while it is still wanted.
+            () = async { asks.as_ref().expect("guarded").asked().await }, if asks.is_some() => {
+                if let Err(end) = keep_going(lines.checkpoint(stream, run).await) {
+                    break end;
+                }
+            }
             _ = ack_check.tick(), if group_mode && checkpointing => {
                 if stream.acknowledgement_wanted()
                     && let Err(end) = keep_going(lines.checkpoint(stream, run).await)

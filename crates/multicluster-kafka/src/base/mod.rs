@@ -2,6 +2,7 @@
 //! here makes a Kafka client, spawns a task or reads a file; nothing here imports a
 //! module above it (`tests/it/layers.rs` checks it, docs/design.md draws the layers).
 
+pub(crate) mod ack;
 pub mod active;
 pub mod assignment;
 pub mod checkpoint;

@@ -98,7 +98,7 @@ pub(crate) struct Shared {
     /// The streams of each cluster's topic.
     pub stream_index: crate::base::metadata::index::StreamIndex,
     /// Group mode: set while a revocation waits for the program's acknowledgement.
-    pub ack_wanted: Arc<std::sync::atomic::AtomicBool>,
+    pub ack_wanted: crate::base::ack::AckRequests,
     /// The librdkafka clients of the source, which its enumerator and readers share.
     pub clients: Arc<crate::kafka::shared::ClientShare>,
 }
@@ -248,6 +248,10 @@ impl Enumerator {
             let stops = self.group.as_ref().and_then(|g| g.stops());
             let stop_check_at = stops.and_then(|s| s.due());
             let held_back_until = self.applied.held_back_until();
+            // A revocation is answered when its readers confirm (the group's `next`
+            // wakes for that) and the program's commit acknowledges it (a command),
+            // or at its deadline.
+            let ack_deadline = self.group.as_ref().and_then(|g| g.ack_deadline());
             tokio::select! {
                 _ = async { meta_ticker.as_mut().expect("guarded").tick().await }, if meta_ticker.is_some() => {
                     self.refresh_metadata().await;
@@ -309,9 +313,10 @@ impl Enumerator {
                     Some(group::Woke::Member(event)) => self.member_event(event).await,
                     Some(group::Woke::StopsChecked(checked)) => self.group_stops_checked(checked),
                     Some(group::Woke::Looked(looked)) => self.assigned(looked),
-                    None => {}
+                    // Answered at the top of the loop (`revocations_due`).
+                    Some(group::Woke::Confirmed) | None => {}
                 },
-                _ = tokio::time::sleep(std::time::Duration::from_millis(50)), if self.group.as_ref().is_some_and(|g| g.revoking()) => {}
+                _ = tokio::time::sleep_until(ack_deadline.unwrap_or_else(tokio::time::Instant::now)), if ack_deadline.is_some() => {}
                 _ = tokio::time::sleep_until(stop_check_at.unwrap_or_else(tokio::time::Instant::now)), if stop_check_at.is_some() => {
                     self.check_group_stops();
                 }

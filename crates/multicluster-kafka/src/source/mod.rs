@@ -89,7 +89,7 @@ impl<D: Deserializer> MultiClusterKafkaSource<D> {
         let retained = crate::base::retention::Retained::default();
         let active = crate::base::active::ActiveClusters::default();
         let stream_index = crate::base::metadata::index::StreamIndex::default();
-        let ack_wanted = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let ack_wanted = crate::base::ack::AckRequests::default();
         let (notice_tx, notice_rx) = mpsc::unbounded_channel();
         let (cmd_tx, cmd_rx) = mpsc::channel(16);
         let mut senders = BTreeMap::new();
@@ -181,7 +181,7 @@ pub struct SourceCoordinator {
     /// Group mode: the groups are left on close.
     group_mode: bool,
     /// Group mode: a revocation waits for the program's acknowledgement.
-    ack_wanted: Arc<std::sync::atomic::AtomicBool>,
+    ack_wanted: crate::base::ack::AckRequests,
 }
 
 /// How long closing a sharded source waits for its membership to be released.
@@ -227,7 +227,17 @@ impl SourceCoordinator {
     /// run it is also true after a split reached its stop, until the next commit: the
     /// run ends only once the group's committed offsets are at every stop.
     pub fn acknowledgement_wanted(&self) -> bool {
-        self.ack_wanted.load(std::sync::atomic::Ordering::SeqCst)
+        self.ack_wanted.get()
+    }
+
+    /// Group mode: a handle whose [`AckRequests::asked`] returns once
+    /// [`Self::acknowledgement_wanted`] turns true (or turned true since its last
+    /// return), so that a program can commit at once rather than find out on its
+    /// next look while it reads. Never asks outside group mode.
+    ///
+    /// [`AckRequests::asked`]: crate::AckRequests::asked
+    pub fn acknowledgement_requests(&self) -> crate::base::ack::AckRequests {
+        self.ack_wanted.clone()
     }
 
     /// Stops the enumerator and waits for it (readers stop when dropped or closed).
@@ -411,6 +421,12 @@ impl<D: Deserializer> KafkaSourceStream<D> {
     /// acknowledge them; see [`SourceCoordinator::acknowledgement_wanted`].
     pub fn acknowledgement_wanted(&self) -> bool {
         self.coordinator.acknowledgement_wanted()
+    }
+
+    /// Group mode: a handle that says when an acknowledgement is asked for; see
+    /// [`SourceCoordinator::acknowledgement_requests`].
+    pub fn acknowledgement_requests(&self) -> crate::base::ack::AckRequests {
+        self.coordinator.acknowledgement_requests()
     }
 
     /// Stops reading: waits until the reader has let its consumers go (closed at once

@@ -8,7 +8,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc as std_mpsc;
 use std::time::Duration;
 
@@ -54,6 +53,8 @@ pub(super) enum Woke {
     StopsChecked(super::group_stop::Checked),
     /// Where partitions just assigned start: looked up.
     Looked(Looked),
+    /// A reader let go of partitions the group takes back.
+    Confirmed,
 }
 
 /// A lookup's number, a cluster's assigned partitions and what the lookup found.
@@ -83,7 +84,7 @@ pub(crate) struct GroupState {
     /// Partitions being given back, and what is kept of those given back.
     giving_back: GivingBack,
     /// Set while a revocation waits for the program's acknowledgement.
-    ack_wanted: Arc<AtomicBool>,
+    ack_wanted: crate::base::ack::AckRequests,
     /// The source closes: no group is joined again.
     leaving: bool,
     /// A bounded run's stops, and whether the group reached them.
@@ -91,7 +92,7 @@ pub(crate) struct GroupState {
 }
 
 impl GroupState {
-    pub(crate) fn new(ack_wanted: Arc<AtomicBool>) -> Self {
+    pub(crate) fn new(ack_wanted: crate::base::ack::AckRequests) -> Self {
         let (events_tx, events) = mpsc::unbounded_channel();
         GroupState {
             members: BTreeMap::new(),
@@ -113,6 +114,7 @@ impl GroupState {
     pub(super) async fn next(&mut self) -> Option<Woke> {
         let checking = self.stops.as_ref().is_some_and(GroupStops::checking);
         let assigning = !self.assigning.is_empty();
+        let confirming = self.giving_back.confirming();
         tokio::select! {
             event = self.events.recv() => event.map(Woke::Member),
             looked = self.assigning.join_next(), if assigning => match looked? {
@@ -124,6 +126,9 @@ impl GroupState {
             },
             checked = async { self.stops.as_mut().expect("guarded").next_checked().await }, if checking => {
                 checked.map(Woke::StopsChecked)
+            }
+            () = std::future::poll_fn(|cx| self.giving_back.poll_confirms(cx)), if confirming => {
+                Some(Woke::Confirmed)
             }
         }
     }
@@ -145,7 +150,7 @@ impl GroupState {
 
     /// Asks the program to acknowledge what it processed (`wanted`), or stops asking.
     pub(super) fn set_ack_wanted(&self, wanted: bool) {
-        self.ack_wanted.store(wanted, Ordering::SeqCst);
+        self.ack_wanted.set(wanted);
     }
 
     /// Whether the source closes (no group is joined again).
@@ -173,12 +178,18 @@ impl GroupState {
     /// Whether the program is asked to acknowledge what it processed.
     #[cfg(test)]
     pub(super) fn ack_wanted(&self) -> bool {
-        self.ack_wanted.load(Ordering::SeqCst)
+        self.ack_wanted.get()
     }
 
     /// Whether a revocation waits.
     pub(super) fn revoking(&self) -> bool {
         self.giving_back.waiting()
+    }
+
+    /// When the first waiting revocation is answered without the program's
+    /// acknowledgement.
+    pub(super) fn ack_deadline(&self) -> Option<Instant> {
+        self.giving_back.next_deadline()
     }
 
     /// The members, for commits.

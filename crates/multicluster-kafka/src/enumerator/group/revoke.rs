@@ -4,6 +4,10 @@
 
 use super::*;
 
+use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
+
 /// A revocation waiting for the readers' last positions and the program's
 /// acknowledgement.
 struct Revocation {
@@ -79,6 +83,36 @@ impl GivingBack {
     /// one's.
     pub(super) fn held_anew(&mut self, id: &SplitId) {
         self.acked.remove(id);
+    }
+
+    /// Whether a revocation waits for a reader's last positions.
+    pub(super) fn confirming(&self) -> bool {
+        self.revocations.iter().any(|r| !r.confirms.is_empty())
+    }
+
+    /// Ready once a reader confirmed (or dropped) a revocation's removal, with its
+    /// last positions noted: so the enumerator answers the revocation as soon as it
+    /// may, rather than on a timer.
+    pub(super) fn poll_confirms(&mut self, cx: &mut std::task::Context<'_>) -> Poll<()> {
+        let mut any = false;
+        for r in &mut self.revocations {
+            r.confirms.retain_mut(|c| match Pin::new(c).poll(cx) {
+                Poll::Ready(confirmed) => {
+                    for s in confirmed.unwrap_or_default() {
+                        r.handed_out.insert(s.id.clone(), s.next_offset);
+                    }
+                    any = true;
+                    false
+                }
+                Poll::Pending => true,
+            });
+        }
+        if any { Poll::Ready(()) } else { Poll::Pending }
+    }
+
+    /// When the first revocation stops waiting for the program's acknowledgement.
+    pub(super) fn next_deadline(&self) -> Option<Instant> {
+        self.revocations.iter().map(|r| r.deadline).min()
     }
 }
 

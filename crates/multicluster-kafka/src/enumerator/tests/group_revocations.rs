@@ -18,7 +18,7 @@ fn in_group() -> Harness {
     cfg.group_mode = true;
     cfg.group_id = Some("g".into());
     let mut h = Harness::new(cfg, stream(vec![("east", meta("east", &["t"]))]));
-    h.e.group = Some(group::GroupState::new(Arc::new(AtomicBool::new(false))));
+    h.e.group = Some(group::GroupState::new(Default::default()));
     h.read("east", "K1");
     h
 }
