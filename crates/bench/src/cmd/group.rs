@@ -79,6 +79,24 @@ pub struct GroupArgs {
     /// Only this part (default: every part).
     #[arg(long, value_enum)]
     only: Option<Part>,
+    /// Group start: start every newcomer this many ms into the running members'
+    /// heartbeat period (default: the rounds spread over the period). Small values
+    /// find how soon after a member's heartbeat a newcomer still gets its share in
+    /// one interval.
+    #[arg(long)]
+    phase_ms: Option<u64>,
+    /// Group start: the protocols to run (default: both).
+    #[arg(long, value_enum)]
+    protocol: Option<Protocol>,
+}
+
+/// A group protocol, for `--protocol`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Protocol {
+    /// KIP-848's consumer protocol.
+    Consumer,
+    /// The classic protocol, cooperative-sticky.
+    Classic,
 }
 
 impl GroupArgs {
@@ -488,6 +506,12 @@ pub fn group(args: &GroupArgs) {
         let stop_feed = Arc::new(AtomicBool::new(false));
         let feed = feed_every_partition(&bootstrap, STARTS, args.partitions, stop_feed.clone());
         for (proto, classic) in PROTOCOLS {
+            if args
+                .protocol
+                .is_some_and(|p| (p == Protocol::Classic) != classic)
+            {
+                continue;
+            }
             let mut per_n: [Vec<(f64, f64)>; 2] = [Vec::new(), Vec::new()];
             let mut timeouts = [0u64; 2];
             let period = Duration::from_millis(args.heartbeat_ms.unwrap_or(if classic {
@@ -506,7 +530,10 @@ pub fn group(args: &GroupArgs) {
                     args.partitions,
                     args.heartbeat_ms,
                     period,
-                    period.mul_f64((r as f64 + 0.5) / rounds as f64),
+                    args.phase_ms.map_or_else(
+                        || period.mul_f64((r as f64 + 0.5) / rounds as f64),
+                        Duration::from_millis,
+                    ),
                 );
                 for (k, (first, share, t)) in times.into_iter().enumerate() {
                     per_n[k].push((first, share));
