@@ -148,6 +148,12 @@ impl GroupState {
         self.stops = Some(stops);
     }
 
+    /// What asks the program to acknowledge, as the program sees it.
+    #[cfg(test)]
+    pub(super) fn ack_requests(&self) -> crate::base::ack::AckRequests {
+        self.ack_wanted.clone()
+    }
+
     /// Asks the program to acknowledge what it processed (`wanted`), or stops asking.
     pub(super) fn set_ack_wanted(&self, wanted: bool) {
         self.ack_wanted.set(wanted);

@@ -130,6 +130,53 @@ async fn a_revocation_commits_where_the_program_acknowledged() {
     assert_eq!(answer.try_recv().unwrap(), vec![("t".into(), 0, 150)]);
 }
 
+/// The enumerator answers a revocation when its reader confirms, not on a timer:
+/// the group wakes for the confirmation, with no time passing (the clock is paused
+/// and only moves when every task waits on it), and the program is asked at once.
+#[tokio::test(start_paused = true)]
+async fn a_reader_s_confirmation_wakes_the_group_and_the_program_is_asked_at_once() {
+    let mut h = in_group();
+    let asks = h.e.group.as_ref().unwrap().ack_requests();
+    let r = given(&mut h, 100);
+    let (reply, answer) = std_mpsc::channel();
+    h.e.member_event(MemberEvent::Revoking {
+        cluster: key("east"),
+        partitions: vec![(T0.0.to_string(), T0.1)],
+        reply,
+        lost: false,
+    })
+    .await;
+    let start = tokio::time::Instant::now();
+    tokio::time::timeout(Duration::from_secs(1), asks.asked())
+        .await
+        .expect("the program is asked to acknowledge");
+    let confirm = h
+        .events(r)
+        .into_iter()
+        .find_map(|ev| match ev {
+            ReaderEvent::Remove {
+                confirm: Some(confirm),
+                ..
+            } => Some(confirm),
+            _ => None,
+        })
+        .expect("the reader is asked to let the partition go");
+    let group = h.e.group.as_mut().unwrap();
+    assert!(group.revoking());
+    let woke = tokio::spawn(async move {
+        let _ = confirm.send(vec![split("east", "t", 0, 150)]);
+    });
+    let next = tokio::time::timeout(Duration::from_secs(1), group.next())
+        .await
+        .expect("woken by the confirmation");
+    assert!(matches!(next, Some(group::Woke::Confirmed)));
+    assert_eq!(start.elapsed(), Duration::ZERO, "no timer waited out");
+    woke.await.unwrap();
+    h.e.acknowledged(&checkpoint_at(150));
+    h.e.revocations_due();
+    assert_eq!(answer.try_recv().unwrap(), vec![("t".into(), 0, 150)]);
+}
+
 /// A checkpoint taken while the partition was still here, acknowledged after the
 /// revocation ended, must not speak for the partition when it comes back: it would
 /// commit a position behind what the next owner committed meanwhile, and the owner
