@@ -246,21 +246,12 @@ impl Enumerator {
             return;
         };
         let now = Instant::now();
+        // The confirmations that came while the loop woke for something else.
+        let _ = group
+            .giving_back
+            .poll_confirms(&mut std::task::Context::from_waker(std::task::Waker::noop()));
         let mut still = Vec::new();
         for mut r in std::mem::take(&mut group.giving_back.revocations) {
-            let mut waiting = Vec::new();
-            for mut c in std::mem::take(&mut r.confirms) {
-                match c.try_recv() {
-                    Ok(splits) => {
-                        for s in splits {
-                            r.handed_out.insert(s.id.clone(), s.next_offset);
-                        }
-                    }
-                    Err(oneshot::error::TryRecvError::Empty) => waiting.push(c),
-                    Err(oneshot::error::TryRecvError::Closed) => {}
-                }
-            }
-            r.confirms = waiting;
             r.await_release
                 .retain(|id| match group.giving_back.released.remove(id) {
                     Some(at) => {

@@ -40,11 +40,16 @@ impl<V> Held<V> {
 /// What a held record counts for in its split's share of memory: its key and value,
 /// and about what an entry and Kafka's framing of a record take.
 pub(super) fn weight<V>(entry: &BatchEntry<V>) -> usize {
-    entry.bytes() as usize + RECORD_OVERHEAD
+    weight_of(entry.bytes() as usize, 1)
+}
+
+/// The [`weight`] of `records` records whose keys and values take `bytes`.
+pub(super) fn weight_of(bytes: usize, records: usize) -> usize {
+    bytes + records * RECORD_OVERHEAD
 }
 
 /// See [`weight`].
-pub(super) const RECORD_OVERHEAD: usize = 64;
+const RECORD_OVERHEAD: usize = 64;
 
 /// A split that holds more than this (by [`weight`]) while others hold the merge
 /// back is paused, until it holds half as much.
@@ -133,7 +138,7 @@ impl<V> TimeOrder<V> {
         // now: else it would hold its partition back until event time reached it.
         let wall = crate::base::retention::now_ms();
         let event = |v: Option<&V>, ts: Option<i64>| event(v, ts).map(|t| t.min(wall));
-        let (bytes, entries) = batch.into_parts();
+        let (bytes, mut entries) = batch.into_parts();
         if !entries.is_empty() {
             // The runs of one partition's records (queue, length), and every
             // record's event time.
@@ -163,7 +168,6 @@ impl<V> TimeOrder<V> {
                 times.push(ts);
             }
             // Cut from the end, each run's records in one copy (the first in none).
-            let (mut entries, mut times) = (entries, times);
             let mut pieces = Vec::with_capacity(runs.len());
             for &(_, len) in runs.iter().rev() {
                 let at = entries.len() - len;

@@ -5,7 +5,7 @@ use std::collections::BinaryHeap;
 use std::sync::Arc;
 
 use super::bound::Bound;
-use super::queues::{Held, RECORD_OVERHEAD, TimeOrder};
+use super::queues::{Held, TimeOrder, weight_of};
 use crate::base::split::SplitId;
 use crate::reader::fetch_path::Failed;
 use crate::record::RecordBatch;
@@ -101,7 +101,7 @@ impl<V> TimeOrder<V> {
                 if n > 0 {
                     run.ts.drain(..n);
                     let bytes = batch.extend_from(&run.from, run.entries.drain(..n), &mut data);
-                    q.bytes = q.bytes.saturating_sub(bytes + n * RECORD_OVERHEAD);
+                    q.bytes = q.bytes.saturating_sub(weight_of(bytes, n));
                     q.records -= n;
                     self.held -= n;
                 }
