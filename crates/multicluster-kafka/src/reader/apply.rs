@@ -155,6 +155,7 @@ impl<D: Deserializer> SourceReader<D> {
     pub(super) fn start_pending(&mut self) -> Result<(), SourceError> {
         let settings = &self.settings;
         let clients = self.links.clients();
+        let held = self.time_order.is_some();
         let fetcher_settings = |cluster: &Arc<str>, reader| FetcherSettings {
             max_batch: settings.max_batch,
             include_headers: settings.include_headers,
@@ -167,6 +168,7 @@ impl<D: Deserializer> SourceReader<D> {
                 .and_then(|f| f.for_cluster(cluster)),
             clients: clients.clone(),
             runtime: tokio::runtime::Handle::try_current().ok(),
+            held,
         };
         // A split handed to a fetcher is fetched: not paused (alignment).
         let splits = &mut self.splits;

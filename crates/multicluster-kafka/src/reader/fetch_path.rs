@@ -72,6 +72,11 @@ pub(crate) struct Opening<'a> {
     pub clients: &'a ClientShare,
     /// The runtime the reader runs on, where the native path's tasks go.
     pub runtime: Option<tokio::runtime::Handle>,
+    /// The reader holds what is fetched for a merge in time order: the native path
+    /// then shares values of every size from the answers they came in, unless
+    /// `fetch.share.min.bytes` is set (a copy made now would be read long after,
+    /// from memory gone cold).
+    pub held: bool,
 }
 
 /// A record whose value could not be deserialized: handed out as an error after the

@@ -20,6 +20,7 @@ use multicluster_kafka::hooks::{ClientHooks, KafkaErrorKind, OAuthToken};
 use multicluster_kafka::prelude::*;
 use multicluster_kafka::properties::DEFAULT_SHARE_MIN_BYTES;
 use multicluster_kafka::record::RecordRef;
+use multicluster_kafka::{ReadOrder, WatermarkStrategy};
 use support::{drain, east, meta, meta_at, seen_ref, source_over, west};
 
 /// A guard against hangs, not a timing assertion.
@@ -641,6 +642,67 @@ fn a_value_at_or_above_the_threshold_is_shared_and_every_value_reads_as_written(
             }
             assert_fetched_natively(&[&cluster]);
         }
+    }
+}
+
+/// In time order the merge holds what was fetched until the other splits catch up:
+/// values of every size then stay in the answers they came in (a copy made at once
+/// would be read long after, from memory gone cold), unless `fetch.share.min.bytes`
+/// is set. In an answer, consecutive records' values lie apart, Kafka's framing of
+/// the next record between them; copied into a batch's data, they lie back to back.
+#[test]
+fn in_time_order_small_values_stay_in_the_answers_unless_the_threshold_is_set() {
+    let topic = "np-held-share";
+    east().create_topic(topic, 1).unwrap();
+    let records: Vec<TestRecord> = (0..300)
+        .map(|i| TestRecord::value(format!("v{i:03}")).at(1_700_000_000_000 + i))
+        .collect();
+    east().produce(topic, &records).unwrap();
+    for threshold in [None, Some("1000000000")] {
+        let cluster = format!("{topic}-{}", threshold.unwrap_or("default"));
+        let (values, pairs, back_to_back) = mck_testkit::runtime().block_on(async {
+            let stream = KafkaStream::new("s").with_cluster(&cluster, meta(east(), &[topic]));
+            let mut b = native(source_over(stream))
+                .deserializer(InBatch)
+                .watermarks(WatermarkStrategy::monotonous_timestamps())
+                .order(ReadOrder::Time);
+            if let Some(t) = threshold {
+                b = b.property("fetch.share.min.bytes", t);
+            }
+            let mut stream = open_bounded(b).await;
+            let (mut values, mut pairs, mut back_to_back) = (Vec::new(), 0, 0);
+            tokio::time::timeout(PATIENCE, async {
+                while let Some(batch) = stream.next_batch().await {
+                    let batch = batch.expect("a batch");
+                    let buffers: Vec<_> = batch.byte_buffers().collect();
+                    let mut last: Option<(usize, usize)> = None;
+                    for i in 0..batch.len() {
+                        let (buffer, range) = batch.value_span(i).expect("a value");
+                        values.push(String::from_utf8(buffers[buffer][range.clone()].to_vec()));
+                        if let Some((_, end)) = last.filter(|(b, _)| *b == buffer) {
+                            pairs += 1;
+                            back_to_back += usize::from(end == range.start);
+                        }
+                        last = Some((buffer, range.end));
+                    }
+                }
+            })
+            .await
+            .expect("the bounded read ends");
+            stream.close().await;
+            (values, pairs, back_to_back)
+        });
+        let expected: Vec<_> = (0..300).map(|i| Ok(format!("v{i:03}"))).collect();
+        assert_eq!(values, expected, "{cluster}: every value once, in order");
+        assert!(
+            pairs > 200,
+            "{cluster}: only {pairs} neighbours in one buffer"
+        );
+        match threshold {
+            None => assert_eq!(back_to_back, 0, "{cluster}: values were copied"),
+            Some(_) => assert_eq!(back_to_back, pairs, "{cluster}: values were shared"),
+        }
+        assert_fetched_natively(&[&cluster]);
     }
 }
 

@@ -94,6 +94,9 @@ pub(crate) struct FetcherSettings {
     pub clients: Arc<crate::kafka::shared::ClientShare>,
     /// The reader's tokio runtime, for the native fetch path.
     pub runtime: Option<tokio::runtime::Handle>,
+    /// The reader holds records for a merge in time order: see
+    /// [`Opening::held`](crate::reader::fetch_path::Opening::held).
+    pub held: bool,
 }
 
 /// The reader's handle on a fetcher thread. Dropping it stops the thread, which then

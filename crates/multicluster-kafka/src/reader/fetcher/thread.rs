@@ -175,6 +175,7 @@ pub(super) fn serve<D: Deserializer>(
                         hooks: new.settings.hooks.clone(),
                         clients: &new.settings.clients,
                         runtime: new.settings.runtime.clone(),
+                        held: new.settings.held,
                     }) {
                         Ok(consumer) => running.push(Running {
                             cluster: new.cluster,

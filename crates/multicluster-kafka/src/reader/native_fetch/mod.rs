@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::base::offsets::OffsetReset;
+use crate::base::properties::FETCH_SHARE;
 use crate::base::split::SplitId;
 use crate::error::SourceError;
 use crate::native::settings::{self, Given};
@@ -62,7 +63,14 @@ fn options(
         lanes: settings.lanes,
         errors: settings.errors,
     };
-    Ok((cluster, settings.partition, settings.share_from))
+    // Held records are read long after they were fetched: a copy would be written
+    // now and read from memory gone cold by then, so values stay in the answers.
+    let share_from = if opening.held && opening.props.get(FETCH_SHARE).is_none() {
+        1
+    } else {
+        settings.share_from
+    };
+    Ok((cluster, settings.partition, share_from))
 }
 /// A partition as the fetch thread reads it. Arrivals of an assignment it no
 /// longer has (removed, added again, sought) never reach it: the cluster's fetch
