@@ -39,6 +39,7 @@ impl ClusterConsumer {
         let mut data = self.staging.buffer();
         let mut slots = std::mem::take(&mut self.slots);
         slots.clear();
+        self.staging.reserve_slots(&mut slots);
         // Records come in runs per partition: remember the last topic handle and
         // partition bound instead of looking them up for every record.
         let mut last_topic: Option<(*mut rd::rd_kafka_topic_t, Arc<str>, u32)> = None;

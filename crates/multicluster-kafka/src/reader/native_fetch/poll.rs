@@ -78,6 +78,7 @@ impl<D: Deserializer> FetchPath<D> for NativeFetch {
         let lag_due = self.last_lag_report.elapsed() >= LAG_REPORT_INTERVAL;
         let mut data = self.staging.buffer();
         self.slots.clear();
+        self.staging.reserve_slots(&mut self.slots);
         let mut finished: Vec<PartKey> = Vec::new();
         let mut fatal = None;
         // Records straight into the batch when deserializing them needs nothing of
