@@ -169,6 +169,7 @@ impl<D: Deserializer> SourceReader<D> {
             clients: clients.clone(),
             runtime: tokio::runtime::Handle::try_current().ok(),
             held,
+            shape: held && settings.event_timestamps.is_none(),
         };
         // A split handed to a fetcher is fetched: not paused (alignment).
         let splits = &mut self.splits;

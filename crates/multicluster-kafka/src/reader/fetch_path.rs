@@ -114,6 +114,9 @@ pub(crate) struct Polled {
     /// what was handed out, after any left over from before (all below that
     /// offset).
     pub truncated: Vec<(SplitId, i64)>,
+    /// In time order, when event time is the Kafka timestamp: the batch's times and
+    /// runs, noted by the fetch thread ([`FetcherSettings::shape`](super::fetcher::FetcherSettings::shape)).
+    pub shape: Option<Box<super::time_order::Shape>>,
 }
 
 /// What wakes a fetcher: its thread, and a flag that says this fetcher (not another

@@ -97,6 +97,9 @@ pub(crate) struct FetcherSettings {
     /// The reader holds records for a merge in time order: see
     /// [`Opening::held`](crate::reader::fetch_path::Opening::held).
     pub held: bool,
+    /// Note each batch's [`Shape`](crate::reader::time_order::Shape) for the merge
+    /// (held, and event time is the Kafka timestamp).
+    pub shape: bool,
 }
 
 /// The reader's handle on a fetcher thread. Dropping it stops the thread, which then
@@ -231,7 +234,11 @@ fn drop_stale<V>(
 
 /// Drops what `batch` and `polled` hold of these splits.
 pub(crate) fn drop_splits<V>(batch: &mut RecordBatch<V>, polled: &mut Polled, ids: &[SplitId]) {
+    let before = batch.len();
     batch.drop_splits(ids);
+    if batch.len() != before {
+        polled.shape = None;
+    }
     polled.records = batch.entries.len();
     if polled.failed.as_ref().is_some_and(|f| {
         ids.iter()

@@ -118,6 +118,9 @@ impl<D: Deserializer> Running<D> {
                     self.record_bytes = per;
                 }
                 polled.finished.append(&mut self.done);
+                if self.settings.shape && polled.records > 0 {
+                    polled.shape = Some(Box::new(crate::reader::time_order::Shape::of(&batch)));
+                }
                 if polled.records > 0
                     || polled.failed.is_some()
                     || !polled.finished.is_empty()

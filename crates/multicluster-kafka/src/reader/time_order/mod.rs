@@ -18,8 +18,10 @@
 mod bound;
 mod queues;
 mod release;
+mod shape;
 
 pub(super) use queues::TimeOrder;
+pub(crate) use shape::Shape;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -45,8 +47,19 @@ impl<D: Deserializer> SourceReader<D> {
             return;
         };
         if polled.records > 0 || polled.failed.is_some() {
+            // The fetch thread's note of the batch serves when event time is the
+            // Kafka timestamp (else each record's is read here).
+            let shape = polled
+                .shape
+                .map(|s| *s)
+                .filter(|_| self.watermarks.is_some() && self.settings.event_timestamps.is_none());
             let event = |v: Option<&D::Value>, ts: Option<i64>| self.event_time(v, ts);
-            order.take(batch, polled.failed.map(|f| *f), event, Instant::now());
+            order.take(
+                batch,
+                polled.failed.map(|f| *f),
+                (event, shape),
+                Instant::now(),
+            );
         }
         let finished: Vec<SplitId> = polled
             .finished

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::bound::SplitFacts;
+use super::shape::{NO_TIME, Shape};
 use crate::base::split::SplitId;
 use crate::reader::fetch_path::Failed;
 use crate::record::{BatchBytes, BatchEntry, RecordBatch};
@@ -124,13 +125,17 @@ impl<V> TimeOrder<V> {
     }
 
     /// Holds a fetched batch (and the failed record after it); `event` gives a
-    /// record's event time from its value and Kafka timestamp. A record without one
-    /// takes its split's newest.
+    /// record's event time from its value and Kafka timestamp, unless the fetch
+    /// thread noted the batch's [`Shape`] (event time then is the Kafka timestamp). A
+    /// record without one takes its split's newest.
     pub fn take(
         &mut self,
         batch: RecordBatch<V>,
         failed: Option<Failed>,
-        event: impl Fn(Option<&V>, Option<i64>) -> Option<i64>,
+        (event, shape): (
+            impl Fn(Option<&V>, Option<i64>) -> Option<i64>,
+            Option<Shape>,
+        ),
         now: Instant,
     ) {
         let cluster = batch.cluster.clone();
@@ -142,31 +147,10 @@ impl<V> TimeOrder<V> {
         if !entries.is_empty() {
             // The runs of one partition's records (queue, length), and every
             // record's event time.
-            let mut runs: Vec<(usize, usize)> = Vec::new();
-            let mut times = Vec::with_capacity(entries.len());
-            let mut last: Option<(u32, i32)> = None;
-            for entry in &entries {
-                if last != Some((entry.topic, entry.partition)) {
-                    let id = SplitId {
-                        cluster: cluster.clone(),
-                        topic: bytes.topics[entry.topic as usize].clone(),
-                        partition: entry.partition,
-                    };
-                    runs.push((self.slot(id, now), 0));
-                    last = Some((entry.topic, entry.partition));
-                }
-                let Some((i, len)) = runs.last_mut() else {
-                    continue;
-                };
-                *len += 1;
-                let q = &mut self.queues[*i];
-                let ts = event(Some(&entry.value), entry.timestamp())
-                    .or(q.newest)
-                    .unwrap_or(i64::MIN);
-                q.newest = Some(q.newest.map_or(ts, |n| n.max(ts)));
-                q.bytes += weight(entry);
-                times.push(ts);
-            }
+            let (runs, mut times) = match shape.filter(|s| s.fits(entries.len())) {
+                Some(shape) => self.runs_of_shape(&cluster, &bytes, &entries, shape, now),
+                None => self.runs_of_entries(&cluster, &bytes, &entries, event, now),
+            };
             // Cut from the end, each run's records in one copy (the first in none).
             let mut pieces = Vec::with_capacity(runs.len());
             for &(_, len) in runs.iter().rev() {
@@ -208,6 +192,92 @@ impl<V> TimeOrder<V> {
             q.records += 1;
             self.held += 1;
         }
+    }
+
+    /// The split of `entries`' first record (made if new).
+    fn slot_of(
+        &mut self,
+        cluster: &Arc<str>,
+        bytes: &BatchBytes,
+        entry: &BatchEntry<V>,
+        now: Instant,
+    ) -> usize {
+        let id = SplitId {
+            cluster: cluster.clone(),
+            topic: bytes.topics[entry.topic as usize].clone(),
+            partition: entry.partition,
+        };
+        self.slot(id, now)
+    }
+
+    /// [`Self::take`]'s runs and times, each record's event time read from it.
+    fn runs_of_entries(
+        &mut self,
+        cluster: &Arc<str>,
+        bytes: &BatchBytes,
+        entries: &[BatchEntry<V>],
+        event: impl Fn(Option<&V>, Option<i64>) -> Option<i64>,
+        now: Instant,
+    ) -> (Vec<(usize, usize)>, Vec<i64>) {
+        let mut runs: Vec<(usize, usize)> = Vec::new();
+        let mut times = Vec::with_capacity(entries.len());
+        let mut last: Option<(u32, i32)> = None;
+        for entry in entries {
+            if last != Some((entry.topic, entry.partition)) {
+                runs.push((self.slot_of(cluster, bytes, entry, now), 0));
+                last = Some((entry.topic, entry.partition));
+            }
+            let Some((i, len)) = runs.last_mut() else {
+                continue;
+            };
+            *len += 1;
+            let q = &mut self.queues[*i];
+            let ts = event(Some(&entry.value), entry.timestamp())
+                .or(q.newest)
+                .unwrap_or(i64::MIN);
+            q.newest = Some(q.newest.map_or(ts, |n| n.max(ts)));
+            q.bytes += weight(entry);
+            times.push(ts);
+        }
+        (runs, times)
+    }
+
+    /// [`Self::take`]'s runs and times from the batch's [`Shape`] (which
+    /// [`Shape::fits`] it): only each run's first record is read.
+    fn runs_of_shape(
+        &mut self,
+        cluster: &Arc<str>,
+        bytes: &BatchBytes,
+        entries: &[BatchEntry<V>],
+        shape: Shape,
+        now: Instant,
+    ) -> (Vec<(usize, usize)>, Vec<i64>) {
+        let Shape {
+            mut times,
+            runs: shaped,
+        } = shape;
+        let mut runs = Vec::with_capacity(shaped.len());
+        let mut at = 0;
+        for (len, weight) in shaped {
+            let Some(first) = entries.get(at) else {
+                break;
+            };
+            let i = self.slot_of(cluster, bytes, first, now);
+            let q = &mut self.queues[i];
+            q.bytes += weight;
+            for t in times.get_mut(at..at + len).unwrap_or_default() {
+                let ts = if *t == NO_TIME {
+                    q.newest.unwrap_or(i64::MIN)
+                } else {
+                    *t
+                };
+                q.newest = Some(q.newest.map_or(ts, |n| n.max(ts)));
+                *t = ts;
+            }
+            runs.push((i, len));
+            at += len;
+        }
+        (runs, times)
     }
 
     /// The fetcher saw the split's stop. Returns whether it holds nothing (so it is

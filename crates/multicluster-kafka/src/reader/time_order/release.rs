@@ -230,10 +230,15 @@ mod tests {
         o.take(
             batch("a", &[(0, 0, 10), (0, 1, 30), (1, 0, 15)]),
             None,
-            kafka_ts,
+            (kafka_ts, None),
             now,
         );
-        o.take(batch("b", &[(0, 0, 12), (0, 1, 20)]), None, kafka_ts, now);
+        o.take(
+            batch("b", &[(0, 0, 12), (0, 1, 20)]),
+            None,
+            (kafka_ts, None),
+            now,
+        );
         let ids = [id("a", 0), id("a", 1), id("b", 0)];
         // a/1's newest is 15: nothing after 15 may go out yet.
         assert_eq!(facts(&o, &ids, now), Bound::Upto(15));
@@ -269,7 +274,7 @@ mod tests {
         o.take(
             batch("a", &[(0, 0, 50), (0, 1, 5), (1, 0, 20)]),
             None,
-            kafka_ts,
+            (kafka_ts, None),
             now,
         );
         let b = o.release(Bound::All, 100).batch.unwrap();
@@ -298,7 +303,7 @@ mod tests {
         o.take(
             batch("a", &[(0, 0, 10), (1, 0, 30)]),
             Some(failed),
-            kafka_ts,
+            (kafka_ts, None),
             now,
         );
         assert!(!o.finish(&id("a", 0)), "a/0 still holds records");
@@ -321,14 +326,24 @@ mod tests {
         let mut o = TimeOrder::default();
         let wall = crate::base::retention::now_ms();
         let year_3000 = 32_503_680_000_000;
-        o.take(batch("a", &[(0, 0, year_3000)]), None, kafka_ts, now);
+        o.take(
+            batch("a", &[(0, 0, year_3000)]),
+            None,
+            (kafka_ts, None),
+            now,
+        );
         let newest = o.facts(&id("a", 0)).unwrap().newest.unwrap();
         assert!(
             (wall..wall + 60_000).contains(&newest),
             "{newest} is not about now ({wall})"
         );
         // A later record of another split, stamped now, goes out after it.
-        o.take(batch("b", &[(0, 0, wall + 60_000)]), None, kafka_ts, now);
+        o.take(
+            batch("b", &[(0, 0, wall + 60_000)]),
+            None,
+            (kafka_ts, None),
+            now,
+        );
         let b = o.release(Bound::Upto(wall + 60_000), 100).batch.unwrap();
         assert_eq!(values(&b), ["a/0/0"]);
     }
@@ -341,14 +356,14 @@ mod tests {
         o.take(
             shared_batch("a", &answer, &[(0, 0, 10, 0..1000), (0, 1, 30, 1000..2000)]),
             None,
-            kafka_ts,
+            (kafka_ts, None),
             now,
         );
-        o.take(batch("a", &[(1, 0, 20)]), None, kafka_ts, now);
+        o.take(batch("a", &[(1, 0, 20)]), None, (kafka_ts, None), now);
         o.take(
             shared_batch("a", &answer, &[(2, 0, 25, 2000..3000)]),
             None,
-            kafka_ts,
+            (kafka_ts, None),
             now,
         );
         let b = o.release(Bound::All, 100).batch.unwrap();
@@ -385,6 +400,68 @@ mod tests {
         assert!(o.queues.iter().all(|q| q.items.is_empty()), "no run kept");
     }
 
+    /// The fetch thread's note of a batch (its times and runs) holds it as reading
+    /// each record would: same queues, same weights, same records out in the same
+    /// order, a record without a timestamp and one stamped in the future included.
+    #[test]
+    fn a_batch_held_by_its_shape_is_held_as_one_read_record_by_record() {
+        use crate::reader::time_order::Shape;
+        let now = Instant::now();
+        let year_3000 = 32_503_680_000_000;
+        let make = || {
+            let mut b = batch(
+                "a",
+                &[
+                    (0, 0, 10),
+                    (0, 1, 40),
+                    (1, 0, 15),
+                    (1, 2, year_3000),
+                    (0, 2, 30),
+                ],
+            );
+            let untimed = BatchEntry::new(
+                (0, 1, 1),
+                (None, None),
+                crate::record::RawSpans::default(),
+                None,
+                Default::default(),
+                "a/1/1".to_string(),
+            );
+            b.entries.insert(3, untimed);
+            b
+        };
+        let mut read = TimeOrder::default();
+        read.take(make(), None, (kafka_ts, None), now);
+        let mut shaped = TimeOrder::default();
+        let b = make();
+        let shape = Shape::of(&b);
+        // Event times are not asked for: the shape has them.
+        let wrong = |_: Option<&String>, _: Option<i64>| Some(0);
+        shaped.take(b, None, (wrong, Some(shape)), now);
+        for split in [id("a", 0), id("a", 1)] {
+            assert_eq!(read.held_of(&split), shaped.held_of(&split), "{split:?}");
+            let (r, s) = (read.facts(&split).unwrap(), shaped.facts(&split).unwrap());
+            let (r, s) = (r.newest.unwrap(), s.newest.unwrap());
+            assert!((r - s).abs() < 60_000, "{split:?}: {r} against {s}");
+            assert!(r < year_3000, "a future timestamp is merged as of now");
+        }
+        assert_eq!(read.facts(&id("a", 0)).unwrap().newest, Some(40));
+        assert_eq!(shaped.facts(&id("a", 0)).unwrap().newest, Some(40));
+        let order = ["a/0/0", "a/1/0", "a/1/1", "a/0/1", "a/0/2", "a/1/2"];
+        assert_eq!(values(&read.release(Bound::All, 100).batch.unwrap()), order);
+        assert_eq!(
+            values(&shaped.release(Bound::All, 100).batch.unwrap()),
+            order
+        );
+
+        // A shape that does not fit the batch (records were dropped from it after
+        // it was noted) is not used: each record is read.
+        let mut fallback = TimeOrder::default();
+        let shape = Shape::of(&make());
+        fallback.take(batch("a", &[(0, 0, 10)]), None, (wrong, Some(shape)), now);
+        assert_eq!(fallback.facts(&id("a", 0)).unwrap().newest, Some(0));
+    }
+
     /// After a restore, records at or before the checkpoint's watermark are late:
     /// newer ones went out before the restart. They still go out, and are counted.
     #[test]
@@ -396,7 +473,7 @@ mod tests {
         o.take(
             batch("a", &[(0, 0, 10), (0, 1, 20), (0, 2, 21)]),
             None,
-            kafka_ts,
+            (kafka_ts, None),
             now,
         );
         let b = metrics::with_local_recorder(&recorder, || o.release(Bound::All, 100))
@@ -420,7 +497,12 @@ mod tests {
     fn removed_splits_lose_what_is_held_of_them() {
         let now = Instant::now();
         let mut o = TimeOrder::default();
-        o.take(batch("a", &[(0, 0, 10), (1, 0, 5)]), None, kafka_ts, now);
+        o.take(
+            batch("a", &[(0, 0, 10), (1, 0, 5)]),
+            None,
+            (kafka_ts, None),
+            now,
+        );
         assert_eq!(o.held_of(&id("a", 1)).0, 1);
         o.remove(&[id("a", 1)]);
         assert_eq!(o.held_of(&id("a", 1)), (0, 0));
