@@ -116,7 +116,7 @@ pub(crate) struct Polled {
     pub truncated: Vec<(SplitId, i64)>,
     /// In time order, when event time is the Kafka timestamp: the batch's times and
     /// runs, noted by the fetch thread ([`FetcherSettings::shape`](super::fetcher::FetcherSettings::shape)).
-    pub shape: Option<Box<super::time_order::Shape>>,
+    pub shape: Option<Box<super::time_order::shape::Shape>>,
 }
 
 /// What wakes a fetcher: its thread, and a flag that says this fetcher (not another

@@ -97,7 +97,7 @@ pub(crate) struct FetcherSettings {
     /// The reader holds records for a merge in time order: see
     /// [`Opening::held`](crate::reader::fetch_path::Opening::held).
     pub held: bool,
-    /// Note each batch's [`Shape`](crate::reader::time_order::Shape) for the merge
+    /// Note each batch's [`Shape`](crate::reader::time_order::shape::Shape) for the merge
     /// (held, and event time is the Kafka timestamp).
     pub shape: bool,
 }

@@ -119,7 +119,9 @@ impl<D: Deserializer> Running<D> {
                 }
                 polled.finished.append(&mut self.done);
                 if self.settings.shape && polled.records > 0 {
-                    polled.shape = Some(Box::new(crate::reader::time_order::Shape::of(&batch)));
+                    polled.shape = Some(Box::new(crate::reader::time_order::shape::Shape::of(
+                        &batch,
+                    )));
                 }
                 if polled.records > 0
                     || polled.failed.is_some()

@@ -18,10 +18,9 @@
 mod bound;
 mod queues;
 mod release;
-mod shape;
+pub(super) mod shape;
 
 pub(super) use queues::TimeOrder;
-pub(crate) use shape::Shape;
 
 use std::sync::Arc;
 use std::time::Instant;

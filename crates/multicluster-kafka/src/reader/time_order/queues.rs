@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::bound::SplitFacts;
-use super::shape::{NO_TIME, Shape};
+use super::shape::{NO_TIME, Shape, weight};
 use crate::base::split::SplitId;
 use crate::reader::fetch_path::Failed;
 use crate::record::{BatchBytes, BatchEntry, RecordBatch};
@@ -37,20 +37,6 @@ impl<V> Held<V> {
         }
     }
 }
-
-/// What a held record counts for in its split's share of memory: its key and value,
-/// and about what an entry and Kafka's framing of a record take.
-pub(super) fn weight<V>(entry: &BatchEntry<V>) -> usize {
-    weight_of(entry.bytes() as usize, 1)
-}
-
-/// The [`weight`] of `records` records whose keys and values take `bytes`.
-pub(super) fn weight_of(bytes: usize, records: usize) -> usize {
-    bytes + records * RECORD_OVERHEAD
-}
-
-/// See [`weight`].
-const RECORD_OVERHEAD: usize = 64;
 
 /// A split that holds more than this (by [`weight`]) while others hold the merge
 /// back is paused, until it holds half as much.

@@ -5,7 +5,8 @@ use std::collections::BinaryHeap;
 use std::sync::Arc;
 
 use super::bound::Bound;
-use super::queues::{Held, TimeOrder, weight_of};
+use super::queues::{Held, TimeOrder};
+use super::shape::weight_of;
 use crate::base::split::SplitId;
 use crate::reader::fetch_path::Failed;
 use crate::record::RecordBatch;
@@ -405,7 +406,7 @@ mod tests {
     /// order, a record without a timestamp and one stamped in the future included.
     #[test]
     fn a_batch_held_by_its_shape_is_held_as_one_read_record_by_record() {
-        use crate::reader::time_order::Shape;
+        use crate::reader::time_order::shape::Shape;
         let now = Instant::now();
         let year_3000 = 32_503_680_000_000;
         let make = || {

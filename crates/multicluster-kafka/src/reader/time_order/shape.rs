@@ -1,8 +1,7 @@
 //! What a fetch thread notes of a batch that the merge will hold, while the batch is
 //! still in its cache: the reader then holds the batch without reading each record.
 
-use super::queues::weight;
-use crate::record::RecordBatch;
+use crate::record::{BatchEntry, RecordBatch};
 
 /// A fetched batch as the merge takes it when a record's event time is its Kafka
 /// timestamp: each record's time and each run of one partition's records.
@@ -45,3 +44,17 @@ impl Shape {
         self.times.len() == records && self.runs.iter().map(|r| r.0).sum::<usize>() == records
     }
 }
+
+/// What a held record counts for in its split's share of memory: its key and value,
+/// and about what an entry and Kafka's framing of a record take.
+pub(super) fn weight<V>(entry: &BatchEntry<V>) -> usize {
+    weight_of(entry.bytes() as usize, 1)
+}
+
+/// The [`weight`] of `records` records whose keys and values take `bytes`.
+pub(super) fn weight_of(bytes: usize, records: usize) -> usize {
+    bytes + records * RECORD_OVERHEAD
+}
+
+/// See [`weight`].
+const RECORD_OVERHEAD: usize = 64;
