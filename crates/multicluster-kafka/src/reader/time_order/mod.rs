@@ -46,12 +46,9 @@ impl<D: Deserializer> SourceReader<D> {
             return;
         };
         if polled.records > 0 || polled.failed.is_some() {
-            // The fetch thread's note of the batch serves when event time is the
-            // Kafka timestamp (else each record's is read here).
-            let shape = polled
-                .shape
-                .map(|s| *s)
-                .filter(|_| self.watermarks.is_some() && self.settings.event_timestamps.is_none());
+            // Noted by the fetch thread when event time is the Kafka timestamp
+            // (`FetcherSettings::shape`); else each record's is read here.
+            let shape = polled.shape.map(|s| *s);
             let event = |v: Option<&D::Value>, ts: Option<i64>| self.event_time(v, ts);
             order.take(
                 batch,

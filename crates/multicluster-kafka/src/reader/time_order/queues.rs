@@ -180,7 +180,7 @@ impl<V> TimeOrder<V> {
         }
     }
 
-    /// The split of `entries`' first record (made if new).
+    /// The queue of `entry`'s split (made if new).
     fn slot_of(
         &mut self,
         cluster: &Arc<str>,
