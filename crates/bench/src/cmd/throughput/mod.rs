@@ -10,7 +10,7 @@ use std::time::Instant;
 use mck_bench::peers::{self, PeerCluster};
 
 use super::{TOPIC, median};
-use crate::cpu::{ThreadsCpu, process_cpu, threads_cpu};
+use crate::cpu::{ThreadsCpu, broker_pids, pids_cpu, process_cpu, threads_cpu};
 
 /// Options of the throughput benchmark.
 #[derive(clap::Args, Clone, Copy)]
@@ -198,6 +198,9 @@ struct Figures {
     cpu_ns: Vec<f64>,
     /// CPU ns per record of each thread group (ours only; see [`threads_cpu`]).
     threads_cpu_ns: std::collections::BTreeMap<String, Vec<f64>>,
+    /// The brokers' CPU ns per record over the pass (their JVMs' idle work
+    /// included).
+    broker_ns: Vec<f64>,
 }
 
 impl Figures {
@@ -258,7 +261,8 @@ pub fn throughput(args: &ThroughputArgs) {
     );
     let rt = mck_testkit::runtime();
     let clusters: Vec<PeerCluster> = kafkas.iter().map(PeerCluster::of).collect();
-    let mut figures = measure(args, &rt, &clusters);
+    let brokers: Vec<u32> = kafkas.iter().flat_map(broker_pids).collect();
+    let mut figures = measure(args, &rt, &clusters, &brokers);
     let ours_f = figures.remove(&Side::Ours).unwrap_or_default();
     let plain_f = figures.remove(&Side::Plain).unwrap_or_default();
     print_figures(args, &ours_f, &plain_f);
@@ -270,6 +274,7 @@ pub fn throughput(args: &ThroughputArgs) {
             args.readers
         );
         print_threads(row, f);
+        print_brokers(&format!("multicluster-kafka {row}"), f);
         // With `--only` a side runs alone: nothing to compare it with.
         if !ours_f.rps.is_empty() {
             let (o, _, _, oc) = ours_f.medians();
@@ -298,19 +303,40 @@ fn print_threads(row: &str, f: &Figures) {
     );
 }
 
-/// Every round of each side; each side's figures.
+/// The brokers' CPU per record beside `reader`: what its way of fetching costs on
+/// the other end (where the brokers share the client's cores, records/s it does not
+/// get).
+fn print_brokers(reader: &str, f: &Figures) {
+    if !f.broker_ns.is_empty() {
+        println!(
+            "brokers' CPU ns per record beside {reader} (median; all broker JVMs over each pass, their idle work included): {:.0}",
+            median(f.broker_ns.clone())
+        );
+    }
+}
+
+/// Every round of each side; each side's figures. `brokers` are the brokers'
+/// process ids, whose CPU is counted over each pass.
 fn measure(
     args: &ThroughputArgs,
     rt: &tokio::runtime::Runtime,
     clusters: &[PeerCluster],
+    brokers: &[u32],
 ) -> std::collections::BTreeMap<Side, Figures> {
     let partitions = args.load.partitions;
     let expected = (clusters.len() * args.records) as u64;
     let mut all: std::collections::BTreeMap<Side, Figures> = std::collections::BTreeMap::new();
-    // Warm the brokers' page cache and JIT once before measuring.
-    plain(clusters, TOPIC, partitions, Peer::Poll);
-    eprintln!("measuring (pid {})", std::process::id());
     let sides = args.sides();
+    // Warm the brokers' page cache and JIT before measuring, with every side once:
+    // a side fetches its own way (time order pauses and resumes partitions, which
+    // changes the brokers' fetch sessions), and the brokers' JIT compiles each way's
+    // code as it first meets it. Warmed by one side only, the others' first rounds
+    // paid for the brokers' compiling (a third of their CPU, `perf`).
+    plain(clusters, TOPIC, partitions, Peer::Poll);
+    for &side in &sides {
+        pass(args, rt, clusters, side);
+    }
+    eprintln!("measuring (pid {})", std::process::id());
     for round in 0..args.load.rounds {
         // Alternate which reader goes first, so neither always gets the warmer broker.
         let order: Vec<Side> = if round % 2 == 0 {
@@ -321,27 +347,15 @@ fn measure(
         for side in order {
             let t = Instant::now();
             let cpu0 = process_cpu();
+            let brokers0 = pids_cpu(brokers);
             let threads0 = threads_cpu();
-            let (pass, threads) = match side.event_time() {
-                None => (
-                    plain(clusters, TOPIC, partitions, args.peer),
-                    ThreadsCpu::new(),
-                ),
-                Some(event_time) => ours(
-                    rt,
-                    clusters,
-                    TOPIC,
-                    sides::Reading {
-                        readers: args.readers,
-                        api: args.api,
-                        max_batch: args.max_batch,
-                        event_time,
-                    },
-                ),
-            };
+            let (pass, threads) = pass(args, rt, clusters, side);
             let figures = all.entry(side).or_default();
             assert_eq!(pass.records, expected, "{side:?} read everything");
             figures.push(&pass, t, process_cpu() - cpu0);
+            figures
+                .broker_ns
+                .push((pids_cpu(brokers) - brokers0) / pass.records as f64 * 1e9);
             if side != Side::Plain {
                 for (group, secs) in threads {
                     // Threads that lived before the pass (the runtime's, the main thread)
@@ -362,6 +376,32 @@ fn measure(
         eprintln!("round {round}: {}", said.join(", "));
     }
     all
+}
+
+/// One pass of `side` over the data, and its threads' CPU (ours only).
+fn pass(
+    args: &ThroughputArgs,
+    rt: &tokio::runtime::Runtime,
+    clusters: &[PeerCluster],
+    side: Side,
+) -> (Pass, ThreadsCpu) {
+    match side.event_time() {
+        None => (
+            plain(clusters, TOPIC, args.load.partitions, args.peer),
+            ThreadsCpu::new(),
+        ),
+        Some(event_time) => ours(
+            rt,
+            clusters,
+            TOPIC,
+            sides::Reading {
+                readers: args.readers,
+                api: args.api,
+                max_batch: args.max_batch,
+                event_time,
+            },
+        ),
+    }
 }
 
 /// The workload, the table of both sides, ours by thread group, and the ratio.
@@ -406,6 +446,8 @@ fn print_figures(args: &ThroughputArgs, ours_f: &Figures, plain_f: &Figures) {
         );
     }
     print_threads("", ours_f);
+    print_brokers("multicluster-kafka", ours_f);
+    print_brokers("plain rdkafka", plain_f);
     if only.is_none() {
         let (o, _, of, oc) = ours_f.medians();
         let (p, _, pf, pc) = plain_f.medians();
