@@ -41,6 +41,27 @@ pub fn pids_cpu(pids: &[u32]) -> f64 {
         .sum()
 }
 
+/// CPU seconds (user + system) used so far by the JIT compiler threads of these
+/// JVMs (HotSpot's `C1 CompilerThread<n>` and `C2 CompilerThread<n>`, whose names
+/// the kernel cuts to 15 bytes).
+pub fn pids_compile_cpu(pids: &[u32]) -> f64 {
+    let mut secs = 0.0;
+    for pid in pids {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+            continue;
+        };
+        for task in tasks.flatten() {
+            if let Ok(stat) = std::fs::read_to_string(task.path().join("stat"))
+                && let Some((name, used)) = stat_cpu(&stat)
+                && (name.starts_with("C1 Compiler") || name.starts_with("C2 Compiler"))
+            {
+                secs += used;
+            }
+        }
+    }
+    secs
+}
+
 /// The name and CPU seconds (user + system) of a `/proc/…/stat` line.
 pub fn stat_cpu(stat: &str) -> Option<(&str, f64)> {
     // SAFETY: sysconf has no preconditions.
