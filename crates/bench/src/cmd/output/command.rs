@@ -55,24 +55,37 @@ pub(super) struct Setup {
 pub(super) fn command(side: Side, s: &Setup) -> Command {
     let b = s.bootstraps[0].as_str();
     match side {
-        Side::MckJson | Side::MckValue | Side::MckJsonNative | Side::MckValueNative => {
+        Side::MckJson
+        | Side::MckValue
+        | Side::MckJsonNative
+        | Side::MckValueNative
+        | Side::MckJsonTime
+        | Side::MckValueTime => {
             let mut c = Command::new(&s.mck);
             match &s.metadata {
                 Some(file) => c.arg("consume").arg(file).args(["-s", "bench"]),
                 None => c.args(["consume", "-b", b, "-t", TOPIC]),
             };
             c.args(["-e", "--format"]);
-            c.arg(if matches!(side, Side::MckJson | Side::MckJsonNative) {
-                "json"
-            } else {
-                "value"
-            });
-            let backend = if matches!(side, Side::MckJsonNative | Side::MckValueNative) {
-                "fetch.backend=native"
-            } else {
+            c.arg(
+                if matches!(
+                    side,
+                    Side::MckJson | Side::MckJsonNative | Side::MckJsonTime
+                ) {
+                    "json"
+                } else {
+                    "value"
+                },
+            );
+            let backend = if matches!(side, Side::MckJson | Side::MckValue) {
                 "fetch.backend=librdkafka"
+            } else {
+                "fetch.backend=native"
             };
             c.args(["-X", backend]);
+            if matches!(side, Side::MckJsonTime | Side::MckValueTime) {
+                c.args(["--order", "time"]);
+            }
             if let Some(kb) = s.budget_kb {
                 c.arg("-X").arg(format!("queued.max.messages.kbytes={kb}"));
             }

@@ -8,6 +8,8 @@
 //!
 //! - `mck consume -b … -t … -e --format json` and `--format value`, on each fetch
 //!   path (with several clusters, `mck consume FILE -s bench` over a metadata file);
+//! - with `--time-order`, the same on the native path with `--order time`, each format
+//!   compared with itself in fetch order;
 //! - the library itself, `next_batch` of one reader to the end, on each fetch path
 //!   (this binary's `rss-child`, which checks the count);
 //! - franz-go (one client per cluster), values to stdout;
@@ -57,6 +59,10 @@ pub struct OutputArgs {
     /// Leave out the library's own sides (`next_batch` in a child process).
     #[arg(long)]
     no_library: bool,
+    /// Also `mck consume --order time` (native fetch), in each format, compared with
+    /// the same command in fetch order.
+    #[arg(long)]
+    time_order: bool,
     #[command(flatten)]
     pub load: super::load::Load,
     /// Rounds run first and not counted; they count every side's lines (at least one
@@ -97,6 +103,9 @@ enum Side {
     /// `mck consume` with `-X fetch.backend=native`.
     MckJsonNative,
     MckValueNative,
+    /// `mck consume --order time` with `-X fetch.backend=native`.
+    MckJsonTime,
+    MckValueTime,
     /// The library's `next_batch`, one reader, values read in place (`InBatch`), in
     /// a child process (`rss-child --side ours --api in-batch`), with
     /// `MCK_FETCH_BACKEND=native` / `librdkafka`.
@@ -112,11 +121,13 @@ enum Side {
 }
 
 impl Side {
-    const ALL: [Side; 11] = [
+    const ALL: [Side; 13] = [
         Side::MckJson,
         Side::MckValue,
         Side::MckJsonNative,
         Side::MckValueNative,
+        Side::MckJsonTime,
+        Side::MckValueTime,
         Side::LibNative,
         Side::LibLibrdkafka,
         Side::Franz,
@@ -137,6 +148,8 @@ impl Side {
             Side::MckValue => "mck consume --format value",
             Side::MckJsonNative => "mck consume --format json, native fetch",
             Side::MckValueNative => "mck consume --format value, native fetch",
+            Side::MckJsonTime => "mck consume --format json --order time, native fetch",
+            Side::MckValueTime => "mck consume --format value --order time, native fetch",
             Side::LibNative => "library next_batch (InBatch), native fetch",
             Side::LibLibrdkafka => "library next_batch (InBatch), librdkafka",
             Side::Franz => "franz-go, values",
@@ -167,6 +180,7 @@ pub fn output(args: &OutputArgs) {
         .filter(|s| *s != Side::ConsumerPerf || !(args.no_consumer_perf || several))
         .filter(|s| !matches!(s, Side::KcatJson | Side::KcatValue) || !several)
         .filter(|s| *s != Side::Franz || !args.no_franz)
+        .filter(|s| !matches!(s, Side::MckJsonTime | Side::MckValueTime) || args.time_order)
         .filter(|s| !matches!(s, Side::LibNative | Side::LibLibrdkafka) || !args.no_library)
         .collect();
     let franz = (!args.no_franz).then(super::franz_peer);

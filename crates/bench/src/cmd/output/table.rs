@@ -71,6 +71,21 @@ pub(super) fn print_table(args: &OutputArgs, sides: &[Side], runs: &[Vec<Run>], 
             med(kj, |r| r.secs) / med(mj, |r| r.secs)
         );
     }
+    for (time, fetch) in [
+        (Side::MckValueTime, Side::MckValueNative),
+        (Side::MckJsonTime, Side::MckJsonNative),
+    ] {
+        if let (Some(t), Some(f)) = (idx(time), idx(fetch)) {
+            println!();
+            println!(
+                "{} / {} (native fetch, same rounds): records/s **{:.2}×**, CPU per record **{:.2}×**",
+                time.name(),
+                fetch.name(),
+                med(f, |r| r.secs) / med(t, |r| r.secs),
+                med(t, |r| r.cpu) / med(f, |r| r.cpu)
+            );
+        }
+    }
     let Some(f) = idx(Side::Franz) else {
         return;
     };
