@@ -47,19 +47,28 @@ pub fn pids_cpu(pids: &[u32]) -> f64 {
 pub fn pids_compile_cpu(pids: &[u32]) -> f64 {
     let mut secs = 0.0;
     for pid in pids {
-        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-            continue;
-        };
-        for task in tasks.flatten() {
-            if let Ok(stat) = std::fs::read_to_string(task.path().join("stat"))
-                && let Some((name, used)) = stat_cpu(&stat)
-                && (name.starts_with("C1 Compiler") || name.starts_with("C2 Compiler"))
-            {
+        each_thread_cpu(&format!("/proc/{pid}/task"), |name, used| {
+            if name.starts_with("C1 Compiler") || name.starts_with("C2 Compiler") {
                 secs += used;
             }
-        }
+        });
     }
     secs
+}
+
+/// Calls `each` with the name and CPU seconds (user + system) of every live thread
+/// under `tasks` (a process's `/proc/<pid>/task`).
+fn each_thread_cpu(tasks: &str, mut each: impl FnMut(&str, f64)) {
+    let Ok(tasks) = std::fs::read_dir(tasks) else {
+        return;
+    };
+    for task in tasks.flatten() {
+        if let Ok(stat) = std::fs::read_to_string(task.path().join("stat"))
+            && let Some((name, secs)) = stat_cpu(&stat)
+        {
+            each(name, secs);
+        }
+    }
 }
 
 /// The name and CPU seconds (user + system) of a `/proc/…/stat` line.
@@ -85,16 +94,9 @@ pub type ThreadsCpu = std::collections::BTreeMap<String, f64>;
 /// on; from `/proc/self/task/*/stat`. Threads that already exited are not counted.
 pub fn threads_cpu() -> ThreadsCpu {
     let mut groups = ThreadsCpu::new();
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return groups;
-    };
-    for task in tasks.flatten() {
-        if let Ok(stat) = std::fs::read_to_string(task.path().join("stat"))
-            && let Some((name, secs)) = stat_cpu(&stat)
-        {
-            *groups.entry(thread_group(name).to_string()).or_default() += secs;
-        }
-    }
+    each_thread_cpu("/proc/self/task", |name, secs| {
+        *groups.entry(thread_group(name).to_string()).or_default() += secs;
+    });
     groups
 }
 
