@@ -386,8 +386,8 @@ const WARM_CYCLES: usize = 3;
 /// CPU over a warm cycle.
 const WARM_COMPILING: f64 = 0.1;
 
-/// Warms the brokers' page cache and JIT before measuring: the plain consumer once,
-/// then every side in turn until the brokers' JIT compilers go quiet. Each side
+/// Warms the brokers' page cache and JIT before measuring: every side in turn until
+/// the brokers' JIT compilers go quiet. Each side
 /// fetches its own way (time order pauses and resumes partitions, which changes the
 /// brokers' fetch sessions), and the brokers' JIT compiles each way's code as it
 /// first meets it. Eight fresh brokers on two cores compile for minutes: after one
@@ -403,7 +403,6 @@ fn warm(
     sides: &[Side],
 ) {
     let started = Instant::now();
-    plain(clusters, TOPIC, args.load.partitions, Peer::Poll);
     for cycle in 1..=WARM_CYCLES {
         let (cpu0, compile0) = (pids_cpu(brokers), pids_compile_cpu(brokers));
         for &side in sides {
