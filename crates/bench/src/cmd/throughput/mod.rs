@@ -203,6 +203,9 @@ struct Figures {
     broker_ns: Vec<f64>,
     /// Of that, their JIT compiler threads'.
     compile_ns: Vec<f64>,
+    /// The brokers' CPU ns per record less what they take idle over as long as
+    /// the pass took: what reading made them do.
+    broker_work_ns: Vec<f64>,
 }
 
 impl Figures {
@@ -311,9 +314,10 @@ fn print_threads(row: &str, f: &Figures) {
 fn print_brokers(reader: &str, f: &Figures) {
     if !f.broker_ns.is_empty() {
         println!(
-            "brokers' CPU ns per record beside {reader} (median; all broker JVMs over each pass, their idle work included): {:.0}, of which their JIT compilers' {:.0}",
+            "brokers' CPU ns per record beside {reader} (median; all broker JVMs over each pass, their idle work included): {:.0}, of which their JIT compilers' {:.0}; less their idle CPU over as long as the pass took: {:.0}",
             median(f.broker_ns.clone()),
-            median(f.compile_ns.clone())
+            median(f.compile_ns.clone()),
+            median(f.broker_work_ns.clone())
         );
     }
 }
@@ -330,7 +334,7 @@ fn measure(
     let mut all: std::collections::BTreeMap<Side, Figures> = std::collections::BTreeMap::new();
     let sides = args.sides();
     warm(args, rt, clusters, brokers, &sides);
-    idle(brokers);
+    let idle_cores = idle(brokers);
     eprintln!("measuring (pid {})", std::process::id());
     for round in 0..args.load.rounds {
         // Alternate which reader goes first, so neither always gets the warmer broker.
@@ -346,13 +350,16 @@ fn measure(
             let compile0 = pids_compile_cpu(brokers);
             let threads0 = threads_cpu();
             let (pass, threads) = pass(args, rt, clusters, side);
+            let took = t.elapsed().as_secs_f64();
             let figures = all.entry(side).or_default();
             assert_eq!(pass.records, expected, "{side:?} read everything");
             figures.push(&pass, t, process_cpu() - cpu0);
             let per_record = |secs: f64| secs / pass.records as f64 * 1e9;
+            let brokers_cpu = pids_cpu(brokers) - brokers0;
+            figures.broker_ns.push(per_record(brokers_cpu));
             figures
-                .broker_ns
-                .push(per_record(pids_cpu(brokers) - brokers0));
+                .broker_work_ns
+                .push(per_record(brokers_cpu - idle_cores * took));
             figures
                 .compile_ns
                 .push(per_record(pids_compile_cpu(brokers) - compile0));
@@ -428,20 +435,23 @@ fn warm(
     );
 }
 
-/// Prints the brokers' CPU over a few seconds with nothing reading: the background
-/// their per-record figures include.
-fn idle(brokers: &[u32]) {
+/// Prints the brokers' CPU over a few seconds with nothing reading, and returns it
+/// (cores): the background their per-record figures include. A side that reads
+/// slower has more of it in its figure (the brokers' idle work spread over fewer
+/// records a second), so each side's figure is also given less it.
+fn idle(brokers: &[u32]) -> f64 {
     if brokers.is_empty() {
-        return;
+        return 0.0;
     }
     let secs = 5.0;
     let (cpu0, compile0) = (pids_cpu(brokers), pids_compile_cpu(brokers));
     std::thread::sleep(std::time::Duration::from_secs_f64(secs));
+    let cores = (pids_cpu(brokers) - cpu0) / secs;
     println!(
-        "brokers idle (nothing reading, {secs:.0} s): {:.2} of a core, of which their JIT compilers' {:.2}",
-        (pids_cpu(brokers) - cpu0) / secs,
+        "brokers idle (nothing reading, {secs:.0} s): {cores:.2} of a core, of which their JIT compilers' {:.2}",
         (pids_compile_cpu(brokers) - compile0) / secs
     );
+    cores
 }
 
 /// One pass of `side` over the data, and its threads' CPU (ours only).
