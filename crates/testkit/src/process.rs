@@ -60,3 +60,19 @@ pub(crate) fn kill_and_wait(child: &mut Child) {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+/// Sends SIGTERM to a child and reaps it, killing it if it has not exited `within`.
+pub(crate) fn terminate_and_wait(child: &mut Child, within: std::time::Duration) {
+    if let Ok(pid) = libc::pid_t::try_from(child.id()) {
+        // SAFETY: kill only sends a signal, to a child this process has not reaped.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+    }
+    let deadline = std::time::Instant::now() + within;
+    while std::time::Instant::now() < deadline {
+        match child.try_wait() {
+            Ok(Some(_)) | Err(_) => return,
+            Ok(None) => std::thread::sleep(std::time::Duration::from_millis(50)),
+        }
+    }
+    kill_and_wait(child);
+}

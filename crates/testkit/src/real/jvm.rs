@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use rdkafka::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 
-use super::{KafkaCluster, Node, io};
+use super::{KafkaCluster, Node, archive, io};
 use crate::TestkitError;
 use crate::process::spawn_tied;
 use crate::secured::Security;
@@ -39,8 +39,16 @@ pub(crate) fn java_command(jvm_options: &[String], log_root: &Path, libs: &Path)
 }
 
 impl KafkaCluster {
+    /// The `java` command of this cluster's JVMs: its options, and the brokers'
+    /// class-data archive mapped unless they name one.
     pub(super) fn java(&self) -> Command {
-        java_command(&self.options.jvm_options, &self.log_root, &self.libs)
+        let mut options = self.options.jvm_options.clone();
+        if !archive::names_an_archive(&options)
+            && let Some(map) = archive::map_option(&self.libs)
+        {
+            options.push(map.to_string());
+        }
+        java_command(&options, &self.log_root, &self.libs)
     }
 
     /// Formats every node's log dir (in parallel; each format is one short JVM).

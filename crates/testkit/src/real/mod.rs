@@ -1,10 +1,11 @@
 //! Real Apache Kafka clusters (KRaft combined mode) as child JVM processes.
 //!
 //! The cluster and its broker handles live here; starting one ([`start`]), the
-//! brokers' JVMs ([`jvm`]), topic administration ([`topics`]), the secured and
+//! brokers' JVMs ([`jvm`]) and the class-data archive they map ([`archive`]), topic administration ([`topics`]), the secured and
 //! proxied listeners ([`listeners`]), Kafka's Java producer ([`java_producer`]) and
 //! the clusters shared by a test binary ([`shared`]) each have a module of their own.
 
+mod archive;
 mod java_producer;
 mod jvm;
 mod listeners;
@@ -112,6 +113,17 @@ impl KafkaCluster {
         let mut c = ClientConfig::new();
         c.set("bootstrap.servers", self.bootstrap_servers());
         c
+    }
+
+    /// Asks every broker to stop (SIGTERM) and waits up to `within` for each to exit,
+    /// then kills what is left.
+    pub(crate) fn terminate(&self, within: Duration) {
+        let mut nodes = self.nodes.lock().unwrap_or_else(|p| p.into_inner());
+        for node in nodes.iter_mut() {
+            if let Some(mut child) = node.child.take() {
+                crate::process::terminate_and_wait(&mut child, within);
+            }
+        }
     }
 
     /// Kills every broker and removes the data (logs are kept).
