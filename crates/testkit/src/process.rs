@@ -61,6 +61,12 @@ pub(crate) fn kill_and_wait(child: &mut Child) {
     let _ = child.wait();
 }
 
+/// Whether a process `pid` exists (a test process that left files behind, say).
+pub(crate) fn is_alive(pid: i32) -> bool {
+    // SAFETY: kill with signal 0 only checks for existence.
+    unsafe { libc::kill(pid, 0) == 0 }
+}
+
 /// Sends SIGTERM to a child and reaps it, killing it if it has not exited `within`.
 pub(crate) fn terminate_and_wait(child: &mut Child, within: std::time::Duration) {
     if let Ok(pid) = libc::pid_t::try_from(child.id()) {

@@ -6,9 +6,10 @@
 //! the 2-core CI machine a broker took about 2.1 s of CPU until it answered, and 1.2 s
 //! with the archive (a single-broker cluster, `--example startup_time`: 2.4 s to 1.3 s).
 //! The tests start brokers by the hundred, most of them while other tests run: `mck`'s
-//! integration tests went from 259 to 219 s. The archive is made by a one-broker cluster started with
-//! `-XX:ArchiveClassesAtExit` and stopped with SIGTERM (the JVM writes it on a normal
-//! exit); if that fails, brokers start without it, as before, and a warning says why.
+//! integration tests went from 259 to 219 s. The archive is made by a one-broker
+//! cluster started with `-XX:ArchiveClassesAtExit` and stopped with SIGTERM (the JVM
+//! writes it on a normal exit); if that fails, brokers start without it, as before,
+//! and a warning says why.
 
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
@@ -54,12 +55,14 @@ pub(super) fn map_option(libs: &Path) -> Option<&'static str> {
 fn archive(libs: &Path) -> Result<PathBuf, TestkitError> {
     let dir = libs.parent().unwrap_or(libs);
     let path = dir.join(format!("broker-{:016x}.jsa", java_identity()));
+    // One that a killed process was writing is removed.
+    sweep_partials(dir);
     if path.is_file() {
         return Ok(path);
     }
     // Written under a name of this process's and renamed when whole: two processes
     // that make it at once each write their own.
-    let partial = dir.join(format!("broker-{}.jsa.partial", std::process::id()));
+    let partial = dir.join(format!("broker-{}{PARTIAL}", std::process::id()));
     let _ = std::fs::remove_file(&partial);
     let mut options = small_jvm_options();
     options.push(format!("{DUMP}{}", partial.display()));
@@ -84,6 +87,26 @@ fn archive(libs: &Path) -> Result<PathBuf, TestkitError> {
     })?;
     tracing::info!(archive = %path.display(), "made the brokers' class-data archive");
     Ok(path)
+}
+
+/// How an archive being written is named: `broker-<pid of its maker>` and this.
+const PARTIAL: &str = ".jsa.partial";
+
+/// Removes the archives being written in `dir` by processes that no longer exist.
+fn sweep_partials(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let pid = name
+            .strip_prefix("broker-")
+            .and_then(|rest| rest.strip_suffix(PARTIAL))
+            .and_then(|pid| pid.parse::<i32>().ok());
+        if pid.is_some_and(|pid| !crate::process::is_alive(pid)) {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
 }
 
 /// Names the Java installation: an archive only maps into the JVM that made it (another

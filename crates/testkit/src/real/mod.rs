@@ -1,9 +1,10 @@
 //! Real Apache Kafka clusters (KRaft combined mode) as child JVM processes.
 //!
 //! The cluster and its broker handles live here; starting one ([`start`]), the
-//! brokers' JVMs ([`jvm`]) and the class-data archive they map ([`archive`]), topic administration ([`topics`]), the secured and
-//! proxied listeners ([`listeners`]), Kafka's Java producer ([`java_producer`]) and
-//! the clusters shared by a test binary ([`shared`]) each have a module of their own.
+//! brokers' JVMs ([`jvm`]) and the class-data archive they map ([`archive`]), topic
+//! administration ([`topics`]), the secured and proxied listeners ([`listeners`]),
+//! Kafka's Java producer ([`java_producer`]) and the clusters shared by a test binary
+//! ([`shared`]) each have a module of their own.
 
 mod archive;
 mod java_producer;

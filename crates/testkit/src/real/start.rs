@@ -46,9 +46,7 @@ fn sweep_stale(data_base: &Path) {
         let Some(pid) = name.split('-').next().and_then(|p| p.parse::<i32>().ok()) else {
             continue;
         };
-        // SAFETY: kill with signal 0 only checks for existence.
-        let alive = unsafe { libc::kill(pid, 0) } == 0;
-        if !alive {
+        if !crate::process::is_alive(pid) {
             let _ = fs::remove_dir_all(e.path());
         }
     }
