@@ -95,6 +95,9 @@ pub const WATERMARK_LAG: &str = "mck_watermark_lag_seconds";
 /// [`ReadOrder::Time`](crate::ReadOrder::Time), because they hold many records that
 /// wait for the other splits.
 pub const PAUSED_SPLITS: &str = "mck_paused_splits";
+/// In [`ReadOrder::Time`](crate::ReadOrder::Time): the records a reader holds for
+/// the merge (fetched, not yet handed out), what its memory follows.
+pub const HELD_RECORDS: &str = "mck_held_records";
 /// In [`ReadOrder::Time`](crate::ReadOrder::Time): records handed out after a newer
 /// one, per cluster. A record is late when its split could not hold the merge back
 /// for it: a cluster idle (or down) for its idle timeout that comes back with records

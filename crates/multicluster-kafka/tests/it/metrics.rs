@@ -550,3 +550,87 @@ fn late_records_in_time_order_go_out_in_offset_order_and_are_counted() {
     assert_eq!(value_of(&snap, m::LATE_RECORDS, Some(("cluster", "late-e"))), None);
 }
 }
+
+rusty_fork_test! {
+#[test]
+fn in_time_order_a_reader_slower_than_its_fetches_holds_a_bounded_number_of_records() {
+    // Partition 0 holds a backlog older than partition 1's one record, so the merge
+    // waits for partition 0 while the reader hands its records out. The reader holds
+    // no more than a split's share of them (64 batches), not the whole partition.
+    let _serial = serial();
+    let snapshotter = snapshotter();
+    let c = MockKafkaCluster::start("held", 1).unwrap();
+    c.create_topic("t", 2).unwrap();
+    let base = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+        - 3_600_000;
+    // In batches of 100, fetched one at a time (`max.partition.fetch.bytes`), so
+    // that a pause stops what would come next.
+    let backlog: Vec<TestRecord> = (0..20_000)
+        .map(|i| {
+            TestRecord::value(format!("p0-{i}"))
+                .at(base + i)
+                .to_partition(0)
+        })
+        .collect();
+    c.produce_with("t", &backlog, &[("batch.num.messages", "100")])
+        .unwrap();
+    c.produce(
+        "t",
+        &[TestRecord::value("p1-0")
+            .at(base + 10_000_000)
+            .to_partition(1)],
+    )
+    .unwrap();
+    let small_fetches = ClusterMetadata::builder(c.bootstrap_servers())
+        .topics(["t"])
+        .property("max.partition.fetch.bytes", "2048")
+        // A fetch of the other partition alone does not wait long for it.
+        .property("fetch.wait.max.ms", "10")
+        .build()
+        .unwrap();
+    let stream = KafkaStream::new("s").with_cluster("held", small_fetches);
+    let rt = mck_testkit::runtime();
+    let (got, most) = rt.block_on(async {
+        let mut s = MultiClusterKafkaSource::builder()
+            .metadata_service(StaticMetadataService::new([stream]).unwrap())
+            .stream_ids(["s"])
+            .deserializer(Utf8)
+            .watermarks(WatermarkStrategy::monotonous_timestamps())
+            .order(ReadOrder::Time)
+            // A split may hold 64 batches: 512 records.
+            .max_batch_size(8)
+            .build()
+            .unwrap()
+            .open()
+            .await
+            .unwrap();
+        let mut got = Vec::new();
+        let mut most = 0.0f64;
+        while got.len() < 20_001 {
+            let r = tokio::time::timeout(Duration::from_secs(30), s.next())
+                .await
+                .expect("a record within 30 s")
+                .expect("the stream goes on")
+                .expect("a record");
+            got.push(r.value);
+            let snap = snapshotter.snapshot().into_vec();
+            most = most.max(value_of(&snap, m::HELD_RECORDS, None).unwrap_or(0.0));
+        }
+        s.close().await;
+        (got, most)
+    });
+    // Its share, and what the fetcher brought before the pause reached it.
+    assert!(
+        (100.0..=2560.0).contains(&most),
+        "held at most {most} records; a split's share is 512"
+    );
+    let expected: Vec<String> = (0..20_000)
+        .map(|i| format!("p0-{i}"))
+        .chain(["p1-0".to_string()])
+        .collect();
+    assert_eq!(got, expected, "every record once, in time order");
+}
+}

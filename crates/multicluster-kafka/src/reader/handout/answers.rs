@@ -50,7 +50,14 @@ impl<D: Deserializer> SourceReader<D> {
             self.fetchers.answered(&cluster);
             self.ask_again(&cluster);
             if self.time_order.is_some() {
-                self.hold(cluster, batch, polled);
+                // A split over its share is paused (or not) by the release, before
+                // the next answer is held.
+                if self.hold(cluster, batch, polled) {
+                    let found = self.release_held();
+                    if found > 0 {
+                        return Ok(found);
+                    }
+                }
                 continue;
             }
             if let Some(found) = self.buffer(cluster, batch, polled) {

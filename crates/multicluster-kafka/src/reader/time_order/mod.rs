@@ -33,29 +33,34 @@ use bound::{Bound, SplitFacts, bound};
 use queues::FULL_BYTES;
 
 impl<D: Deserializer> SourceReader<D> {
-    /// Holds what a fetcher answered, for the merge.
+    /// Holds what a fetcher answered, for the merge. Returns whether a split it
+    /// added to now holds more than a split may while it waits for the others: the
+    /// merge should then decide its pause before more answers are held (else a
+    /// fetcher that keeps answering fills the queues without end).
     pub(super) fn hold(
         &mut self,
         cluster: Arc<str>,
         batch: RecordBatch<D::Value>,
         polled: super::fetch_path::Polled,
-    ) {
+    ) -> bool {
         self.note_high_watermarks(&cluster, polled.high_watermarks);
         self.note_truncated(polled.truncated);
         let Some(mut order) = self.time_order.take() else {
-            return;
+            return false;
         };
+        let mut over = false;
         if polled.records > 0 || polled.failed.is_some() {
             // Noted by the fetch thread when event time is the Kafka timestamp
             // (`FetcherSettings::shape`); else each record's is read here.
             let shape = polled.shape.map(|s| *s);
             let event = |v: Option<&D::Value>, ts: Option<i64>| self.event_time(v, ts);
-            order.take(
+            let (records, bytes) = order.take(
                 batch,
                 polled.failed.map(|f| *f),
                 (event, shape),
                 Instant::now(),
             );
+            over = over_share((records, bytes), self.settings.max_batch.min(1024), 1);
         }
         let finished: Vec<SplitId> = polled
             .finished
@@ -67,6 +72,7 @@ impl<D: Deserializer> SourceReader<D> {
             self.mark_finished(id);
         }
         self.report_lag();
+        over
     }
 
     /// Makes what the merge lets out the buffer to hand out; returns how many
@@ -122,10 +128,19 @@ impl<D: Deserializer> SourceReader<D> {
                 Bound::Upto(b) => newest.is_none_or(|n| n.saturating_sub(ooo) <= b),
                 Bound::All => true,
             };
-            let over = |share: usize| bytes > FULL_BYTES / share || records > 64 * unit / share;
-            let full = !waited_for && (over(1) || (s.pace.is_full() && over(2)));
+            let ready = q
+                .and_then(|q| order.front_at(q))
+                .is_some_and(|t| bound.allows(t));
+            let full = is_full(
+                (records, bytes),
+                unit,
+                s.pace.is_full(),
+                (waited_for, ready),
+            );
             s.pace.set_full(full);
         }
+        metrics::gauge!(crate::metrics::HELD_RECORDS, "reader" => self.settings.id.to_string())
+            .set(order.held as f64);
         self.time_order = Some(order);
         self.sync_pauses();
         let mut found = usize::from(released.failed.is_some());
@@ -147,5 +162,66 @@ impl<D: Deserializer> SourceReader<D> {
             self.handout.finish_after.extend(released.finished);
         }
         found
+    }
+}
+
+/// Whether a split holding `held` (records, [`weight`](shape::weight)) is to be
+/// paused as full (`was_full`: it was): while it holds more than its share (half of
+/// it once paused) and the merge waits for others; or, when the merge waits for it
+/// (`waited_for`), only while its next record can go out now (`ready`): it then
+/// holds plenty to hand out, and is fetched again once that has gone out (else a
+/// reader slower than the fetches held all of it), while pausing it with nothing
+/// to hand out would stop the merge.
+fn is_full(
+    held: (usize, usize),
+    unit: usize,
+    was_full: bool,
+    (waited_for, ready): (bool, bool),
+) -> bool {
+    let over = |share| over_share(held, unit, share);
+    (!waited_for || ready) && (over(1) || (was_full && over(2)))
+}
+
+/// Whether a split holding `records` of this [`weight`](shape::weight) holds more
+/// than its `share`-th part of what it may hold while it waits for the others:
+/// [`FULL_BYTES`], or (many small records count by number too) 64 batches of `unit`
+/// records.
+fn over_share((records, bytes): (usize, usize), unit: usize, share: usize) -> bool {
+    bytes > FULL_BYTES / share || records > 64 * unit / share
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_split_is_full_over_its_share_unless_the_merge_waits_for_it_with_nothing_to_hand_out() {
+        let unit = 1024;
+        let (under, over, half) = (
+            (10, 1 << 20),
+            (10, FULL_BYTES + 1),
+            (10, FULL_BYTES / 2 + 1),
+        );
+        let many = (64 * unit + 1, 1 << 20);
+        let waits_for_others = (false, false);
+        for held in [over, many] {
+            assert!(is_full(held, unit, false, waits_for_others));
+            assert!(
+                is_full(held, unit, false, (true, true)),
+                "waited for, ready"
+            );
+            assert!(
+                !is_full(held, unit, true, (true, false)),
+                "waited for with nothing to hand out: paused, the merge would stop"
+            );
+        }
+        assert!(!is_full(under, unit, false, waits_for_others));
+        assert!(!is_full(under, unit, false, (true, true)));
+        assert!(!is_full(half, unit, false, waits_for_others), "not yet");
+        assert!(
+            is_full(half, unit, true, waits_for_others),
+            "paused until half"
+        );
+        assert!(is_full(half, unit, true, (true, true)));
     }
 }

@@ -113,7 +113,8 @@ impl<V> TimeOrder<V> {
     /// Holds a fetched batch (and the failed record after it); `event` gives a
     /// record's event time from its value and Kafka timestamp, unless the fetch
     /// thread noted the batch's [`Shape`] (event time then is the Kafka timestamp). A
-    /// record without one takes its split's newest.
+    /// record without one takes its split's newest. Returns the most records and
+    /// the most [`weight`] a split it added to holds now.
     pub fn take(
         &mut self,
         batch: RecordBatch<V>,
@@ -123,7 +124,8 @@ impl<V> TimeOrder<V> {
             Option<Shape>,
         ),
         now: Instant,
-    ) {
+    ) -> (usize, usize) {
+        let mut most = (0, 0);
         let cluster = batch.cluster.clone();
         // A record stamped in the future (a producer's clock ahead) is merged as of
         // now: else it would hold its partition back until event time reached it.
@@ -158,6 +160,7 @@ impl<V> TimeOrder<V> {
                     entries: entries.into(),
                     ts: ts.into(),
                 }));
+                most = (most.0.max(q.records), most.1.max(q.bytes));
             }
         }
         if let Some(f) = failed {
@@ -177,7 +180,9 @@ impl<V> TimeOrder<V> {
             });
             q.records += 1;
             self.held += 1;
+            most = (most.0.max(q.records), most.1.max(q.bytes));
         }
+        most
     }
 
     /// The queue of `entry`'s split (made if new).
@@ -293,6 +298,11 @@ impl<V> TimeOrder<V> {
             fetched_at: q.fetched_at,
             done: q.done,
         }
+    }
+
+    /// The event time of the next record of the queue `at`, if it holds any.
+    pub fn front_at(&self, at: usize) -> Option<i64> {
+        self.queues[at].items.front().map(Held::ts)
     }
 
     /// The split's facts, if anything was fetched of it.
