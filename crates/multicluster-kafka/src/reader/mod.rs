@@ -100,6 +100,7 @@ pub(crate) struct ReaderParts<D: Deserializer> {
 
 impl<D: Deserializer> SourceReader<D> {
     pub(crate) fn new(parts: ReaderParts<D>) -> Self {
+        let id = parts.settings.id;
         Self {
             settings: parts.settings,
             links: links::Links::new(parts.events, parts.notices, parts.shared),
@@ -111,7 +112,7 @@ impl<D: Deserializer> SourceReader<D> {
                     .watermarks
                     .as_ref()
                     .and_then(|(_, restored)| *restored);
-                Box::new(time_order::TimeOrder::after(restored))
+                Box::new(time_order::TimeOrder::after(restored, id))
             }),
             watermarks: parts
                 .watermarks

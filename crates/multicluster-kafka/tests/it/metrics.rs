@@ -40,6 +40,14 @@ fn value_of(
         })
 }
 
+/// The wall clock in milliseconds since the epoch (as record timestamps are).
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
 /// The recorder is global: every test of this binary shares it (and uses its own
 /// cluster names).
 fn snapshotter() -> &'static Snapshotter {
@@ -483,10 +491,7 @@ fn late_records_in_time_order_go_out_in_offset_order_and_are_counted() {
     for c in [&e, &w] {
         c.create_topic("t", 1).unwrap();
     }
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64;
+    let now = now_ms();
     w.produce("t", &[TestRecord::value("w-0").at(now - 10_000)]).unwrap();
     let stream = KafkaStream::new("s")
         .with_cluster("late-e", meta(&e, &["t"]))
@@ -561,11 +566,7 @@ fn in_time_order_a_reader_slower_than_its_fetches_holds_a_bounded_number_of_reco
     let snapshotter = snapshotter();
     let c = MockKafkaCluster::start("held", 1).unwrap();
     c.create_topic("t", 2).unwrap();
-    let base = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
-        - 3_600_000;
+    let base = now_ms() - 3_600_000;
     // In batches of 100, fetched one at a time (`max.partition.fetch.bytes`), so
     // that a pause stops what would come next.
     let backlog: Vec<TestRecord> = (0..20_000)

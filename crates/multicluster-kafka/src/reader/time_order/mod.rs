@@ -60,7 +60,7 @@ impl<D: Deserializer> SourceReader<D> {
                 (event, shape),
                 Instant::now(),
             );
-            over = over_share((records, bytes), self.settings.max_batch.min(1024), 1);
+            over = over_share((records, bytes), self.held_unit(), 1);
         }
         let finished: Vec<SplitId> = polled
             .finished
@@ -73,6 +73,11 @@ impl<D: Deserializer> SourceReader<D> {
         }
         self.report_lag();
         over
+    }
+
+    /// The batch a split's share is counted in (see [`over_share`]).
+    fn held_unit(&self) -> usize {
+        self.settings.max_batch.min(1024)
     }
 
     /// Makes what the merge lets out the buffer to hand out; returns how many
@@ -119,7 +124,7 @@ impl<D: Deserializer> SourceReader<D> {
         // to keep its fetches going (an answer brings up to
         // `max.partition.fetch.bytes`, 1 MiB unless set) while the merge drains it;
         // many small records count by number too.
-        let unit = self.settings.max_batch.min(1024);
+        let unit = self.held_unit();
         for (s, q) in self.splits.iter_mut().zip(&queues) {
             let (records, bytes) = q.map_or((0, 0), |q| order.held_at(q));
             let newest = q.and_then(|q| order.facts_at(q).newest);
@@ -139,8 +144,7 @@ impl<D: Deserializer> SourceReader<D> {
             );
             s.pace.set_full(full);
         }
-        metrics::gauge!(crate::metrics::HELD_RECORDS, "reader" => self.settings.id.to_string())
-            .set(order.held as f64);
+        order.held_gauge.set(order.held as f64);
         self.time_order = Some(order);
         self.sync_pauses();
         let mut found = usize::from(released.failed.is_some());

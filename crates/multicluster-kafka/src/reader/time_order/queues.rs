@@ -66,6 +66,8 @@ pub(crate) struct TimeOrder<V> {
     pub(super) held: usize,
     /// The newest timestamp handed out so far: a record older than it is late.
     pub(super) newest_out: i64,
+    /// `mck_held_records` of the reader, set at each release.
+    pub(super) held_gauge: metrics::Gauge,
 }
 
 impl<V> Default for TimeOrder<V> {
@@ -75,16 +77,19 @@ impl<V> Default for TimeOrder<V> {
             index: HashMap::default(),
             held: 0,
             newest_out: i64::MIN,
+            held_gauge: metrics::Gauge::noop(),
         }
     }
 }
 
 impl<V> TimeOrder<V> {
-    /// A merge that goes on after `watermark` (restored from a checkpoint): records
-    /// at or before it are late, as they were when it was handed out.
-    pub fn after(watermark: Option<i64>) -> Self {
+    /// Reader `reader`'s merge, going on after `watermark` (restored from a
+    /// checkpoint): records at or before it are late, as they were when it was
+    /// handed out.
+    pub fn after(watermark: Option<i64>, reader: usize) -> Self {
         Self {
             newest_out: watermark.map_or(i64::MIN, |w| w.saturating_add(1)),
+            held_gauge: metrics::gauge!(crate::metrics::HELD_RECORDS, "reader" => reader.to_string()),
             ..Self::default()
         }
     }

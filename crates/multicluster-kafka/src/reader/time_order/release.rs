@@ -470,7 +470,7 @@ mod tests {
         let recorder = metrics_util::debugging::DebuggingRecorder::new();
         let snapshotter = recorder.snapshotter();
         let now = Instant::now();
-        let mut o = TimeOrder::after(Some(20));
+        let mut o = TimeOrder::after(Some(20), 0);
         o.take(
             batch("a", &[(0, 0, 10), (0, 1, 20), (0, 2, 21)]),
             None,
