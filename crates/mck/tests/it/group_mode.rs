@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use mck_testkit::{KafkaCluster, TestCluster, assert_each_once, java_produce_until_stopped};
-use support::{Run, checkpointed_args, lines_in, newest_checkpoint, output_values};
+use support::{Run, checkpointed_args, complete_lines, lines_in, newest_checkpoint, output_values};
 
 const TOPIC: &str = "orders";
 const PARTITIONS: i32 = 6;
@@ -291,8 +291,7 @@ fn a_killed_instance_costs_exactly_the_records_handed_out_after_its_last_commit(
         newest_checkpoint(&instances[0].ck).expect("the killed instance checkpointed");
     // The lines beyond its last checkpoint: written, never committed.
     let text = std::fs::read_to_string(&instances[0].out).unwrap();
-    let beyond: Vec<String> = text[checkpointed_len as usize..]
-        .lines()
+    let beyond: Vec<String> = complete_lines(&text[checkpointed_len as usize..])
         .map(|l| {
             let v: serde_json::Value = serde_json::from_str(l).unwrap();
             v["value"].as_str().unwrap().to_string()
@@ -304,8 +303,7 @@ fn a_killed_instance_costs_exactly_the_records_handed_out_after_its_last_commit(
     // next owner reads again.
     std::thread::sleep(Duration::from_millis(500));
     let committed = committed_offsets(&east, "kill-test");
-    let after_commit: BTreeSet<String> = text
-        .lines()
+    let after_commit: BTreeSet<String> = complete_lines(&text)
         .filter_map(|l| {
             let v: serde_json::Value = serde_json::from_str(l).unwrap();
             let p = v["partition"].as_i64().unwrap() as i32;

@@ -233,13 +233,20 @@ pub fn newest_checkpoint(dir: &Path) -> Option<(u64, u64)> {
     Some((newest.0, len))
 }
 
-/// (cluster, value) of every line of the JSON-lines output at `path` (none while it
-/// does not exist), checking that offsets increase per cluster and partition.
+/// The whole lines of `text`: a last line without its newline is one `mck` is still
+/// writing (its output is flushed in blocks, not lines) or was killed in, and is left
+/// out. A run that ended leaves none, so a record cut there still counts as missing.
+pub fn complete_lines(text: &str) -> std::str::Lines<'_> {
+    text[..text.rfind('\n').map_or(0, |i| i + 1)].lines()
+}
+
+/// (cluster, value) of every whole line of the JSON-lines output at `path` (none
+/// while it does not exist), checking that offsets increase per cluster and partition.
 pub fn output_values(path: &Path) -> Vec<(String, String)> {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let mut last: BTreeMap<(String, i64), i64> = BTreeMap::new();
     let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
+    for (i, line) in complete_lines(&text).enumerate() {
         let v: serde_json::Value = serde_json::from_str(line)
             .unwrap_or_else(|e| panic!("line {} is not JSON ({e}): {line}", i + 1));
         let cluster = v["cluster"].as_str().unwrap().to_string();
@@ -257,10 +264,10 @@ pub fn output_values(path: &Path) -> Vec<(String, String)> {
     out
 }
 
-/// How many lines the file at `path` holds (0 while it does not exist).
+/// How many whole lines the file at `path` holds (0 while it does not exist).
 pub fn lines_in(path: &Path) -> usize {
     std::fs::read_to_string(path)
-        .map(|t| t.lines().count())
+        .map(|t| complete_lines(&t).count())
         .unwrap_or(0)
 }
 

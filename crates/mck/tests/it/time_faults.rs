@@ -20,7 +20,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use mck_testkit::proxy::ProxiedCluster;
 use mck_testkit::{ClusterOptions, KafkaCluster, TestCluster, TestRecord, assert_each_once};
-use support::{PATIENCE, Run, checkpointed_args, newest_checkpoint, output_values, scrape};
+use support::{
+    PATIENCE, Run, checkpointed_args, complete_lines, newest_checkpoint, output_values, scrape,
+};
 
 /// The idle timeout of every run here: a cluster that brought nothing for this long
 /// stops holding the merge back.
@@ -98,9 +100,8 @@ struct Line {
 /// offsets increase down the file.
 fn lines(path: &Path) -> Vec<Line> {
     output_values(path);
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    complete_lines(&text)
         .map(|l| {
             let v: serde_json::Value =
                 serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"));
