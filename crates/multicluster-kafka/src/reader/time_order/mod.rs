@@ -175,7 +175,10 @@ impl<D: Deserializer> SourceReader<D> {
 /// (`waited_for`), only while its next record can go out now (`ready`): it then
 /// holds plenty to hand out, and is fetched again once that has gone out (else a
 /// reader slower than the fetches held all of it), while pausing it with nothing
-/// to hand out would stop the merge.
+/// to hand out would stop the merge. A split of which nothing may go out yet, and
+/// that the merge does not wait for, is ahead of it: its share is a part as large
+/// ([`AHEAD_SHARE`]), so that splits far ahead in time (a cluster whose records are
+/// all newer than the others') hold little while they wait.
 fn is_full(
     held: (usize, usize),
     unit: usize,
@@ -183,8 +186,14 @@ fn is_full(
     (waited_for, ready): (bool, bool),
 ) -> bool {
     let over = |share| over_share(held, unit, share);
-    (!waited_for || ready) && (over(1) || (was_full && over(2)))
+    let share = if waited_for || ready { 1 } else { AHEAD_SHARE };
+    (!waited_for || ready) && (over(share) || (was_full && over(2 * share)))
 }
+
+/// A split none of whose held records may go out yet (all are newer than the
+/// bound, and it does not hold the bound back) holds this part of its share: it
+/// shows how far it is, and what more it would fetch would only wait.
+const AHEAD_SHARE: usize = 16;
 
 /// Whether a split holding `records` of this [`weight`](shape::weight) holds more
 /// than its `share`-th part of what it may hold while it waits for the others:
@@ -207,7 +216,8 @@ mod tests {
             (10, FULL_BYTES / 2 + 1),
         );
         let many = (64 * unit + 1, 1 << 20);
-        let waits_for_others = (false, false);
+        // The merge waits for others; this split has records that may go out now.
+        let waits_for_others = (false, true);
         for held in [over, many] {
             assert!(is_full(held, unit, false, waits_for_others));
             assert!(
@@ -227,5 +237,28 @@ mod tests {
             "paused until half"
         );
         assert!(is_full(half, unit, true, (true, true)));
+    }
+
+    #[test]
+    fn a_split_whose_records_all_wait_holds_a_small_part_of_its_share() {
+        let unit = 1024;
+        let ahead = (false, false);
+        let part = FULL_BYTES / AHEAD_SHARE;
+        assert!(!is_full((10, part), unit, false, ahead));
+        assert!(is_full((10, part + 1), unit, false, ahead));
+        assert!(is_full(
+            (64 * unit / AHEAD_SHARE + 1, 10),
+            unit,
+            false,
+            ahead
+        ));
+        assert!(
+            !is_full((10, part + 1), unit, false, (false, true)),
+            "once its next record may go out, it holds its whole share"
+        );
+        assert!(
+            !is_full((10, FULL_BYTES), unit, true, (true, false)),
+            "never paused while the merge waits for it"
+        );
     }
 }
