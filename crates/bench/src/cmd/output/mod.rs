@@ -63,6 +63,13 @@ pub struct OutputArgs {
     /// the same command in fetch order.
     #[arg(long)]
     time_order: bool,
+    /// Fill the clusters at the same time, so that their records' timestamps
+    /// interleave (one stream's clusters written together), instead of one after
+    /// another (each cluster's records newer than the previous one's, as a
+    /// migration from cluster to cluster leaves them). Time order reads the latter
+    /// one cluster at a time.
+    #[arg(long)]
+    fill_together: bool,
     #[command(flatten)]
     pub load: super::load::Load,
     /// Rounds run first and not counted; they count every side's lines (at least one
@@ -208,7 +215,7 @@ pub fn output(args: &OutputArgs) {
             .expect("the cluster starts")
         })
         .collect();
-    for cluster in &clusters {
+    let fill = |cluster: &KafkaCluster| {
         peers::prefill(
             cluster,
             TOPIC,
@@ -216,7 +223,16 @@ pub fn output(args: &OutputArgs) {
             args.records,
             args.load.value_size,
         )
-        .expect("pre-fill");
+        .expect("pre-fill")
+    };
+    if args.fill_together {
+        std::thread::scope(|s| {
+            for cluster in &clusters {
+                s.spawn(move || fill(cluster));
+            }
+        });
+    } else {
+        clusters.iter().for_each(fill);
     }
     eprintln!(
         "{} broker(s) started and {} records of {} B in {} partitions filled on each in {:.1} s",

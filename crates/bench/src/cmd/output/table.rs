@@ -18,12 +18,17 @@ pub(super) fn print_table(args: &OutputArgs, sides: &[Side], runs: &[Vec<Run>], 
     println!(
         "CLI output paths, {date}, {cores} cores, load average at the end {load}; \
          {} records of {} B (8 B keys) in {} partitions on each of {} cluster(s), one broker \
-         each; whole processes, spawn to exit, output to /dev/null; {} rounds after {} \
+         each{}; whole processes, spawn to exit, output to /dev/null; {} rounds after {} \
          warm-up, medians; mck: {}{}",
         args.records,
         args.load.value_size,
         args.load.partitions,
         args.clusters,
+        if args.fill_together && args.clusters > 1 {
+            ", filled at the same time"
+        } else {
+            ""
+        },
         runs[0].len(),
         args.warmup.max(1),
         mck.display(),
