@@ -125,10 +125,27 @@ pub enum Layout {
 }
 
 impl Layout {
-    /// `-f` when given, else the `--format` preset.
+    /// `-f` when given, else the `--format` preset. A `-f` that is only a preset's
+    /// name (`-f value`, meant as `--format value`) is refused: it would print that
+    /// word for every record.
     pub fn new(format: Format, format_string: Option<&str>) -> Result<Self, String> {
         match format_string {
-            Some(f) => Template::parse(f).map(Layout::Template),
+            Some(f) => {
+                let t = Template::parse(f)?;
+                let literal = t.0.iter().all(|p| matches!(p, Piece::Text(_)));
+                let preset = <Format as clap::ValueEnum>::value_variants()
+                    .iter()
+                    .filter_map(clap::ValueEnum::to_possible_value)
+                    .any(|v| v.get_name() == f.trim());
+                if literal && preset {
+                    return Err(format!(
+                        "`{f}` has no placeholder, so every record would print as `{f}`; \
+                         -f takes a kcat format string such as '%s\\n', the preset is --format {}",
+                        f.trim()
+                    ));
+                }
+                Ok(Layout::Template(t))
+            }
             None => Ok(format.template().map_or(Layout::Json, Layout::Template)),
         }
     }
@@ -146,6 +163,17 @@ impl Layout {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_format_string_that_is_only_a_preset_s_name_is_refused_naming_the_preset() {
+        for name in ["value", "json", "kv", "full"] {
+            let e = Layout::new(Format::Json, Some(name)).unwrap_err();
+            assert!(e.contains(&format!("--format {name}")), "{e}");
+        }
+        // Literal text that is no preset's name stays valid, as in kcat.
+        assert!(Layout::new(Format::Json, Some("tick\\n")).is_ok());
+        assert!(Layout::new(Format::Json, Some("value=%s\\n")).is_ok());
+    }
 
     #[test]
     fn only_layouts_that_show_headers_ask_for_them() {
