@@ -13,7 +13,7 @@ use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use multicluster_kafka::metrics as m;
 use multicluster_kafka::prelude::*;
 use multicluster_kafka::{ReadOrder, WatermarkStrategy};
-use support::{meta, shared_source};
+use support::{meta, now_ms, shared_source};
 
 fn value_of(
     snapshot: &[(
@@ -38,14 +38,6 @@ fn value_of(
             DebugValue::Gauge(g) => g.into_inner(),
             DebugValue::Histogram(_) => f64::NAN,
         })
-}
-
-/// The wall clock in milliseconds since the epoch (as record timestamps are).
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
 }
 
 /// The recorder is global: every test of this binary shares it (and uses its own

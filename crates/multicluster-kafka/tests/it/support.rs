@@ -36,6 +36,14 @@ pub async fn read_records(
 }
 
 /// The shared cluster `id`, started on first use.
+/// The wall clock in milliseconds since the epoch (as record timestamps are).
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("the clock is past 1970")
+        .as_millis() as i64
+}
+
 pub fn cluster(id: &str) -> &'static KafkaCluster {
     shared_cluster(id).unwrap_or_else(|e| panic!("cluster {id} starts: {e:?}"))
 }

@@ -11,19 +11,12 @@ use crate::support;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use mck_testkit::{TestCluster, TestRecord};
 use multicluster_kafka::prelude::*;
 use multicluster_kafka::{ReadOrder, WatermarkStrategy};
-use support::{PATIENCE, cluster, east, meta, source_over, stream, west};
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .expect("the clock is past 1970")
-        .as_millis() as i64
-}
+use support::{PATIENCE, cluster, east, meta, now_ms, source_over, stream, west};
 
 /// Records `<prefix><i>` at the given timestamps, to partition 0.
 fn at(prefix: &str, timestamps: &[i64]) -> Vec<TestRecord> {

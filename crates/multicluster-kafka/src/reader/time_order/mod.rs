@@ -185,9 +185,12 @@ fn is_full(
     was_full: bool,
     (waited_for, ready): (bool, bool),
 ) -> bool {
-    let over = |share| over_share(held, unit, share);
-    let share = if waited_for || ready { 1 } else { AHEAD_SHARE };
-    (!waited_for || ready) && (over(share) || (was_full && over(2 * share)))
+    let share = match (waited_for, ready) {
+        (_, true) => 1,
+        (true, false) => return false,
+        (false, false) => AHEAD_SHARE,
+    };
+    over_share(held, unit, share) || (was_full && over_share(held, unit, 2 * share))
 }
 
 /// A split none of whose held records may go out yet (all are newer than the
